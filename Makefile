@@ -1,0 +1,38 @@
+# nodeflow: `make test` and `make demo` each create .venv (pinned requirements) when missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint typecheck unit demo bench catalog clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -c "import pathlib, site; pathlib.Path(site.getsitepackages()[0], 'nodeflow-src.pth').write_text('$(CURDIR)/functions\n$(CURDIR)\n')"
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest -q
+
+test: lint typecheck unit
+
+demo: $(STAMP)
+	$(PY) -m nodeflow plan -f examples/
+
+bench: $(STAMP)
+	$(PY) benchmarks/solver.py
+
+# Regenerate the bundled offline catalog snapshot (from moto's copy of real DescribeInstanceTypes data).
+catalog: $(STAMP)
+	$(PY) tools/gen_catalog.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out

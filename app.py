@@ -1,0 +1,13 @@
+"""CDK entry point: wires the nodeflow stack (infra/ holds the constructs)."""
+
+import os
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import aws_cdk as cdk  # noqa: E402
+
+from infra.stack import NodeflowStack  # noqa: E402
+
+app = cdk.App()
+NodeflowStack(app, "Nodeflow")
+app.synth()

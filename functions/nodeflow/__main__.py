@@ -1,0 +1,5 @@
+import sys
+
+from nodeflow.cli import main
+
+sys.exit(main())

@@ -4,9 +4,9 @@ import os
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-import aws_cdk as cdk  # noqa: E402
+import aws_cdk as cdk
 
-from infra.stack import NodeflowStack  # noqa: E402
+from infra.stack import NodeflowStack
 
 app = cdk.App()
 NodeflowStack(app, "Nodeflow")

@@ -16,7 +16,7 @@ the intersection of its NodePool's and every pod's on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from nodeflow.api.labels import NORMALIZED_LABELS
@@ -200,6 +200,16 @@ class Requirements(Mapping[str, Requirement]):
 
     def __getitem__(self, key: str) -> Requirement:
         return self._items[key]
+
+    # Fast paths (the Mapping mixins go through __getitem__ and exceptions).
+    def get(self, key: str, default: Requirement | None = None) -> Requirement | None:  # type: ignore[override]
+        return self._items.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def items(self) -> ItemsView[str, Requirement]:
+        return self._items.items()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

@@ -20,7 +20,8 @@ launcher can fall back when capacity is short.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodeflow.api import labels as wk
@@ -41,7 +42,10 @@ from nodeflow.scheduling.types import (
     UnschedulablePod,
 )
 
-__all__ = ["NO_NODEPOOL", "solve"]
+__all__ = ["MAX_INSTANCE_TYPES", "NO_NODEPOOL", "solve"]
+
+# Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
+MAX_INSTANCE_TYPES = 60
 
 NO_NODEPOOL = "-"
 # Well-known labels a new node gets from its instance type and offering: a pod may ask
@@ -67,40 +71,58 @@ _PRICE_EPSILON = 1e-9
 
 
 class _Pricer:
-    """Cheapest available offering of a type under a NodeClaim's zone/capacity-type limits."""
+    """Cheapest available offering of each type under a NodeClaim's zone/capacity-type limits."""
 
     def __init__(self) -> None:
-        self._cache: dict[
-            tuple[str, Requirement | None, Requirement | None, Requirement | None], Offering | None
-        ] = {}
+        self._tables: dict[tuple[Requirement | None, ...], dict[str, Offering | None]] = {}
+
+    def table(self, reqs: Requirements) -> dict[str, Offering | None]:
+        """A cache of instance-type name -> cheapest allowed offering, for these requirements."""
+        key = (reqs.get(wk.LABEL_ZONE), reqs.get(wk.LABEL_CAPACITY_TYPE), reqs.get(wk.LABEL_ZONE_ID))
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = {}
+        return table
 
     def cheapest(self, it: InstanceType, reqs: Requirements) -> Offering | None:
-        zone = reqs.get(wk.LABEL_ZONE)
-        ctype = reqs.get(wk.LABEL_CAPACITY_TYPE)
-        zone_id = reqs.get(wk.LABEL_ZONE_ID)
-        key = (it.name, zone, ctype, zone_id)
-        try:
-            return self._cache[key]
-        except KeyError:
-            pass
-        best: Offering | None = None
-        for offering in it.offerings:
-            if not offering.available:
-                continue
-            if zone is not None and not zone.has(offering.zone):
-                continue
-            if ctype is not None and not ctype.has(offering.capacity_type):
-                continue
-            if zone_id is not None and not zone_id.has(offering.zone_id):
-                continue
-            if best is None or _offering_rank(offering) < _offering_rank(best):
-                best = offering
-        self._cache[key] = best
+        table = self.table(reqs)
+        if it.name in table:
+            return table[it.name]
+        best = _cheapest_offering(it, reqs)
+        table[it.name] = best
         return best
 
     def price(self, it: InstanceType, reqs: Requirements) -> float:
         offering = self.cheapest(it, reqs)
         return float("inf") if offering is None else offering.price
+
+    def sorted_types(
+        self, types: Sequence[InstanceType], reqs: Requirements
+    ) -> tuple[list[InstanceType], list[float]]:
+        """The types with an allowed offering, cheapest first (ties by name), and their prices."""
+        priced = [(self.price(it, reqs), it.name, it) for it in types]
+        priced = [p for p in priced if p[0] != float("inf")]
+        priced.sort(key=lambda p: (p[0], p[1]))
+        return [p[2] for p in priced], [p[0] for p in priced]
+
+
+def _cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
+    zone = reqs.get(wk.LABEL_ZONE)
+    ctype = reqs.get(wk.LABEL_CAPACITY_TYPE)
+    zone_id = reqs.get(wk.LABEL_ZONE_ID)
+    best: Offering | None = None
+    for offering in it.offerings:
+        if not offering.available:
+            continue
+        if zone is not None and not zone.has(offering.zone):
+            continue
+        if ctype is not None and not ctype.has(offering.capacity_type):
+            continue
+        if zone_id is not None and not zone_id.has(offering.zone_id):
+            continue
+        if best is None or _offering_rank(offering) < _offering_rank(best):
+            best = offering
+    return best
 
 
 def _offering_rank(o: Offering) -> tuple[float, int, str]:
@@ -143,6 +165,7 @@ class _Pool:
     requirements: Requirements
     daemon: dict[str, int]
     types: list[InstanceType]  # compatible with the pool's requirements, cheapest first
+    prices: list[float]
     remaining: dict[str, int] | None  # limits minus what the pool runs
 
 
@@ -158,13 +181,109 @@ class _Node:
 
 @dataclass(slots=True)
 class _Claim:
+    """A NodeClaim being filled. ``types`` are the instance types its requirements allow,
+    cheapest first; types before ``start`` can no longer hold its pods. Types further on
+    that no longer fit are dropped when the plan is written, not on every add."""
+
     pool: _Pool
     requirements: Requirements
     types: list[InstanceType]
+    prices: list[float]
+    start: int
     used: dict[str, int]
-    price: float
     pods: list[str] = field(default_factory=list)
     ports: set[HostPort] = field(default_factory=set)
+
+    @property
+    def price(self) -> float:
+        return self.prices[self.start]
+
+    def advance(self) -> None:
+        types, used = self.types, self.used
+        while not res.fits(used, types[self.start].allocatable):
+            self.start += 1
+
+    def room(
+        self, request: Mapping[str, int], types: list[InstanceType], prices: list[float], first: int
+    ) -> int:
+        """Pods of ``request`` that fit on some type priced like the cheapest one now."""
+        bound = self.price + _PRICE_EPSILON
+        used = self.used
+        best = 0
+        for i in range(first, len(types)):
+            if prices[i] > bound:
+                break
+            alloc = types[i].allocatable
+            if res.fits(used, alloc):
+                count = res.max_count(request, alloc, used)
+                if count > best:
+                    best = count
+        return best
+
+
+@dataclass(slots=True)
+class _Candidates:
+    """The instance types of a pool that hold at least one pod of a group, cheapest first."""
+
+    requirements: Requirements
+    types: list[InstanceType]
+    prices: list[float]
+    caps: list[int]  # pods of the group that fit each type next to the daemonsets
+    _by_cap: _BestPerPod | None = None
+
+    def best(self, count: int) -> int:
+        """Index of the type with the lowest price per pod when ``count`` pods remain."""
+        if self._by_cap is None:
+            self._by_cap = _BestPerPod(self.types, self.prices, self.caps)
+        return self._by_cap.best(count)
+
+
+class _BestPerPod:
+    """Answers "cheapest per pod for N pods" in O(log n).
+
+    With N pods left, a type holding ``cap >= N`` costs price/N per pod, so the best of those
+    is the cheapest among them; a type holding fewer costs price/cap. Sorting by cap gives a
+    suffix minimum of price and a prefix minimum of price/cap; the answer is the better of
+    the two at the split point. Ties break on more pods, then on name, as ``_best_index``.
+    """
+
+    def __init__(self, types: Sequence[InstanceType], prices: Sequence[float], caps: Sequence[int]) -> None:
+        order = sorted(range(len(types)), key=lambda i: caps[i])
+        self.caps_sorted = [caps[i] for i in order]
+        self.types, self.prices, self.caps = types, prices, caps
+        n = len(order)
+        self.suffix: list[int] = [0] * n
+        best = -1
+        for k in range(n - 1, -1, -1):
+            i = order[k]
+            if best < 0 or (prices[i], -caps[i], types[i].name) < (
+                prices[best],
+                -caps[best],
+                types[best].name,
+            ):
+                best = i
+            self.suffix[k] = best
+        self.prefix: list[int] = [0] * (n + 1)
+        best = -1
+        for k in range(n):
+            i = order[k]
+            if best < 0 or self._unbounded_key(i) < self._unbounded_key(best):
+                best = i
+            self.prefix[k + 1] = best
+
+    def _unbounded_key(self, i: int) -> tuple[float, int, str]:
+        return (self.prices[i] / self.caps[i], -self.caps[i], self.types[i].name)
+
+    def best(self, count: int) -> int:
+        k = bisect.bisect_left(self.caps_sorted, count)
+        options = []
+        if k < len(self.caps_sorted):
+            i = self.suffix[k]
+            options.append(((self.prices[i] / count, -count, self.types[i].name), i))
+        if k > 0:
+            i = self.prefix[k]
+            options.append((self._unbounded_key(i), i))
+        return min(options)[1]
 
 
 class _Solver:
@@ -176,6 +295,7 @@ class _Solver:
         self.nodes = [self._make_node(n, inp) for n in sorted(inp.nodes, key=lambda n: (n.in_flight, n.name))]
         self.claims: list[_Claim] = []
         self.unschedulable: list[UnschedulablePod] = []
+        self._candidate_cache: dict[tuple[int, int, Requirements], _Candidates | str] = {}
 
     # -- setup ---------------------------------------------------------------------------------
     def _make_pool(self, np: NodePoolInput, inp: SchedulingInput) -> _Pool:
@@ -196,13 +316,14 @@ class _Solver:
                 continue
             if any(reqs.compatible(alt, ALLOW_UNDEFINED) is None for alt in dpod.requirements):
                 daemon = res.add(daemon, dpod.requests)
-        types = [it for it in np.instance_types if type_matches(it, reqs) and self.pricer.cheapest(it, reqs)]
-        types.sort(key=lambda it: (self.pricer.price(it, reqs), it.name))
+        types, prices = self.pricer.sorted_types(
+            [it for it in np.instance_types if type_matches(it, reqs)], reqs
+        )
         remaining: dict[str, int] | None = None
         if np.limits is not None:
             in_use = res.total(n.capacity or n.allocatable for n in inp.nodes if n.nodepool == np.name)
             remaining = {k: v - in_use.get(k, 0) for k, v in np.limits.items()}
-        return _Pool(np, reqs, daemon, types, remaining)
+        return _Pool(np, reqs, daemon, types, prices, remaining)
 
     def _make_node(self, node: NodeInput, inp: SchedulingInput) -> _Node:
         initializing = node.in_flight or (
@@ -258,6 +379,8 @@ class _Solver:
                 break
             if group.host_ports and group.host_ports & claim.ports:
                 continue
+            if claim.room(group.requests, claim.types, claim.prices, claim.start) == 0:
+                continue
             if untolerated(group.first.tolerations, claim.pool.input.taints) is not None:
                 continue
             for alt in group.requirements:
@@ -272,26 +395,30 @@ class _Solver:
 
     def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier."""
-        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
-        types = claim.types
-        if reqs != claim.requirements:
-            types = [it for it in types if type_matches(it, reqs) and self.pricer.cheapest(it, reqs)]
-        limit = 1 if group.host_ports else count
-        caps: list[int] = []
-        best = 0
-        for it in types:
-            cap = min(res.max_count(group.requests, it.allocatable, claim.used), limit)
-            caps.append(cap)
-            if cap > best and self.pricer.price(it, reqs) <= claim.price + _PRICE_EPSILON:
-                best = cap
+        if len(alt):
+            reqs = claim.requirements.add(alt)
+        else:
+            reqs = claim.requirements
+        if reqs == claim.requirements:
+            types, prices, first = claim.types, claim.prices, claim.start
+        else:
+            narrowed = [it for it in claim.types[claim.start :] if type_matches(it, reqs)]
+            types, prices = self.pricer.sorted_types(narrowed, reqs)
+            first = 0
+            while first < len(types) and not res.fits(claim.used, types[first].allocatable):
+                first += 1
+            if first == len(types) or prices[first] > claim.price + _PRICE_EPSILON:
+                return 0
+        best = claim.room(group.requests, types, prices, first)
+        if group.host_ports:
+            best = min(best, 1)
         take = min(best, count)
         if take <= 0:
             return 0
-        claim.types = [it for it, cap in zip(types, caps, strict=True) if cap >= take]
-        claim.requirements = reqs
+        claim.requirements, claim.types, claim.prices, claim.start = reqs, types, prices, first
         claim.used = res.add(claim.used, group.requests, take)
         claim.ports |= group.host_ports
-        claim.price = min(self.pricer.price(it, reqs) for it in claim.types)
+        claim.advance()
         return take
 
     def _new_claim(self, group: _Group, pending: list[str]) -> int | None:
@@ -314,9 +441,17 @@ class _Solver:
             self.unschedulable.append(UnschedulablePod(key, merged))
         return None
 
-    def _try_pool(
-        self, pool: _Pool, group: _Group, alt: Requirements, count: int
-    ) -> tuple[_Claim, int] | str:
+    def _candidates(self, pool: _Pool, group: _Group, alt: Requirements) -> _Candidates | str:
+        """Instance types of a pool that can hold at least one pod of the group (cached)."""
+        key = (id(pool), id(group), alt)
+        cached = self._candidate_cache.get(key)
+        if cached is not None:
+            return cached
+        outcome = self._compute_candidates(pool, group, alt)
+        self._candidate_cache[key] = outcome
+        return outcome
+
+    def _compute_candidates(self, pool: _Pool, group: _Group, alt: Requirements) -> _Candidates | str:
         if pool.input.error:
             return pool.input.error
         taint = untolerated(group.first.tolerations, pool.input.taints)
@@ -325,14 +460,17 @@ class _Solver:
         conflict = pool.requirements.compatible(alt, ALLOW_UNDEFINED)
         if conflict is not None:
             return f"incompatible requirements: {conflict}"
-        reqs = pool.requirements.add(alt) if len(alt) else pool.requirements
-        types = pool.types
-        if reqs is not pool.requirements:
-            types = [it for it in types if type_matches(it, reqs) and self.pricer.cheapest(it, reqs)]
+        if len(alt):
+            reqs = pool.requirements.add(alt)
+            types, prices = self.pricer.sorted_types(
+                [it for it in pool.types if type_matches(it, reqs)], reqs
+            )
+        else:
+            reqs, types, prices = pool.requirements, pool.types, pool.prices
         if not types:
             return "no instance type satisfies the requirements" + _describe_offering_reqs(reqs)
         needed = res.add(pool.daemon, group.requests)
-        fitting = [it for it in types if res.fits(needed, it.allocatable)]
+        fitting = [i for i, it in enumerate(types) if res.fits(needed, it.allocatable)]
         if not fitting:
             largest = max(
                 types, key=lambda it: (it.allocatable.get("cpu", 0), it.allocatable.get("memory", 0))
@@ -344,41 +482,59 @@ class _Solver:
                 f"{format_milli(pool.daemon.get(short, 0), short)}), largest candidate {largest.name} has "
                 f"{format_milli(largest.allocatable.get(short, 0), short)} allocatable"
             )
-        if pool.remaining is not None:
-            remaining = pool.remaining
-            within = [it for it in fitting if all(it.capacity.get(k, 0) <= v for k, v in remaining.items())]
-            if not within:
-                smallest = min(
-                    fitting, key=lambda it: tuple(it.capacity.get(k, 0) for k in sorted(remaining))
-                )
-                name = next(k for k in sorted(remaining) if smallest.capacity.get(k, 0) > remaining[k])
-                limit = pool.input.limits[name] if pool.input.limits else 0
-                return (
-                    f"exceeds NodePool limit {name}={format_milli(limit, name)}: "
-                    f"{format_milli(max(remaining[name], 0), name)} remaining, the smallest fitting "
-                    f"instance type {smallest.name} has {format_milli(smallest.capacity.get(name, 0), name)}"
-                )
-            fitting = within
-        # Size the NodeClaim by the lowest price per pod for this group.
-        limit = 1 if group.host_ports else count
-        caps = [min(res.max_count(group.requests, it.allocatable, pool.daemon), limit) for it in fitting]
-        best_index = min(
-            range(len(fitting)),
-            key=lambda i: (self.pricer.price(fitting[i], reqs) / caps[i], -caps[i], fitting[i].name),
+        limit = 1 if group.host_ports else 1 << 30
+        return _Candidates(
+            requirements=reqs,
+            types=[types[i] for i in fitting],
+            prices=[prices[i] for i in fitting],
+            caps=[
+                min(res.max_count(group.requests, types[i].allocatable, pool.daemon), limit) for i in fitting
+            ],
         )
-        take = caps[best_index]
-        chosen = [it for it, cap in zip(fitting, caps, strict=True) if cap >= take]
-        if pool.remaining is not None:
-            for name in pool.remaining:
-                pool.remaining[name] -= max(it.capacity.get(name, 0) for it in chosen)
+
+    def _try_pool(
+        self, pool: _Pool, group: _Group, alt: Requirements, count: int
+    ) -> tuple[_Claim, int] | str:
+        cands = self._candidates(pool, group, alt)
+        if isinstance(cands, str):
+            return cands
+        types, prices, caps = cands.types, cands.prices, cands.caps
+        remaining = pool.remaining
+        if remaining is not None:
+            indices = [
+                i
+                for i, it in enumerate(types)
+                if all(it.capacity.get(k, 0) <= v for k, v in remaining.items())
+            ]
+            if not indices:
+                return _limit_reason(pool, types, remaining)
+            best = _best_index(indices, prices, caps, types, count)
+            types, prices, caps = (
+                [types[i] for i in indices],
+                [prices[i] for i in indices],
+                [caps[i] for i in indices],
+            )
+            best = indices.index(best)
+        else:
+            best = cands.best(count)
+        take = min(caps[best], count)
+        if remaining is not None:
+            for name in remaining:
+                remaining[name] -= max(
+                    it.capacity.get(name, 0) for it, cap in zip(types, caps, strict=True) if cap >= take
+                )
+        # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
+        first = bisect.bisect_left(prices, prices[best])
         claim = _Claim(
             pool=pool,
-            requirements=reqs,
-            types=chosen,
+            requirements=cands.requirements,
+            types=types,
+            prices=prices,
+            start=first,
             used=res.add(pool.daemon, group.requests, take),
-            price=min(self.pricer.price(it, reqs) for it in chosen),
             ports=set(group.host_ports),
         )
+        claim.advance()
         return claim, take
 
     # -- output --------------------------------------------------------------------------------
@@ -393,17 +549,21 @@ class _Solver:
 
     def _plan(self, claim: _Claim) -> NodeClaimPlan:
         reqs = claim.requirements
-        priced = sorted(
-            ((self.pricer.cheapest(it, reqs), it) for it in claim.types),
-            key=lambda pair: (pair[0].price if pair[0] else float("inf"), pair[1].name),
-        )
-        cheapest = priced[0][0]
+        table = self.pricer.table(reqs)
+        used = claim.used
+        fitting: list[InstanceType] = []
+        for it in claim.types[claim.start :]:
+            if res.fits(used, it.allocatable):
+                fitting.append(it)
+                if len(fitting) == MAX_INSTANCE_TYPES:
+                    break
+        cheapest = table[fitting[0].name]
         assert cheapest is not None  # types without an allowed offering were filtered out
         zone_req = reqs.get(wk.LABEL_ZONE)
         zones = sorted(
             {
                 o.zone
-                for _, it in priced
+                for it in fitting
                 for o in it.offerings
                 if o.available
                 and o.capacity_type == cheapest.capacity_type
@@ -413,13 +573,36 @@ class _Solver:
         return NodeClaimPlan(
             nodepool=claim.pool.input.name,
             requirements=reqs,
-            instance_types=tuple(it.name for _, it in priced),
+            instance_types=tuple(it.name for it in fitting),
             capacity_type=cheapest.capacity_type,
             zones=tuple(zones),
             pods=tuple(claim.pods),
-            requests=dict(sorted(claim.used.items())),
+            requests=dict(sorted(used.items())),
             price=cheapest.price,
         )
+
+
+def _best_index(
+    indices: Iterable[int],
+    prices: Sequence[float],
+    caps: Sequence[int],
+    types: Sequence[InstanceType],
+    count: int,
+) -> int:
+    """The type with the lowest price per pod for ``count`` pods (more pods, then name, break ties)."""
+    return min(indices, key=lambda i: (prices[i] / min(caps[i], count), -min(caps[i], count), types[i].name))
+
+
+def _limit_reason(pool: _Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
+    keys = sorted(remaining)
+    smallest = min(types, key=lambda it: tuple(it.capacity.get(k, 0) for k in keys))
+    name = next((k for k in keys if smallest.capacity.get(k, 0) > remaining[k]), keys[0])
+    limit = pool.input.limits[name] if pool.input.limits else 0
+    return (
+        f"exceeds NodePool limit {name}={format_milli(limit, name)}: "
+        f"{format_milli(max(remaining[name], 0), name)} remaining, the smallest fitting "
+        f"instance type {smallest.name} has {format_milli(smallest.capacity.get(name, 0), name)}"
+    )
 
 
 def _describe_offering_reqs(reqs: Requirements) -> str:

@@ -1,0 +1,74 @@
+"""Go durations as Karpenter writes them ("720h", "30s", "1h30m", "Never")."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["NEVER", "DurationError", "format_duration", "parse_duration"]
+
+NEVER = "Never"
+
+_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "\u00b5s": 1e-6,  # micro sign
+    "\u03bcs": 1e-6,  # greek mu
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_COMPONENT = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+
+
+class DurationError(ValueError):
+    """A string that is not a Go duration."""
+
+
+def parse_duration(value: str) -> float | None:
+    """Parse a Go duration into seconds; ``"Never"`` gives None.
+
+    Accepts what Go's ``time.ParseDuration`` accepts: an optional sign and a sequence of
+    decimal numbers with a unit (ns, us, µs, ms, s, m, h), e.g. "300ms", "1.5h", "2h45m";
+    "0" alone is zero.
+    """
+    if not isinstance(value, str):
+        raise DurationError(f"duration must be a string, not {value!r}")
+    if value == NEVER:
+        return None
+    text = value
+    sign = 1.0
+    if text[:1] in ("+", "-"):
+        sign = -1.0 if text[0] == "-" else 1.0
+        text = text[1:]
+    if text == "0":
+        return 0.0
+    if not text:
+        raise DurationError(f"invalid duration {value!r}")
+    total = 0.0
+    pos = 0
+    while pos < len(text):
+        match = _COMPONENT.match(text, pos)
+        if match is None:
+            raise DurationError(f"invalid duration {value!r} (expected e.g. 30s, 10m, 720h, 1h30m or Never)")
+        total += float(match[1]) * _UNITS[match[2]]
+        pos = match.end()
+    return sign * total
+
+
+def format_duration(seconds: float | None) -> str:
+    """Format seconds the way Go's Duration.String() does for whole seconds ("1h30m0s"); None is Never."""
+    if seconds is None:
+        return NEVER
+    whole = round(seconds)
+    if whole == 0:
+        return "0s"
+    sign = "-" if whole < 0 else ""
+    whole = abs(whole)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{sign}{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{sign}{minutes}m{secs}s"
+    return f"{sign}{secs}s"

@@ -1,0 +1,375 @@
+"""Load Kubernetes and Karpenter manifests from files and directories (the ``plan`` command's input).
+
+``load_manifests(paths)`` reads multi-document YAML (or JSON) files and directories (recursively,
+``*.yaml``/``*.yml``/``*.json``, sorted), validates every object it knows, expands workloads
+into pods, and returns a frozen ``Manifests``. Kinds nodeflow does not use (ConfigMap,
+Service, ...) are skipped with a note. Every problem in every file is collected before a single
+``ManifestError`` is raised; each problem names the file, the document (0-based), the object
+and the field, e.g.::
+
+    examples/bad.yaml: document 1 (NodePool/default): spec.template.spec.requirements[0].operator: ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from nodeflow.api.core import (
+    DaemonSet,
+    Deployment,
+    Job,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    ReplicaSet,
+    StatefulSet,
+    StorageClass,
+    expand_workload,
+    statefulset_claims,
+)
+from nodeflow.api.errors import format_validation_error
+from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+
+__all__ = ["KINDS", "ManifestError", "Manifests", "SkippedDocument", "load_manifests"]
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    api_version: str
+    model: type[BaseModel]
+    namespaced: bool
+
+
+KINDS: Mapping[str, _Kind] = {
+    "NodePool": _Kind("karpenter.sh/v1", NodePool, namespaced=False),
+    "NodeClaim": _Kind("karpenter.sh/v1", NodeClaim, namespaced=False),
+    "EC2NodeClass": _Kind("karpenter.k8s.aws/v1", EC2NodeClass, namespaced=False),
+    "Pod": _Kind("v1", Pod, namespaced=True),
+    "Node": _Kind("v1", Node, namespaced=False),
+    "PersistentVolumeClaim": _Kind("v1", PersistentVolumeClaim, namespaced=True),
+    "PersistentVolume": _Kind("v1", PersistentVolume, namespaced=False),
+    "Deployment": _Kind("apps/v1", Deployment, namespaced=True),
+    "ReplicaSet": _Kind("apps/v1", ReplicaSet, namespaced=True),
+    "StatefulSet": _Kind("apps/v1", StatefulSet, namespaced=True),
+    "DaemonSet": _Kind("apps/v1", DaemonSet, namespaced=True),
+    "Job": _Kind("batch/v1", Job, namespaced=True),
+    "StorageClass": _Kind("storage.k8s.io/v1", StorageClass, namespaced=False),
+    "PodDisruptionBudget": _Kind("policy/v1", PodDisruptionBudget, namespaced=True),
+}
+"""The kinds ``load_manifests`` reads, with the one apiVersion accepted for each."""
+
+_KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws")
+_SUFFIXES = frozenset({".yaml", ".yml", ".json"})
+
+
+class ManifestError(Exception):
+    """Invalid manifests. ``problems`` holds one message per problem, each naming file, document and field."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems: list[str] = list(problems)
+        count = len(self.problems)
+        header = f"{count} problem{'s' if count != 1 else ''} in the manifests:"
+        super().__init__("\n".join([header, *(f"  {problem}" for problem in self.problems)]))
+
+
+@dataclass(frozen=True)
+class SkippedDocument:
+    """A document ``load_manifests`` did not use (a kind nodeflow has no use for)."""
+
+    file: str
+    index: int
+    kind: str
+    name: str
+    api_version: str = ""
+    item: int | None = None
+
+    def __str__(self) -> str:
+        where = f"document {self.index}" + (f" items[{self.item}]" if self.item is not None else "")
+        what = f"{self.kind}/{self.name}" if self.name else self.kind
+        version = f" ({self.api_version})" if self.api_version else ""
+        return f"{self.file}: {where} ({what}): kind {self.kind}{version} is not used by nodeflow; skipped"
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """Everything ``load_manifests`` read, in input order."""
+
+    node_pools: tuple[NodePool, ...] = ()
+    node_classes: tuple[EC2NodeClass, ...] = ()
+    node_claims: tuple[NodeClaim, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    """Standalone pods and the pods of Deployments, ReplicaSets, StatefulSets and Jobs."""
+    daemon_sets: tuple[DaemonSet, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    """Explicit claims, then the claims of StatefulSet volumeClaimTemplates not given explicitly."""
+    pvs: tuple[PersistentVolume, ...] = ()
+    storage_classes: tuple[StorageClass, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    skipped: tuple[SkippedDocument, ...] = ()
+    workloads: tuple[Deployment | ReplicaSet | StatefulSet | Job, ...] = field(default=())
+    """The workloads the expanded pods came from."""
+
+
+@dataclass
+class _Collector:
+    problems: list[str] = field(default_factory=list)
+    skipped: list[SkippedDocument] = field(default_factory=list)
+    node_pools: list[NodePool] = field(default_factory=list)
+    node_classes: list[EC2NodeClass] = field(default_factory=list)
+    node_claims: list[NodeClaim] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    daemon_sets: list[DaemonSet] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    pvcs: list[PersistentVolumeClaim] = field(default_factory=list)
+    generated_pvcs: list[PersistentVolumeClaim] = field(default_factory=list)
+    pvs: list[PersistentVolume] = field(default_factory=list)
+    storage_classes: list[StorageClass] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    workloads: list[Deployment | ReplicaSet | StatefulSet | Job] = field(default_factory=list)
+    # (kind, namespace, name) -> where it was first defined
+    seen: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # pod key -> where the pod came from
+    pod_origin: dict[str, str] = field(default_factory=dict)
+
+    def result(self) -> Manifests:
+        explicit = {claim.key for claim in self.pvcs}
+        generated = [claim for claim in self.generated_pvcs if claim.key not in explicit]
+        return Manifests(
+            node_pools=tuple(self.node_pools),
+            node_classes=tuple(self.node_classes),
+            node_claims=tuple(self.node_claims),
+            pods=tuple(self.pods),
+            daemon_sets=tuple(self.daemon_sets),
+            nodes=tuple(self.nodes),
+            pvcs=(*self.pvcs, *generated),
+            pvs=tuple(self.pvs),
+            storage_classes=tuple(self.storage_classes),
+            pdbs=tuple(self.pdbs),
+            skipped=tuple(self.skipped),
+            workloads=tuple(self.workloads),
+        )
+
+
+def load_manifests(paths: Sequence[str | Path]) -> Manifests:
+    """Read, validate and expand the manifests in ``paths`` (files or directories).
+
+    Raises ``ManifestError`` listing every problem found in every file.
+    """
+    collector = _Collector()
+    seen_files: set[Path] = set()
+    for file in _files(paths, collector.problems):
+        resolved = file.resolve()
+        if resolved in seen_files:
+            continue
+        seen_files.add(resolved)
+        for index, document in _documents(file, collector.problems):
+            _load_document(collector, str(file), index, None, document)
+    if collector.problems:
+        raise ManifestError(collector.problems)
+    return collector.result()
+
+
+def _files(paths: Sequence[str | Path], problems: list[str]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                candidate
+                for candidate in path.rglob("*")
+                if candidate.suffix.lower() in _SUFFIXES
+                and candidate.is_file()
+                and not any(part.startswith(".") for part in candidate.relative_to(path).parts)
+            )
+            yield from found
+        elif path.is_file():
+            yield path
+        else:
+            problems.append(f"{path}: no such file or directory")
+
+
+def _documents(file: Path, problems: list[str]) -> Iterator[tuple[int, Any]]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{file}: cannot read: {exc}")
+        return
+    if file.suffix.lower() == ".json":
+        try:
+            yield 0, json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{file}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}")
+        return
+    index = 0
+    try:
+        for document in yaml.load_all(text, Loader=_SafeLoader):
+            yield index, document
+            index += 1
+    except yaml.YAMLError as exc:
+        problems.append(f"{file}: {_yaml_error(exc, index)}")
+
+
+def _yaml_error(exc: yaml.YAMLError, index: int) -> str:
+    problem_mark = getattr(exc, "problem_mark", None)
+    context_mark = getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    detail = str(problem) if problem else str(exc)
+    if context:
+        started = (
+            f" started at line {context_mark.line + 1}, column {context_mark.column + 1}"
+            if context_mark is not None
+            and problem_mark is not None
+            and context_mark.line != problem_mark.line
+            else ""
+        )
+        detail = f"{detail} ({context}{started})"
+    mark = problem_mark or context_mark
+    if mark is not None:
+        position = f"line {mark.line + 1}, column {mark.column + 1}"
+        return f"{position} (document {index}): YAML syntax error: {detail}"
+    return f"document {index}: YAML syntax error: {detail}"
+
+
+def _load_document(collector: _Collector, file: str, index: int, item: int | None, document: Any) -> None:
+    where = f"{file}: document {index}" + (f" items[{item}]" if item is not None else "")
+    if document is None:
+        return
+    if not isinstance(document, dict):
+        collector.problems.append(
+            f"{where}: expected a Kubernetes object (a mapping with apiVersion and kind), "
+            f"got {type(document).__name__}"
+        )
+        return
+    kind = document.get("kind")
+    api_version = document.get("apiVersion")
+    metadata = document.get("metadata")
+    raw_name = metadata.get("name") if isinstance(metadata, dict) else None
+    name = raw_name if isinstance(raw_name, str) else ""
+    if not isinstance(kind, str) or not kind:
+        collector.problems.append(f"{where}: kind: required field is missing")
+        return
+    label = f"{where} ({kind}/{name or '<unnamed>'})"
+    if item is None and (kind == "List" or kind.endswith("List")) and "items" in document:
+        items = document.get("items")
+        if not isinstance(items, list):
+            collector.problems.append(f"{where} ({kind}): items: must be a list")
+            return
+        for position, entry in enumerate(items):
+            _load_document(collector, file, index, position, entry)
+        return
+    spec = KINDS.get(kind)
+    if spec is None:
+        group = api_version.partition("/")[0] if isinstance(api_version, str) else ""
+        if group in _KARPENTER_GROUPS:
+            collector.problems.append(
+                f"{label}: kind {kind} ({api_version}) is not supported: nodeflow reads the Karpenter v1 "
+                "APIs (NodePool and NodeClaim karpenter.sh/v1, EC2NodeClass karpenter.k8s.aws/v1)"
+            )
+            return
+        collector.skipped.append(
+            SkippedDocument(
+                file=file,
+                index=index,
+                kind=kind,
+                name=name,
+                api_version=api_version if isinstance(api_version, str) else "",
+                item=item,
+            )
+        )
+        return
+    problems_before = len(collector.problems)
+    if api_version != spec.api_version:
+        got = f"got {api_version}" if api_version else "apiVersion is missing"
+        hint = ""
+        if spec.api_version.startswith(_KARPENTER_GROUPS):
+            hint = " (nodeflow reads Karpenter v1 APIs only; migrate older manifests to v1)"
+        collector.problems.append(f"{label}: apiVersion: {kind} must be {spec.api_version}, {got}{hint}")
+        return
+    if not isinstance(metadata, dict):
+        collector.problems.append(f"{label}: metadata.name: required field is missing")
+        return
+    if raw_name is None or raw_name == "":
+        collector.problems.append(f"{label}: metadata.name: required field is missing")
+    namespace = ""
+    if spec.namespaced:
+        raw_namespace = metadata.get("namespace")
+        if raw_namespace is None or raw_namespace == "":
+            document = {**document, "metadata": {**metadata, "namespace": "default"}}
+            namespace = "default"
+        elif isinstance(raw_namespace, str):
+            namespace = raw_namespace
+    try:
+        obj = spec.model.model_validate(document)
+    except ValidationError as exc:
+        collector.problems.extend(f"{label}: {line}" for line in format_validation_error(exc))
+        return
+    if len(collector.problems) > problems_before:
+        return
+    identity = (kind, namespace, name)
+    first = collector.seen.get(identity)
+    if first is not None:
+        shown = f"{namespace}/{name}" if spec.namespaced else name
+        collector.problems.append(f"{label}: duplicate {kind} {shown} (first defined in {first})")
+        return
+    collector.seen[identity] = where
+    _store(collector, obj, label)
+
+
+def _store(collector: _Collector, obj: BaseModel, label: str) -> None:
+    if isinstance(obj, NodePool):
+        collector.node_pools.append(obj)
+    elif isinstance(obj, EC2NodeClass):
+        collector.node_classes.append(obj)
+    elif isinstance(obj, NodeClaim):
+        collector.node_claims.append(obj)
+    elif isinstance(obj, Pod):
+        _add_pods(collector, [obj], label)
+    elif isinstance(obj, Deployment | ReplicaSet | StatefulSet | Job):
+        collector.workloads.append(obj)
+        _add_pods(collector, expand_workload(obj), label)
+        if isinstance(obj, StatefulSet):
+            collector.generated_pvcs.extend(statefulset_claims(obj))
+    elif isinstance(obj, DaemonSet):
+        collector.daemon_sets.append(obj)
+    elif isinstance(obj, Node):
+        collector.nodes.append(obj)
+    elif isinstance(obj, PersistentVolumeClaim):
+        collector.pvcs.append(obj)
+    elif isinstance(obj, PersistentVolume):
+        collector.pvs.append(obj)
+    elif isinstance(obj, StorageClass):
+        collector.storage_classes.append(obj)
+    elif isinstance(obj, PodDisruptionBudget):
+        collector.pdbs.append(obj)
+    else:  # pragma: no cover - KINDS and this dispatch are kept in step
+        raise TypeError(f"no collection for {type(obj).__name__}")
+
+
+def _add_pods(collector: _Collector, pods: list[Pod], label: str) -> None:
+    origin = collector.pod_origin
+    collisions: list[tuple[str, str]] = []
+    for pod in pods:
+        key = pod.key
+        first = origin.get(key)
+        if first is not None:
+            collisions.append((key, first))
+            continue
+        origin[key] = label
+    if collisions:
+        key, first = collisions[0]
+        more = f" (and {len(collisions) - 1} more)" if len(collisions) > 1 else ""
+        collector.problems.append(f"{label}: pod {key} is defined twice: also by {first}{more}")
+        return
+    collector.pods.extend(pods)

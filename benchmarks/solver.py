@@ -49,9 +49,7 @@ def check(result: SchedulingResult, pods: tuple[PodInput, ...], pool: NodePoolIn
     for claim in result.node_claims:
         cheapest = types[claim.instance_types[0]]
         for name, value in claim.requests.items():
-            assert value <= cheapest.allocatable.get(name, 0), (
-                f"{claim.instance_types[0]} over-committed on {name}"
-            )
+            assert value <= cheapest.allocatable.get(name, 0), f"{claim.instance_types[0]} over-committed on {name}"
 
 
 def main(argv: list[str] | None = None) -> int:

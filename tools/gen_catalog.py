@@ -45,9 +45,7 @@ def _prices(path: Path, region: str) -> tuple[dict[str, float], str]:
     return prices, str(document.get("description", ""))
 
 
-def build_catalog(
-    region: str = "us-east-1", prices_path: Path = PRICES_FILE
-) -> tuple[CatalogData, tuple[str, ...]]:
+def build_catalog(region: str = "us-east-1", prices_path: Path = PRICES_FILE) -> tuple[CatalogData, tuple[str, ...]]:
     """The snapshot's ``CatalogData`` and every type EC2 (moto) described."""
     if region not in SUPPORTED_REGIONS:
         raise SystemExit(f"no on-demand price data for {region}; have: {', '.join(SUPPORTED_REGIONS)}")
@@ -58,12 +56,8 @@ def build_catalog(
     from nodeflow.catalog.aws import AwsCatalogSource
 
     prices, price_description = _prices(prices_path, region)
-    saved = {
-        k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-    }
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_SESSION_TOKEN="testing"
-    )
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_SESSION_TOKEN="testing")
     try:
         with mock_aws():
             ec2 = boto3.client("ec2", region_name=region)
@@ -79,10 +73,7 @@ def build_catalog(
     infos = {n: facts.infos[n] for n in keep}
     offerings = {n: facts.offerings[n] for n in keep}
     spot = {
-        (n, zone): estimate_spot_price(n, prices[n])
-        for n in keep
-        if infos[n].supports_spot
-        for zone in offerings[n]
+        (n, zone): estimate_spot_price(n, prices[n]) for n in keep if infos[n].supports_spot for zone in offerings[n]
     }
     provenance = (
         f"Instance types, zones and offerings: moto {moto.__version__}'s copy of EC2 DescribeInstanceTypes, "

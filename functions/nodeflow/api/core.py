@@ -255,9 +255,7 @@ class NodeSelectorTerm(CoreModel):
     def _fields(self) -> NodeSelectorTerm:
         for index, requirement in enumerate(self.match_fields):
             if requirement.key != "metadata.name":
-                raise ValueError(
-                    f"matchFields[{index}].key: only metadata.name is supported, got {requirement.key!r}"
-                )
+                raise ValueError(f"matchFields[{index}].key: only metadata.name is supported, got {requirement.key!r}")
             if requirement.operator not in ("In", "NotIn"):
                 raise ValueError(f"matchFields[{index}].operator: must be In or NotIn for metadata.name")
         return self
@@ -321,8 +319,7 @@ class PodAffinityTerm(CoreModel):
         overlap = set(self.match_label_keys) & set(self.mismatch_label_keys)
         if overlap:
             raise ValueError(
-                f"matchLabelKeys: keys {sorted(overlap)} must not be in both matchLabelKeys and "
-                "mismatchLabelKeys"
+                f"matchLabelKeys: keys {sorted(overlap)} must not be in both matchLabelKeys and mismatchLabelKeys"
             )
         if (self.match_label_keys or self.mismatch_label_keys) and self.label_selector is None:
             raise ValueError("labelSelector: required when matchLabelKeys or mismatchLabelKeys is set")
@@ -548,9 +545,7 @@ class PodSpec(CoreModel):
                 seen.add(container.name)
         for index, container in enumerate(self.containers):
             if container.restart_policy is not None:
-                raise ValueError(
-                    f"containers[{index}].restartPolicy: only init containers may set restartPolicy"
-                )
+                raise ValueError(f"containers[{index}].restartPolicy: only init containers may set restartPolicy")
         return self
 
     def effective_requests(self) -> dict[str, int]:
@@ -1220,9 +1215,7 @@ def statefulset_claims(sts: StatefulSet) -> list[PersistentVolumeClaim]:
                     "labels": labels or None,
                 }
             )
-            claims.append(
-                template.model_copy(update={"metadata": metadata, "status": PersistentVolumeClaimStatus()})
-            )
+            claims.append(template.model_copy(update={"metadata": metadata, "status": PersistentVolumeClaimStatus()}))
     return claims
 
 

@@ -67,8 +67,7 @@ def check_duration(value: Any) -> str:
     """BeforeValidator: a duration of whole s/m/h units (no 'Never')."""
     if not isinstance(value, str) or not _DURATION.match(value):
         raise ValueError(
-            f"{value!r} is not a valid duration: must be a Go duration of whole s/m/h units "
-            "(e.g. 30s, 10m, 1h30m)"
+            f"{value!r} is not a valid duration: must be a Go duration of whole s/m/h units (e.g. 30s, 10m, 1h30m)"
         )
     return value
 

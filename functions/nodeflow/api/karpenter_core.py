@@ -134,9 +134,7 @@ class NodeClassReference(KubeModel):
         if not value:
             raise ValueError("group may not be empty")
         if "/" in value:
-            raise ValueError(
-                f"group {value!r} must not contain '/' (use the API group, e.g. karpenter.k8s.aws)"
-            )
+            raise ValueError(f"group {value!r} must not contain '/' (use the API group, e.g. karpenter.k8s.aws)")
         return value
 
     @field_validator("kind")
@@ -253,9 +251,7 @@ class Budget(KubeModel):
     @classmethod
     def _nodes(cls, value: str) -> str:
         if not _BUDGET_NODES.match(value):
-            raise ValueError(
-                f"{value!r} must be a non-negative integer or a percentage 0%-100% (e.g. 5, 10%)"
-            )
+            raise ValueError(f"{value!r} must be a non-negative integer or a percentage 0%-100% (e.g. 5, 10%)")
         return value
 
     @field_validator("schedule")
@@ -272,9 +268,7 @@ class Budget(KubeModel):
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None and not _BUDGET_DURATION.match(value):
-            raise ValueError(
-                f"{value!r} must be a duration of hours and/or minutes only (e.g. 10m, 8h, 1h30m)"
-            )
+            raise ValueError(f"{value!r} must be a duration of hours and/or minutes only (e.g. 10m, 8h, 1h30m)")
         return value
 
     @model_validator(mode="after")
@@ -318,9 +312,7 @@ def cron_error(schedule: str) -> str | None:
     return None
 
 
-def _cron_part_error(
-    part: str, low: int, high: int, names: dict[str, int], *, allow_question: bool
-) -> str | None:
+def _cron_part_error(part: str, low: int, high: int, names: dict[str, int], *, allow_question: bool) -> str | None:
     rng, slash, step = part.partition("/")
     if slash and (not step.isdigit() or int(step) == 0):
         return f"invalid step {step!r}"
@@ -376,9 +368,7 @@ class NodePoolSpec(KubeModel):
     def _static(self) -> NodePoolSpec:
         if self.replicas is not None:
             if self.limits and set(self.limits) != {"nodes"}:
-                raise ValueError(
-                    "limits: only 'limits.nodes' is supported on static NodePools (replicas set)"
-                )
+                raise ValueError("limits: only 'limits.nodes' is supported on static NodePools (replicas set)")
             if self.weight is not None:
                 raise ValueError("weight: 'weight' is not supported on static NodePools (replicas set)")
         return self

@@ -228,9 +228,7 @@ class AMISelectorTerm(KubeModel):
         if value is None:
             return None
         if not _ALIAS.match(value):
-            raise ValueError(
-                f"'alias' {value!r} is improperly formatted, must match the format 'family@version'"
-            )
+            raise ValueError(f"'alias' {value!r} is improperly formatted, must match the format 'family@version'")
         family, _, version = value.partition("@")
         if family not in AMI_ALIAS_FAMILIES:
             raise ValueError(
@@ -309,12 +307,8 @@ class KubeletConfiguration(KubeModel):
     eviction_soft: dict[str, str] | None = None
     eviction_soft_grace_period: dict[str, GoDuration] | None = None
     eviction_max_pod_grace_period: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    image_gc_high_threshold_percent: int | None = Field(
-        default=None, ge=0, le=100, alias="imageGCHighThresholdPercent"
-    )
-    image_gc_low_threshold_percent: int | None = Field(
-        default=None, ge=0, le=100, alias="imageGCLowThresholdPercent"
-    )
+    image_gc_high_threshold_percent: int | None = Field(default=None, ge=0, le=100, alias="imageGCHighThresholdPercent")
+    image_gc_low_threshold_percent: int | None = Field(default=None, ge=0, le=100, alias="imageGCLowThresholdPercent")
     cpu_cfs_quota: bool | None = Field(default=None, alias="cpuCFSQuota")
 
     @field_validator("system_reserved")
@@ -367,8 +361,7 @@ class KubeletConfiguration(KubeModel):
         for key in grace:
             if key not in soft:
                 raise ValueError(
-                    f"evictionSoftGracePeriod[{key}]: evictionSoftGracePeriod key does not have a "
-                    "matching evictionSoft"
+                    f"evictionSoftGracePeriod[{key}]: evictionSoftGracePeriod key does not have a matching evictionSoft"
                 )
         return self
 
@@ -511,9 +504,7 @@ class EC2NodeClassSpec(KubeModel):
 
     @field_validator("capacity_reservation_selector_terms")
     @classmethod
-    def _crs(
-        cls, terms: list[CapacityReservationSelectorTerm] | None
-    ) -> list[CapacityReservationSelectorTerm] | None:
+    def _crs(cls, terms: list[CapacityReservationSelectorTerm] | None) -> list[CapacityReservationSelectorTerm] | None:
         _terms_size("capacityReservationSelectorTerms", list(terms or []), required=False)
         return terms
 
@@ -556,13 +547,10 @@ class EC2NodeClassSpec(KubeModel):
             raise ValueError("instanceProfile: instanceProfile cannot be empty")
         alias_family = self.alias_family
         if alias_family is None and self.ami_family is None:
-            raise ValueError(
-                "amiFamily: must specify amiFamily if amiSelectorTerms does not contain an alias"
-            )
+            raise ValueError("amiFamily: must specify amiFamily if amiSelectorTerms does not contain an alias")
         if alias_family is not None and self.ami_family not in (None, "Custom", alias_family):
             raise ValueError(
-                f"amiFamily: if set, amiFamily must be '{alias_family}' or 'Custom' when using an "
-                f"{alias_family} alias"
+                f"amiFamily: if set, amiFamily must be '{alias_family}' or 'Custom' when using an {alias_family} alias"
             )
         return self
 

@@ -229,9 +229,7 @@ def _yaml_error(exc: yaml.YAMLError, index: int) -> str:
     if context:
         started = (
             f" started at line {context_mark.line + 1}, column {context_mark.column + 1}"
-            if context_mark is not None
-            and problem_mark is not None
-            and context_mark.line != problem_mark.line
+            if context_mark is not None and problem_mark is not None and context_mark.line != problem_mark.line
             else ""
         )
         detail = f"{detail} ({context}{started})"
@@ -248,8 +246,7 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
         return
     if not isinstance(document, dict):
         collector.problems.append(
-            f"{where}: expected a Kubernetes object (a mapping with apiVersion and kind), "
-            f"got {type(document).__name__}"
+            f"{where}: expected a Kubernetes object (a mapping with apiVersion and kind), got {type(document).__name__}"
         )
         return
     kind = document.get("kind")

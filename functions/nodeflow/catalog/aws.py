@@ -152,11 +152,7 @@ def info_from_aws(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         network_mbps = parse_network_performance(str(network.get("NetworkPerformance", "")))
     default_card = int(network.get("DefaultNetworkCardIndex", 0) or 0)
     enis = next(
-        (
-            int(c["MaximumNetworkInterfaces"])
-            for c in cards
-            if int(c.get("NetworkCardIndex", 0)) == default_card
-        ),
+        (int(c["MaximumNetworkInterfaces"]) for c in cards if int(c.get("NetworkCardIndex", 0)) == default_card),
         int(network.get("MaximumNetworkInterfaces", 0) or 0),
     )
     efa = 0

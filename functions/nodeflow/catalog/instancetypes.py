@@ -128,9 +128,7 @@ class NodeClassSettings:
 
     def __post_init__(self) -> None:
         if self.ami_family not in _FAMILIES:
-            raise ValueError(
-                f"unknown amiFamily {self.ami_family!r}; expected one of {', '.join(AMI_FAMILIES)}"
-            )
+            raise ValueError(f"unknown amiFamily {self.ami_family!r}; expected one of {', '.join(AMI_FAMILIES)}")
         if self.instance_store_policy not in (None, INSTANCE_STORE_RAID0):
             raise ValueError(f"instanceStorePolicy must be {INSTANCE_STORE_RAID0!r} or unset")
         for name in ("max_pods", "pods_per_core", "root_volume_bytes"):
@@ -150,10 +148,7 @@ class NodeClassSettings:
             for key, value in self.eviction_soft:
                 _parse_signal(key, value)  # validated even when the family ignores it
         signals = tuple(
-            parsed
-            for signals in signal_maps
-            for k, v in signals
-            if (parsed := _parse_signal(k, v)) is not None
+            parsed for signals in signal_maps for k, v in signals if (parsed := _parse_signal(k, v)) is not None
         )
         derived = _Derived(
             kube_reserved=tuple((k, _quantity("kube_reserved", k, v)) for k, v in self.kube_reserved),
@@ -499,8 +494,7 @@ def _apply_unavailable(
     name: str, offerings: tuple[Offering, ...], unavailable: frozenset[tuple[str, str, str]]
 ) -> tuple[Offering, ...]:
     return tuple(
-        replace(o, available=False) if (name, o.zone, o.capacity_type) in unavailable else o
-        for o in offerings
+        replace(o, available=False) if (name, o.zone, o.capacity_type) in unavailable else o for o in offerings
     )
 
 

@@ -53,9 +53,7 @@ class Requirement:
     min_values: int | None = None
 
     @staticmethod
-    def create(
-        key: str, operator: str, values: Iterable[str] = (), min_values: int | None = None
-    ) -> Requirement:
+    def create(key: str, operator: str, values: Iterable[str] = (), min_values: int | None = None) -> Requirement:
         """Build a requirement from a Kubernetes (key, operator, values) triple."""
         vals = frozenset(str(v) for v in values)
         key = normalize_key(key)
@@ -82,9 +80,7 @@ class Requirement:
             if operator == "Lt":
                 return Requirement(key, True, less_than=bound, min_values=min_values)
             return Requirement(key, True, less_than=bound + 1, min_values=min_values)
-        raise RequirementError(
-            f"{key}: unknown operator {operator!r} (expected one of {', '.join(OPERATORS)})"
-        )
+        raise RequirementError(f"{key}: unknown operator {operator!r} (expected one of {', '.join(OPERATORS)})")
 
     # -- queries -----------------------------------------------------------------------------
     def _within_bounds(self, value: str) -> bool:

@@ -96,9 +96,7 @@ class _Pricer:
         offering = self.cheapest(it, reqs)
         return float("inf") if offering is None else offering.price
 
-    def sorted_types(
-        self, types: Sequence[InstanceType], reqs: Requirements
-    ) -> tuple[list[InstanceType], list[float]]:
+    def sorted_types(self, types: Sequence[InstanceType], reqs: Requirements) -> tuple[list[InstanceType], list[float]]:
         """The types with an allowed offering, cheapest first (ties by name), and their prices."""
         priced = [(self.price(it, reqs), it.name, it) for it in types]
         priced = [p for p in priced if p[0] != float("inf")]
@@ -203,9 +201,7 @@ class _Claim:
         while not res.fits(used, types[self.start].allocatable):
             self.start += 1
 
-    def room(
-        self, request: Mapping[str, int], types: list[InstanceType], prices: list[float], first: int
-    ) -> int:
+    def room(self, request: Mapping[str, int], types: list[InstanceType], prices: list[float], first: int) -> int:
         """Pods of ``request`` that fit on some type priced like the cheapest one now."""
         bound = self.price + _PRICE_EPSILON
         used = self.used
@@ -289,9 +285,7 @@ class _BestPerPod:
 class _Solver:
     def __init__(self, inp: SchedulingInput) -> None:
         self.pricer = _Pricer()
-        self.pools = [
-            self._make_pool(p, inp) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))
-        ]
+        self.pools = [self._make_pool(p, inp) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))]
         self.nodes = [self._make_node(n, inp) for n in sorted(inp.nodes, key=lambda n: (n.in_flight, n.name))]
         self.claims: list[_Claim] = []
         self.unschedulable: list[UnschedulablePod] = []
@@ -306,9 +300,7 @@ class _Solver:
         if wk.LABEL_CAPACITY_TYPE not in reqs:
             # Karpenter launches on-demand unless the NodePool allows spot explicitly.
             reqs = reqs.add(
-                Requirements(
-                    [Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_ON_DEMAND}))]
-                )
+                Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_ON_DEMAND}))])
             )
         daemon: dict[str, int] = {}
         for dpod in inp.daemon_pods:
@@ -316,26 +308,22 @@ class _Solver:
                 continue
             if any(reqs.compatible(alt, ALLOW_UNDEFINED) is None for alt in dpod.requirements):
                 daemon = res.add(daemon, dpod.requests)
-        types, prices = self.pricer.sorted_types(
-            [it for it in np.instance_types if type_matches(it, reqs)], reqs
-        )
+        types, prices = self.pricer.sorted_types([it for it in np.instance_types if type_matches(it, reqs)], reqs)
         remaining: dict[str, int] | None = None
         if np.limits is not None:
-            in_use = res.total(n.capacity or n.allocatable for n in inp.nodes if n.nodepool == np.name)
+            in_use = res.total(
+                {**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == np.name
+            )
             remaining = {k: v - in_use.get(k, 0) for k, v in np.limits.items()}
         return _Pool(np, reqs, daemon, types, prices, remaining)
 
     def _make_node(self, node: NodeInput, inp: SchedulingInput) -> _Node:
-        initializing = node.in_flight or (
-            node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true"
-        )
+        initializing = node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
         taints = node.taints
         if initializing:
             startup = {t.key for p in inp.nodepools if p.name == node.nodepool for t in p.startup_taints}
             taints = tuple(t for t in taints if t.key not in _EPHEMERAL_TAINTS and t.key not in startup)
-        return _Node(
-            node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports)
-        )
+        return _Node(node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports))
 
     # -- placing -------------------------------------------------------------------------------
     def run(self, pods: Sequence[PodInput]) -> SchedulingResult:
@@ -462,9 +450,7 @@ class _Solver:
             return f"incompatible requirements: {conflict}"
         if len(alt):
             reqs = pool.requirements.add(alt)
-            types, prices = self.pricer.sorted_types(
-                [it for it in pool.types if type_matches(it, reqs)], reqs
-            )
+            types, prices = self.pricer.sorted_types([it for it in pool.types if type_matches(it, reqs)], reqs)
         else:
             reqs, types, prices = pool.requirements, pool.types, pool.prices
         if not types:
@@ -472,9 +458,10 @@ class _Solver:
         needed = res.add(pool.daemon, group.requests)
         fitting = [i for i, it in enumerate(types) if res.fits(needed, it.allocatable)]
         if not fitting:
-            largest = max(
-                types, key=lambda it: (it.allocatable.get("cpu", 0), it.allocatable.get("memory", 0))
-            )
+            absent = [k for k in sorted(needed) if needed[k] > 0 and not any(it.allocatable.get(k) for it in types)]
+            if absent:
+                return f"no instance type offers {absent[0]} (needs {format_milli(needed[absent[0]], absent[0])})"
+            largest = max(types, key=lambda it: (it.allocatable.get("cpu", 0), it.allocatable.get("memory", 0)))
             short = res.first_shortfall(needed, largest.allocatable) or "cpu"
             return (
                 f"no instance type has enough {short}: needs {format_milli(needed.get(short, 0), short)} "
@@ -487,25 +474,17 @@ class _Solver:
             requirements=reqs,
             types=[types[i] for i in fitting],
             prices=[prices[i] for i in fitting],
-            caps=[
-                min(res.max_count(group.requests, types[i].allocatable, pool.daemon), limit) for i in fitting
-            ],
+            caps=[min(res.max_count(group.requests, types[i].allocatable, pool.daemon), limit) for i in fitting],
         )
 
-    def _try_pool(
-        self, pool: _Pool, group: _Group, alt: Requirements, count: int
-    ) -> tuple[_Claim, int] | str:
+    def _try_pool(self, pool: _Pool, group: _Group, alt: Requirements, count: int) -> tuple[_Claim, int] | str:
         cands = self._candidates(pool, group, alt)
         if isinstance(cands, str):
             return cands
         types, prices, caps = cands.types, cands.prices, cands.caps
         remaining = pool.remaining
         if remaining is not None:
-            indices = [
-                i
-                for i, it in enumerate(types)
-                if all(it.capacity.get(k, 0) <= v for k, v in remaining.items())
-            ]
+            indices = [i for i, it in enumerate(types) if all(_capacity(it, k) <= v for k, v in remaining.items())]
             if not indices:
                 return _limit_reason(pool, types, remaining)
             best = _best_index(indices, prices, caps, types, count)
@@ -520,9 +499,7 @@ class _Solver:
         take = min(caps[best], count)
         if remaining is not None:
             for name in remaining:
-                remaining[name] -= max(
-                    it.capacity.get(name, 0) for it, cap in zip(types, caps, strict=True) if cap >= take
-                )
+                remaining[name] -= max(_capacity(it, name) for it, cap in zip(types, caps, strict=True) if cap >= take)
         # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
         first = bisect.bisect_left(prices, prices[best])
         claim = _Claim(
@@ -541,9 +518,7 @@ class _Solver:
     def _result(self) -> SchedulingResult:
         plans = tuple(self._plan(c) for c in self.claims)
         existing = tuple(
-            ExistingPlacement(n.input.name, tuple(n.placed), n.input.in_flight)
-            for n in self.nodes
-            if n.placed
+            ExistingPlacement(n.input.name, tuple(n.placed), n.input.in_flight) for n in self.nodes if n.placed
         )
         return SchedulingResult(plans, existing, tuple(self.unschedulable))
 
@@ -593,15 +568,20 @@ def _best_index(
     return min(indices, key=lambda i: (prices[i] / min(caps[i], count), -min(caps[i], count), types[i].name))
 
 
+def _capacity(it: InstanceType, name: str) -> int:
+    """What one node of this type counts against a NodePool limit (``nodes`` counts one)."""
+    return 1000 if name == "nodes" else it.capacity.get(name, 0)
+
+
 def _limit_reason(pool: _Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
     keys = sorted(remaining)
-    smallest = min(types, key=lambda it: tuple(it.capacity.get(k, 0) for k in keys))
-    name = next((k for k in keys if smallest.capacity.get(k, 0) > remaining[k]), keys[0])
+    smallest = min(types, key=lambda it: tuple(_capacity(it, k) for k in keys))
+    name = next((k for k in keys if _capacity(smallest, k) > remaining[k]), keys[0])
     limit = pool.input.limits[name] if pool.input.limits else 0
     return (
         f"exceeds NodePool limit {name}={format_milli(limit, name)}: "
         f"{format_milli(max(remaining[name], 0), name)} remaining, the smallest fitting "
-        f"instance type {smallest.name} has {format_milli(smallest.capacity.get(name, 0), name)}"
+        f"instance type {smallest.name} has {format_milli(_capacity(smallest, name), name)}"
     )
 
 

@@ -122,8 +122,6 @@ class SchedulingResult:
         return {
             "nodeClaims": [nc.to_json() for nc in self.node_claims],
             "existingNodes": [{"name": e.name, "pods": list(e.pods)} for e in self.existing],
-            "unschedulable": [
-                {"pod": u.pod, "reasons": dict(sorted(u.reasons.items()))} for u in self.unschedulable
-            ],
+            "unschedulable": [{"pod": u.pod, "reasons": dict(sorted(u.reasons.items()))} for u in self.unschedulable],
             "totalPricePerHour": round(self.total_price, 6),
         }

@@ -161,9 +161,7 @@ def test_instance_types_come_from_describe_instance_types(facts: Ec2Facts) -> No
     )
 
     p4d = facts.infos["p4d.24xlarge"]
-    assert [(g.name, g.manufacturer, g.count, g.memory_mib) for g in p4d.gpus] == [
-        ("A100", "NVIDIA", 8, 40960)
-    ]
+    assert [(g.name, g.manufacturer, g.count, g.memory_mib) for g in p4d.gpus] == [("A100", "NVIDIA", 8, 40960)]
     assert p4d.efa_max_interfaces == 4
     assert p4d.local_storage_gb == 8000
     assert p4d.local_nvme
@@ -273,9 +271,7 @@ def test_pricing_errors_are_typed(code: str, status: int, error: type[Exception]
     ],
 )
 def test_ec2_errors_are_typed(code: str, error: type[Exception]) -> None:
-    client = boto3.client(
-        "ec2", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
     with Stubber(client) as stubber:
         stubber.add_client_error("describe_instance_types", service_error_code=code)
         with pytest.raises(error, match="ec2:DescribeInstanceTypes"):

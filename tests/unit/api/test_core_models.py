@@ -34,9 +34,7 @@ GI = 2**30 * 1000  # 1Gi in milli-units
 
 
 def pod(spec: dict[str, Any], name: str = "p", **meta: Any) -> Pod:
-    return Pod.model_validate(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
-    )
+    return Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec})
 
 
 def container(name: str, requests: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -95,9 +93,7 @@ class TestPodParsing:
                                             "values": ["a"],
                                         }
                                     ],
-                                    "matchFields": [
-                                        {"key": "metadata.name", "operator": "In", "values": ["n1"]}
-                                    ],
+                                    "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}],
                                 }
                             ]
                         },
@@ -128,9 +124,7 @@ class TestPodParsing:
                             {
                                 "weight": 50,
                                 "podAffinityTerm": {
-                                    "labelSelector": {
-                                        "matchExpressions": [{"key": "tier", "operator": "Exists"}]
-                                    },
+                                    "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
                                     "namespaceSelector": {},
                                     "topologyKey": "topology.kubernetes.io/zone",
                                 },
@@ -264,11 +258,7 @@ class TestPodParsing:
             "spec.containers[0].resources.requests.memory: quantity '-1Gi' must be greater than or equal to 0",
         ),
         (
-            {
-                "containers": [
-                    container("c", {"cpu": "2"}, resources={"requests": {"cpu": 2}, "limits": {"cpu": 1}})
-                ]
-            },
+            {"containers": [container("c", {"cpu": "2"}, resources={"requests": {"cpu": 2}, "limits": {"cpu": 1}})]},
             "spec.containers[0].resources.requests.cpu: must be less than or equal to the cpu limit of 1",
         ),
         (
@@ -287,9 +277,7 @@ class TestPodParsing:
         (
             {
                 "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
-                    }
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
                 }
             },
             "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
@@ -314,9 +302,7 @@ class TestPodParsing:
         (
             {
                 "affinity": {
-                    "podAntiAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": ""}]
-                    }
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": ""}]}
                 }
             },
             "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: "
@@ -336,19 +322,11 @@ class TestPodParsing:
             "Input should be less than or equal to 100",
         ),
         (
-            {
-                "topologySpreadConstraints": [
-                    {"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}
-                ]
-            },
+            {"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}]},
             "spec.topologySpreadConstraints[0].maxSkew: Input should be greater than or equal to 1",
         ),
         (
-            {
-                "topologySpreadConstraints": [
-                    {"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "Sometimes"}
-                ]
-            },
+            {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "Sometimes"}]},
             "spec.topologySpreadConstraints[0].whenUnsatisfiable: Input should be",
         ),
         (
@@ -403,9 +381,7 @@ def test_pod_validation_errors_name_the_field(spec: dict[str, Any], expected: st
 
 class TestEffectiveRequests:
     def test_sums_containers_and_counts_one_pod(self) -> None:
-        p = pod(
-            {"containers": [container("a", {"cpu": "250m", "memory": "1Gi"}), container("b", {"cpu": 1})]}
-        )
+        p = pod({"containers": [container("a", {"cpu": "250m", "memory": "1Gi"}), container("b", {"cpu": 1})]})
         assert p.effective_requests() == {"cpu": 1250, "memory": GI, "pods": 1000}
 
     def test_empty_pod_requests_only_the_pod(self) -> None:
@@ -486,11 +462,7 @@ class TestEffectiveRequests:
         first["cpu"] = 0
         assert p.effective_requests()["cpu"] == 1000
         other = p.spec.model_copy(
-            update={
-                "containers": (
-                    PodSpec.model_validate({"containers": [container("b", {"cpu": 3})]}).containers
-                )
-            }
+            update={"containers": (PodSpec.model_validate({"containers": [container("b", {"cpu": 3})]}).containers)}
         )
         assert other.effective_requests()["cpu"] == 3000
         assert p.effective_requests()["cpu"] == 1000
@@ -514,9 +486,7 @@ class TestHostPorts:
         p = pod(
             {
                 "initContainers": [
-                    container(
-                        "side", ports=[{"containerPort": 9000, "hostPort": 9000}], restartPolicy="Always"
-                    )
+                    container("side", ports=[{"containerPort": 9000, "hostPort": 9000}], restartPolicy="Always")
                 ],
                 "containers": [
                     container(
@@ -575,9 +545,7 @@ def test_node() -> None:
     assert node.status.node_info.system_uuid == "ec2abc"
     errors = errors_of(Node, {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "x"}}})
     assert errors[0].startswith("status.allocatable.cpu: 'x' is not a valid quantity")
-    errors = errors_of(
-        Node, {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "Never"}]}}
-    )
+    errors = errors_of(Node, {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "Never"}]}})
     assert errors[0].startswith("spec.taints[0].effect:")
 
 
@@ -633,23 +601,18 @@ def test_storage_models() -> None:
             "provisioner": "ebs.csi.aws.com",
             "volumeBindingMode": "WaitForFirstConsumer",
             "allowedTopologies": [
-                {
-                    "matchLabelExpressions": [
-                        {"key": "topology.ebs.csi.aws.com/zone", "values": ["us-east-1a"]}
-                    ]
-                }
+                {"matchLabelExpressions": [{"key": "topology.ebs.csi.aws.com/zone", "values": ["us-east-1a"]}]}
             ],
         }
     )
     assert sc.volume_binding_mode == "WaitForFirstConsumer"
     assert sc.allowed_topologies[0].match_label_expressions[0].values == ("us-east-1a",)
     assert (
-        StorageClass.model_validate({"metadata": {"name": "x"}, "provisioner": "p"}).volume_binding_mode
-        == "Immediate"
+        StorageClass.model_validate({"metadata": {"name": "x"}, "provisioner": "p"}).volume_binding_mode == "Immediate"
     )
-    assert errors_of(
-        StorageClass, {"metadata": {"name": "x"}, "provisioner": "p", "volumeBindingMode": "Later"}
-    )[0].startswith("volumeBindingMode: Input should be")
+    assert errors_of(StorageClass, {"metadata": {"name": "x"}, "provisioner": "p", "volumeBindingMode": "Later"})[
+        0
+    ].startswith("volumeBindingMode: Input should be")
     assert errors_of(StorageClass, {"metadata": {"name": "x"}})[0] == "provisioner: required field is missing"
     assert errors_of(
         PersistentVolumeClaim,
@@ -706,9 +669,7 @@ def test_workload_selector_must_match_template() -> None:
         "metadata": {"name": "web"},
         "spec": {"selector": {"matchLabels": {"app": "other"}}, "template": template()},
     }
-    assert errors_of(Deployment, data) == [
-        "spec.template.metadata.labels: selector does not match template labels"
-    ]
+    assert errors_of(Deployment, data) == ["spec.template.metadata.labels: selector does not match template labels"]
     data["spec"]["selector"] = {}
     assert errors_of(Deployment, data)[0].startswith("spec.selector: empty selector is invalid")
 
@@ -821,9 +782,7 @@ class TestExpandWorkload:
             spec["parallelism"] = parallelism
         if completions is not None:
             spec["completions"] = completions
-        job = Job.model_validate(
-            {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch"}, "spec": spec}
-        )
+        job = Job.model_validate({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch"}, "spec": spec})
         pods = expand_workload(job)
         assert len(pods) == workload_pod_count(job) == count
         for p in pods:

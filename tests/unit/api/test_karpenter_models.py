@@ -311,9 +311,7 @@ def test_round_trip_preserves_manifest() -> None:
 
 
 def test_populate_by_name_and_frozen() -> None:
-    req = NodeSelectorRequirementWithMinValues(
-        key="kubernetes.io/arch", operator="In", values=["a"], min_values=1
-    )
+    req = NodeSelectorRequirementWithMinValues(key="kubernetes.io/arch", operator="In", values=["a"], min_values=1)
     assert req.model_dump(by_alias=True, exclude_none=True) == {
         "key": "kubernetes.io/arch",
         "operator": "In",
@@ -517,9 +515,7 @@ NODEPOOL_CASES: list[tuple[str, Mutator, str, str]] = [
     ),
     (
         "too-many-requirements",
-        lambda d: _tmpl(d).__setitem__(
-            "requirements", [{"key": f"k{i}", "operator": "Exists"} for i in range(101)]
-        ),
+        lambda d: _tmpl(d).__setitem__("requirements", [{"key": f"k{i}", "operator": "Exists"} for i in range(101)]),
         REQS,
         "at most 100 items",
     ),
@@ -1109,11 +1105,7 @@ NODECLASS_CASES: list[tuple[str, Mutator, str, str]] = [
     ),
     (
         "ebs-type",
-        _spec(
-            blockDeviceMappings=[
-                {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi", "volumeType": "gp4"}}
-            ]
-        ),
+        _spec(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi", "volumeType": "gp4"}}]),
         "spec.blockDeviceMappings[0].ebs.volumeType",
         "Input should be",
     ),
@@ -1338,9 +1330,7 @@ def test_budget_model_direct() -> None:
 
 
 def test_kubelet_model_direct() -> None:
-    kubelet = KubeletConfiguration.model_validate(
-        {"evictionHard": {"memory.available": "1Gi"}, "cpuCFSQuota": False}
-    )
+    kubelet = KubeletConfiguration.model_validate({"evictionHard": {"memory.available": "1Gi"}, "cpuCFSQuota": False})
     assert kubelet.effective_eviction_hard["memory.available"] == "1Gi"
     assert kubelet.effective_eviction_hard["nodefs.available"] == "10%"
     assert kubelet.effective_cpu_cfs_quota is False
@@ -1357,9 +1347,7 @@ def test_meta_models() -> None:
             "generation": 2,
             "creationTimestamp": "2024-01-01T00:00:00Z",
             "finalizers": ["karpenter.sh/termination"],
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u", "controller": True}
-            ],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u", "controller": True}],
             "managedFields": [{"manager": "kubectl"}],
         }
     )
@@ -1372,15 +1360,11 @@ def test_meta_models() -> None:
     assert Toleration(operator="Exists").tolerates(taint)
     assert Toleration(key="karpenter.sh/disrupted", operator="Exists", effect="NoSchedule").tolerates(taint)
     assert not Toleration(key="other", operator="Exists").tolerates(taint)
-    assert Toleration(key="k", value="v", effect="NoExecute").tolerates(
-        Taint(key="k", value="v", effect="NoExecute")
-    )
+    assert Toleration(key="k", value="v", effect="NoExecute").tolerates(Taint(key="k", value="v", effect="NoExecute"))
     assert not Toleration(key="k", value="v").tolerates(Taint(key="k", value="w", effect="NoSchedule"))
     with pytest.raises(pydantic.ValidationError, match="operator must be Exists when key is empty"):
         Toleration(operator="Equal", value="x")
-    with pytest.raises(
-        pydantic.ValidationError, match="effect must be NoExecute when tolerationSeconds is set"
-    ):
+    with pytest.raises(pydantic.ValidationError, match="effect must be NoExecute when tolerationSeconds is set"):
         Toleration(key="k", operator="Exists", effect="NoSchedule", toleration_seconds=5)
 
     NodeSelectorRequirement(key="a", operator="NotIn", values=["x"])

@@ -288,9 +288,7 @@ def test_empty_documents_and_lists(tmp_path: Path) -> None:
     ]
     items.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}})
     listing = {"apiVersion": "v1", "kind": "List", "items": items}
-    path = write(
-        tmp_path / "list.yaml", "---\n---\n# only a comment\n---\n" + json.dumps(listing) + "\n---\n"
-    )
+    path = write(tmp_path / "list.yaml", "---\n---\n# only a comment\n---\n" + json.dumps(listing) + "\n---\n")
     result = load_manifests([path])
     assert [pod.key for pod in result.pods] == ["ns/p0", "ns/p1", "ns/p2"]
     assert result.skipped[0].index == 2
@@ -337,16 +335,12 @@ def test_all_problems_across_files_are_collected(tmp_path: Path) -> None:
             ]
         ),
     )
-    second = write(
-        tmp_path / "2.yaml", "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: old}\n"
-    )
+    second = write(tmp_path / "2.yaml", "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: old}\n")
     third = write(tmp_path / "3.yaml", "kind: Pod\nmetadata:\n  name: [unclosed\n")
     missing = tmp_path / "missing.yaml"
     problems = problems_of([first, second, third, missing])
     assert len(problems) == 6, problems
-    assert problems[0].startswith(
-        f"{first}: document 0 (NodePool/a): spec.template.spec.requirements[0].operator"
-    )
+    assert problems[0].startswith(f"{first}: document 0 (NodePool/a): spec.template.spec.requirements[0].operator")
     assert problems[1].startswith(
         f"{first}: document 1 (Deployment/web): spec.template.spec.containers[0].resources.requests.cpu: "
         "'lots' is not a valid quantity"
@@ -385,9 +379,7 @@ def test_yaml_syntax_error_names_the_line_and_keeps_earlier_documents_checked(tm
 def test_invalid_json_names_line(tmp_path: Path) -> None:
     bad = write(tmp_path / "bad.json", '{\n  "kind": "Pod",\n  oops\n}')
     problems = problems_of([bad])
-    assert problems == [
-        f"{bad}: line 3, column 3: invalid JSON: Expecting property name enclosed in double quotes"
-    ]
+    assert problems == [f"{bad}: line 3, column 3: invalid JSON: Expecting property name enclosed in double quotes"]
 
 
 @pytest.mark.parametrize(
@@ -440,11 +432,7 @@ def test_duplicates_are_errors(tmp_path: Path) -> None:
 
 
 def test_same_name_in_other_namespace_or_kind_is_fine(tmp_path: Path) -> None:
-    text = (
-        POD.format(name="p")
-        + "---\n"
-        + POD.format(name="p").replace("name: p", "name: p\n  namespace: other")
-    )
+    text = POD.format(name="p") + "---\n" + POD.format(name="p").replace("name: p", "name: p\n  namespace: other")
     text += "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: p}\nspec: {}\n"
     path = write(tmp_path / "ok.yaml", text)
     result = load_manifests([path])
@@ -456,18 +444,13 @@ def test_expanded_pod_colliding_with_a_pod_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path / "c.yaml", POD.format(name="db-1") + "---\n" + STATEFULSET)
     problems = problems_of([path])
     assert problems == [
-        f"{path}: document 1 (StatefulSet/db): pod default/db-1 is defined twice: also by "
-        f"{path}: document 0 (Pod/db-1)"
+        f"{path}: document 1 (StatefulSet/db): pod default/db-1 is defined twice: also by {path}: document 0 (Pod/db-1)"
     ]
 
 
 def test_unknown_fields_are_ignored_in_core_kinds_but_not_karpenter_kinds(tmp_path: Path) -> None:
-    pod = POD.format(name="p").replace(
-        "spec:\n", "spec:\n  serviceAccountName: sa\n  dnsPolicy: ClusterFirst\n"
-    )
+    pod = POD.format(name="p").replace("spec:\n", "spec:\n  serviceAccountName: sa\n  dnsPolicy: ClusterFirst\n")
     assert len(load_manifests([write(tmp_path / "p.yaml", pod)]).pods) == 1
-    pool = NODEPOOL.format(name="np", operator="In").replace(
-        "spec:\n  template:", "spec:\n  color: blue\n  template:"
-    )
+    pool = NODEPOOL.format(name="np", operator="In").replace("spec:\n  template:", "spec:\n  color: blue\n  template:")
     problems = problems_of([write(tmp_path / "np.yaml", pool)])
     assert problems[0].startswith(f"{tmp_path / 'np.yaml'}: document 0 (NodePool/np): spec.color: ")

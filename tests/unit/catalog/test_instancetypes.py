@@ -327,9 +327,7 @@ def test_amd_and_habana_gpus() -> None:
     assert it.capacity["amd.com/gpu"] == 2000
     assert it.capacity["habana.ai/gaudi"] == 4000
     assert L.LABEL_INSTANCE_GPU_NAME not in it.labels  # Karpenter labels only single-GPU-kind types
-    assert [(o.zone, o.capacity_type, o.zone_id) for o in it.offerings] == [
-        ("us-west-2a", "on-demand", "usw2-az1")
-    ]
+    assert [(o.zone, o.capacity_type, o.zone_id) for o in it.offerings] == [("us-west-2a", "on-demand", "usw2-az1")]
 
 
 def test_gpu_name_is_kebab_case() -> None:

@@ -86,9 +86,7 @@ def test_compatible_custom_label_must_be_defined() -> None:
     assert pool.compatible(reqs(req("owner", "NotIn", "x"))) is None
     assert pool.compatible(reqs(req("owner", "DoesNotExist"))) is None
     assert (
-        pool.compatible(
-            reqs(req("topology.kubernetes.io/zone", "In", "a")), frozenset({"topology.kubernetes.io/zone"})
-        )
+        pool.compatible(reqs(req("topology.kubernetes.io/zone", "In", "a")), frozenset({"topology.kubernetes.io/zone"}))
         is None
     )
 

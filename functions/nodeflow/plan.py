@@ -1,0 +1,261 @@
+"""From Kubernetes and Karpenter objects to a solver input, and a plan. Pure (no I/O).
+
+Used by ``python -m nodeflow plan`` today and by the provisioner Lambda later: both hand
+this module the objects they read (files or the API server) and a catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from nodeflow.api import labels as wk
+from nodeflow.api.core import DaemonSet, Node, Pod, PodSpec, daemon_set_pod, resource_milli
+from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+from nodeflow.api.meta import Taint as ApiTaint
+from nodeflow.api.meta import Toleration as ApiToleration
+from nodeflow.api.quantity import to_milli
+from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
+from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.solver import solve, type_matches
+from nodeflow.scheduling.taints import Taint, Toleration
+from nodeflow.scheduling.types import NodeInput, NodePoolInput, PodInput, SchedulingInput, SchedulingResult
+
+__all__ = ["ClusterState", "build_input", "node_class_settings", "plan", "pod_input"]
+
+_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# Device names an AMI family boots from, when no mapping says rootVolume: true.
+_ROOT_DEVICES = {"Bottlerocket": "/dev/xvdb", "Windows2019": "/dev/sda1", "Windows2022": "/dev/sda1"}
+_DEFAULT_ROOT_DEVICE = "/dev/xvda"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """The objects a plan is made from (what `plan` reads from files, or a cluster snapshot)."""
+
+    node_pools: Sequence[NodePool] = ()
+    node_classes: Sequence[EC2NodeClass] = ()
+    node_claims: Sequence[NodeClaim] = ()
+    pods: Sequence[Pod] = ()
+    daemon_sets: Sequence[DaemonSet] = ()
+    nodes: Sequence[Node] = ()
+
+
+def plan(state: ClusterState, catalog: CatalogData) -> SchedulingResult:
+    """Which NodeClaims to launch for the pending pods of ``state``."""
+    return solve(build_input(state, catalog))
+
+
+# --- pods --------------------------------------------------------------------------------------
+
+
+def _taint(t: ApiTaint) -> Taint:
+    return Taint(t.key, t.effect, t.value or "")
+
+
+def _toleration(t: ApiToleration) -> Toleration:
+    return Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
+
+
+def _pod_requirements(spec: PodSpec) -> tuple[Requirements, ...]:
+    """nodeSelector ANDed into each required node-affinity term; the terms are ORed."""
+    selector = Requirements(Requirement.create(k, "In", [v]) for k, v in sorted(spec.node_selector.items()))
+    affinity = spec.affinity.node_affinity if spec.affinity else None
+    required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
+    if required is None:
+        return (selector,)
+    alternatives: list[Requirements] = []
+    for term in required.node_selector_terms:
+        exprs = [Requirement.create(e.key, e.operator, e.values or ()) for e in term.match_expressions or ()]
+        # matchFields supports metadata.name only: that names one existing node.
+        exprs += [Requirement.create(wk.LABEL_HOSTNAME, f.operator, f.values or ()) for f in term.match_fields or ()]
+        alternatives.append(selector.add(Requirements(exprs)))
+    return tuple(alternatives) or (selector,)
+
+
+@dataclass(frozen=True, slots=True)
+class _SpecFacts:
+    requests: Mapping[str, int]
+    requirements: tuple[Requirements, ...]
+    tolerations: tuple[Toleration, ...]
+    host_ports: frozenset[tuple[str, str, int]]
+
+
+def _spec_facts(spec: PodSpec, cache: dict[int, tuple[PodSpec, _SpecFacts]]) -> _SpecFacts:
+    # Replicas of one workload share one PodSpec object: convert it once.
+    hit = cache.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    facts = _SpecFacts(
+        requests=spec.effective_requests(),
+        requirements=_pod_requirements(spec),
+        tolerations=tuple(_toleration(t) for t in spec.tolerations),
+        host_ports=frozenset((hp[0], hp[1], hp[2]) for hp in spec.host_ports()),
+    )
+    cache[id(spec)] = (spec, facts)
+    return facts
+
+
+def pod_input(pod: Pod, cache: dict[int, tuple[PodSpec, _SpecFacts]] | None = None) -> PodInput:
+    facts = _spec_facts(pod.spec, {} if cache is None else cache)
+    return PodInput(
+        key=pod.key,
+        requests=facts.requests,
+        requirements=facts.requirements,
+        tolerations=facts.tolerations,
+        host_ports=facts.host_ports,
+        labels=pod.labels,
+    )
+
+
+def _is_pending(pod: Pod) -> bool:
+    if pod.spec.node_name or (pod.status is not None and pod.status.phase in _TERMINAL_PHASES):
+        return False
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    owner = pod.owner()
+    return not (owner is not None and owner.kind == "DaemonSet")
+
+
+# --- node pools and classes --------------------------------------------------------------------
+
+
+def node_class_settings(node_class: EC2NodeClass) -> NodeClassSettings:
+    """What of an EC2NodeClass shapes instance types: AMI family, kubelet, root volume, RAID0."""
+    family = node_class.resolved_ami_family
+    kubelet = node_class.kubelet
+    root: int | None = None
+    mappings = node_class.spec.block_device_mappings or []
+    flagged = [m for m in mappings if m.root_volume]
+    default_device = _ROOT_DEVICES.get(family, _DEFAULT_ROOT_DEVICE)
+    chosen = flagged or [m for m in mappings if m.device_name == default_device]
+    if chosen and chosen[0].ebs is not None:
+        root = chosen[0].ebs.volume_size_bytes
+    return NodeClassSettings.create(
+        ami_family=family,
+        max_pods=kubelet.max_pods,
+        pods_per_core=kubelet.pods_per_core,
+        kube_reserved=kubelet.kube_reserved,
+        system_reserved=kubelet.system_reserved,
+        eviction_hard=kubelet.eviction_hard,
+        eviction_soft=kubelet.eviction_soft,
+        root_volume_bytes=root,
+        instance_store_policy=node_class.spec.instance_store_policy,
+    )
+
+
+def _pool_requirements(pool: NodePool) -> Requirements:
+    return Requirements(
+        Requirement.create(r.key, r.operator, r.values or (), r.min_values)
+        for r in pool.spec.template.spec.requirements
+    )
+
+
+def _pool_input(pool: NodePool, classes: Mapping[str, EC2NodeClass], catalog: CatalogData) -> NodePoolInput:
+    spec = pool.spec.template.spec
+    ref = spec.node_class_ref
+    error: str | None = None
+    types: tuple[InstanceType, ...] = ()
+    if ref.group != wk.AWS_GROUP or ref.kind != "EC2NodeClass":
+        error = f"nodeClassRef {ref.group}/{ref.kind} is not supported (expected {wk.AWS_GROUP}/EC2NodeClass)"
+    elif ref.name not in classes:
+        error = f"EC2NodeClass {ref.name!r} (spec.template.spec.nodeClassRef) was not found"
+    else:
+        types = tuple(resolve_instance_types(catalog, node_class_settings(classes[ref.name])))
+    limits = pool.spec.limits
+    return NodePoolInput(
+        name=pool.name,
+        requirements=_pool_requirements(pool),
+        instance_types=types,
+        weight=pool.spec.weight or 0,
+        taints=tuple(_taint(t) for t in spec.taints or ()),
+        startup_taints=tuple(_taint(t) for t in spec.startup_taints or ()),
+        labels=dict(pool.spec.template.metadata.labels or {}),
+        limits={k: to_milli(v) for k, v in limits.items()} if limits is not None else None,
+        error=error,
+    )
+
+
+# --- nodes and in-flight NodeClaims ------------------------------------------------------------
+
+
+def _node_input(node: Node, pods: Sequence[PodInput], ports: Iterable[tuple[str, str, int]]) -> NodeInput:
+    labels = dict(node.metadata.labels or {})
+    return NodeInput(
+        name=node.metadata.name or "",
+        labels=labels,
+        allocatable=node.allocatable_milli(),
+        capacity=node.capacity_milli(),
+        taints=tuple(_taint(t) for t in node.spec.taints or ()),
+        pods=tuple(p.key for p in pods),
+        requested=res.total(p.requests for p in pods),
+        host_ports=frozenset(ports),
+        nodepool=labels.get(wk.LABEL_NODEPOOL),
+        schedulable=not node.spec.unschedulable and node.metadata.deletion_timestamp is None,
+    )
+
+
+def _claim_input(claim: NodeClaim, pools: Mapping[str, NodePoolInput]) -> NodeInput | None:
+    """A NodeClaim still launching, as capacity pods can join (None when nothing is known of it)."""
+    reqs = Requirements(
+        Requirement.create(r.key, r.operator, r.values or (), r.min_values) for r in claim.spec.requirements
+    )
+    labels = {**reqs.labels(), **(claim.metadata.labels or {})}
+    pool_name = labels.get(wk.LABEL_NODEPOOL)
+    status = claim.status
+    allocatable = resource_milli(status.allocatable) if status and status.allocatable else {}
+    capacity = resource_milli(status.capacity) if status and status.capacity else {}
+    if not allocatable:
+        pool = pools.get(pool_name or "")
+        matching = [it for it in (pool.instance_types if pool else ()) if type_matches(it, reqs)]
+        if not matching:
+            return None
+        allocatable = {k: min(it.allocatable.get(k, 0) for it in matching) for k in matching[0].allocatable}
+        capacity = capacity or {k: max(it.capacity.get(k, 0) for it in matching) for k in matching[0].capacity}
+    return NodeInput(
+        name=claim.name,
+        labels=labels,
+        allocatable=allocatable,
+        capacity=capacity,
+        taints=tuple(_taint(t) for t in claim.spec.taints or ()),
+        nodepool=pool_name,
+        in_flight=True,
+    )
+
+
+def build_input(state: ClusterState, catalog: CatalogData) -> SchedulingInput:
+    """The solver input for ``state``: pending pods, pools resolved to instance types, nodes."""
+    cache: dict[int, tuple[PodSpec, _SpecFacts]] = {}
+    classes = {nc.name: nc for nc in state.node_classes}
+    pools = tuple(_pool_input(p, classes, catalog) for p in state.node_pools)
+    by_name = {p.name: p for p in pools}
+
+    pending: list[PodInput] = []
+    bound: dict[str, list[Pod]] = {}
+    for pod in state.pods:
+        if pod.spec.node_name:
+            if pod.status is None or pod.status.phase not in _TERMINAL_PHASES:
+                bound.setdefault(pod.spec.node_name, []).append(pod)
+        elif _is_pending(pod):
+            pending.append(pod_input(pod, cache))
+
+    nodes: list[NodeInput] = []
+    node_names = set()
+    for node in state.nodes:
+        name = node.metadata.name or ""
+        node_names.add(name)
+        on_node = bound.get(name, [])
+        ports = [(hp[0], hp[1], hp[2]) for p in on_node for hp in p.host_ports()]
+        nodes.append(_node_input(node, [pod_input(p, cache) for p in on_node], ports))
+    for claim in state.node_claims:
+        registered = claim.status is not None and claim.status.node_name in node_names
+        if registered or claim.metadata.deletion_timestamp is not None:
+            continue
+        in_flight = _claim_input(claim, by_name)
+        if in_flight is not None:
+            nodes.append(in_flight)
+
+    daemons = tuple(pod_input(daemon_set_pod(ds), cache) for ds in state.daemon_sets)
+    return SchedulingInput(pods=tuple(pending), nodepools=pools, nodes=tuple(nodes), daemon_pods=daemons)

@@ -1,0 +1,308 @@
+"""`python -m nodeflow plan` end to end on real manifests and the bundled catalog."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodeflow.api.manifests import load_manifests
+from nodeflow.catalog.offline import load_offline
+from nodeflow.cli import main
+from nodeflow.plan import ClusterState, build_input
+from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.solver import type_matches
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples" / "karpenter").glob("*.yaml"))
+
+GENERAL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+        - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["2"]}
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+"""
+
+GPU_POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [g, p]}
+      taints:
+        - {key: nvidia.com/gpu, value: "true", effect: NoSchedule}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"""
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", *args], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def plan_json(*paths: Path) -> dict[str, Any]:
+    code, out, err = run(*[a for p in paths for a in ("-f", str(p))], "-o", "json")
+    assert code == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def write(tmp_path: Path, name: str, *docs: str) -> Path:
+    path = tmp_path / name
+    path.write_text("\n---\n".join(textwrap.dedent(d).strip() for d in docs) + "\n")
+    return path
+
+
+def deployment(name: str, replicas: int, cpu: str, memory: str, spec_extra: str = "") -> str:
+    extra = textwrap.indent(textwrap.dedent(spec_extra).strip(), " " * 6) if spec_extra else ""
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+{extra}
+      containers:
+        - name: main
+          image: example
+          resources: {{requests: {{cpu: "{cpu}", memory: {memory}}}}}
+"""
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_published_example_loads_and_plans(example: Path, tmp_path: Path) -> None:
+    manifests = load_manifests([example])
+    (pool,) = manifests.node_pools
+    os_name = "windows" if "windows" in pool.name else "linux"
+    pod = write(
+        tmp_path,
+        "pod.yaml",
+        f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: probe, namespace: default}}
+        spec:
+          nodeSelector: {{karpenter.sh/nodepool: {pool.name}, kubernetes.io/os: {os_name}}}
+          tolerations: [{{operator: Exists}}]
+          containers:
+            - name: probe
+              image: example
+              resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}
+        """,
+    )
+    result = plan_json(example, pod)
+    assert result["unschedulable"] == []
+    (claim,) = result["nodeClaims"]
+    assert claim["nodePool"] == pool.name
+    assert claim["pods"] == ["default/probe"]
+    assert claim["pricePerHour"] > 0
+
+
+def test_gpu_pod_with_toleration_lands_on_the_tainted_gpu_pool(tmp_path: Path) -> None:
+    gpu_pod = """
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train, namespace: ml}
+    spec:
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+        - name: train
+          image: example
+          resources: {limits: {nvidia.com/gpu: 1}}
+    """
+    result = plan_json(write(tmp_path, "m.yaml", GENERAL, GPU_POOL, gpu_pod))
+    (claim,) = result["nodeClaims"]
+    assert claim["nodePool"] == "gpu"
+    assert claim["requests"]["nvidia.com/gpu"] == "1"
+    catalog = load_offline()
+    for name in claim["instanceTypes"]:
+        assert catalog.infos[name].gpus, f"{name} has no GPU"
+
+    untolerated = gpu_pod.replace("tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]", "")
+    result = plan_json(write(tmp_path, "m.yaml", GENERAL, GPU_POOL, untolerated))
+    assert result["nodeClaims"] == []
+    (item,) = result["unschedulable"]
+    assert item["pod"] == "ml/train"
+    assert "nvidia.com/gpu=true:NoSchedule" in item["reasons"]["gpu"]
+    assert "nvidia.com/gpu" in item["reasons"]["general"]
+
+
+def test_three_replicas_get_one_right_sized_node_of_the_cheapest_fitting_type(tmp_path: Path) -> None:
+    path = write(tmp_path, "m.yaml", GENERAL, deployment("app", 3, "1", "8Gi"))
+    result = plan_json(path)
+    (claim,) = result["nodeClaims"]
+    assert len(claim["pods"]) == 3
+    # Brute force over the pool's resolved catalog: the cheapest type holding all three pods.
+    inp = build_input(ClusterState(**_state(load_manifests([path]))), load_offline())
+    (pool,) = inp.nodepools
+    pod_requests = inp.pods[0].requests
+    three = res.add({}, pod_requests, 3)
+    fitting = [it for it in pool.instance_types if type_matches(it, pool.requirements)]
+    od = {it.name: min(o.price for o in it.offerings if o.capacity_type == "on-demand") for it in fitting}
+    best_one_node = min((od[it.name], it.name) for it in fitting if res.fits(three, it.allocatable))
+    assert claim["instanceTypes"][0] == best_one_node[1]
+    assert claim["pricePerHour"] == pytest.approx(best_one_node[0])
+    # ...and one node is cheaper than a node per pod.
+    best_single = min(od[it.name] for it in fitting if res.fits(pod_requests, it.allocatable))
+    assert claim["pricePerHour"] < 3 * best_single
+
+
+def _state(manifests: Any) -> dict[str, Any]:
+    return {
+        "node_pools": manifests.node_pools,
+        "node_classes": manifests.node_classes,
+        "node_claims": manifests.node_claims,
+        "pods": manifests.pods,
+        "daemon_sets": manifests.daemon_sets,
+        "nodes": manifests.nodes,
+    }
+
+
+def test_cpu_limit_counts_what_the_pool_already_runs(tmp_path: Path) -> None:
+    limited = GENERAL.replace(
+        "metadata: {name: general}\nspec:\n", "metadata: {name: general}\nspec:\n  limits: {cpu: 100}\n"
+    )
+    nodes = [
+        f"""
+        apiVersion: v1
+        kind: Node
+        metadata:
+          name: node-{i}
+          labels: {{karpenter.sh/nodepool: general, karpenter.sh/initialized: "true", kubernetes.io/arch: amd64}}
+        status:
+          capacity: {{cpu: "16", memory: 64Gi, pods: "110"}}
+          allocatable: {{cpu: "16", memory: 60Gi, pods: "110"}}
+        """
+        for i in range(5)
+    ]
+    busy = [
+        f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: busy-{i}, namespace: default}}
+        spec:
+          nodeName: node-{i}
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: "16"}}}}}}]
+        status: {{phase: Running}}
+        """
+        for i in range(5)
+    ]
+    path = write(tmp_path, "m.yaml", limited, *nodes, *busy, deployment("app", 40, "1", "1Gi"))
+    result = plan_json(path)
+    catalog = load_offline()
+    new_cpu = sum(max(catalog.infos[t].vcpus for t in nc["instanceTypes"]) for nc in result["nodeClaims"])
+    assert 0 < new_cpu <= 20
+    placed = sum(len(nc["pods"]) for nc in result["nodeClaims"])
+    assert placed + len(result["unschedulable"]) == 40
+    assert result["unschedulable"], "the rest must be reported"
+    reason = result["unschedulable"][0]["reasons"]["general"]
+    assert "limit cpu=100" in reason
+    assert "remaining" in reason
+
+
+def test_json_shape_is_the_documented_contract(tmp_path: Path) -> None:
+    result = plan_json(ROOT / "examples" / "demo")
+    assert list(result) == ["nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour"]
+    for claim in result["nodeClaims"]:
+        assert list(claim) == ["nodePool", "instanceTypes", "capacityType", "zones", "pods", "requests", "pricePerHour"]
+        assert claim["capacityType"] in ("spot", "on-demand")
+        assert all(isinstance(v, str) for v in claim["requests"].values())
+        assert all("/" in p for p in claim["pods"])
+        assert isinstance(claim["pricePerHour"], float)
+    for node in result["existingNodes"]:
+        assert list(node) == ["name", "pods"]
+    for item in result["unschedulable"]:
+        assert list(item) == ["pod", "reasons"]
+        assert all(isinstance(v, str) and v for v in item["reasons"].values())
+    total = sum(nc["pricePerHour"] for nc in result["nodeClaims"])
+    assert result["totalPricePerHour"] == pytest.approx(total)
+    (existing,) = result["existingNodes"]
+    assert existing["name"] == "ip-10-0-1-23.ec2.internal"
+    assert existing["pods"]
+
+
+def test_same_input_same_bytes() -> None:
+    first = run("-f", str(ROOT / "examples" / "demo"), "-o", "json")
+    second = run("-f", str(ROOT / "examples" / "demo"), "-o", "json")
+    assert first == second
+    assert first[0] == 0
+
+
+def test_table_output(tmp_path: Path) -> None:
+    code, out, err = run("-f", str(ROOT / "examples" / "demo"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["NODEPOOL", "INSTANCE", "TYPE"]
+    assert any(line.startswith("TOTAL: ") and "$" in line for line in lines)
+    assert "UNSCHEDULABLE: 1 pod(s)" in out
+    assert "ml/notebook" in out
+
+
+def test_bad_manifest_names_file_document_kind_and_field(tmp_path: Path) -> None:
+    bad = GENERAL.replace('operator: Gt, values: ["2"]', 'operator: Gt, values: ["two"]')
+    path = write(tmp_path, "bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}", bad)
+    code, out, err = run("-f", str(path))
+    assert code == 2
+    assert out == ""
+    assert str(path) in err
+    assert "document 1" in err
+    assert "NodePool/general" in err
+    assert "spec.template.spec.requirements[1]" in err
+
+
+def test_unknown_region_offline_is_a_clear_error(tmp_path: Path) -> None:
+    code, out, err = run("-f", str(ROOT / "examples" / "demo"), "--region", "eu-west-9")
+    assert code == 2
+    assert out == ""
+    assert "eu-west-9" in err
+    assert "us-east-1" in err
+
+
+def test_missing_node_class_makes_the_pool_unusable_with_a_reason(tmp_path: Path) -> None:
+    only_pool = GENERAL.split("---")[0]
+    path = write(tmp_path, "m.yaml", only_pool, deployment("app", 1, "1", "1Gi"))
+    result = plan_json(path)
+    assert "EC2NodeClass 'default'" in result["unschedulable"][0]["reasons"]["general"]
+
+
+def test_module_entry_point_runs(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodeflow", "plan", "-f", str(ROOT / "examples" / "demo"), "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT / "functions"), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["nodeClaims"]

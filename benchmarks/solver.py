@@ -8,6 +8,7 @@ NodeClaims, $/hour, and a check that every pod was placed without over-committin
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import random
@@ -17,10 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
 
+from nodeflow.api import labels as wk
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.offline import load_offline
-from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import NodePoolInput, PodInput, SchedulingInput, SchedulingResult
 
@@ -61,9 +63,24 @@ def main(argv: list[str] | None = None) -> int:
 
     data = load_offline("us-east-1")
     types = tuple(resolve_instance_types(data, NodeClassSettings()))
-    pool = NodePoolInput(name="default", requirements=Requirements(), instance_types=types)
+    pools = {
+        # Every priced type in the catalog, on-demand (Karpenter's default capacity type).
+        "full catalog": NodePoolInput(name="all", requirements=Requirements(), instance_types=types),
+        # The shape of Karpenter's default NodePool: c/m/r, generation > 2, spot and on-demand.
+        "c/m/r gen>2, spot": NodePoolInput(
+            name="general",
+            requirements=Requirements(
+                [
+                    Requirement.create(wk.LABEL_INSTANCE_CATEGORY, "In", ["c", "m", "r"]),
+                    Requirement.create(wk.LABEL_INSTANCE_GENERATION, "Gt", ["2"]),
+                    Requirement.create(wk.LABEL_CAPACITY_TYPE, "In", ["spot", "on-demand"]),
+                ]
+            ),
+            instance_types=types,
+        ),
+    }
     rows = []
-    for size in args.sizes:
+    for (label, pool), size in itertools.product(pools.items(), args.sizes):
         pods = simple_pods(size)
         best = float("inf")
         result = None
@@ -75,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         check(result, pods, pool)
         rows.append(
             {
+                "pool": label,
                 "pods": size,
                 "instanceTypes": len(types),
                 "seconds": round(best, 4),
@@ -88,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         machine = platform.processor() or platform.machine()
         print(f"# solver benchmark on {machine}, Python {platform.python_version()}, one core")
-        print(f"{'pods':>8} {'types':>6} {'seconds':>8} {'pods/s':>9} {'nodes':>6} {'$/hour':>9}")
+        print(f"{'nodepool':<18} {'pods':>8} {'types':>6} {'seconds':>8} {'pods/s':>9} {'nodes':>6} {'$/hour':>9}")
         for r in rows:
             print(
-                f"{r['pods']:>8} {r['instanceTypes']:>6} {r['seconds']:>8} {r['podsPerSecond']:>9} "
+                f"{r['pool']:<18} {r['pods']:>8} {r['instanceTypes']:>6} {r['seconds']:>8} {r['podsPerSecond']:>9} "
                 f"{r['nodeClaims']:>6} {r['pricePerHour']:>9}"
             )
     return 0

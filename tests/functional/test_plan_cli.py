@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -293,16 +291,3 @@ def test_missing_node_class_makes_the_pool_unusable_with_a_reason(tmp_path: Path
     path = write(tmp_path, "m.yaml", only_pool, deployment("app", 1, "1", "1Gi"))
     result = plan_json(path)
     assert "EC2NodeClass 'default'" in result["unschedulable"][0]["reasons"]["general"]
-
-
-def test_module_entry_point_runs(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "nodeflow", "plan", "-f", str(ROOT / "examples" / "demo"), "-o", "json"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "functions"), "PATH": "/usr/bin:/bin"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["nodeClaims"]

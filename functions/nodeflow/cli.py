@@ -88,15 +88,7 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)
         return EXIT_CATALOG
 
-    state = ClusterState(
-        node_pools=manifests.node_pools,
-        node_classes=manifests.node_classes,
-        node_claims=manifests.node_claims,
-        pods=manifests.pods,
-        daemon_sets=manifests.daemon_sets,
-        nodes=manifests.nodes,
-    )
-    result = plan(state, catalog)
+    result = plan(ClusterState.from_manifests(manifests), catalog)
     if args.output == "json":
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")

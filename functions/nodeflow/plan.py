@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from nodeflow.api import labels as wk
 from nodeflow.api.core import DaemonSet, Node, Pod, PodSpec, daemon_set_pod, resource_milli
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
 from nodeflow.api.meta import Toleration as ApiToleration
 from nodeflow.api.quantity import to_milli
@@ -41,6 +42,17 @@ class ClusterState:
     pods: Sequence[Pod] = ()
     daemon_sets: Sequence[DaemonSet] = ()
     nodes: Sequence[Node] = ()
+
+    @staticmethod
+    def from_manifests(manifests: Manifests) -> ClusterState:
+        return ClusterState(
+            node_pools=manifests.node_pools,
+            node_classes=manifests.node_classes,
+            node_claims=manifests.node_claims,
+            pods=manifests.pods,
+            daemon_sets=manifests.daemon_sets,
+            nodes=manifests.nodes,
+        )
 
 
 def plan(state: ClusterState, catalog: CatalogData) -> SchedulingResult:

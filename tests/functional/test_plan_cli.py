@@ -161,7 +161,7 @@ def test_three_replicas_get_one_right_sized_node_of_the_cheapest_fitting_type(tm
     (claim,) = result["nodeClaims"]
     assert len(claim["pods"]) == 3
     # Brute force over the pool's resolved catalog: the cheapest type holding all three pods.
-    inp = build_input(ClusterState(**_state(load_manifests([path]))), load_offline())
+    inp = build_input(ClusterState.from_manifests(load_manifests([path])), load_offline())
     (pool,) = inp.nodepools
     pod_requests = inp.pods[0].requests
     three = res.add({}, pod_requests, 3)
@@ -173,17 +173,6 @@ def test_three_replicas_get_one_right_sized_node_of_the_cheapest_fitting_type(tm
     # ...and one node is cheaper than a node per pod.
     best_single = min(od[it.name] for it in fitting if res.fits(pod_requests, it.allocatable))
     assert claim["pricePerHour"] < 3 * best_single
-
-
-def _state(manifests: Any) -> dict[str, Any]:
-    return {
-        "node_pools": manifests.node_pools,
-        "node_classes": manifests.node_classes,
-        "node_claims": manifests.node_claims,
-        "pods": manifests.pods,
-        "daemon_sets": manifests.daemon_sets,
-        "nodes": manifests.nodes,
-    }
 
 
 def test_cpu_limit_counts_what_the_pool_already_runs(tmp_path: Path) -> None:

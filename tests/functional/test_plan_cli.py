@@ -280,3 +280,41 @@ def test_missing_node_class_makes_the_pool_unusable_with_a_reason(tmp_path: Path
     path = write(tmp_path, "m.yaml", only_pool, deployment("app", 1, "1", "1Gi"))
     result = plan_json(path)
     assert "EC2NodeClass 'default'" in result["unschedulable"][0]["reasons"]["general"]
+
+
+def test_pods_join_a_nodeclaim_that_is_still_launching(tmp_path: Path) -> None:
+    launching = """
+    apiVersion: karpenter.sh/v1
+    kind: NodeClaim
+    metadata:
+      name: general-abcde
+      labels: {karpenter.sh/nodepool: general}
+    spec:
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
+        - {key: karpenter.sh/nodepool, operator: In, values: [general]}
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+    """
+    result = plan_json(write(tmp_path, "m.yaml", GENERAL, launching, deployment("app", 5, "1", "1Gi")))
+    # m5.xlarge: 4 vCPU, 3920m allocatable -> three 1-CPU pods join it, two need a new node.
+    assert [n["name"] for n in result["existingNodes"]] == ["general-abcde"]
+    assert len(result["existingNodes"][0]["pods"]) == 3
+    assert sum(len(nc["pods"]) for nc in result["nodeClaims"]) == 2
+
+
+def test_nodes_limit(tmp_path: Path) -> None:
+    limited = GENERAL.replace(
+        "metadata: {name: general}\nspec:\n", "metadata: {name: general}\nspec:\n  limits: {nodes: 2}\n"
+    )
+    result = plan_json(
+        write(
+            tmp_path,
+            "m.yaml",
+            limited,
+            deployment("app", 3, "1", "8Gi", "nodeSelector: {node.kubernetes.io/instance-type: r5.large}"),
+        )
+    )
+    assert len(result["nodeClaims"]) == 2
+    (item,) = result["unschedulable"]
+    assert "limit nodes=2" in item["reasons"]["general"]

@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from nodeflow.api.labels import NORMALIZED_LABELS
+from nodeflow.api.labels import LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE, NORMALIZED_LABELS, WELL_KNOWN_LABELS
 
 __all__ = ["OPERATORS", "Requirement", "RequirementError", "Requirements", "normalize_key"]
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 _INFINITE = 1 << 62
+_TOPOLOGY_LABELS = frozenset({LABEL_ZONE, LABEL_REGION, LABEL_HOSTNAME})
 
 
 class RequirementError(ValueError):
@@ -263,9 +264,19 @@ class Requirements(Mapping[str, Requirement]):
         return self.intersects(incoming)
 
     def labels(self) -> dict[str, str]:
-        """Single-valued labels a node with these requirements carries (In with one value)."""
+        """Labels a node with these requirements carries.
+
+        Single-valued ``In`` gives its value. A custom (not well-known) key that allows several
+        values gets one of them, deterministically the smallest, as Karpenter labels a node with
+        some allowed value; well-known keys with several values (zone, instance type...) are
+        decided by the launch, not here.
+        """
         out: dict[str, str] = {}
         for key, req in self._items.items():
             if not req.complement and len(req.values) == 1:
                 out[key] = next(iter(req.values))
+            elif key not in WELL_KNOWN_LABELS and key not in _TOPOLOGY_LABELS:
+                value = req.any_value()
+                if value is not None:
+                    out[key] = value
         return out

@@ -351,7 +351,7 @@ class _Solver:
                 continue
             count = res.max_count(group.requests, node.input.allocatable, node.used)
             if group.host_ports:
-                count = min(count, 0 if group.host_ports & node.ports else 1)
+                count = min(count, 0 if ports_conflict(group.host_ports, node.ports) else 1)
             take = min(count, len(pending))
             if take <= 0:
                 continue
@@ -365,7 +365,7 @@ class _Solver:
         for claim in self.claims:
             if not pending:
                 break
-            if group.host_ports and group.host_ports & claim.ports:
+            if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue
             if claim.room(group.requests, claim.types, claim.prices, claim.start) == 0:
                 continue
@@ -535,6 +535,7 @@ class _Solver:
         cheapest = table[fitting[0].name]
         assert cheapest is not None  # types without an allowed offering were filtered out
         zone_req = reqs.get(wk.LABEL_ZONE)
+        zone_id_req = reqs.get(wk.LABEL_ZONE_ID)
         zones = sorted(
             {
                 o.zone
@@ -543,6 +544,7 @@ class _Solver:
                 if o.available
                 and o.capacity_type == cheapest.capacity_type
                 and (zone_req is None or zone_req.has(o.zone))
+                and (zone_id_req is None or zone_id_req.has(o.zone_id))
             }
         )
         return NodeClaimPlan(
@@ -566,6 +568,20 @@ def _best_index(
 ) -> int:
     """The type with the lowest price per pod for ``count`` pods (more pods, then name, break ties)."""
     return min(indices, key=lambda i: (prices[i] / min(caps[i], count), -min(caps[i], count), types[i].name))
+
+
+_WILDCARD_IPS = frozenset({"", "0.0.0.0", "::"})
+
+
+def ports_conflict(wanted: Iterable[HostPort], used: Iterable[HostPort]) -> bool:
+    """Do host ports clash? Same protocol and port, and the same IP or either one a wildcard."""
+    used_list = list(used)
+    for ip, protocol, port in wanted:
+        for other_ip, other_protocol, other_port in used_list:
+            same_ip = ip == other_ip or ip in _WILDCARD_IPS or other_ip in _WILDCARD_IPS
+            if port == other_port and protocol == other_protocol and same_ip:
+                return True
+    return False
 
 
 def _capacity(it: InstanceType, name: str) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
+from itertools import combinations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import MAX_INSTANCE_TYPES, NO_NODEPOOL, solve
 from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.types import (
+    HostPort,
     NodeClaimPlan,
     NodeInput,
     NodePoolInput,
@@ -35,13 +37,15 @@ from nodeflow.scheduling.types import (
 )
 
 from .fakes import CATALOG, GI, ZONES
+from .fakes import pod as fake_pod
+from .fakes import pool as fake_pool
 
 MI = GI // 1024
 GPU = wk.RESOURCE_NVIDIA_GPU
 TEAM = "example.com/team"  # a custom label: only NodePool template labels / node labels define it
 
 PROPERTY_SETTINGS = settings(
-    max_examples=150,
+    max_examples=250,
     deadline=None,
     derandomize=True,
     database=None,
@@ -104,12 +108,15 @@ TOLERATIONS = (
     Toleration("team", "Exists", "", "NoSchedule"),  # wrong effect for team:NoExecute
     Toleration("", "Exists"),  # tolerates everything
 )
+# Wildcard host IPs only: see test_wildcard_host_ip_conflicts_with_a_specific_ip for other IPs.
+HOST_PORTS = (("0.0.0.0", "TCP", 80), ("0.0.0.0", "TCP", 443), ("0.0.0.0", "UDP", 80))
 CPU_MILLI = (100, 250, 500, 1000, 1500, 2000, 3500, 7000, 15000, 40000)
 MEMORY = (128 * MI, 512 * MI, GI, 2 * GI, 4 * GI, 7 * GI, 15 * GI, 30 * GI, 64 * GI)
 
 
 def _values(existing: Sequence[str], missing: Sequence[str]) -> st.SearchStrategy[list[str]]:
-    return st.lists(st.sampled_from(tuple(existing) + tuple(missing)), min_size=1, max_size=3, unique=True)
+    # Mostly values that exist: one missing value is enough to make a requirement unsatisfiable.
+    return st.lists(st.sampled_from(tuple(existing) * 4 + tuple(missing)), min_size=1, max_size=3, unique=True)
 
 
 def _label_values(world: World) -> dict[str, tuple[str, ...]]:
@@ -137,8 +144,10 @@ def requirement(draw: st.DrawFn, world: World, *, custom: bool) -> Requirement:
         op = draw(st.sampled_from(("Exists", "DoesNotExist", "In")))
         return Requirement.create(key, op, ["1"] if op == "In" else [])
     op = draw(st.sampled_from(("In", "In", "NotIn", "Exists")))
-    chosen = draw(_values(values[key][:-1], values[key][-1:])) if op != "Exists" else []
-    return Requirement.create(key, op, chosen)
+    if op == "Exists":
+        return Requirement.create(key, op)
+    chosen = draw(_values(values[key][:-1], values[key][-1:]))
+    return Requirement.create(key, op, chosen[:1] if op == "NotIn" else chosen)
 
 
 @st.composite
@@ -146,10 +155,11 @@ def pod_alternatives(draw: st.DrawFn, world: World) -> tuple[Requirements, ...]:
     """nodeSelector (In) ANDed into 0-2 ORed node-affinity terms, as ``plan`` builds them."""
     values = _label_values(world)
     selector_keys = draw(st.lists(st.sampled_from(sorted(values)), max_size=2, unique=True))
+    if TEAM in selector_keys and draw(st.booleans()):
+        selector_keys.remove(TEAM)  # only some NodePools define the team label
     # Mostly values that exist: a missing one makes the pod unschedulable, which is common enough.
     selector = Requirements(
-        Requirement.create(k, "In", [draw(st.sampled_from(values[k][:-1] * 3 + values[k][-1:]))])
-        for k in selector_keys
+        Requirement.create(k, "In", [draw(st.sampled_from(values[k][:-1] * 3 + values[k][-1:]))]) for k in selector_keys
     )
     terms = draw(st.lists(st.lists(requirement(world, custom=True), min_size=1, max_size=2), max_size=2))
     if not terms or draw(st.booleans()):
@@ -167,10 +177,17 @@ def workloads(draw: st.DrawFn, world: World) -> list[PodInput]:
             requests[GPU] = 1000 * draw(st.sampled_from((1, 2)))
         requirements = draw(pod_alternatives(world))
         tolerations = tuple(draw(st.lists(st.sampled_from(TOLERATIONS), max_size=3, unique=True)))
+        ports: frozenset[HostPort] = frozenset()
+        if draw(st.integers(0, 4)) == 0:
+            ports = frozenset(draw(st.lists(st.sampled_from(HOST_PORTS), min_size=1, max_size=2)))
         for r in range(draw(st.integers(1, 5))):
             # Names interleave across workloads so sorting and grouping orders differ.
             key = f"ns/p{r}-w{w}"
-            pods.append(PodInput(key=key, requests=requests, requirements=requirements, tolerations=tolerations))
+            pods.append(
+                PodInput(
+                    key=key, requests=requests, requirements=requirements, tolerations=tolerations, host_ports=ports
+                )
+            )
     return pods
 
 
@@ -185,13 +202,13 @@ def nodepools(draw: st.DrawFn, world: World) -> list[NodePoolInput]:
         pools.append(
             NodePoolInput(
                 name=f"pool-{i}",
-                requirements=Requirements(draw(st.lists(requirement(world, custom=False), max_size=3))),
+                requirements=Requirements(draw(st.lists(requirement(world, custom=False), max_size=2))),
                 instance_types=draw(st.sampled_from(subsets)),
                 weight=draw(st.integers(0, 2)),
                 taints=tuple(draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique=True))) * (i % 2),
                 labels={TEAM: draw(st.sampled_from(("a", "b")))} if draw(st.booleans()) else {},
                 limits=limits,
-                error="EC2NodeClass 'gone' was not found" if draw(st.integers(0, 12)) == 0 else None,
+                error="EC2NodeClass 'gone' was not found" if draw(st.integers(0, 20)) == 0 else None,
             )
         )
     return pools
@@ -212,14 +229,14 @@ def existing_nodes(draw: st.DrawFn, world: World, pool_names: Sequence[str]) -> 
             labels[wk.LABEL_NODEPOOL] = nodepool
             labels[wk.LABEL_INITIALIZED] = "true"
         allocatable = {
-            "cpu": 1000 * draw(st.sampled_from((2, 4, 8, 16))),
-            "memory": GI * draw(st.sampled_from((4, 8, 16, 64))),
+            "cpu": 1000 * draw(st.sampled_from((2, 8, 16, 32, 64))),
+            "memory": GI * draw(st.sampled_from((4, 32, 64, 256))),
             "pods": 1000 * draw(st.sampled_from((4, 29, 110))),
         }
         if draw(st.integers(0, 4)) == 0:
             allocatable[GPU] = 1000
         # Already requested: a share of each resource (never over-committed to begin with).
-        requested = {k: v * draw(st.integers(0, 3)) // 4 for k, v in allocatable.items()}
+        requested = {k: v * draw(st.sampled_from((0, 1, 3, 4))) // 4 for k, v in allocatable.items()}
         nodes.append(
             NodeInput(
                 name=name,
@@ -228,6 +245,7 @@ def existing_nodes(draw: st.DrawFn, world: World, pool_names: Sequence[str]) -> 
                 capacity={k: v + 100 for k, v in allocatable.items()},
                 taints=tuple(draw(st.lists(st.sampled_from(TAINTS), max_size=1))) * (i % 2),
                 requested=requested,
+                host_ports=frozenset(draw(st.lists(st.sampled_from(HOST_PORTS), max_size=1))),
                 nodepool=nodepool,
                 in_flight=draw(st.integers(0, 4)) == 0,
                 schedulable=draw(st.integers(0, 5)) != 0,
@@ -319,16 +337,36 @@ def daemon_overhead(inp: SchedulingInput, pool: NodePoolInput) -> dict[str, int]
 
 def allowed_offerings(it: InstanceType, reqs: Requirements) -> list[Offering]:
     zone, ctype = reqs.get(wk.LABEL_ZONE), reqs.get(wk.LABEL_CAPACITY_TYPE)
+    zone_id = reqs.get(wk.LABEL_ZONE_ID)
     return [
         o
         for o in it.offerings
-        if o.available and (zone is None or zone.has(o.zone)) and (ctype is None or ctype.has(o.capacity_type))
+        if o.available
+        and (zone is None or zone.has(o.zone))
+        and (ctype is None or ctype.has(o.capacity_type))
+        and (zone_id is None or zone_id.has(o.zone_id))
     ]
 
 
-def node_labels(it: InstanceType, offering: Offering, pool: NodePoolInput) -> dict[str, str]:
-    """The labels a node launched for this plan with this type and offering would carry."""
-    return {
+def ports_conflict(a: HostPort, b: HostPort) -> bool:
+    """Kubernetes' NodePorts rule: same protocol and port, and the same IP or either is 0.0.0.0."""
+    return a[1:] == b[1:] and (a[0] == b[0] or "0.0.0.0" in (a[0], b[0]))
+
+
+def assert_no_port_conflict(where: str, groups: Sequence[tuple[str, frozenset[HostPort]]]) -> None:
+    for (name_a, ports_a), (name_b, ports_b) in combinations(groups, 2):
+        clash = [(a, b) for a in ports_a for b in ports_b if ports_conflict(a, b)]
+        assert not clash, f"{name_a} and {name_b} both bind {clash[0]} on {where}"
+
+
+def node_labels(it: InstanceType, offering: Offering, claim: NodeClaimPlan, pool: NodePoolInput) -> dict[str, str]:
+    """The labels a node launched for this plan with this type and offering would carry.
+
+    Like Karpenter (``Requirements.Labels()``), the node also gets a value satisfying each of the
+    claim's requirements on a custom (not well-known) label: a pod's ``NotIn`` puts such a key on
+    the claim, and a later pod's ``In`` on the same key then narrows it to the value the node gets.
+    """
+    labels = {
         **it.labels,
         **pool.labels,
         wk.LABEL_ZONE: offering.zone,
@@ -336,6 +374,11 @@ def node_labels(it: InstanceType, offering: Offering, pool: NodePoolInput) -> di
         wk.LABEL_CAPACITY_TYPE: offering.capacity_type,
         wk.LABEL_NODEPOOL: pool.name,
     }
+    for key, req in claim.requirements.items():
+        value = req.any_value()
+        if key not in labels and key not in wk.WELL_KNOWN_LABELS and value is not None:
+            labels[key] = value
+    return labels
 
 
 def claim_types(claim: NodeClaimPlan, pool: NodePoolInput) -> list[InstanceType]:
@@ -387,6 +430,7 @@ def check_claims(inp: SchedulingInput, result: SchedulingResult) -> None:
         assert zone is None or all(zone.has(z) for z in claim.zones), claim
         # ... the requirements keep the NodePool's and each pod's (some alternative) ...
         assert reqs.intersects(pool.requirements) is None, (reqs, pool.requirements)
+        assert_no_port_conflict(f"NodeClaim {claim.pods}", [(k, pods[k].host_ports) for k in claim.pods])
         for key in claim.pods:
             assert any(reqs.intersects(alt) is None for alt in pods[key].requirements), (key, reqs)
             assert not blocking_taints(pods[key].tolerations, pool.taints), (key, pool.taints)
@@ -398,7 +442,7 @@ def check_claims(inp: SchedulingInput, result: SchedulingResult) -> None:
             offerings = allowed_offerings(it, reqs)
             assert offerings, f"{it.name} has no offering the claim allows: {claim}"
             for offering in offerings:
-                labels = node_labels(it, offering, pool)
+                labels = node_labels(it, offering, claim, pool)
                 assert satisfied_by(labels, reqs), (it.name, offering, reqs)
                 assert satisfied_by(labels, pool.requirements), (it.name, offering, pool.requirements)
                 for key in claim.pods:
@@ -425,6 +469,8 @@ def check_existing(inp: SchedulingInput, result: SchedulingResult) -> None:
         assert placement.in_flight == node.in_flight
         used = plus(node.requested, *(pods[k].requests for k in placement.pods))
         assert fits(used, node.allocatable), f"{node.name} over-committed: {used} > {node.allocatable}"
+        bound = [(f"pods already on {node.name}", node.host_ports)]
+        assert_no_port_conflict(node.name, bound + [(k, pods[k].host_ports) for k in placement.pods])
         for key in placement.pods:
             assert pod_fits_labels(pods[key], node.labels), (key, node.labels)
             assert not blocking_taints(pods[key].tolerations, node.taints), (key, node.taints)
@@ -459,7 +505,7 @@ def test_every_node_claim_is_sound_and_priced_cheapest_first(inp: SchedulingInpu
     check_claims(inp, solve(inp))
 
 
-@settings(PROPERTY_SETTINGS, max_examples=100)
+@settings(PROPERTY_SETTINGS, max_examples=150)
 @given(scheduling_inputs())
 def test_solve_is_deterministic_and_order_independent(inp: SchedulingInput) -> None:
     first = solve(inp).to_json()
@@ -495,3 +541,39 @@ def test_generated_inputs_cover_every_outcome() -> None:
 
     collect()
     assert all(count >= 3 for count in seen.values()), seen
+
+
+# --- regressions the properties found ------------------------------------------------------------
+
+
+def test_wildcard_host_ip_conflicts_with_a_specific_ip() -> None:
+    wildcard = fake_pod("a", "1", "1Gi", host_ports=frozenset({("0.0.0.0", "TCP", 8080)}))
+    specific = fake_pod("b", "500m", "1Gi", host_ports=frozenset({("10.0.0.1", "TCP", 8080)}))
+    result = solve(SchedulingInput(pods=(wildcard, specific), nodepools=(fake_pool(),)))
+    check_accounting(SchedulingInput(pods=(wildcard, specific), nodepools=(fake_pool(),)), result)
+    assert all(len(claim.pods) == 1 for claim in result.node_claims), result.node_claims
+
+
+def test_zone_id_requirement_limits_the_claim_zones() -> None:
+    world = real_world()
+    only_az6 = Requirements([Requirement.create(wk.LABEL_ZONE_ID, "In", ["use1-az6"])])
+    inp = SchedulingInput(
+        pods=(fake_pod("z", "1", "1Gi", requirements=(only_az6,)),),
+        nodepools=(NodePoolInput("p", Requirements(), world.types),),
+    )
+    (claim,) = solve(inp).node_claims
+    assert claim.zones == ("us-east-1a",), claim.zones  # use1-az6 is us-east-1a in the snapshot
+
+
+def test_custom_label_in_is_not_satisfied_through_another_pods_not_in() -> None:
+    team_not_a = (Requirements([Requirement.create(TEAM, "NotIn", ["a"])]),)
+    team_b_or_c = (Requirements([Requirement.create(TEAM, "In", ["b", "c"])]),)
+    small = fake_pod("small", "1", "1Gi", requirements=team_b_or_c)
+    alone = solve(SchedulingInput(pods=(small,), nodepools=(fake_pool(),)))
+    assert [u.pod for u in alone.unschedulable] == ["default/small"]  # no NodePool defines the label
+    big = fake_pod("big", "2", "1Gi", requirements=team_not_a)
+    both = solve(SchedulingInput(pods=(big, small), nodepools=(fake_pool(),)))
+    for claim in both.node_claims:
+        if "default/small" in claim.pods:
+            # The only labels a NodeClaim's requirements give its node are single-valued ones.
+            assert claim.requirements.labels().get(TEAM) in ("b", "c"), claim.requirements

@@ -59,6 +59,7 @@ __all__ = [
     "JobSpec",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "Namespace",
     "Node",
     "NodeAffinity",
     "NodeCondition",
@@ -770,6 +771,30 @@ class Node(CoreModel):
     def ready(self) -> bool:
         """True when the Ready condition is True."""
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
+
+
+# --------------------------------------------------------------------------------------------
+# Namespaces
+
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
+"""The label the API server puts on every namespace: its own name."""
+
+
+class Namespace(CoreModel):
+    """core/v1 Namespace (metadata only: its labels are what namespaceSelectors match)."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Namespace"] = "Namespace"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels, including the implicit ``kubernetes.io/metadata.name=<name>``."""
+        return {**(self.metadata.labels or {}), LABEL_NAMESPACE_NAME: self.name}
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from nodeflow.api.core import (
     DaemonSet,
     Deployment,
     Job,
+    Namespace,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -66,6 +67,7 @@ KINDS: Mapping[str, _Kind] = {
     "Job": _Kind("batch/v1", Job, namespaced=True),
     "StorageClass": _Kind("storage.k8s.io/v1", StorageClass, namespaced=False),
     "PodDisruptionBudget": _Kind("policy/v1", PodDisruptionBudget, namespaced=True),
+    "Namespace": _Kind("v1", Namespace, namespaced=False),
 }
 """The kinds ``load_manifests`` reads, with the one apiVersion accepted for each."""
 
@@ -120,6 +122,7 @@ class Manifests:
     skipped: tuple[SkippedDocument, ...] = ()
     workloads: tuple[Deployment | ReplicaSet | StatefulSet | Job, ...] = field(default=())
     """The workloads the expanded pods came from."""
+    namespaces: tuple[Namespace, ...] = ()
 
 
 @dataclass
@@ -138,6 +141,7 @@ class _Collector:
     storage_classes: list[StorageClass] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     workloads: list[Deployment | ReplicaSet | StatefulSet | Job] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
     # (kind, namespace, name) -> where it was first defined
     seen: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # pod key -> where the pod came from
@@ -159,6 +163,7 @@ class _Collector:
             pdbs=tuple(self.pdbs),
             skipped=tuple(self.skipped),
             workloads=tuple(self.workloads),
+            namespaces=tuple(self.namespaces),
         )
 
 
@@ -350,6 +355,8 @@ def _store(collector: _Collector, obj: BaseModel, label: str) -> None:
         collector.storage_classes.append(obj)
     elif isinstance(obj, PodDisruptionBudget):
         collector.pdbs.append(obj)
+    elif isinstance(obj, Namespace):
+        collector.namespaces.append(obj)
     else:  # pragma: no cover - KINDS and this dispatch are kept in step
         raise TypeError(f"no collection for {type(obj).__name__}")
 

@@ -21,6 +21,7 @@ launcher can fall back when capacity is short.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -28,9 +29,11 @@ from nodeflow.api import labels as wk
 from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import InstanceType, Offering
 from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.preferences import Constraints, Preferences, initial_preferences
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.taints import Taint, Toleration, untolerated
 from nodeflow.scheduling.types import (
+    AffinityTerm,
     ExistingPlacement,
     HostPort,
     NodeClaimPlan,
@@ -39,10 +42,12 @@ from nodeflow.scheduling.types import (
     PodInput,
     SchedulingInput,
     SchedulingResult,
+    Selector,
+    TopologySpread,
     UnschedulablePod,
 )
 
-__all__ = ["MAX_INSTANCE_TYPES", "NO_NODEPOOL", "solve"]
+__all__ = ["MAX_INSTANCE_TYPES", "NO_NODEPOOL", "ports_conflict", "solve", "type_matches", "water_fill"]
 
 # Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
 MAX_INSTANCE_TYPES = 60
@@ -143,18 +148,44 @@ def type_matches(it: InstanceType, reqs: Requirements) -> bool:
 
 # --- mutable solve state ------------------------------------------------------------------------
 
+_UNBOUNDED = 1 << 30
+_NOSCHEDULE = frozenset({"NoSchedule", "NoExecute"})
+_ALL_EFFECTS = frozenset({"NoSchedule", "NoExecute", "PreferNoSchedule"})
+Reasons = dict[str, str]
+_GROUP_SERIAL = itertools.count()
+
 
 @dataclass(slots=True)
 class _Group:
+    """Identical pods (same requests, constraints, tolerations, namespace and relevant labels)."""
+
     pods: list[PodInput]
     requests: Mapping[str, int]
-    requirements: tuple[Requirements, ...]
+    constraints: Constraints
+    preferences: Preferences
     tolerations: tuple[Toleration, ...]
     host_ports: frozenset[HostPort]
+    namespace: str
+    labels: Mapping[str, str]
+    error: str | None
+    # A serial number: caches key on it (ids of dead groups get reused).
+    uid: int = field(default_factory=lambda: next(_GROUP_SERIAL))
 
     @property
     def first(self) -> PodInput:
         return self.pods[0]
+
+    @property
+    def requirements(self) -> tuple[Requirements, ...]:
+        return self.constraints.requirements
+
+    @property
+    def effects(self) -> frozenset[str]:
+        """Taint effects the group must tolerate (PreferNoSchedule until relaxed)."""
+        return _NOSCHEDULE if self.constraints.tolerate_prefer_no_schedule else _ALL_EFFECTS
+
+    def required_anti_affinity(self) -> tuple[AffinityTerm, ...]:
+        return tuple(t for t in self.first.affinity if t.anti and t.weight == 0)
 
 
 @dataclass(slots=True)
@@ -165,6 +196,7 @@ class _Pool:
     types: list[InstanceType]  # compatible with the pool's requirements, cheapest first
     prices: list[float]
     remaining: dict[str, int] | None  # limits minus what the pool runs
+    min_values: bool  # some requirement has minValues
 
 
 @dataclass(slots=True)
@@ -175,6 +207,13 @@ class _Node:
     used: dict[str, int]
     ports: set[HostPort]
     placed: list[str] = field(default_factory=list)
+    # (namespace, labels, count) of every pod on it, running or placed now: topology counts.
+    entries: list[tuple[str, Mapping[str, str], int]] = field(default_factory=list)
+
+    def domain(self, key: str) -> str | None:
+        if key == wk.LABEL_HOSTNAME:
+            return self.input.labels.get(key) or self.input.name
+        return self.input.labels.get(key)
 
 
 @dataclass(slots=True)
@@ -191,6 +230,17 @@ class _Claim:
     used: dict[str, int]
     pods: list[str] = field(default_factory=list)
     ports: set[HostPort] = field(default_factory=set)
+    entries: list[tuple[str, Mapping[str, str], int]] = field(default_factory=list)
+    index: int = 0
+
+    def domain(self, key: str) -> str | None:
+        """The NodeClaim's value for a topology key, once its requirements pin one."""
+        if key == wk.LABEL_HOSTNAME:
+            return f"nodeclaim-{self.index}"
+        req = self.requirements.get(key)
+        if req is not None and not req.complement and len(req.values) == 1:
+            return next(iter(req.values))
+        return None
 
     @property
     def price(self) -> float:
@@ -282,14 +332,42 @@ class _BestPerPod:
         return min(options)[1]
 
 
+_Target = _Node | _Claim
+
+
+@dataclass(slots=True)
+class _Tracker:
+    """Pods matching one selector (in some namespaces), counted per node or NodeClaim."""
+
+    selector: Selector
+    namespaces: frozenset[str] | None
+    counts: dict[int, int] = field(default_factory=dict)  # id(target) -> matching pods
+    matches: dict[int, bool] = field(default_factory=dict)  # group uid -> does it match
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
+
+
 class _Solver:
     def __init__(self, inp: SchedulingInput) -> None:
+        self.inp = inp
         self.pricer = _Pricer()
         self.pools = [self._make_pool(p, inp) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))]
         self.nodes = [self._make_node(n, inp) for n in sorted(inp.nodes, key=lambda n: (n.in_flight, n.name))]
         self.claims: list[_Claim] = []
+        self.targets: dict[int, _Target] = {id(n): n for n in self.nodes}
+        self.trackers: dict[tuple[Selector, frozenset[str] | None], _Tracker] = {}
+        # Required anti-affinity of pods already placed: (term, namespace of its pod, where).
+        self.anti: list[tuple[AffinityTerm, str, _Target]] = []
+        for node in self.nodes:
+            for pod in node.input.running:
+                node.entries.append((pod.namespace, pod.labels, 1))
+                self.anti.extend((term, pod.namespace, node) for term in pod.anti_affinity)
         self.unschedulable: list[UnschedulablePod] = []
+        self.placed_in: dict[str, str] = {}  # pod key -> node name or "nodeclaim-N"
         self._candidate_cache: dict[tuple[int, int, Requirements], _Candidates | str] = {}
+        self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
+        self.strict_min_values = inp.min_values_policy != "BestEffort"
 
     # -- setup ---------------------------------------------------------------------------------
     def _make_pool(self, np: NodePoolInput, inp: SchedulingInput) -> _Pool:
@@ -315,7 +393,8 @@ class _Solver:
                 {**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == np.name
             )
             remaining = {k: v - in_use.get(k, 0) for k, v in np.limits.items()}
-        return _Pool(np, reqs, daemon, types, prices, remaining)
+        min_values = any(r.min_values for r in reqs.values())
+        return _Pool(np, reqs, daemon, types, prices, remaining, min_values)
 
     def _make_node(self, node: NodeInput, inp: SchedulingInput) -> _Node:
         initializing = node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
@@ -325,31 +404,417 @@ class _Solver:
             taints = tuple(t for t in taints if t.key not in _EPHEMERAL_TAINTS and t.key not in startup)
         return _Node(node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports))
 
-    # -- placing -------------------------------------------------------------------------------
-    def run(self, pods: Sequence[PodInput]) -> SchedulingResult:
-        for group in _group(pods):
-            remaining = [p.key for p in group.pods]
-            remaining = self._on_nodes(group, remaining)
-            if remaining:
-                remaining = self._on_claims(group, remaining)
-            while remaining:
-                placed = self._new_claim(group, remaining)
-                if placed is None:
-                    break
-                remaining = remaining[placed:]
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> SchedulingResult:
+        """Place every group; groups that fail are retried once (pod affinity may target pods
+        placed later), then with one preference relaxed at a time, as Karpenter does."""
+        queue = _group(self.inp.pods, self.inp.preference_policy == "Ignore", self.inp)
+        retried: set[int] = set()
+        while queue:
+            failed: list[tuple[_Group, list[str], Reasons]] = []
+            for group in queue:
+                remaining, reasons = self._place_group(group, [p.key for p in group.pods])
+                if remaining:
+                    failed.append((group, remaining, reasons))
+            queue = []
+            for group, remaining, reasons in failed:
+                left = [p for p in group.pods if p.key in set(remaining)]
+                if group.constraints.affinity and group.uid not in retried:
+                    retry = _regroup(group, left, group.preferences)
+                    retried.add(retry.uid)
+                    queue.append(retry)
+                    continue
+                relaxed = group.preferences.relax()
+                if relaxed is not None and group.error is None:
+                    queue.append(_regroup(group, left, relaxed[0]))
+                    continue
+                for key in remaining:
+                    self.unschedulable.append(UnschedulablePod(key, reasons))
+        self.unschedulable.sort(key=lambda u: u.pod)
         return self._result()
 
-    def _on_nodes(self, group: _Group, pending: list[str]) -> list[str]:
+    def _place_group(self, group: _Group, pending: list[str]) -> tuple[list[str], Reasons]:
+        if group.error is not None:
+            return pending, self._all_pools(group.error)
+        extra, blocked_targets = self._inverse_anti_affinity(group)
+        items: list[TopologySpread | AffinityTerm] = [s for s in group.constraints.spread if s.key != wk.LABEL_HOSTNAME]
+        items += [t for t in group.constraints.affinity if t.key != wk.LABEL_HOSTNAME]
+        return self._split(group, pending, extra, items, 0, blocked_targets)
+
+    def _all_pools(self, reason: str) -> Reasons:
+        return {p.input.name: reason for p in self.pools} or {NO_NODEPOOL: reason}
+
+    # -- topology: counting ----------------------------------------------------------------------
+    def _tracker(self, selector: Selector, namespaces: frozenset[str] | None) -> _Tracker:
+        tracker = self.trackers.get((selector, namespaces))
+        if tracker is None:
+            tracker = _Tracker(selector, namespaces)
+            for tid, target in self.targets.items():
+                count = sum(n for ns, labels, n in target.entries if tracker.selects(ns, labels))
+                if count:
+                    tracker.counts[tid] = count
+            self.trackers[(selector, namespaces)] = tracker
+        return tracker
+
+    def _record(self, group: _Group, target: _Target, keys: list[str]) -> None:
+        """Book pods onto a node or NodeClaim: topology counts and anti-affinity follow them."""
+        count = len(keys)
+        target.entries.append((group.namespace, group.labels, count))
+        gid = group.uid
+        for tracker in self.trackers.values():
+            match = tracker.matches.get(gid)
+            if match is None:
+                match = tracker.matches[gid] = tracker.selects(group.namespace, group.labels)
+            if match:
+                tracker.counts[id(target)] = tracker.counts.get(id(target), 0) + count
+        for term in group.required_anti_affinity():
+            self.anti.append((term, group.namespace, target))
+        where = target.input.name if isinstance(target, _Node) else f"nodeclaim-{target.index}"
+        for key in keys:
+            self.placed_in[key] = where
+
+    def _domain_counts(
+        self, tracker: _Tracker, key: str, group: _Group, spread: TopologySpread | None
+    ) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for tid, count in tracker.counts.items():
+            target = self.targets[tid]
+            if spread is not None and isinstance(target, _Node) and not self._eligible(target, group, spread):
+                continue
+            domain = target.domain(key)
+            if domain is not None:
+                counts[domain] = counts.get(domain, 0) + count
+        return counts
+
+    def _eligible(self, node: _Node, group: _Group, spread: TopologySpread) -> bool:
+        """Does a node count for a spread constraint (nodeAffinityPolicy / nodeTaintsPolicy)?"""
+        if spread.honor_node_affinity and not any(node.requirements.compatible(a) is None for a in group.requirements):
+            return False
+        return not (spread.honor_node_taints and untolerated(group.tolerations, node.taints, group.effects) is not None)
+
+    def _domains(self, group: _Group, extra: Requirements, key: str, spread: TopologySpread | None) -> frozenset[str]:
+        """Every value of a topology key a pod of the group could land in: the offerings or
+        enumerated values of the NodePools it can use, and the labels of eligible nodes."""
+        values: set[str] = set()
+        for alt in group.requirements:
+            full = alt.add(extra) if len(extra) else alt
+            for pool in self.pools:
+                if pool.input.error or untolerated(group.tolerations, pool.input.taints, group.effects):
+                    continue
+                if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None:
+                    continue
+                values |= self._pool_domains(pool, full, key)
+        for node in self.nodes:
+            if not node.input.schedulable:
+                continue
+            if spread is not None and not self._eligible(node, group, spread):
+                continue
+            domain = node.domain(key)
+            if domain is not None:
+                values.add(domain)
+        for claim in self.claims:
+            domain = claim.domain(key)
+            if domain is not None:
+                values.add(domain)
+        return frozenset(values)
+
+    def _pool_domains(self, pool: _Pool, alt: Requirements, key: str) -> frozenset[str]:
+        cache_key = (id(pool), alt, key)
+        cached = self._domain_cache.get(cache_key)
+        if cached is not None:
+            return cached
+        reqs = pool.requirements.add(alt)
+        allowed = reqs.get(key)
+        out: set[str] = set()
+        if key in _OFFERING_KEYS:
+            zone, ctype, zone_id = reqs.get(wk.LABEL_ZONE), reqs.get(wk.LABEL_CAPACITY_TYPE), reqs.get(wk.LABEL_ZONE_ID)
+            for it in pool.types:
+                if not type_matches(it, reqs):
+                    continue
+                for o in it.offerings:
+                    if (
+                        o.available
+                        and (zone is None or zone.has(o.zone))
+                        and (ctype is None or ctype.has(o.capacity_type))
+                        and (zone_id is None or zone_id.has(o.zone_id))
+                    ):
+                        out.add({wk.LABEL_ZONE: o.zone, wk.LABEL_CAPACITY_TYPE: o.capacity_type}.get(key, o.zone_id))
+        elif allowed is not None and not allowed.complement:
+            out = set(allowed.values)
+        else:
+            out = {it.labels[key] for it in pool.types if key in it.labels and type_matches(it, reqs)}
+        frozen = frozenset(out)
+        self._domain_cache[cache_key] = frozen
+        return frozen
+
+    def _inverse_anti_affinity(self, group: _Group) -> tuple[Requirements, set[int]]:
+        """Where placed pods' required anti-affinity keeps this group out: zones (or other
+        keys) as NotIn requirements, nodes and NodeClaims as a set."""
+        blocked: dict[str, set[str]] = {}
+        targets: set[int] = set()
+        for term, namespace, target in self.anti:
+            if not term.selects(group.namespace, group.labels):
+                continue
+            del namespace
+            if term.key == wk.LABEL_HOSTNAME:
+                targets.add(id(target))
+                continue
+            domain = target.domain(term.key)
+            if domain is not None:
+                blocked.setdefault(term.key, set()).add(domain)
+        extra = Requirements(Requirement(k, True, frozenset(v)) for k, v in sorted(blocked.items()))
+        return extra, targets
+
+    # -- topology: splitting a group across domains ---------------------------------------------------
+    def _split(
+        self,
+        group: _Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+    ) -> tuple[list[str], Reasons]:
+        if index == len(items):
+            return self._place(group, pending, extra, blocked)
+        item = items[index]
+        if isinstance(item, TopologySpread):
+            return self._split_spread(group, pending, extra, items, index, blocked, item)
+        if item.anti:
+            return self._split_anti(group, pending, extra, items, index, blocked, item)
+        return self._split_affinity(group, pending, extra, items, index, blocked, item)
+
+    def _pin(self, extra: Requirements, key: str, domain: str) -> Requirements:
+        return extra.add(Requirements([Requirement(key, False, frozenset({domain}))]))
+
+    def _split_spread(
+        self,
+        group: _Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        spread: TopologySpread,
+    ) -> tuple[list[str], Reasons]:
+        tracker = self._tracker(spread.selector, frozenset({group.namespace}))
+        self_match = spread.selector.matches(group.labels)
+        domains = self._domains(group, extra, spread.key, spread)
+        if not domains:
+            return pending, self._all_pools(f"topology spread on {spread.key}: no domain is available")
+        counts = dict.fromkeys(domains, 0)
+        for d, n in self._domain_counts(tracker, spread.key, group, spread).items():
+            if d in counts:
+                counts[d] = n
+        closed: set[str] = set()
+        reasons: Reasons = {}
+        while pending:
+            floor = 0 if spread.min_domains and len(domains) < spread.min_domains else min(counts.values())
+            open_domains = sorted(d for d in domains if d not in closed)
+            if not open_domains:
+                break
+            if self_match:
+                quotas = water_fill(counts, open_domains, len(pending))
+            else:
+                quotas = {min(open_domains, key=lambda d: (counts[d], d)): len(pending)}
+            domain = min((d for d in quotas if quotas[d]), key=lambda d: (counts[d], d))
+            room = (
+                floor + spread.max_skew - counts[domain]
+                if self_match
+                else (_UNBOUNDED if counts[domain] - floor <= spread.max_skew else 0)
+            )
+            take = min(quotas[domain], room)
+            if take <= 0:
+                closed.add(domain)
+                continue
+            left, why = self._split(
+                group, pending[:take], self._pin(extra, spread.key, domain), items, index + 1, blocked
+            )
+            placed = take - len(left)
+            if self_match:
+                counts[domain] += placed
+            if left:
+                closed.add(domain)
+                reasons.update(why)
+            pending = left + pending[take:]
+        if pending:
+            detail = ", ".join(f"{d}={counts[d]}" for d in sorted(counts))
+            topology = (
+                f"topology spread on {spread.key} (maxSkew {spread.max_skew}, selector {spread.selector.describe()}) "
+                f"cannot be met; domain counts: {detail}"
+            )
+            reasons = {name: f"{topology}; {why}" if why else topology for name, why in reasons.items()} or (
+                self._all_pools(topology)
+            )
+        return pending, reasons
+
+    def _split_affinity(
+        self,
+        group: _Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        term: AffinityTerm,
+    ) -> tuple[list[str], Reasons]:
+        tracker = self._tracker(term.selector, term.namespaces)
+        counts = self._domain_counts(tracker, term.key, group, None)
+        candidates = sorted((d for d, n in counts.items() if n > 0), key=lambda d: (-counts[d], d))
+        self_match = term.selects(group.namespace, group.labels)
+        if not candidates and self_match:
+            candidates = sorted(self._domains(group, extra, term.key, None))
+        if not candidates:
+            return pending, self._all_pools(
+                f"pod affinity on {term.key}: no pod matches {term.selector.describe()} in any domain yet"
+            )
+        reasons: Reasons = {}
+        for domain in candidates:
+            left, why = self._split(group, pending, self._pin(extra, term.key, domain), items, index + 1, blocked)
+            placed = len(pending) - len(left)
+            pending = left
+            reasons.update(why)
+            if not pending or (self_match and placed and not counts):
+                # Self-affinity without earlier pods: the first domain used is the domain.
+                break
+        return pending, reasons
+
+    def _split_anti(
+        self,
+        group: _Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        term: AffinityTerm,
+    ) -> tuple[list[str], Reasons]:
+        tracker = self._tracker(term.selector, term.namespaces)
+        taken = {d for d, n in self._domain_counts(tracker, term.key, group, None).items() if n > 0}
+        if not term.selects(group.namespace, group.labels):
+            if taken:
+                extra = extra.add(Requirements([Requirement(term.key, True, frozenset(taken))]))
+            return self._split(group, pending, extra, items, index + 1, blocked)
+        # The pods repel each other: one per free domain.
+        reasons: Reasons = {}
+        for domain in sorted(self._domains(group, extra, term.key, None) - taken):
+            if not pending:
+                break
+            left, why = self._split(group, pending[:1], self._pin(extra, term.key, domain), items, index + 1, blocked)
+            if left:
+                reasons.update(why)
+            else:
+                pending = pending[1:]
+        if pending:
+            message = (
+                f"pod anti-affinity on {term.key}: every domain already has a pod matching {term.selector.describe()}"
+            )
+            reasons = self._all_pools(message)
+        return pending, reasons
+
+    # -- placing onto nodes and NodeClaims -------------------------------------------------------------
+    def _host_caps(self, group: _Group, blocked: set[int]) -> tuple[list[tuple[_Tracker, int, bool]], _Tracker | None]:
+        """Per-node limits from hostname spread and anti-affinity: (tracker, limit, self-match),
+        and the tracker of a required hostname affinity term, if any."""
+        caps: list[tuple[_Tracker, int, bool]] = []
+        for spread in group.constraints.spread:
+            if spread.key == wk.LABEL_HOSTNAME:
+                tracker = self._tracker(spread.selector, frozenset({group.namespace}))
+                caps.append((tracker, spread.max_skew, spread.selector.matches(group.labels)))
+        affinity: _Tracker | None = None
+        for term in group.constraints.affinity:
+            if term.key != wk.LABEL_HOSTNAME:
+                continue
+            tracker = self._tracker(term.selector, term.namespaces)
+            if term.anti:
+                caps.append((tracker, 0, term.selects(group.namespace, group.labels)))
+            else:
+                affinity = tracker
+        return caps, affinity
+
+    @staticmethod
+    def _cap(target_id: int, caps: list[tuple[_Tracker, int, bool]], spread_skews: bool = True) -> int:
+        cap = _UNBOUNDED
+        for tracker, limit, self_match in caps:
+            count = tracker.counts.get(target_id, 0)
+            if limit == 0:  # anti-affinity: no matching pod may share the node
+                if count:
+                    return 0
+                if self_match:
+                    cap = min(cap, 1)
+            elif self_match:  # hostname spread: a fresh node is always a domain with 0
+                cap = min(cap, max(0, limit - count))
+            elif count > limit:
+                return 0
+        del spread_skews
+        return cap
+
+    def _place(
+        self, group: _Group, pending: list[str], extra: Requirements, blocked: set[int]
+    ) -> tuple[list[str], Reasons]:
+        alts = tuple(alt.add(extra) for alt in group.requirements) if len(extra) else group.requirements
+        caps, affinity = self._host_caps(group, blocked)
+        allowed: set[int] | None = None
+        self_affinity = False
+        if affinity is not None:
+            allowed = {tid for tid, n in affinity.counts.items() if n > 0}
+            if not allowed:
+                self_affinity = affinity.selects(group.namespace, group.labels)
+                if not self_affinity:
+                    term = next(t for t in group.constraints.affinity if t.key == wk.LABEL_HOSTNAME and not t.anti)
+                    selector = term.selector.describe()
+                    return pending, self._all_pools(
+                        f"pod affinity on {wk.LABEL_HOSTNAME}: no pod matches {selector} on any node yet"
+                    )
+                allowed = None
+        pending = self._on_nodes(group, pending, alts, caps, blocked, allowed)
+        if pending:
+            pending = self._on_claims(group, pending, alts, caps, blocked, allowed)
+        reasons: Reasons = {}
+        if allowed is not None and pending:
+            return pending, self._all_pools(
+                f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with matching pods have no room left"
+            )
+        fresh = self._cap(-1, caps)
+        while pending and fresh > 0:
+            outcome = self._new_claim(group, pending, alts, fresh if not self_affinity else _UNBOUNDED)
+            if isinstance(outcome, dict):
+                reasons = outcome
+                break
+            pending = pending[outcome:]
+            if self_affinity:
+                if pending:
+                    reasons = self._all_pools(
+                        f"pod affinity on {wk.LABEL_HOSTNAME}: the pods must share one node and do not fit on one"
+                    )
+                break
+        if pending and fresh == 0 and not reasons:
+            reasons = self._all_pools(f"pod anti-affinity or spread on {wk.LABEL_HOSTNAME} leaves no node for it")
+        return pending, reasons
+
+    def _tolerates(self, group: _Group, taints: Iterable[Taint]) -> bool:
+        return untolerated(group.tolerations, taints, group.effects) is None
+
+    def _on_nodes(
+        self,
+        group: _Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        caps: list[tuple[_Tracker, int, bool]],
+        blocked: set[int],
+        allowed: set[int] | None,
+    ) -> list[str]:
         for node in self.nodes:
             if not pending:
                 break
-            if not node.input.schedulable:
+            nid = id(node)
+            if not node.input.schedulable or nid in blocked or (allowed is not None and nid not in allowed):
                 continue
-            if untolerated(group.first.tolerations, node.taints) is not None:
+            if not self._tolerates(group, node.taints):
                 continue
-            if not any(node.requirements.compatible(alt) is None for alt in group.requirements):
+            if not any(node.requirements.compatible(alt) is None for alt in alts):
                 continue
-            count = res.max_count(group.requests, node.input.allocatable, node.used)
+            count = min(res.max_count(group.requests, node.input.allocatable, node.used), self._cap(nid, caps))
             if group.host_ports:
                 count = min(count, 0 if ports_conflict(group.host_ports, node.ports) else 1)
             take = min(count, len(pending))
@@ -358,35 +823,48 @@ class _Solver:
             node.used = res.add(node.used, group.requests, take)
             node.ports |= group.host_ports
             node.placed.extend(pending[:take])
+            self._record(group, node, pending[:take])
             pending = pending[take:]
         return pending
 
-    def _on_claims(self, group: _Group, pending: list[str]) -> list[str]:
+    def _on_claims(
+        self,
+        group: _Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        caps: list[tuple[_Tracker, int, bool]],
+        blocked: set[int],
+        allowed: set[int] | None,
+    ) -> list[str]:
         for claim in self.claims:
             if not pending:
                 break
+            cid = id(claim)
+            if cid in blocked or (allowed is not None and cid not in allowed):
+                continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue
             if claim.room(group.requests, claim.types, claim.prices, claim.start) == 0:
                 continue
-            if untolerated(group.first.tolerations, claim.pool.input.taints) is not None:
+            if not self._tolerates(group, claim.pool.input.taints):
                 continue
-            for alt in group.requirements:
+            cap = self._cap(cid, caps)
+            if cap <= 0:
+                continue
+            for alt in alts:
                 if claim.requirements.compatible(alt, ALLOW_UNDEFINED) is not None:
                     continue
-                take = self._add_to_claim(claim, group, alt, len(pending))
+                take = self._add_to_claim(claim, group, alt, min(len(pending), cap))
                 if take:
                     claim.pods.extend(pending[:take])
+                    self._record(group, claim, pending[:take])
                     pending = pending[take:]
                     break
         return pending
 
     def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier."""
-        if len(alt):
-            reqs = claim.requirements.add(alt)
-        else:
-            reqs = claim.requirements
+        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
         if reqs == claim.requirements:
             types, prices, first = claim.types, claim.prices, claim.start
         else:
@@ -403,35 +881,39 @@ class _Solver:
         take = min(best, count)
         if take <= 0:
             return 0
+        used = res.add(claim.used, group.requests, take)
+        strict = claim.pool.min_values and self.strict_min_values
+        if strict and _min_values_violation(reqs, _fitting(types, first, used)) is not None:
+            return 0
         claim.requirements, claim.types, claim.prices, claim.start = reqs, types, prices, first
-        claim.used = res.add(claim.used, group.requests, take)
+        claim.used = used
         claim.ports |= group.host_ports
         claim.advance()
         return take
 
-    def _new_claim(self, group: _Group, pending: list[str]) -> int | None:
-        """Open a NodeClaim for the group's pending pods; the number placed, or None."""
+    def _new_claim(self, group: _Group, pending: list[str], alts: tuple[Requirements, ...], cap: int) -> int | Reasons:
+        """Open a NodeClaim for the group's pending pods: the number placed, or why not per pool."""
         reasons: dict[str, list[str]] = {}
-        for alt_index, alt in enumerate(group.requirements):
+        count = min(len(pending), cap)
+        for alt_index, alt in enumerate(alts):
             for pool in self.pools:
-                outcome = self._try_pool(pool, group, alt, len(pending))
+                outcome = self._try_pool(pool, group, alt, count)
                 if not isinstance(outcome, str):
                     claim, take = outcome
+                    claim.index = len(self.claims)
                     claim.pods.extend(pending[:take])
                     self.claims.append(claim)
+                    self.targets[id(claim)] = claim
+                    self._record(group, claim, pending[:take])
                     return take
-                prefix = f"node affinity term {alt_index + 1}: " if len(group.requirements) > 1 else ""
+                prefix = f"node affinity term {alt_index + 1}: " if len(alts) > 1 else ""
                 reasons.setdefault(pool.input.name, []).append(prefix + outcome)
         merged = {name: "; ".join(parts) for name, parts in reasons.items()}
-        if not merged:
-            merged = {NO_NODEPOOL: "no NodePool is defined"}
-        for key in pending:
-            self.unschedulable.append(UnschedulablePod(key, merged))
-        return None
+        return merged or {NO_NODEPOOL: "no NodePool is defined"}
 
     def _candidates(self, pool: _Pool, group: _Group, alt: Requirements) -> _Candidates | str:
         """Instance types of a pool that can hold at least one pod of the group (cached)."""
-        key = (id(pool), id(group), alt)
+        key = (id(pool), group.uid, alt)
         cached = self._candidate_cache.get(key)
         if cached is not None:
             return cached
@@ -442,7 +924,7 @@ class _Solver:
     def _compute_candidates(self, pool: _Pool, group: _Group, alt: Requirements) -> _Candidates | str:
         if pool.input.error:
             return pool.input.error
-        taint = untolerated(group.first.tolerations, pool.input.taints)
+        taint = untolerated(group.tolerations, pool.input.taints, group.effects)
         if taint is not None:
             return f"did not tolerate taint {taint}"
         conflict = pool.requirements.compatible(alt, ALLOW_UNDEFINED)
@@ -469,7 +951,7 @@ class _Solver:
                 f"{format_milli(pool.daemon.get(short, 0), short)}), largest candidate {largest.name} has "
                 f"{format_milli(largest.allocatable.get(short, 0), short)} allocatable"
             )
-        limit = 1 if group.host_ports else 1 << 30
+        limit = 1 if group.host_ports else _UNBOUNDED
         return _Candidates(
             requirements=reqs,
             types=[types[i] for i in fitting],
@@ -488,15 +970,17 @@ class _Solver:
             if not indices:
                 return _limit_reason(pool, types, remaining)
             best = _best_index(indices, prices, caps, types, count)
-            types, prices, caps = (
-                [types[i] for i in indices],
-                [prices[i] for i in indices],
-                [caps[i] for i in indices],
-            )
+            types, prices, caps = [types[i] for i in indices], [prices[i] for i in indices], [caps[i] for i in indices]
             best = indices.index(best)
         else:
             best = cands.best(count)
         take = min(caps[best], count)
+        if pool.min_values and self.strict_min_values:
+            take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
+            if take <= 0:
+                fitting = _fitting(types, 0, res.add(pool.daemon, group.requests))
+                return _min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
+            best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
         if remaining is not None:
             for name in remaining:
                 remaining[name] -= max(_capacity(it, name) for it, cap in zip(types, caps, strict=True) if cap >= take)
@@ -514,6 +998,23 @@ class _Solver:
         claim.advance()
         return claim, take
 
+    def _min_values_take(
+        self,
+        reqs: Requirements,
+        types: list[InstanceType],
+        caps: list[int],
+        daemon: Mapping[str, int],
+        group: _Group,
+        take: int,
+    ) -> int:
+        """The most pods (at most ``take``) a NodeClaim can hold while its instance types keep
+        minValues distinct values; 0 when even one pod cannot."""
+        for candidate in sorted({c for c in caps if c < take} | {take}, reverse=True):
+            used = res.add(daemon, group.requests, candidate)
+            if _min_values_violation(reqs, _fitting(types, 0, used)) is None:
+                return candidate
+        return 0
+
     # -- output --------------------------------------------------------------------------------
     def _result(self) -> SchedulingResult:
         plans = tuple(self._plan(c) for c in self.claims)
@@ -525,13 +1026,7 @@ class _Solver:
     def _plan(self, claim: _Claim) -> NodeClaimPlan:
         reqs = claim.requirements
         table = self.pricer.table(reqs)
-        used = claim.used
-        fitting: list[InstanceType] = []
-        for it in claim.types[claim.start :]:
-            if res.fits(used, it.allocatable):
-                fitting.append(it)
-                if len(fitting) == MAX_INSTANCE_TYPES:
-                    break
+        fitting = _fitting(claim.types, claim.start, claim.used)
         cheapest = table[fitting[0].name]
         assert cheapest is not None  # types without an allowed offering were filtered out
         zone_req = reqs.get(wk.LABEL_ZONE)
@@ -554,9 +1049,62 @@ class _Solver:
             capacity_type=cheapest.capacity_type,
             zones=tuple(zones),
             pods=tuple(claim.pods),
-            requests=dict(sorted(used.items())),
+            requests=dict(sorted(claim.used.items())),
             price=cheapest.price,
         )
+
+
+def _fitting(types: Sequence[InstanceType], first: int, used: Mapping[str, int]) -> list[InstanceType]:
+    """The (at most MAX_INSTANCE_TYPES) cheapest types from ``first`` on that hold ``used``."""
+    out: list[InstanceType] = []
+    for it in types[first:]:
+        if res.fits(used, it.allocatable):
+            out.append(it)
+            if len(out) == MAX_INSTANCE_TYPES:
+                break
+    return out
+
+
+def _min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> str | None:
+    """Karpenter's minValues: a NodeClaim's instance types must span that many distinct values."""
+    for key, req in sorted(reqs.items()):
+        if not req.min_values:
+            continue
+        if key in _OFFERING_KEYS:
+            field_name = {wk.LABEL_ZONE: "zone", wk.LABEL_CAPACITY_TYPE: "capacity_type"}.get(key, "zone_id")
+            seen = {getattr(o, field_name) for it in types for o in it.offerings if o.available}
+            seen = {v for v in seen if req.has(v)}
+        else:
+            seen = {it.labels[key] for it in types if key in it.labels}
+        if len(seen) < req.min_values:
+            shown = ", ".join(sorted(seen)[:8]) or "none"
+            return (
+                f"minValues: {key} needs {req.min_values} distinct values among the instance types that fit, "
+                f"only {len(seen)} ({shown})"
+            )
+    return None
+
+
+def water_fill(counts: Mapping[str, int], domains: Sequence[str], n: int) -> dict[str, int]:
+    """Spread ``n`` pods over ``domains`` one at a time onto the emptiest (ties by name):
+    how many each gets. Computed level by level, not pod by pod."""
+    quota = dict.fromkeys(domains, 0)
+    left = n
+    while left > 0:
+        level = min(counts[d] + quota[d] for d in domains)
+        at_level = sorted(d for d in domains if counts[d] + quota[d] == level)
+        higher = [counts[d] + quota[d] for d in domains if counts[d] + quota[d] > level]
+        step = (min(higher) - level) if higher else None
+        if step is not None and step * len(at_level) <= left:
+            for d in at_level:
+                quota[d] += step
+            left -= step * len(at_level)
+            continue
+        per, extra = divmod(left, len(at_level))
+        for i, d in enumerate(at_level):
+            quota[d] += per + (1 if i < extra else 0)
+        left = 0
+    return quota
 
 
 def _best_index(
@@ -608,19 +1156,52 @@ def _describe_offering_reqs(reqs: Requirements) -> str:
     return " (" + ", ".join(f"{k} {reqs[k].describe()}" for k in keys) + ")"
 
 
-def _group(pods: Sequence[PodInput]) -> list[_Group]:
+def _relevant_label_keys(inp: SchedulingInput) -> frozenset[str]:
+    """Label keys some selector looks at: only these separate otherwise identical pods."""
+    selectors: list[Selector] = []
+    for pod in inp.pods:
+        selectors += [s.selector for s in pod.spread] + [t.selector for t in pod.affinity]
+    for node in inp.nodes:
+        for running in node.running:
+            selectors += [t.selector for t in running.anti_affinity]
+    keys: set[str] = set()
+    for selector in set(selectors):
+        keys |= {k for k, _ in selector.match_labels} | {k for k, _, _ in selector.expressions}
+    return frozenset(keys)
+
+
+def _group(pods: Sequence[PodInput], ignore_preferences: bool, inp: SchedulingInput) -> list[_Group]:
     """Identical pods grouped; groups ordered largest first (cpu, then memory), then by key."""
+    relevant = _relevant_label_keys(inp)
     groups: dict[tuple[object, ...], _Group] = {}
     for pod in pods:
+        labels = tuple(sorted((k, v) for k, v in pod.labels.items() if k in relevant)) if relevant else ()
         signature = (
             tuple(sorted(pod.requests.items())),
             pod.requirements,
             pod.tolerations,
             pod.host_ports,
+            pod.preferred,
+            pod.spread,
+            pod.affinity,
+            pod.error,
+            pod.namespace if relevant else "",
+            labels,
         )
         group = groups.get(signature)
         if group is None:
-            groups[signature] = _Group([pod], pod.requests, pod.requirements, pod.tolerations, pod.host_ports)
+            prefs = initial_preferences(pod, ignore_preferences)
+            groups[signature] = _Group(
+                pods=[pod],
+                requests=pod.requests,
+                constraints=prefs.constraints(pod),
+                preferences=prefs,
+                tolerations=pod.tolerations,
+                host_ports=pod.host_ports,
+                namespace=pod.namespace,
+                labels=pod.labels,
+                error=pod.error,
+            )
         else:
             group.pods.append(pod)
     ordered = list(groups.values())
@@ -630,6 +1211,21 @@ def _group(pods: Sequence[PodInput]) -> list[_Group]:
     return ordered
 
 
+def _regroup(group: _Group, pods: list[PodInput], prefs: Preferences) -> _Group:
+    """The same pods again, with (possibly relaxed) preferences."""
+    return _Group(
+        pods=pods,
+        requests=group.requests,
+        constraints=prefs.constraints(pods[0]),
+        preferences=prefs,
+        tolerations=group.tolerations,
+        host_ports=group.host_ports,
+        namespace=group.namespace,
+        labels=group.labels,
+        error=group.error,
+    )
+
+
 def solve(inp: SchedulingInput) -> SchedulingResult:
     """Plan NodeClaims for the pending pods of ``inp``. Pure and deterministic."""
-    return _Solver(inp).run(inp.pods)
+    return _Solver(inp).run()

@@ -15,6 +15,65 @@ HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
 
 
 @dataclass(frozen=True, slots=True)
+class Selector:
+    """A label selector (matchLabels + matchExpressions with In/NotIn/Exists/DoesNotExist)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (key, operator, values)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, operator, values in self.expressions:
+            present = key in labels
+            if operator == "In":
+                if not present or labels[key] not in values:
+                    return False
+            elif operator == "NotIn":
+                if present and labels[key] in values:
+                    return False
+            elif operator == "Exists":
+                if not present:
+                    return False
+            elif operator == "DoesNotExist" and present:
+                return False
+        return True
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        parts += [f"{k} {op} [{', '.join(sorted(vals))}]" if vals else f"{k} {op}" for k, op, vals in self.expressions]
+        return ",".join(parts) or "<everything>"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpread:
+    """A topologySpreadConstraint, with matchLabelKeys already folded into ``selector``."""
+
+    key: str
+    max_skew: int
+    selector: Selector
+    schedule_anyway: bool = False  # whenUnsatisfiable: ScheduleAnyway
+    min_domains: int | None = None
+    honor_node_affinity: bool = True  # nodeAffinityPolicy (default Honor)
+    honor_node_taints: bool = False  # nodeTaintsPolicy (default Ignore)
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A pod (anti-)affinity term; ``weight`` 0 means required."""
+
+    key: str  # topologyKey
+    selector: Selector
+    namespaces: frozenset[str] | None  # None: every namespace (namespaceSelector: {})
+    anti: bool = False
+    weight: int = 0
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
+
+
+@dataclass(frozen=True, slots=True)
 class PodInput:
     """What the solver needs to know about one pod."""
 
@@ -26,6 +85,26 @@ class PodInput:
     tolerations: tuple[Toleration, ...] = ()
     host_ports: frozenset[HostPort] = frozenset()
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Preferred node-affinity terms (weight, requirements), as written.
+    preferred: tuple[tuple[int, Requirements], ...] = ()
+    spread: tuple[TopologySpread, ...] = ()
+    affinity: tuple[AffinityTerm, ...] = ()  # pod affinity and anti-affinity, required and preferred
+    # Why the pod cannot be scheduled whatever the NodePool (e.g. a missing PVC).
+    error: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPod:
+    """A pod already on a node: counted by topology spread and affinity, and its own required
+    anti-affinity keeps matching pods out of its domain."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    anti_affinity: tuple[AffinityTerm, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +138,7 @@ class NodeInput:
     nodepool: str | None = None
     in_flight: bool = False
     schedulable: bool = True
+    running: tuple[RunningPod, ...] = ()  # labels and anti-affinity of the pods on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +147,11 @@ class SchedulingInput:
     nodepools: tuple[NodePoolInput, ...]
     nodes: tuple[NodeInput, ...] = ()
     daemon_pods: tuple[PodInput, ...] = ()  # one representative pod per DaemonSet
+    # "Respect": preferred terms are tried as required, then relaxed (Karpenter's default);
+    # "Ignore": preferences are dropped up front.
+    preference_policy: str = "Respect"
+    # "Strict": a NodeClaim must keep minValues distinct values; "BestEffort": relaxed if not.
+    min_values_policy: str = "Strict"
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ from nodeflow.scheduling.types import (
     TopologySpread,
 )
 
-__all__ = ["check_result", "cheapest_offers", "effective_pool_requirements"]
+__all__ = ["cheapest_offers", "check_result", "effective_pool_requirements"]
 
 # Labels a new node takes from its offering rather than from its instance type.
 _OFFERING_KEYS = frozenset({wk.LABEL_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_ZONE_ID})

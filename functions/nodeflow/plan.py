@@ -7,10 +7,21 @@ this module the objects they read (files or the API server) and a catalog.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nodeflow.api import labels as wk
-from nodeflow.api.core import DaemonSet, Node, Pod, PodSpec, daemon_set_pod, resource_milli
+from nodeflow.api.core import (
+    DaemonSet,
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodSpec,
+    StorageClass,
+    daemon_set_pod,
+    resource_milli,
+)
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
@@ -18,11 +29,26 @@ from nodeflow.api.meta import Toleration as ApiToleration
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.constraints import (
+    affinity_terms,
+    namespace_label_map,
+    preferred_node_terms,
+    running_pod,
+    topology_spreads,
+    volume_requirements,
+)
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import solve, type_matches
 from nodeflow.scheduling.taints import Taint, Toleration
-from nodeflow.scheduling.types import NodeInput, NodePoolInput, PodInput, SchedulingInput, SchedulingResult
+from nodeflow.scheduling.types import (
+    NodeInput,
+    NodePoolInput,
+    PodInput,
+    RunningPod,
+    SchedulingInput,
+    SchedulingResult,
+)
 
 __all__ = ["ClusterState", "build_input", "node_class_settings", "plan", "pod_input"]
 
@@ -42,6 +68,10 @@ class ClusterState:
     pods: Sequence[Pod] = ()
     daemon_sets: Sequence[DaemonSet] = ()
     nodes: Sequence[Node] = ()
+    pvcs: Sequence[PersistentVolumeClaim] = ()
+    pvs: Sequence[PersistentVolume] = ()
+    storage_classes: Sequence[StorageClass] = ()
+    namespaces: Sequence[Namespace] = ()
 
     @staticmethod
     def from_manifests(manifests: Manifests) -> ClusterState:
@@ -52,12 +82,21 @@ class ClusterState:
             pods=manifests.pods,
             daemon_sets=manifests.daemon_sets,
             nodes=manifests.nodes,
+            pvcs=manifests.pvcs,
+            pvs=manifests.pvs,
+            storage_classes=manifests.storage_classes,
+            namespaces=manifests.namespaces,
         )
 
 
-def plan(state: ClusterState, catalog: CatalogData) -> SchedulingResult:
+def plan(
+    state: ClusterState,
+    catalog: CatalogData,
+    preference_policy: str = "Respect",
+    min_values_policy: str = "Strict",
+) -> SchedulingResult:
     """Which NodeClaims to launch for the pending pods of ``state``."""
-    return solve(build_input(state, catalog))
+    return solve(build_input(state, catalog, preference_policy, min_values_policy))
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -95,31 +134,59 @@ class _SpecFacts:
     host_ports: frozenset[tuple[str, str, int]]
 
 
-def _spec_facts(spec: PodSpec, cache: dict[int, tuple[PodSpec, _SpecFacts]]) -> _SpecFacts:
-    # Replicas of one workload share one PodSpec object: convert it once.
-    hit = cache.get(id(spec))
-    if hit is not None and hit[0] is spec:
-        return hit[1]
-    facts = _SpecFacts(
-        requests=spec.effective_requests(),
-        requirements=_pod_requirements(spec),
-        tolerations=tuple(_toleration(t) for t in spec.tolerations),
-        host_ports=frozenset((hp[0], hp[1], hp[2]) for hp in spec.host_ports()),
-    )
-    cache[id(spec)] = (spec, facts)
-    return facts
+@dataclass(slots=True)
+class _Converter:
+    """Pods to solver input. Replicas of a workload share one PodSpec: converted once."""
+
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    pvcs: Mapping[str, PersistentVolumeClaim] = field(default_factory=dict)
+    pvs: Mapping[str, PersistentVolume] = field(default_factory=dict)
+    classes: Mapping[str, StorageClass] = field(default_factory=dict)
+    cache: dict[int, tuple[PodSpec, _SpecFacts]] = field(default_factory=dict)
+
+    def facts(self, spec: PodSpec) -> _SpecFacts:
+        hit = self.cache.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        facts = _SpecFacts(
+            requests=spec.effective_requests(),
+            requirements=_pod_requirements(spec),
+            tolerations=tuple(_toleration(t) for t in spec.tolerations),
+            host_ports=frozenset((hp[0], hp[1], hp[2]) for hp in spec.host_ports()),
+        )
+        self.cache[id(spec)] = (spec, facts)
+        return facts
+
+    def pod(self, pod: Pod) -> PodInput:
+        facts = self.facts(pod.spec)
+        requirements = facts.requirements
+        error: str | None = None
+        if pod.spec.volumes:
+            volumes = volume_requirements(pod, self.pvcs, self.pvs, self.classes)
+            if isinstance(volumes, str):
+                error = volumes
+            elif any(len(v) for v in volumes):
+                requirements = tuple(alt.add(v) for alt in requirements for v in volumes)
+        return PodInput(
+            key=pod.key,
+            requests=facts.requests,
+            requirements=requirements,
+            tolerations=facts.tolerations,
+            host_ports=facts.host_ports,
+            labels=pod.labels,
+            preferred=preferred_node_terms(pod),
+            spread=topology_spreads(pod),
+            affinity=affinity_terms(pod, self.namespace_labels),
+            error=error,
+        )
+
+    def running(self, pod: Pod) -> RunningPod:
+        return running_pod(pod, self.namespace_labels)
 
 
-def pod_input(pod: Pod, cache: dict[int, tuple[PodSpec, _SpecFacts]] | None = None) -> PodInput:
-    facts = _spec_facts(pod.spec, {} if cache is None else cache)
-    return PodInput(
-        key=pod.key,
-        requests=facts.requests,
-        requirements=facts.requirements,
-        tolerations=facts.tolerations,
-        host_ports=facts.host_ports,
-        labels=pod.labels,
-    )
+def pod_input(pod: Pod) -> PodInput:
+    """One pod as the solver sees it (no volumes or namespaces known)."""
+    return _Converter().pod(pod)
 
 
 def _is_pending(pod: Pod) -> bool:
@@ -193,7 +260,9 @@ def _pool_input(pool: NodePool, classes: Mapping[str, EC2NodeClass], catalog: Ca
 # --- nodes and in-flight NodeClaims ------------------------------------------------------------
 
 
-def _node_input(node: Node, pods: Sequence[PodInput], ports: Iterable[tuple[str, str, int]]) -> NodeInput:
+def _node_input(
+    node: Node, pods: Sequence[PodInput], ports: Iterable[tuple[str, str, int]], running: tuple[RunningPod, ...]
+) -> NodeInput:
     labels = dict(node.metadata.labels or {})
     return NodeInput(
         name=node.metadata.name or "",
@@ -206,6 +275,7 @@ def _node_input(node: Node, pods: Sequence[PodInput], ports: Iterable[tuple[str,
         host_ports=frozenset(ports),
         nodepool=labels.get(wk.LABEL_NODEPOOL),
         schedulable=not node.spec.unschedulable and node.metadata.deletion_timestamp is None,
+        running=running,
     )
 
 
@@ -237,9 +307,20 @@ def _claim_input(claim: NodeClaim, pools: Mapping[str, NodePoolInput]) -> NodeIn
     )
 
 
-def build_input(state: ClusterState, catalog: CatalogData) -> SchedulingInput:
+def build_input(
+    state: ClusterState,
+    catalog: CatalogData,
+    preference_policy: str = "Respect",
+    min_values_policy: str = "Strict",
+) -> SchedulingInput:
     """The solver input for ``state``: pending pods, pools resolved to instance types, nodes."""
-    cache: dict[int, tuple[PodSpec, _SpecFacts]] = {}
+    pod_namespaces = {p.metadata.namespace or "default" for p in state.pods}
+    convert = _Converter(
+        namespace_labels=namespace_label_map(state.namespaces, pod_namespaces),
+        pvcs={c.key: c for c in state.pvcs},
+        pvs={v.metadata.name or "": v for v in state.pvs},
+        classes={c.metadata.name or "": c for c in state.storage_classes},
+    )
     classes = {nc.name: nc for nc in state.node_classes}
     pools = tuple(_pool_input(p, classes, catalog) for p in state.node_pools)
     by_name = {p.name: p for p in pools}
@@ -251,7 +332,7 @@ def build_input(state: ClusterState, catalog: CatalogData) -> SchedulingInput:
             if pod.status is None or pod.status.phase not in _TERMINAL_PHASES:
                 bound.setdefault(pod.spec.node_name, []).append(pod)
         elif _is_pending(pod):
-            pending.append(pod_input(pod, cache))
+            pending.append(convert.pod(pod))
 
     nodes: list[NodeInput] = []
     node_names = set()
@@ -260,7 +341,9 @@ def build_input(state: ClusterState, catalog: CatalogData) -> SchedulingInput:
         node_names.add(name)
         on_node = bound.get(name, [])
         ports = [(hp[0], hp[1], hp[2]) for p in on_node for hp in p.host_ports()]
-        nodes.append(_node_input(node, [pod_input(p, cache) for p in on_node], ports))
+        inputs = [convert.pod(p) for p in on_node]
+        running = tuple(convert.running(p) for p in on_node)
+        nodes.append(_node_input(node, inputs, ports, running))
     for claim in state.node_claims:
         registered = claim.status is not None and claim.status.node_name in node_names
         if registered or claim.metadata.deletion_timestamp is not None:
@@ -269,5 +352,12 @@ def build_input(state: ClusterState, catalog: CatalogData) -> SchedulingInput:
         if in_flight is not None:
             nodes.append(in_flight)
 
-    daemons = tuple(pod_input(daemon_set_pod(ds), cache) for ds in state.daemon_sets)
-    return SchedulingInput(pods=tuple(pending), nodepools=pools, nodes=tuple(nodes), daemon_pods=daemons)
+    daemons = tuple(convert.pod(daemon_set_pod(ds)) for ds in state.daemon_sets)
+    return SchedulingInput(
+        pods=tuple(pending),
+        nodepools=pools,
+        nodes=tuple(nodes),
+        daemon_pods=daemons,
+        preference_policy=preference_policy,
+        min_values_policy=min_values_policy,
+    )

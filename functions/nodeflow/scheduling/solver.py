@@ -251,9 +251,17 @@ class _Claim:
         while not res.fits(used, types[self.start].allocatable):
             self.start += 1
 
-    def room(self, request: Mapping[str, int], types: list[InstanceType], prices: list[float], first: int) -> int:
-        """Pods of ``request`` that fit on some type priced like the cheapest one now."""
-        bound = self.price + _PRICE_EPSILON
+    def room(
+        self,
+        request: Mapping[str, int],
+        types: list[InstanceType],
+        prices: list[float],
+        first: int,
+        upsize: bool = False,
+    ) -> int:
+        """Pods of ``request`` that fit on some type priced like the cheapest one now (any type
+        when ``upsize``)."""
+        bound = float("inf") if upsize else self.price + _PRICE_EPSILON
         used = self.used
         best = 0
         for i in range(first, len(types)):
@@ -777,7 +785,7 @@ class _Solver:
             )
         fresh = self._cap(-1, caps)
         while pending and fresh > 0:
-            outcome = self._new_claim(group, pending, alts, fresh if not self_affinity else _UNBOUNDED)
+            outcome = self._new_claim(group, pending, alts, fresh, together=self_affinity)
             if isinstance(outcome, dict):
                 reasons = outcome
                 break
@@ -844,7 +852,8 @@ class _Solver:
                 continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue
-            if claim.room(group.requests, claim.types, claim.prices, claim.start) == 0:
+            upsize = allowed is not None  # pods that must join this NodeClaim may grow it
+            if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize) == 0:
                 continue
             if not self._tolerates(group, claim.pool.input.taints):
                 continue
@@ -854,7 +863,7 @@ class _Solver:
             for alt in alts:
                 if claim.requirements.compatible(alt, ALLOW_UNDEFINED) is not None:
                     continue
-                take = self._add_to_claim(claim, group, alt, min(len(pending), cap))
+                take = self._add_to_claim(claim, group, alt, min(len(pending), cap), upsize)
                 if take:
                     claim.pods.extend(pending[:take])
                     self._record(group, claim, pending[:take])
@@ -862,8 +871,9 @@ class _Solver:
                     break
         return pending
 
-    def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int) -> int:
-        """Add up to ``count`` pods of the group without making the NodeClaim pricier."""
+    def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int, upsize: bool = False) -> int:
+        """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
+        ``upsize``: pods that can only go here may move it onto a larger type)."""
         reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
         if reqs == claim.requirements:
             types, prices, first = claim.types, claim.prices, claim.start
@@ -873,9 +883,9 @@ class _Solver:
             first = 0
             while first < len(types) and not res.fits(claim.used, types[first].allocatable):
                 first += 1
-            if first == len(types) or prices[first] > claim.price + _PRICE_EPSILON:
+            if first == len(types) or (not upsize and prices[first] > claim.price + _PRICE_EPSILON):
                 return 0
-        best = claim.room(group.requests, types, prices, first)
+        best = claim.room(group.requests, types, prices, first, upsize)
         if group.host_ports:
             best = min(best, 1)
         take = min(best, count)
@@ -891,13 +901,16 @@ class _Solver:
         claim.advance()
         return take
 
-    def _new_claim(self, group: _Group, pending: list[str], alts: tuple[Requirements, ...], cap: int) -> int | Reasons:
-        """Open a NodeClaim for the group's pending pods: the number placed, or why not per pool."""
+    def _new_claim(
+        self, group: _Group, pending: list[str], alts: tuple[Requirements, ...], cap: int, together: bool = False
+    ) -> int | Reasons:
+        """Open a NodeClaim for the group's pending pods: the number placed, or why not per pool.
+        ``together``: all of them or none (pods with hostname affinity to each other)."""
         reasons: dict[str, list[str]] = {}
-        count = min(len(pending), cap)
+        count = len(pending) if together else min(len(pending), cap)
         for alt_index, alt in enumerate(alts):
             for pool in self.pools:
-                outcome = self._try_pool(pool, group, alt, count)
+                outcome = self._try_pool(pool, group, alt, count, together)
                 if not isinstance(outcome, str):
                     claim, take = outcome
                     claim.index = len(self.claims)
@@ -959,13 +972,26 @@ class _Solver:
             caps=[min(res.max_count(group.requests, types[i].allocatable, pool.daemon), limit) for i in fitting],
         )
 
-    def _try_pool(self, pool: _Pool, group: _Group, alt: Requirements, count: int) -> tuple[_Claim, int] | str:
+    def _try_pool(
+        self, pool: _Pool, group: _Group, alt: Requirements, count: int, together: bool = False
+    ) -> tuple[_Claim, int] | str:
         cands = self._candidates(pool, group, alt)
         if isinstance(cands, str):
             return cands
         types, prices, caps = cands.types, cands.prices, cands.caps
         remaining = pool.remaining
-        if remaining is not None:
+        if together:
+            whole = [i for i, cap in enumerate(caps) if cap >= count]
+            if not whole:
+                return f"no instance type holds all {count} pods that must share a node (largest holds {max(caps)})"
+            keep = [
+                i for i in whole if remaining is None or all(_capacity(types[i], k) <= v for k, v in remaining.items())
+            ]
+            if not keep:
+                return _limit_reason(pool, [types[i] for i in whole], remaining or {})
+            types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
+            best = 0
+        elif remaining is not None:
             indices = [i for i, it in enumerate(types) if all(_capacity(it, k) <= v for k, v in remaining.items())]
             if not indices:
                 return _limit_reason(pool, types, remaining)
@@ -977,8 +1003,8 @@ class _Solver:
         take = min(caps[best], count)
         if pool.min_values and self.strict_min_values:
             take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
-            if take <= 0:
-                fitting = _fitting(types, 0, res.add(pool.daemon, group.requests))
+            if take <= 0 or (together and take < count):
+                fitting = _fitting(types, 0, res.add(pool.daemon, group.requests, max(take, 1)))
                 return _min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
             best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
         if remaining is not None:

@@ -1,0 +1,198 @@
+"""Topology spread, pod (anti-)affinity, preferences and minValues in the solver."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from nodeflow.api import labels as wk
+from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.solver import solve, water_fill
+from nodeflow.scheduling.taints import Taint
+from nodeflow.scheduling.types import (
+    AffinityTerm,
+    NodeInput,
+    PodInput,
+    RunningPod,
+    SchedulingInput,
+    SchedulingResult,
+    Selector,
+    TopologySpread,
+)
+
+from .fakes import GI, pod, pool
+
+APP = Selector(match_labels=(("app", "web"),))
+ZONE, HOST = wk.LABEL_ZONE, wk.LABEL_HOSTNAME
+AMD = Requirement.create(wk.LABEL_ARCH, "In", ["amd64"])
+
+
+def web(n: int, **kwargs: object) -> tuple[PodInput, ...]:
+    return tuple(pod(f"web-{i}", "1", "1Gi", labels={"app": "web"}, **kwargs) for i in range(n))
+
+
+def zone_of(result: SchedulingResult, key: str) -> str:
+    for claim in result.node_claims:
+        if key in claim.pods:
+            (zone,) = claim.zones
+            return zone
+    raise AssertionError(f"{key} not on a NodeClaim")
+
+
+def node(name: str, zone: str, running: tuple[RunningPod, ...] = ()) -> NodeInput:
+    return NodeInput(
+        name=name,
+        labels={ZONE: zone, HOST: name, wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 1000, "memory": GI, "pods": 110_000},
+        requested={"cpu": 1000, "memory": GI, "pods": len(running) * 1000},
+        running=running,
+    )
+
+
+def test_water_fill() -> None:
+    assert water_fill({"a": 0, "b": 2, "c": 5}, ["a", "b", "c"], 4) == {"a": 3, "b": 1, "c": 0}
+    assert water_fill({"a": 1, "b": 1}, ["a", "b"], 3) == {"a": 2, "b": 1}
+    assert water_fill({"a": 0}, ["a"], 0) == {"a": 0}
+
+
+def test_zone_spread_balances_new_pods() -> None:
+    spread = (TopologySpread(ZONE, 1, APP),)
+    result = solve(SchedulingInput(pods=web(6, spread=spread), nodepools=(pool("p", AMD),)))
+    zones = Counter(zone_of(result, f"default/web-{i}") for i in range(6))
+    assert zones == {"zone-a": 3, "zone-b": 3}
+
+
+def test_zone_spread_counts_running_pods() -> None:
+    running = tuple(RunningPod("default", {"app": "web"}) for _ in range(2))
+    existing = node("old", "zone-a", running)
+    spread = (TopologySpread(ZONE, 1, APP),)
+    result = solve(SchedulingInput(pods=web(2, spread=spread), nodepools=(pool("p", AMD),), nodes=(existing,)))
+    # zone-a already has 2: both new pods go to zone-b (then 2 and 2).
+    assert {zone_of(result, f"default/web-{i}") for i in range(2)} == {"zone-b"}
+
+
+def test_zone_spread_unsatisfiable_reports_domain_counts() -> None:
+    only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    # minDomains 2 with one zone: the global minimum counts as 0, so at most maxSkew (1) pod fits.
+    spread = (TopologySpread(ZONE, 1, APP, min_domains=2),)
+    result = solve(SchedulingInput(pods=web(3, spread=spread), nodepools=(only_a,)))
+    assert sum(len(c.pods) for c in result.node_claims) == 1
+    assert len(result.unschedulable) == 2
+    reason = result.unschedulable[0].reasons["p"]
+    assert "topology spread on topology.kubernetes.io/zone" in reason
+    assert "zone-a=1" in reason
+
+
+def test_schedule_anyway_spread_is_relaxed() -> None:
+    only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    spread = (TopologySpread(ZONE, 1, APP, schedule_anyway=True, min_domains=2),)
+    result = solve(SchedulingInput(pods=web(3, spread=spread), nodepools=(only_a,)))
+    assert not result.unschedulable
+    assert sum(len(c.pods) for c in result.node_claims) == 3
+
+
+def test_hostname_spread_one_pod_per_node() -> None:
+    spread = (TopologySpread(HOST, 1, APP),)
+    result = solve(SchedulingInput(pods=web(4, spread=spread), nodepools=(pool("p", AMD),)))
+    assert len(result.node_claims) == 4
+    assert all(len(c.pods) == 1 for c in result.node_claims)
+
+
+def test_hostname_anti_affinity_and_running_pods() -> None:
+    anti = (AffinityTerm(HOST, APP, frozenset({"default"}), anti=True),)
+    roomy = NodeInput(
+        name="roomy",
+        labels={ZONE: "zone-a", HOST: "roomy", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 16_000, "memory": 64 * GI, "pods": 110_000},
+        running=(RunningPod("default", {"app": "web"}),),
+    )
+    free = NodeInput(
+        name="free",
+        labels={ZONE: "zone-b", HOST: "free", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 16_000, "memory": 64 * GI, "pods": 110_000},
+    )
+    inp = SchedulingInput(pods=web(3, affinity=anti), nodepools=(pool("p", AMD),), nodes=(roomy, free))
+    result = solve(inp)
+    assert [(e.name, len(e.pods)) for e in result.existing] == [("free", 1)]
+    assert len(result.node_claims) == 2
+    assert all(len(c.pods) == 1 for c in result.node_claims)
+
+
+def test_running_pods_anti_affinity_keeps_matching_pods_out_of_its_zone() -> None:
+    guard = AffinityTerm(ZONE, APP, None, anti=True)
+    existing = node("guarded", "zone-a", (RunningPod("other", {"app": "db"}, anti_affinity=(guard,)),))
+    result = solve(SchedulingInput(pods=web(2), nodepools=(pool("p", AMD),), nodes=(existing,)))
+    for claim in result.node_claims:
+        assert "zone-a" not in claim.zones
+
+
+def test_zone_self_affinity_keeps_pods_together() -> None:
+    together = (AffinityTerm(ZONE, APP, frozenset({"default"})),)
+    big = tuple(pod(f"web-{i}", "3", "1Gi", labels={"app": "web"}, affinity=together) for i in range(5))
+    result = solve(SchedulingInput(pods=big, nodepools=(pool("p", AMD),)))
+    assert not result.unschedulable
+    assert len({zone_of(result, p.key) for p in big}) == 1
+
+
+def test_affinity_to_running_pods_follows_their_zone() -> None:
+    near_cache = (AffinityTerm(ZONE, Selector(match_labels=(("app", "cache"),)), frozenset({"default"})),)
+    existing = node("cache-node", "zone-b", (RunningPod("default", {"app": "cache"}),))
+    result = solve(SchedulingInput(pods=web(2, affinity=near_cache), nodepools=(pool("p", AMD),), nodes=(existing,)))
+    assert {zone_of(result, f"default/web-{i}") for i in range(2)} == {"zone-b"}
+
+
+def test_required_affinity_without_targets_is_unschedulable_with_reason() -> None:
+    near_cache = (AffinityTerm(ZONE, Selector(match_labels=(("app", "cache"),)), frozenset({"default"})),)
+    result = solve(SchedulingInput(pods=web(1, affinity=near_cache), nodepools=(pool("p", AMD),)))
+    assert "pod affinity" in result.unschedulable[0].reasons["p"]
+
+
+def test_affinity_to_pods_placed_in_the_same_solve() -> None:
+    cache = pod("cache", "1", "1Gi", labels={"app": "cache"})
+    near_cache = (AffinityTerm(HOST, Selector(match_labels=(("app", "cache"),)), frozenset({"default"})),)
+    # web is larger, so it is tried first, fails, and is retried after the cache is placed.
+    webs = tuple(pod(f"web-{i}", "2", "1Gi", labels={"app": "web"}, affinity=near_cache) for i in range(2))
+    result = solve(SchedulingInput(pods=(*webs, cache), nodepools=(pool("p", AMD),)))
+    assert not result.unschedulable
+    (claim,) = [c for c in result.node_claims if "default/cache" in c.pods]
+    assert set(claim.pods) == {"default/cache", "default/web-0", "default/web-1"}
+
+
+def test_preferred_node_affinity_is_honoured_then_relaxed() -> None:
+    prefer_r = ((10, Requirements([Requirement.create(wk.LABEL_INSTANCE_FAMILY, "In", ["r"])])),)
+    result = solve(SchedulingInput(pods=(pod("a", preferred=prefer_r),), nodepools=(pool("p", AMD),)))
+    assert result.node_claims[0].instance_types[0].startswith("r.")
+    prefer_x = ((10, Requirements([Requirement.create(wk.LABEL_INSTANCE_FAMILY, "In", ["x"])])),)
+    result = solve(SchedulingInput(pods=(pod("a", preferred=prefer_x),), nodepools=(pool("p", AMD),)))
+    assert not result.unschedulable
+    ignored = solve(
+        SchedulingInput(pods=(pod("a", preferred=prefer_r),), nodepools=(pool("p", AMD),), preference_policy="Ignore")
+    )
+    assert not ignored.node_claims[0].instance_types[0].startswith("r.")
+
+
+def test_prefer_no_schedule_taint_is_avoided_then_tolerated() -> None:
+    soft = pool("soft", AMD, weight=100, taints=(Taint("dedicated", "PreferNoSchedule", "x"),))
+    plain = pool("plain", AMD, weight=1)
+    result = solve(SchedulingInput(pods=(pod("a"),), nodepools=(soft, plain)))
+    assert result.node_claims[0].nodepool == "plain"
+    result = solve(SchedulingInput(pods=(pod("a"),), nodepools=(soft,)))
+    assert result.node_claims[0].nodepool == "soft"
+
+
+def test_preferred_anti_affinity_spreads_when_possible() -> None:
+    apart = (AffinityTerm(HOST, APP, frozenset({"default"}), anti=True, weight=50),)
+    result = solve(SchedulingInput(pods=web(3, affinity=apart), nodepools=(pool("p", AMD),)))
+    assert len(result.node_claims) == 3
+
+
+def test_min_values_strict_and_best_effort() -> None:
+    families = Requirement.create(wk.LABEL_INSTANCE_FAMILY, "In", ["m", "c", "r"], min_values=3)
+    strict = solve(SchedulingInput(pods=(pod("a", "1", "1Gi"),), nodepools=(pool("p", AMD, families),)))
+    (claim,) = strict.node_claims
+    assert {t.split(".")[0] for t in claim.instance_types} >= {"m", "c", "r"}
+    # Only r.2xlarge and m.8xlarge hold a 40Gi pod: three families cannot be kept.
+    big = pod("big", "1", "40Gi")
+    strict = solve(SchedulingInput(pods=(big,), nodepools=(pool("p", AMD, families),)))
+    assert "minValues" in strict.unschedulable[0].reasons["p"]
+    relaxed = solve(SchedulingInput(pods=(big,), nodepools=(pool("p", AMD, families),), min_values_policy="BestEffort"))
+    assert relaxed.node_claims[0].instance_types == ("r.2xlarge", "m.8xlarge")

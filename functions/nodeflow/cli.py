@@ -1,8 +1,9 @@
-"""Command line: ``python -m nodeflow plan -f PATH [-f PATH ...]``.
+"""Command line: ``python -m nodeflow plan|explain -f PATH [-f PATH ...]``.
 
 ``plan`` reads Karpenter v1 NodePools and EC2NodeClasses with workloads, nodes and
 NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their price.
-Exit codes: 0 plan printed, 2 bad input (manifests, region), 1 the catalog could not be had.
+``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
+Exit codes: 0 done, 2 bad input (manifests, region, unknown pod), 1 the catalog could not be had.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from nodeflow.api.quantity import format_milli
-from nodeflow.scheduling.types import SchedulingResult
+from nodeflow.scheduling.types import SchedulingInput, SchedulingResult
 
 EXIT_OK = 0
 EXIT_CATALOG = 1
@@ -29,7 +30,21 @@ def _parser() -> argparse.ArgumentParser:
         help="show the nodes nodeflow would launch for pending pods, offline",
         description="Plan NodeClaims for the pending pods in Kubernetes manifests (no cluster needed).",
     )
-    plan.add_argument(
+    _common(plan)
+    plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    explain = commands.add_parser(
+        "explain",
+        help="say where one pending pod would go, or why it cannot, per NodePool",
+        description="Explain the plan for one pending pod, NodePool by NodePool.",
+    )
+    _common(explain)
+    explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pending pod, e.g. shop/web-7d4b9c-x2k8q")
+    explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "-f",
         "--filename",
         dest="paths",
@@ -38,30 +53,38 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="a multi-document YAML file or a directory of them (repeatable)",
     )
-    plan.add_argument("--region", default="us-east-1", help="AWS region of the catalog (default us-east-1)")
-    plan.add_argument(
+    parser.add_argument("--region", default="us-east-1", help="AWS region of the catalog (default us-east-1)")
+    parser.add_argument(
         "--catalog",
         choices=("offline", "aws"),
         default="offline",
         help="offline: the bundled snapshot (default); aws: DescribeInstanceTypes and the Pricing API",
     )
-    plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    return parser
+    parser.add_argument(
+        "--ignore-preferences",
+        action="store_true",
+        help="drop preferred affinities, ScheduleAnyway spreads and PreferNoSchedule taints up front "
+        "(Karpenter's preference policy Ignore)",
+    )
+    parser.add_argument(
+        "--min-values-policy",
+        choices=("Strict", "BestEffort"),
+        default="Strict",
+        help="Strict: a NodeClaim must keep minValues distinct values (default); BestEffort: relax when it cannot",
+    )
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
-    if args.command == "plan":
-        return _plan(args, out, err)
-    return EXIT_INPUT  # pragma: no cover - argparse enforces the command
+    return _run(args, out, err)
 
 
-def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from nodeflow.api.manifests import ManifestError, load_manifests
     from nodeflow.catalog.source import CatalogError, RegionNotAvailable
-    from nodeflow.plan import ClusterState, plan
+    from nodeflow.plan import ClusterState, build_input
 
     try:
         manifests = load_manifests(args.paths)
@@ -88,12 +111,40 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)
         return EXIT_CATALOG
 
-    result = plan(ClusterState.from_manifests(manifests), catalog)
+    policy = "Ignore" if args.ignore_preferences else "Respect"
+    inp = build_input(ClusterState.from_manifests(manifests), catalog, policy, args.min_values_policy)
+    if args.command == "explain":
+        return _explain(inp, args, out, err)
+    from nodeflow.scheduling.solver import solve
+
+    result = solve(inp)
     if args.output == "json":
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
     else:
         render_table(result, out, spot_estimated=catalog.spot_prices_estimated)
+    return EXIT_OK
+
+
+def _explain(inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from nodeflow.scheduling.solver import explain
+
+    key = args.pod if "/" in args.pod else f"default/{args.pod}"
+    try:
+        _, why = explain(inp, key)
+    except KeyError:
+        pending = sorted(p.key for p in inp.pods)
+        near = [k for k in pending if k.split("/", 1)[-1].startswith(key.split("/", 1)[-1][:3])][:5]
+        hint = f"; pending pods include {', '.join(near or pending[:5])}" if pending else "; there are no pending pods"
+        print(f"error: {key} is not a pending pod in the manifests{hint}", file=err)
+        return EXIT_INPUT
+    if args.output == "json":
+        json.dump(why.to_json(), out, indent=2)
+        out.write("\n")
+        return EXIT_OK
+    print(f"pod {why.pod}: {'goes to ' + why.placement if why.placement else 'cannot be scheduled'}", file=out)
+    for pool, reason in sorted(why.per_pool.items()):
+        print(f"  {pool}: {reason}", file=out)
     return EXIT_OK
 
 

@@ -39,6 +39,7 @@ from nodeflow.scheduling.types import (
     NodeClaimPlan,
     NodeInput,
     NodePoolInput,
+    PodExplanation,
     PodInput,
     SchedulingInput,
     SchedulingResult,
@@ -47,7 +48,7 @@ from nodeflow.scheduling.types import (
     UnschedulablePod,
 )
 
-__all__ = ["MAX_INSTANCE_TYPES", "NO_NODEPOOL", "ports_conflict", "solve", "type_matches", "water_fill"]
+__all__ = ["MAX_INSTANCE_TYPES", "NO_NODEPOOL", "explain", "ports_conflict", "solve", "type_matches", "water_fill"]
 
 # Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
 MAX_INSTANCE_TYPES = 60
@@ -373,6 +374,7 @@ class _Solver:
                 self.anti.extend((term, pod.namespace, node) for term in pod.anti_affinity)
         self.unschedulable: list[UnschedulablePod] = []
         self.placed_in: dict[str, str] = {}  # pod key -> node name or "nodeclaim-N"
+        self.group_of: dict[str, _Group] = {}  # pod key -> the group it was last tried in
         self._candidate_cache: dict[tuple[int, int, Requirements], _Candidates | str] = {}
         self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
         self.strict_min_values = inp.min_values_policy != "BestEffort"
@@ -417,6 +419,9 @@ class _Solver:
         """Place every group; groups that fail are retried once (pod affinity may target pods
         placed later), then with one preference relaxed at a time, as Karpenter does."""
         queue = _group(self.inp.pods, self.inp.preference_policy == "Ignore", self.inp)
+        for group in queue:
+            for pod in group.pods:
+                self.group_of[pod.key] = group
         retried: set[int] = set()
         while queue:
             failed: list[tuple[_Group, list[str], Reasons]] = []
@@ -431,10 +436,13 @@ class _Solver:
                     retry = _regroup(group, left, group.preferences)
                     retried.add(retry.uid)
                     queue.append(retry)
+                    self.group_of.update((p.key, retry) for p in left)
                     continue
                 relaxed = group.preferences.relax()
                 if relaxed is not None and group.error is None:
-                    queue.append(_regroup(group, left, relaxed[0]))
+                    regrouped = _regroup(group, left, relaxed[0])
+                    queue.append(regrouped)
+                    self.group_of.update((p.key, regrouped) for p in left)
                     continue
                 for key in remaining:
                     self.unschedulable.append(UnschedulablePod(key, reasons))
@@ -1041,6 +1049,45 @@ class _Solver:
                 return candidate
         return 0
 
+    # -- explanations ------------------------------------------------------------------------------
+    def explain(self, key: str, result: SchedulingResult) -> PodExplanation:
+        """Per NodePool, where the pod goes or why it cannot go there (after ``run``)."""
+        group = self.group_of[key]
+        where = self.placed_in.get(key)
+        per_pool: dict[str, str] = {}
+        unschedulable = next((u for u in result.unschedulable if u.pod == key), None)
+        chosen: NodeClaimPlan | None = None
+        if where is not None and where.startswith("nodeclaim-") and where not in {n.input.name for n in self.nodes}:
+            chosen = result.node_claims[int(where.removeprefix("nodeclaim-"))]
+        for pool in self.pools:
+            name = pool.input.name
+            if chosen is not None and chosen.nodepool == name:
+                others = len(chosen.pods) - 1
+                per_pool[name] = (
+                    f"new NodeClaim {where}: {chosen.instance_types[0]} (+{len(chosen.instance_types) - 1} other "
+                    f"types), {chosen.capacity_type}, zones {','.join(chosen.zones)}, ${chosen.price:.4f}/hour, "
+                    f"shared with {others} other pod(s)"
+                )
+                continue
+            if unschedulable is not None and name in unschedulable.reasons:
+                per_pool[name] = unschedulable.reasons[name]
+                continue
+            why = [self._candidates(pool, group, alt) for alt in group.requirements]
+            reasons = [w for w in why if isinstance(w, str)]
+            if len(reasons) < len(why):
+                preferred = (
+                    "an existing node" if chosen is None and where else f"NodePool {chosen.nodepool if chosen else '?'}"
+                )
+                per_pool[name] = f"could host it, but {preferred} was chosen (weight {pool.input.weight}, then price)"
+            else:
+                per_pool[name] = "; ".join(reasons)
+        if not self.pools:
+            per_pool[NO_NODEPOOL] = "no NodePool is defined"
+        placement = None
+        if where is not None:
+            placement = f"new NodeClaim {where} (NodePool {chosen.nodepool})" if chosen else f"existing node {where}"
+        return PodExplanation(key, placement, per_pool)
+
     # -- output --------------------------------------------------------------------------------
     def _result(self) -> SchedulingResult:
         plans = tuple(self._plan(c) for c in self.claims)
@@ -1255,3 +1302,12 @@ def _regroup(group: _Group, pods: list[PodInput], prefs: Preferences) -> _Group:
 def solve(inp: SchedulingInput) -> SchedulingResult:
     """Plan NodeClaims for the pending pods of ``inp``. Pure and deterministic."""
     return _Solver(inp).run()
+
+
+def explain(inp: SchedulingInput, pod_key: str) -> tuple[SchedulingResult, PodExplanation]:
+    """Solve, then say for one pending pod, per NodePool, where it goes or why not."""
+    if not any(p.key == pod_key for p in inp.pods):
+        raise KeyError(pod_key)
+    solver = _Solver(inp)
+    result = solver.run()
+    return result, solver.explain(pod_key, result)

@@ -210,3 +210,15 @@ class SchedulingResult:
             "unschedulable": [{"pod": u.pod, "reasons": dict(sorted(u.reasons.items()))} for u in self.unschedulable],
             "totalPricePerHour": round(self.total_price, 6),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class PodExplanation:
+    """Where one pod goes (``placement``, None when nowhere) and, per NodePool, why or why not."""
+
+    pod: str
+    placement: str | None
+    per_pool: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pod": self.pod, "placement": self.placement, "nodePools": dict(sorted(self.per_pool.items()))}

@@ -1,0 +1,147 @@
+"""`explain`, and topology/volume constraints read from real manifests through `plan`."""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from nodeflow.cli import main
+
+from .test_plan_cli import GENERAL, deployment, plan_json, write
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = str(ROOT / "examples" / "demo")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(args), out, err), out.getvalue(), err.getvalue()
+
+
+def test_explain_unschedulable_pod_names_each_pool_reason() -> None:
+    code, out, err = run("explain", "-f", DEMO, "ml/notebook")
+    assert code == 0, err
+    assert out.splitlines()[0] == "pod ml/notebook: cannot be scheduled"
+    assert "  gpu: did not tolerate taint nvidia.com/gpu=true:NoSchedule" in out
+    assert "  default: no instance type offers nvidia.com/gpu" in out
+
+
+def test_explain_placed_pod_json() -> None:
+    code, out, err = run("explain", "-f", DEMO, "ml/trainer", "-o", "json")
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    assert doc["pod"] == "ml/trainer"
+    assert doc["placement"].endswith("(NodePool gpu)")
+    assert doc["nodePools"]["gpu"].startswith("new NodeClaim")
+    assert "nvidia.com/gpu" in doc["nodePools"]["default"]
+
+
+def test_explain_unknown_pod_is_an_input_error() -> None:
+    code, out, err = run("explain", "-f", DEMO, "shop/nope")
+    assert code == 2
+    assert out == ""
+    assert "shop/nope is not a pending pod" in err
+
+
+def test_zone_spread_and_hostname_anti_affinity_from_yaml(tmp_path: Path) -> None:
+    spread = """
+      topologySpreadConstraints:
+        - maxSkew: 1
+          topologyKey: topology.kubernetes.io/zone
+          whenUnsatisfiable: DoNotSchedule
+          labelSelector: {matchLabels: {app: spread}}
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - topologyKey: kubernetes.io/hostname
+              labelSelector: {matchLabels: {app: spread}}
+    """
+    path = write(tmp_path, "m.yaml", GENERAL, deployment("spread", 6, "500m", "512Mi", spread))
+    result = plan_json(path)
+    assert not result["unschedulable"]
+    claims = result["nodeClaims"]
+    assert len(claims) == 6  # one pod per node (anti-affinity)
+    zones = [c["zones"] for c in claims]
+    assert all(len(z) == 1 for z in zones)
+    counts: dict[str, int] = {}
+    for (zone,) in zones:
+        counts[zone] = counts.get(zone, 0) + 1
+    assert max(counts.values()) - min(counts.values()) <= 1
+    assert len(counts) == 6  # us-east-1a..f all offer these types
+
+
+def test_volume_zone_pins_the_node(tmp_path: Path) -> None:
+    volumes = """
+    apiVersion: v1
+    kind: PersistentVolume
+    metadata: {name: pv-data}
+    spec:
+      capacity: {storage: 10Gi}
+      accessModes: [ReadWriteOnce]
+      storageClassName: gp3
+      csi: {driver: ebs.csi.aws.com, volumeHandle: vol-0123}
+      nodeAffinity:
+        required:
+          nodeSelectorTerms:
+            - matchExpressions:
+                - {key: topology.ebs.csi.aws.com/zone, operator: In, values: [us-east-1c]}
+    ---
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata: {name: data, namespace: default}
+    spec:
+      accessModes: [ReadWriteOnce]
+      storageClassName: gp3
+      volumeName: pv-data
+      resources: {requests: {storage: 10Gi}}
+    ---
+    apiVersion: storage.k8s.io/v1
+    kind: StorageClass
+    metadata: {name: wffc}
+    provisioner: ebs.csi.aws.com
+    volumeBindingMode: WaitForFirstConsumer
+    allowedTopologies:
+      - matchLabelExpressions:
+          - {key: topology.ebs.csi.aws.com/zone, values: [us-east-1d]}
+    ---
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata: {name: scratch, namespace: default}
+    spec:
+      accessModes: [ReadWriteOnce]
+      storageClassName: wffc
+      resources: {requests: {storage: 10Gi}}
+    """
+    pods = """
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: db, namespace: default}
+    spec:
+      volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+      containers: [{name: c, image: x, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: worker, namespace: default}
+    spec:
+      volumes: [{name: s, persistentVolumeClaim: {claimName: scratch}}]
+      containers: [{name: c, image: x, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: orphan, namespace: default}
+    spec:
+      volumes: [{name: s, persistentVolumeClaim: {claimName: missing}}]
+      containers: [{name: c, image: x}]
+    """
+    path = write(tmp_path, "m.yaml", GENERAL, textwrap.dedent(volumes), textwrap.dedent(pods))
+    result = plan_json(path)
+    zones = {p: c["zones"] for c in result["nodeClaims"] for p in c["pods"]}
+    assert zones["default/db"] == ["us-east-1c"]
+    assert zones["default/worker"] == ["us-east-1d"]
+    (orphan,) = result["unschedulable"]
+    assert orphan["pod"] == "default/orphan"
+    assert 'persistentvolumeclaim "default/missing" not found' in orphan["reasons"]["general"]

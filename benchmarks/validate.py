@@ -203,24 +203,25 @@ class _Checker:
                 if pod is not None:
                     location.new_pods.append(pod)
             self.locations.append(location)
+        by_node: dict[str, _Location] = {}
         for placement in self.result.existing:
             where = f"node {placement.name}"
             node = self.nodes.get(placement.name)
             if node is None:
                 self._fail(f"{where}: no such node in the input (pods {list(placement.pods)[:3]})")
                 continue
-            location = _Location(where, node=node)
+            if node.name not in by_node:  # a node listed twice is still one node
+                by_node[node.name] = _Location(where, node=node)
+                self.locations.append(by_node[node.name])
             for key in placement.pods:
                 pod = record(key, where)
                 if pod is not None:
-                    location.new_pods.append(pod)
-            self.locations.append(location)
+                    by_node[node.name].new_pods.append(pod)
         for unschedulable in self.result.unschedulable:
             record(unschedulable.pod, "unschedulable")
         # Nodes that receive no new pod still count for topology (their running pods).
-        placed_nodes = {loc.node.name for loc in self.locations if loc.node is not None}
         for node in self.inp.nodes:
-            if node.name not in placed_nodes:
+            if node.name not in by_node:
                 self.locations.append(_Location(f"node {node.name}", node=node))
 
         missing = [key for key in self.pods if key not in seen]
@@ -259,10 +260,12 @@ class _Checker:
         if not zones:
             self._fail(f"{where}: no zone to launch into")
 
-        # Every listed type must be buyable with this capacity type in one of the zones.
+        # Every listed type must be buyable under the claim's zone / capacity-type requirements
+        # (a fallback type may use another capacity type the requirements allow).
+        ctypes = _claim_capacity_types(claim)
         for it in types:
-            if not any(_offering_ok(o, claim.capacity_type, zones) for o in it.offerings):
-                self._fail(f"{where}: {it.name} has no available {claim.capacity_type} offering in {sorted(zones)}")
+            if not any(o.available and o.capacity_type in ctypes and o.zone in zones for o in it.offerings):
+                self._fail(f"{where}: {it.name} has no available {sorted(ctypes)} offering in {sorted(zones)}")
         first_prices = [o.price for o in types[0].offerings if _offering_ok(o, claim.capacity_type, zones)]
         if first_prices and abs(min(first_prices) - claim.price) > _PRICE_TOLERANCE:
             self._fail(
@@ -327,8 +330,9 @@ class _Checker:
                 if bad or not zones:
                     return f"{key} {req.describe()} but the node may land in {sorted(zones)}"
             elif key == wk.LABEL_CAPACITY_TYPE:
-                if not req.has(claim.capacity_type):
-                    return f"{key} {req.describe()} but capacity type is {claim.capacity_type}"
+                ctypes = _claim_capacity_types(claim)
+                if not all(req.has(c) for c in ctypes):
+                    return f"{key} {req.describe()} but the node may be {sorted(ctypes)}"
             elif key == wk.LABEL_NODEPOOL:
                 if not req.has(claim.nodepool):
                     return f"{key} {req.describe()} but NodePool is {claim.nodepool}"
@@ -760,6 +764,13 @@ def _claim_domain(claim: NodeClaimPlan, index: int, key: str, pool: NodePoolInpu
         return None
     # Some listed types lack the label: the node may end up in no domain at all ("").
     return frozenset(v if v is not None else "" for v in found)
+
+
+def _claim_capacity_types(claim: NodeClaimPlan) -> frozenset[str]:
+    """The capacity types a NodeClaim may launch with: its own, and any its requirements allow."""
+    req = claim.requirements.get(wk.LABEL_CAPACITY_TYPE)
+    allowed = {wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_RESERVED}
+    return frozenset({claim.capacity_type} | ({c for c in allowed if req.has(c)} if req is not None else set()))
 
 
 def _sum(items: Iterable[Mapping[str, int]]) -> dict[str, int]:

@@ -104,8 +104,16 @@ class _Pricer:
 
     def sorted_types(self, types: Sequence[InstanceType], reqs: Requirements) -> tuple[list[InstanceType], list[float]]:
         """The types with an allowed offering, cheapest first (ties by name), and their prices."""
-        priced = [(self.price(it, reqs), it.name, it) for it in types]
-        priced = [p for p in priced if p[0] != float("inf")]
+        table = self.table(reqs)
+        priced: list[tuple[float, str, InstanceType]] = []
+        for it in types:
+            name = it.name
+            if name in table:
+                offering = table[name]
+            else:
+                offering = table[name] = _cheapest_offering(it, reqs)
+            if offering is not None:
+                priced.append((offering.price, name, it))
         priced.sort(key=lambda p: (p[0], p[1]))
         return [p[2] for p in priced], [p[0] for p in priced]
 
@@ -132,6 +140,17 @@ def _cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
 def _offering_rank(o: Offering) -> tuple[float, int, str]:
     # Cheapest first; on a tie prefer spot (Karpenter prefers spot when both are allowed).
     return (o.price, 0 if o.capacity_type == wk.CAPACITY_TYPE_SPOT else 1, o.zone)
+
+
+def _type_keys_changed(old: Requirements, new: Requirements) -> bool:
+    """Could going from ``old`` to ``new`` rule out instance types by their labels (not only
+    by offerings)? Zone and capacity-type pins and custom labels cannot."""
+    for key, req in new.items():
+        if key in _OFFERING_KEYS or (key not in wk.WELL_KNOWN_LABELS and key != wk.LABEL_REGION):
+            continue
+        if old.get(key) != req:
+            return True
+    return False
 
 
 def type_matches(it: InstanceType, reqs: Requirements) -> bool:
@@ -233,6 +252,8 @@ class _Claim:
     ports: set[HostPort] = field(default_factory=set)
     entries: list[tuple[str, Mapping[str, str], int]] = field(default_factory=list)
     index: int = 0
+    # Most cpu, memory and pods free on a type at the current price: a quick "no room" test.
+    free: tuple[int, int, int] = (0, 0, 0)
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -248,9 +269,21 @@ class _Claim:
         return self.prices[self.start]
 
     def advance(self) -> None:
+        """Skip types that no longer hold the pods; note the room left at the current price."""
         types, used = self.types, self.used
         while not res.fits(used, types[self.start].allocatable):
             self.start += 1
+        bound = self.prices[self.start] + _PRICE_EPSILON
+        cpu = memory = pods = 0
+        for i in range(self.start, len(types)):
+            if self.prices[i] > bound:
+                break
+            alloc = types[i].allocatable
+            if res.fits(used, alloc):
+                cpu = max(cpu, alloc.get("cpu", 0) - used.get("cpu", 0))
+                memory = max(memory, alloc.get("memory", 0) - used.get("memory", 0))
+                pods = max(pods, alloc.get("pods", 0) - used.get("pods", 0))
+        self.free = (cpu, memory, pods)
 
     def room(
         self,
@@ -344,6 +377,12 @@ class _BestPerPod:
 _Target = _Node | _Claim
 
 
+class _TrackerList(list["_Tracker"]):
+    """Trackers matching one group, and how many trackers existed when it was worked out."""
+
+    _seen: int = -1
+
+
 @dataclass(slots=True)
 class _Tracker:
     """Pods matching one selector (in some namespaces), counted per node or NodeClaim."""
@@ -351,7 +390,6 @@ class _Tracker:
     selector: Selector
     namespaces: frozenset[str] | None
     counts: dict[int, int] = field(default_factory=dict)  # id(target) -> matching pods
-    matches: dict[int, bool] = field(default_factory=dict)  # group uid -> does it match
 
     def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
         return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
@@ -364,6 +402,14 @@ class _Solver:
         self.pools = [self._make_pool(p, inp) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))]
         self.nodes = [self._make_node(n, inp) for n in sorted(inp.nodes, key=lambda n: (n.in_flight, n.name))]
         self.claims: list[_Claim] = []
+        # NodeClaims that may still take a pod at their price: the smallest pending pod fits.
+        self.open_claims: list[_Claim] = []
+        smallest = [p.requests for p in inp.pods] or [{}]
+        self.min_request = (
+            min(r.get("cpu", 0) for r in smallest),
+            min(r.get("memory", 0) for r in smallest),
+            min(r.get("pods", 0) for r in smallest),
+        )
         self.targets: dict[int, _Target] = {id(n): n for n in self.nodes}
         self.trackers: dict[tuple[Selector, frozenset[str] | None], _Tracker] = {}
         # Required anti-affinity of pods already placed: (term, namespace of its pod, where).
@@ -372,10 +418,22 @@ class _Solver:
             for pod in node.input.running:
                 node.entries.append((pod.namespace, pod.labels, 1))
                 self.anti.extend((term, pod.namespace, node) for term in pod.anti_affinity)
+        # Every selector a pod's spread or affinity uses gets its tracker now, counted over the
+        # existing nodes only; placements keep them current.
+        for pending in inp.pods:
+            for spread in pending.spread:
+                self._tracker(spread.selector, frozenset({pending.namespace}))
+            for term in pending.affinity:
+                self._tracker(term.selector, term.namespaces)
+        self._group_trackers: dict[int, _TrackerList] = {}
+        self._zone_cache: dict[tuple[int, str], frozenset[tuple[str, str]]] = {}
         self.unschedulable: list[UnschedulablePod] = []
         self.placed_in: dict[str, str] = {}  # pod key -> node name or "nodeclaim-N"
         self.group_of: dict[str, _Group] = {}  # pod key -> the group it was last tried in
-        self._candidate_cache: dict[tuple[int, int, Requirements], _Candidates | str] = {}
+        self._candidate_cache: dict[tuple[object, ...], _Candidates | str] = {}
+        self._narrow_cache: dict[
+            tuple[int, Requirements], tuple[list[InstanceType], list[InstanceType], list[float]]
+        ] = {}
         self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
         self.strict_min_values = inp.min_values_policy != "BestEffort"
 
@@ -476,18 +534,24 @@ class _Solver:
         """Book pods onto a node or NodeClaim: topology counts and anti-affinity follow them."""
         count = len(keys)
         target.entries.append((group.namespace, group.labels, count))
-        gid = group.uid
-        for tracker in self.trackers.values():
-            match = tracker.matches.get(gid)
-            if match is None:
-                match = tracker.matches[gid] = tracker.selects(group.namespace, group.labels)
-            if match:
-                tracker.counts[id(target)] = tracker.counts.get(id(target), 0) + count
+        matching = self._group_trackers.get(group.uid)
+        if matching is None or len(self.trackers) != getattr(matching, "_seen", -1):
+            matching = self._matching_trackers(group)
+        tid = id(target)
+        for tracker in matching:
+            tracker.counts[tid] = tracker.counts.get(tid, 0) + count
         for term in group.required_anti_affinity():
             self.anti.append((term, group.namespace, target))
         where = target.input.name if isinstance(target, _Node) else f"nodeclaim-{target.index}"
         for key in keys:
             self.placed_in[key] = where
+
+    def _matching_trackers(self, group: _Group) -> _TrackerList:
+        """The trackers whose selector picks this group's pods (recomputed if trackers were added)."""
+        matching = _TrackerList(t for t in self.trackers.values() if t.selects(group.namespace, group.labels))
+        matching._seen = len(self.trackers)
+        self._group_trackers[group.uid] = matching
+        return matching
 
     def _domain_counts(
         self, tracker: _Tracker, key: str, group: _Group, spread: TopologySpread | None
@@ -624,35 +688,50 @@ class _Solver:
                 counts[d] = n
         closed: set[str] = set()
         reasons: Reasons = {}
+        few_domains = bool(spread.min_domains and len(domains) < spread.min_domains)
+        probed: set[str] = set()
         while pending:
-            floor = 0 if spread.min_domains and len(domains) < spread.min_domains else min(counts.values())
             open_domains = sorted(d for d in domains if d not in closed)
             if not open_domains:
                 break
-            if self_match:
-                quotas = water_fill(counts, open_domains, len(pending))
-            else:
-                quotas = {min(open_domains, key=lambda d: (counts[d], d)): len(pending)}
-            domain = min((d for d in quotas if quotas[d]), key=lambda d: (counts[d], d))
-            room = (
-                floor + spread.max_skew - counts[domain]
-                if self_match
-                else (_UNBOUNDED if counts[domain] - floor <= spread.max_skew else 0)
-            )
-            take = min(quotas[domain], room)
-            if take <= 0:
-                closed.add(domain)
+            if not self_match:
+                # The pods do not count towards their own spread: all go to the emptiest domain.
+                floor = 0 if few_domains else min(counts.values())
+                domain = min(open_domains, key=lambda d: (counts[d], d))
+                if counts[domain] - floor > spread.max_skew:
+                    break
+                left, why = self._split(group, pending, self._pin(extra, spread.key, domain), items, index + 1, blocked)
+                if left:
+                    closed.add(domain)
+                    reasons.update(why)
+                pending = left
                 continue
-            left, why = self._split(
-                group, pending[:take], self._pin(extra, spread.key, domain), items, index + 1, blocked
-            )
-            placed = take - len(left)
-            if self_match:
+            # Fill domains towards an even level (water-filling). Each domain is first probed with
+            # one pod, so a domain that cannot take any closes before the others are filled; then
+            # each gets its share at once, never above the final floor + maxSkew.
+            quotas = water_fill(counts, open_domains, len(pending))
+            final = {d: counts[d] + quotas.get(d, 0) for d in domains}
+            floor = 0 if few_domains else min(final.values())
+            progress = False
+            for domain in sorted((d for d in open_domains if quotas[d]), key=lambda d: (counts[d], d)):
+                room = floor + spread.max_skew - counts[domain]
+                take = min(quotas[domain], room, len(pending), 1 if domain not in probed else _UNBOUNDED)
+                if take <= 0:
+                    continue
+                probed.add(domain)
+                pinned = self._pin(extra, spread.key, domain)
+                left, why = self._split(group, pending[:take], pinned, items, index + 1, blocked)
+                placed = take - len(left)
                 counts[domain] += placed
-            if left:
-                closed.add(domain)
-                reasons.update(why)
-            pending = left + pending[take:]
+                progress = progress or placed > 0
+                pending = left + pending[take:]
+                if left:
+                    closed.add(domain)
+                    reasons.update(why)
+                    break  # the level changes: work the shares out again
+            else:
+                if not progress:
+                    break
         if pending:
             detail = ", ".join(f"{d}={counts[d]}" for d in sorted(counts))
             topology = (
@@ -852,15 +931,28 @@ class _Solver:
         blocked: set[int],
         allowed: set[int] | None,
     ) -> list[str]:
-        for claim in self.claims:
+        # Zone / capacity-type pins of the group: a cheap first test before the resource check.
+        pins = (
+            [(k, next(iter(r.values))) for k, r in alts[0].items() if k in _OFFERING_KEYS and r.operator == "In"]
+            if len(alts) == 1
+            else []
+        )
+        upsize = allowed is not None  # pods that must join given NodeClaims may grow them
+        cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
+        closed = False
+        for claim in self.claims if upsize else self.open_claims:
             if not pending:
                 break
+            free = claim.free
+            if not upsize and (cpu > free[0] or memory > free[1] or free[2] <= 0):
+                continue
             cid = id(claim)
             if cid in blocked or (allowed is not None and cid not in allowed):
                 continue
+            if pins and any((r := claim.requirements.get(k)) is not None and not r.has(v) for k, v in pins):
+                continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue
-            upsize = allowed is not None  # pods that must join this NodeClaim may grow it
             if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize) == 0:
                 continue
             if not self._tolerates(group, claim.pool.input.taints):
@@ -876,7 +968,14 @@ class _Solver:
                     claim.pods.extend(pending[:take])
                     self._record(group, claim, pending[:take])
                     pending = pending[take:]
+                    free, least = claim.free, self.min_request
+                    closed = closed or free[0] < least[0] or free[1] < least[1] or free[2] < least[2]
                     break
+        if closed:
+            least = self.min_request
+            self.open_claims = [
+                c for c in self.open_claims if c.free[0] >= least[0] and c.free[1] >= least[1] and c.free[2] >= least[2]
+            ]
         return pending
 
     def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int, upsize: bool = False) -> int:
@@ -886,8 +985,7 @@ class _Solver:
         if reqs == claim.requirements:
             types, prices, first = claim.types, claim.prices, claim.start
         else:
-            narrowed = [it for it in claim.types[claim.start :] if type_matches(it, reqs)]
-            types, prices = self.pricer.sorted_types(narrowed, reqs)
+            types, prices = self._narrow(claim.types, claim.requirements, reqs)
             first = 0
             while first < len(types) and not res.fits(claim.used, types[first].allocatable):
                 first += 1
@@ -909,6 +1007,20 @@ class _Solver:
         claim.advance()
         return take
 
+    def _narrow(
+        self, types: list[InstanceType], old: Requirements, new: Requirements
+    ) -> tuple[list[InstanceType], list[float]]:
+        """``types`` (allowed by ``old``) that ``new`` still allows, cheapest first under ``new``.
+        Cached: NodeClaims opened from the same candidates share their type lists."""
+        key = (id(types), new)
+        hit = self._narrow_cache.get(key)
+        if hit is not None and hit[0] is types:
+            return hit[1], hit[2]
+        kept = [it for it in types if type_matches(it, new)] if _type_keys_changed(old, new) else types
+        narrowed, prices = self.pricer.sorted_types(kept, new)
+        self._narrow_cache[key] = (types, narrowed, prices)
+        return narrowed, prices
+
     def _new_claim(
         self, group: _Group, pending: list[str], alts: tuple[Requirements, ...], cap: int, together: bool = False
     ) -> int | Reasons:
@@ -924,6 +1036,7 @@ class _Solver:
                     claim.index = len(self.claims)
                     claim.pods.extend(pending[:take])
                     self.claims.append(claim)
+                    self.open_claims.append(claim)
                     self.targets[id(claim)] = claim
                     self._record(group, claim, pending[:take])
                     return take
@@ -934,7 +1047,14 @@ class _Solver:
 
     def _candidates(self, pool: _Pool, group: _Group, alt: Requirements) -> _Candidates | str:
         """Instance types of a pool that can hold at least one pod of the group (cached)."""
-        key = (id(pool), group.uid, alt)
+        key = (
+            id(pool),
+            tuple(sorted(group.requests.items())),
+            group.tolerations,
+            group.effects,
+            bool(group.host_ports),
+            alt,
+        )
         cached = self._candidate_cache.get(key)
         if cached is not None:
             return cached
@@ -953,6 +1073,18 @@ class _Solver:
             return f"incompatible requirements: {conflict}"
         if len(alt):
             reqs = pool.requirements.add(alt)
+            base_alt = Requirements(r for k, r in alt.items() if k not in _OFFERING_KEYS)
+            if len(base_alt) < len(alt):
+                # Only zone / capacity-type pins on top of an alternative already worked out:
+                # re-price its candidates instead of filtering the whole pool again.
+                base = self._candidates(pool, group, base_alt)
+                if isinstance(base, str):
+                    return base
+                kept, prices = self.pricer.sorted_types(base.types, reqs)
+                if not kept:
+                    return "no instance type is offered there" + _describe_offering_reqs(reqs)
+                caps_by_name = dict(zip((it.name for it in base.types), base.caps, strict=True))
+                return _Candidates(reqs, kept, prices, [caps_by_name[it.name] for it in kept])
             types, prices = self.pricer.sorted_types([it for it in pool.types if type_matches(it, reqs)], reqs)
         else:
             reqs, types, prices = pool.requirements, pool.types, pool.prices
@@ -1049,6 +1181,16 @@ class _Solver:
                 return candidate
         return 0
 
+    def _zones_of(self, it: InstanceType, capacity_type: str) -> frozenset[tuple[str, str]]:
+        key = (id(it), capacity_type)
+        zones = self._zone_cache.get(key)
+        if zones is None:
+            zones = frozenset(
+                (o.zone, o.zone_id) for o in it.offerings if o.available and o.capacity_type == capacity_type
+            )
+            self._zone_cache[key] = zones
+        return zones
+
     # -- explanations ------------------------------------------------------------------------------
     def explain(self, key: str, result: SchedulingResult) -> PodExplanation:
         """Per NodePool, where the pod goes or why it cannot go there (after ``run``)."""
@@ -1104,16 +1246,13 @@ class _Solver:
         assert cheapest is not None  # types without an allowed offering were filtered out
         zone_req = reqs.get(wk.LABEL_ZONE)
         zone_id_req = reqs.get(wk.LABEL_ZONE_ID)
+        offered: set[tuple[str, str]] = set()
+        for it in fitting:
+            offered |= self._zones_of(it, cheapest.capacity_type)
         zones = sorted(
-            {
-                o.zone
-                for it in fitting
-                for o in it.offerings
-                if o.available
-                and o.capacity_type == cheapest.capacity_type
-                and (zone_req is None or zone_req.has(o.zone))
-                and (zone_id_req is None or zone_id_req.has(o.zone_id))
-            }
+            zone
+            for zone, zone_id in offered
+            if (zone_req is None or zone_req.has(zone)) and (zone_id_req is None or zone_id_req.has(zone_id))
         )
         return NodeClaimPlan(
             nodepool=claim.pool.input.name,

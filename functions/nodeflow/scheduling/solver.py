@@ -173,6 +173,11 @@ _NOSCHEDULE = frozenset({"NoSchedule", "NoExecute"})
 _ALL_EFFECTS = frozenset({"NoSchedule", "NoExecute", "PreferNoSchedule"})
 Reasons = dict[str, str]
 _GROUP_SERIAL = itertools.count()
+_BASIC_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+# How many of the most recent open NodeClaims may be grown onto a larger type for a group.
+_GROW_WINDOW = 64
+# ...and how many larger types of each are looked at (the cheapest ones).
+_GROW_TYPES = 256
 
 
 @dataclass(slots=True)
@@ -404,6 +409,8 @@ class _Solver:
         self.claims: list[_Claim] = []
         # NodeClaims that may still take a pod at their price: the smallest pending pod fits.
         self.open_claims: list[_Claim] = []
+        # NodeClaims opened for fewer pods than their type holds: the ones worth growing.
+        self.tails: list[_Claim] = []
         smallest = [p.requests for p in inp.pods] or [{}]
         self.min_request = (
             min(r.get("cpu", 0) for r in smallest),
@@ -871,7 +878,13 @@ class _Solver:
                 f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with matching pods have no room left"
             )
         fresh = self._cap(-1, caps)
+        grow = not self_affinity and not caps and not group.host_ports
         while pending and fresh > 0:
+            if grow:
+                # Before opening NodeClaims, see whether growing an open one is the cheaper home.
+                grow = False
+                pending = self._grow_claims(group, pending, alts, blocked)
+                continue
             outcome = self._new_claim(group, pending, alts, fresh, together=self_affinity)
             if isinstance(outcome, dict):
                 reasons = outcome
@@ -978,6 +991,87 @@ class _Solver:
             ]
         return pending
 
+    def _standalone(self, group: _Group, alts: tuple[Requirements, ...], count: int) -> tuple[float, int] | None:
+        """Price per pod, and pods per NodeClaim, of ``count`` pods of the group on NodeClaims of
+        their own (from the first NodePool that takes them, without limits)."""
+        for alt in alts:
+            for pool in self.pools:
+                cands = self._candidates(pool, group, alt)
+                if isinstance(cands, str) or pool.remaining is not None:
+                    continue
+                best = cands.best(count)
+                return cands.prices[best] / min(cands.caps[best], count), cands.caps[best]
+        return None
+
+    def _is_tail(self, group: _Group, alts: tuple[Requirements, ...], count: int) -> bool:
+        standalone = self._standalone(group, alts, count)
+        return standalone is not None and standalone[1] > count
+
+    def _grow_claims(
+        self,
+        group: _Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        blocked: set[int],
+    ) -> list[str]:
+        """Move open NodeClaims onto a larger instance type when that costs less per pod than
+        new NodeClaims would: pods of different shapes then share nodes (a memory-heavy pod
+        turns a compute node into a general-purpose one) instead of each shape getting its own."""
+        while pending:
+            found = self._standalone(group, alts, len(pending))
+            if found is None:
+                return pending
+            standalone = found[0]
+            best: tuple[float, int, int] | None = None
+            choice: tuple[_Claim, Requirements, list[InstanceType], list[float], int, int] | None = None
+            for claim in self.tails[-_GROW_WINDOW:]:
+                cid = id(claim)
+                if cid in blocked or not self._tolerates(group, claim.pool.input.taints):
+                    continue
+                cap = len(pending)
+                alt = next((a for a in alts if claim.requirements.compatible(a, ALLOW_UNDEFINED) is None), None)
+                if alt is None:
+                    continue
+                reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
+                if reqs == claim.requirements:
+                    types, prices, first = claim.types, claim.prices, claim.start
+                else:
+                    types, prices = self._narrow(claim.types, claim.requirements, reqs)
+                    first = 0
+                budget = claim.price + standalone * cap
+                scanned = 0
+                for i in range(first, len(types)):
+                    price = prices[i]
+                    if price > budget or scanned == _GROW_TYPES:
+                        break
+                    alloc = types[i].allocatable
+                    if price <= claim.price + _PRICE_EPSILON or not res.fits(claim.used, alloc):
+                        continue
+                    scanned += 1
+                    k = min(res.max_count(group.requests, alloc, claim.used), cap)
+                    if k <= 0:
+                        continue
+                    marginal = (price - claim.price) / k
+                    key = (marginal, -k, claim.index)
+                    if marginal < standalone * (1 - 1e-9) and (best is None or key < best):
+                        best, choice = key, (claim, reqs, types, prices, i, k)
+            if choice is None:
+                return pending
+            claim, reqs, types, prices, i, take = choice
+            used = res.add(claim.used, group.requests, take)
+            strict = claim.pool.min_values and self.strict_min_values
+            if strict and _min_values_violation(reqs, _fitting(types, i, used)) is not None:
+                return pending
+            if types is not claim.types:
+                claim.start = 0
+            claim.requirements, claim.types, claim.prices = reqs, types, prices
+            claim.used = used
+            claim.advance()
+            claim.pods.extend(pending[:take])
+            self._record(group, claim, pending[:take])
+            pending = pending[take:]
+        return pending
+
     def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int, upsize: bool = False) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
         ``upsize``: pods that can only go here may move it onto a larger type)."""
@@ -1032,7 +1126,9 @@ class _Solver:
             for pool in self.pools:
                 outcome = self._try_pool(pool, group, alt, count, together)
                 if not isinstance(outcome, str):
-                    claim, take = outcome
+                    claim, take, partial = outcome
+                    if partial:
+                        self.tails.append(claim)
                     claim.index = len(self.claims)
                     claim.pods.extend(pending[:take])
                     self.claims.append(claim)
@@ -1114,7 +1210,7 @@ class _Solver:
 
     def _try_pool(
         self, pool: _Pool, group: _Group, alt: Requirements, count: int, together: bool = False
-    ) -> tuple[_Claim, int] | str:
+    ) -> tuple[_Claim, int, bool] | str:
         cands = self._candidates(pool, group, alt)
         if isinstance(cands, str):
             return cands
@@ -1162,7 +1258,7 @@ class _Solver:
             ports=set(group.host_ports),
         )
         claim.advance()
-        return claim, take
+        return claim, take, take < caps[best]
 
     def _min_values_take(
         self,
@@ -1419,8 +1515,15 @@ def _group(pods: Sequence[PodInput], ignore_preferences: bool, inp: SchedulingIn
     ordered = list(groups.values())
     for group in ordered:
         group.pods.sort(key=lambda p: p.key)
-    ordered.sort(key=lambda g: (-g.requests.get("cpu", 0), -g.requests.get("memory", 0), g.first.key))
+    ordered.sort(key=_size_order)
     return ordered
+
+
+def _size_order(group: _Group) -> tuple[int, int, int, str]:
+    """Largest first: scarce extended resources (GPUs, ...), then cpu, then memory (as Karpenter)."""
+    requests = group.requests
+    extended = sum(v for k, v in requests.items() if k not in _BASIC_RESOURCES)
+    return (-extended, -requests.get("cpu", 0), -requests.get("memory", 0), group.first.key)
 
 
 def _regroup(group: _Group, pods: list[PodInput], prefs: Preferences) -> _Group:

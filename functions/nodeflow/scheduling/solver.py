@@ -178,6 +178,10 @@ _BASIC_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
 _GROW_WINDOW = 64
 # ...and how many larger types of each are looked at (the cheapest ones).
 _GROW_TYPES = 256
+# ...and only for groups that would otherwise fill fewer than this many new NodeClaims.
+_GROW_MAX_NODES = 4
+# ...in at most this many passes over the NodeClaims.
+_GROW_PASSES = 3
 
 
 @dataclass(slots=True)
@@ -880,8 +884,9 @@ class _Solver:
         fresh = self._cap(-1, caps)
         grow = not self_affinity and not caps and not group.host_ports
         while pending and fresh > 0:
-            if grow:
-                # Before opening NodeClaims, see whether growing an open one is the cheaper home.
+            if grow and self._few_nodes(group, alts, len(pending)):
+                # Pods for a few nodes at most: first see whether growing partly filled NodeClaims
+                # is the cheaper home for them. (Large groups fill efficient nodes of their own.)
                 grow = False
                 pending = self._grow_claims(group, pending, alts, blocked)
                 continue
@@ -1003,9 +1008,9 @@ class _Solver:
                 return cands.prices[best] / min(cands.caps[best], count), cands.caps[best]
         return None
 
-    def _is_tail(self, group: _Group, alts: tuple[Requirements, ...], count: int) -> bool:
+    def _few_nodes(self, group: _Group, alts: tuple[Requirements, ...], count: int) -> bool:
         standalone = self._standalone(group, alts, count)
-        return standalone is not None and standalone[1] > count
+        return standalone is not None and standalone[1] * _GROW_MAX_NODES > count
 
     def _grow_claims(
         self,
@@ -1017,60 +1022,92 @@ class _Solver:
         """Move open NodeClaims onto a larger instance type when that costs less per pod than
         new NodeClaims would: pods of different shapes then share nodes (a memory-heavy pod
         turns a compute node into a general-purpose one) instead of each shape getting its own."""
-        while pending:
+        for _ in range(_GROW_PASSES):
+            if not pending:
+                break
             found = self._standalone(group, alts, len(pending))
             if found is None:
-                return pending
-            standalone = found[0]
-            best: tuple[float, int, int] | None = None
-            choice: tuple[_Claim, Requirements, list[InstanceType], list[float], int, int] | None = None
+                break
+            standalone, per_node = found
+            cap = min(len(pending), per_node)
+            # One scan finds each NodeClaim's best growth; the best ones are then applied in order.
+            options: list[tuple[float, int, int, _Claim, Requirements, list[InstanceType], list[float], int]] = []
             for claim in self.tails[-_GROW_WINDOW:]:
-                cid = id(claim)
-                if cid in blocked or not self._tolerates(group, claim.pool.input.taints):
+                option = self._best_growth(claim, group, alts, blocked, standalone, cap)
+                if option is not None:
+                    options.append(option)
+            if not options:
+                break
+            options.sort(key=lambda o: (o[0], o[1], o[2]))
+            applied = False
+            for _marginal, _k, _index, claim, reqs, types, prices, i in options:
+                if not pending:
+                    break
+                take = min(res.max_count(group.requests, types[i].allocatable, claim.used), len(pending))
+                if take <= 0:
                     continue
-                cap = len(pending)
-                alt = next((a for a in alts if claim.requirements.compatible(a, ALLOW_UNDEFINED) is None), None)
-                if alt is None:
+                used = res.add(claim.used, group.requests, take)
+                strict = claim.pool.min_values and self.strict_min_values
+                if strict and _min_values_violation(reqs, _fitting(types, i, used)) is not None:
                     continue
-                reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
-                if reqs == claim.requirements:
-                    types, prices, first = claim.types, claim.prices, claim.start
-                else:
-                    types, prices = self._narrow(claim.types, claim.requirements, reqs)
-                    first = 0
-                budget = claim.price + standalone * cap
-                scanned = 0
-                for i in range(first, len(types)):
-                    price = prices[i]
-                    if price > budget or scanned == _GROW_TYPES:
-                        break
-                    alloc = types[i].allocatable
-                    if price <= claim.price + _PRICE_EPSILON or not res.fits(claim.used, alloc):
-                        continue
-                    scanned += 1
-                    k = min(res.max_count(group.requests, alloc, claim.used), cap)
-                    if k <= 0:
-                        continue
-                    marginal = (price - claim.price) / k
-                    key = (marginal, -k, claim.index)
-                    if marginal < standalone * (1 - 1e-9) and (best is None or key < best):
-                        best, choice = key, (claim, reqs, types, prices, i, k)
-            if choice is None:
-                return pending
-            claim, reqs, types, prices, i, take = choice
-            used = res.add(claim.used, group.requests, take)
-            strict = claim.pool.min_values and self.strict_min_values
-            if strict and _min_values_violation(reqs, _fitting(types, i, used)) is not None:
-                return pending
-            if types is not claim.types:
-                claim.start = 0
-            claim.requirements, claim.types, claim.prices = reqs, types, prices
-            claim.used = used
-            claim.advance()
-            claim.pods.extend(pending[:take])
-            self._record(group, claim, pending[:take])
-            pending = pending[take:]
+                if types is not claim.types:
+                    claim.start = 0
+                claim.requirements, claim.types, claim.prices = reqs, types, prices
+                claim.used = used
+                claim.advance()
+                claim.pods.extend(pending[:take])
+                self._record(group, claim, pending[:take])
+                pending = pending[take:]
+                applied = True
+            if not applied:
+                break
         return pending
+
+    def _best_growth(
+        self,
+        claim: _Claim,
+        group: _Group,
+        alts: tuple[Requirements, ...],
+        blocked: set[int],
+        standalone: float,
+        cap: int,
+    ) -> tuple[float, int, int, _Claim, Requirements, list[InstanceType], list[float], int] | None:
+        """The larger type of one NodeClaim that adds the group's pods most cheaply per pod,
+        if that beats ``standalone`` (the price per pod of new NodeClaims)."""
+        if id(claim) in blocked or not self._tolerates(group, claim.pool.input.taints):
+            return None
+        alt = next((a for a in alts if claim.requirements.compatible(a, ALLOW_UNDEFINED) is None), None)
+        if alt is None:
+            return None
+        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
+        if reqs == claim.requirements:
+            types, prices, first = claim.types, claim.prices, claim.start
+        else:
+            types, prices = self._narrow(claim.types, claim.requirements, reqs)
+            first = 0
+        best: tuple[float, int, int, _Claim, Requirements, list[InstanceType], list[float], int] | None = None
+        # A larger type costs at least (price - now) / cap per pod: stop once that cannot win.
+        budget = claim.price + standalone * cap
+        now, used, request = claim.price, claim.used, group.requests
+        scanned = 0
+        for i in range(first, len(types)):
+            price = prices[i]
+            if price >= budget or scanned == _GROW_TYPES:
+                break
+            if price <= now + _PRICE_EPSILON:
+                continue
+            alloc = types[i].allocatable
+            if not res.fits(used, alloc):
+                continue
+            scanned += 1
+            k = min(res.max_count(request, alloc, used), cap)
+            if k <= 0:
+                continue
+            marginal = (price - now) / k
+            if marginal < standalone * (1 - 1e-9) and (best is None or (marginal, -k) < (best[0], best[1])):
+                best = (marginal, -k, claim.index, claim, reqs, types, prices, i)
+                budget = min(budget, now + marginal * cap)
+        return best
 
     def _add_to_claim(self, claim: _Claim, group: _Group, alt: Requirements, count: int, upsize: bool = False) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless

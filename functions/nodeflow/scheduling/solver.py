@@ -182,6 +182,8 @@ _GROW_TYPES = 256
 _GROW_MAX_NODES = 4
 # ...in at most this many passes over the NodeClaims.
 _GROW_PASSES = 3
+# Plans with at most this many NodeClaims get the final merge pass (it compares pairs).
+_MERGE_MAX_CLAIMS = 200
 
 
 @dataclass(slots=True)
@@ -263,6 +265,8 @@ class _Claim:
     index: int = 0
     # Most cpu, memory and pods free on a type at the current price: a quick "no room" test.
     free: tuple[int, int, int] = (0, 0, 0)
+    # Holds pods that topology constraints or selectors care about: never merged away.
+    topology: bool = False
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -516,7 +520,71 @@ class _Solver:
                 for key in remaining:
                     self.unschedulable.append(UnschedulablePod(key, reasons))
         self.unschedulable.sort(key=lambda u: u.pod)
+        if len(self.claims) <= _MERGE_MAX_CLAIMS:
+            self._merge_claims()
         return self._result()
+
+    def _merge_claims(self) -> None:
+        """Last pass, for plans of modest size: put the pods of two NodeClaims of one NodePool on
+        one node whenever a single instance type that holds them all costs less than the two.
+        Only NodeClaims whose pods no topology rule or selector looks at, in NodePools without
+        limits, are merged (moving them cannot break a spread, an affinity or a limit)."""
+        merged = True
+        while merged:
+            merged = False
+            candidates = sorted(
+                (c for c in self.claims if not c.topology and c.pool.remaining is None),
+                key=lambda c: (c.price, c.index),
+            )
+            for small in candidates:
+                if small.topology:
+                    continue
+                best: tuple[float, int] | None = None
+                plan: tuple[_Claim, Requirements, list[InstanceType], list[float], int, dict[str, int]] | None = None
+                for big in candidates:
+                    if big is small or big.topology or big.pool is not small.pool:
+                        continue
+                    if ports_conflict(small.ports, big.ports):
+                        continue
+                    if big.requirements.intersects(small.requirements) is not None:
+                        continue
+                    reqs = big.requirements.add(small.requirements)
+                    used = res.subtract(res.add(big.used, small.used), big.pool.daemon)
+                    types, prices = self._narrow(big.pool.types, big.pool.requirements, reqs)
+                    # Types cheaper than either NodeClaim's cannot hold its pods; types costing the
+                    # two together (or more than the best merge so far) save nothing.
+                    ceiling = small.price + big.price - (_PRICE_EPSILON if best is None else -best[0])
+                    first = None
+                    for i in range(
+                        bisect.bisect_left(prices, max(big.price, small.price) - _PRICE_EPSILON), len(types)
+                    ):
+                        if prices[i] >= ceiling:
+                            break
+                        if res.fits(used, types[i].allocatable):
+                            first = i
+                            break
+                    if first is None:
+                        continue
+                    saving = small.price + big.price - prices[first]
+                    strict = big.pool.min_values and self.strict_min_values
+                    if strict and _min_values_violation(reqs, _fitting(types, first, used)) is not None:
+                        continue
+                    best, plan = (-saving, big.index), (big, reqs, types, prices, first, used)
+                if plan is None:
+                    continue
+                big, reqs, types, prices, first, used = plan
+                big.requirements, big.types, big.prices, big.start, big.used = reqs, types, prices, first, used
+                big.advance()
+                big.pods.extend(small.pods)
+                big.ports |= small.ports
+                big.entries.extend(small.entries)
+                self.claims.remove(small)
+                small.topology = True  # gone: never a partner again in this pass
+                merged = True
+        for index, claim in enumerate(self.claims):
+            claim.index = index
+            for key in claim.pods:
+                self.placed_in[key] = f"nodeclaim-{index}"
 
     def _place_group(self, group: _Group, pending: list[str]) -> tuple[list[str], Reasons]:
         if group.error is not None:
@@ -553,6 +621,8 @@ class _Solver:
             tracker.counts[tid] = tracker.counts.get(tid, 0) + count
         for term in group.required_anti_affinity():
             self.anti.append((term, group.namespace, target))
+        if isinstance(target, _Claim) and (matching or group.constraints.spread or group.constraints.affinity):
+            target.topology = True
         where = target.input.name if isinstance(target, _Node) else f"nodeclaim-{target.index}"
         for key in keys:
             self.placed_in[key] = where

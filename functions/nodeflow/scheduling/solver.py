@@ -184,6 +184,8 @@ _GROW_MAX_NODES = 4
 _GROW_PASSES = 3
 # Plans with at most this many NodeClaims get the final merge pass (it compares pairs).
 _MERGE_MAX_CLAIMS = 200
+# ...and up to this many, every NodeClaim (not only partly filled ones) may be moved.
+_MERGE_ALL_CLAIMS = 100
 
 
 @dataclass(slots=True)
@@ -529,15 +531,18 @@ class _Solver:
         one node whenever a single instance type that holds them all costs less than the two.
         Only NodeClaims whose pods no topology rule or selector looks at, in NodePools without
         limits, are merged (moving them cannot break a spread, an affinity or a limit)."""
-        merged = True
-        while merged:
+        small_plan = len(self.claims) <= _MERGE_ALL_CLAIMS
+        partial = {id(c) for c in self.tails}
+        for _ in range(_GROW_PASSES):
             merged = False
             candidates = sorted(
                 (c for c in self.claims if not c.topology and c.pool.remaining is None),
                 key=lambda c: (c.price, c.index),
             )
             for small in candidates:
-                if small.topology:
+                # In larger plans only NodeClaims opened for fewer pods than they hold are moved
+                # (full ones are already efficient): the pass stays at (partial x all) pairs.
+                if small.topology or (not small_plan and id(small) not in partial):
                     continue
                 best: tuple[float, int] | None = None
                 plan: tuple[_Claim, Requirements, list[InstanceType], list[float], int, dict[str, int]] | None = None
@@ -546,9 +551,12 @@ class _Solver:
                         continue
                     if ports_conflict(small.ports, big.ports):
                         continue
-                    if big.requirements.intersects(small.requirements) is not None:
+                    if big.requirements == small.requirements:
+                        reqs = big.requirements
+                    elif big.requirements.intersects(small.requirements) is None:
+                        reqs = big.requirements.add(small.requirements)
+                    else:
                         continue
-                    reqs = big.requirements.add(small.requirements)
                     used = res.subtract(res.add(big.used, small.used), big.pool.daemon)
                     types, prices = self._narrow(big.pool.types, big.pool.requirements, reqs)
                     # Types cheaper than either NodeClaim's cannot hold its pods; types costing the
@@ -580,7 +588,10 @@ class _Solver:
                 big.entries.extend(small.entries)
                 self.claims.remove(small)
                 small.topology = True  # gone: never a partner again in this pass
+                partial.add(id(big))
                 merged = True
+            if not merged:
+                break
         for index, claim in enumerate(self.claims):
             claim.index = index
             for key in claim.pods:
@@ -713,10 +724,9 @@ class _Solver:
         keys) as NotIn requirements, nodes and NodeClaims as a set."""
         blocked: dict[str, set[str]] = {}
         targets: set[int] = set()
-        for term, namespace, target in self.anti:
+        for term, _owner, target in self.anti:
             if not term.selects(group.namespace, group.labels):
                 continue
-            del namespace
             if term.key == wk.LABEL_HOSTNAME:
                 targets.add(id(target))
                 continue
@@ -909,7 +919,9 @@ class _Solver:
         return caps, affinity
 
     @staticmethod
-    def _cap(target_id: int, caps: list[tuple[_Tracker, int, bool]], spread_skews: bool = True) -> int:
+    def _cap(target_id: int, caps: list[tuple[_Tracker, int, bool]]) -> int:
+        """How many more pods of the group a node or NodeClaim may take under hostname rules
+        (``target_id`` -1: a new NodeClaim)."""
         cap = _UNBOUNDED
         for tracker, limit, self_match in caps:
             count = tracker.counts.get(target_id, 0)
@@ -922,7 +934,6 @@ class _Solver:
                 cap = min(cap, max(0, limit - count))
             elif count > limit:
                 return 0
-        del spread_skews
         return cap
 
     def _place(

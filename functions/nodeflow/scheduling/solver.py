@@ -1361,9 +1361,19 @@ class _Solver:
                 fitting = _fitting(types, 0, res.add(pool.daemon, group.requests, max(take, 1)))
                 return _min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
             best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
+        partial = take < caps[best]
         if remaining is not None:
+            # Under a limit the NodeClaim keeps only types no larger than the chosen one on the
+            # limited resources, so it is charged exactly what it may launch (Karpenter charges
+            # the largest option; keeping oversized fallbacks would waste the limit).
+            chosen = types[best]
+            keep = [
+                i for i in range(len(types)) if all(_capacity(types[i], k) <= _capacity(chosen, k) for k in remaining)
+            ]
+            best = keep.index(best)
+            types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
             for name in remaining:
-                remaining[name] -= max(_capacity(it, name) for it, cap in zip(types, caps, strict=True) if cap >= take)
+                remaining[name] -= _capacity(chosen, name)
         # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
         first = bisect.bisect_left(prices, prices[best])
         claim = _Claim(
@@ -1376,7 +1386,7 @@ class _Solver:
             ports=set(group.host_ports),
         )
         claim.advance()
-        return claim, take, take < caps[best]
+        return claim, take, partial
 
     def _min_values_take(
         self,

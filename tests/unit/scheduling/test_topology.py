@@ -196,3 +196,14 @@ def test_min_values_strict_and_best_effort() -> None:
     assert "minValues" in strict.unschedulable[0].reasons["p"]
     relaxed = solve(SchedulingInput(pods=(big,), nodepools=(pool("p", AMD, families),), min_values_policy="BestEffort"))
     assert relaxed.node_claims[0].instance_types == ("r.2xlarge", "m.8xlarge")
+
+
+def test_limit_is_charged_for_the_chosen_size_not_the_largest_option() -> None:
+    # One pod per node (hostname spread): each NodeClaim is a 2-CPU type, so an 8-CPU limit
+    # holds four of them. Charging the largest fallback option (8 CPU) would allow only one.
+    spread = (TopologySpread(HOST, 1, APP),)
+    limited = pool("p", AMD, limits={"cpu": 8000})
+    result = solve(SchedulingInput(pods=web(6, spread=spread), nodepools=(limited,)))
+    assert len(result.node_claims) == 4
+    assert len(result.unschedulable) == 2
+    assert "limit cpu=8" in result.unschedulable[0].reasons["p"]

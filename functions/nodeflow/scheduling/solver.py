@@ -444,6 +444,9 @@ class _Solver:
                 self._tracker(term.selector, term.namespaces)
         self._group_trackers: dict[int, _TrackerList] = {}
         self._zone_cache: dict[tuple[int, str], frozenset[tuple[str, str]]] = {}
+        self._plan_cache: dict[
+            tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...]]
+        ] = {}
         self.unschedulable: list[UnschedulablePod] = []
         self.placed_in: dict[str, str] = {}  # pod key -> node name or "nodeclaim-N"
         self.group_of: dict[str, _Group] = {}  # pod key -> the group it was last tried in
@@ -1039,12 +1042,14 @@ class _Solver:
         upsize = allowed is not None  # pods that must join given NodeClaims may grow them
         cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
         closed = False
-        for claim in self.claims if upsize else self.open_claims:
+        if upsize:
+            candidates = self.claims
+        else:
+            # One pass in a comprehension drops the NodeClaims without room first (cheap: most are).
+            candidates = [c for c in self.open_claims if c.free[0] >= cpu and c.free[1] >= memory and c.free[2] > 0]
+        for claim in candidates:
             if not pending:
                 break
-            free = claim.free
-            if not upsize and (cpu > free[0] or memory > free[1] or free[2] <= 0):
-                continue
             cid = id(claim)
             if cid in blocked or (allowed is not None and cid not in allowed):
                 continue
@@ -1464,28 +1469,40 @@ class _Solver:
 
     def _plan(self, claim: _Claim) -> NodeClaimPlan:
         reqs = claim.requirements
-        table = self.pricer.table(reqs)
-        fitting = _fitting(claim.types, claim.start, claim.used)
-        cheapest = table[fitting[0].name]
-        assert cheapest is not None  # types without an allowed offering were filtered out
-        zone_req = reqs.get(wk.LABEL_ZONE)
-        zone_id_req = reqs.get(wk.LABEL_ZONE_ID)
-        offered: set[tuple[str, str]] = set()
-        for it in fitting:
-            offered |= self._zones_of(it, cheapest.capacity_type)
-        zones = sorted(
-            zone
-            for zone, zone_id in offered
-            if (zone_req is None or zone_req.has(zone)) and (zone_id_req is None or zone_id_req.has(zone_id))
-        )
+        requests = dict(sorted(claim.used.items()))
+        # NodeClaims of one group are often alike (same type list, requirements and usage):
+        # their instance types, capacity type, zones and price are worked out once.
+        key = (id(claim.types), claim.start, reqs, tuple(requests.items()))
+        hit = self._plan_cache.get(key)
+        if hit is None or hit[0] is not claim.types:
+            table = self.pricer.table(reqs)
+            fitting = _fitting(claim.types, claim.start, claim.used)
+            cheapest = table[fitting[0].name]
+            assert cheapest is not None  # types without an allowed offering were filtered out
+            zone_req = reqs.get(wk.LABEL_ZONE)
+            zone_id_req = reqs.get(wk.LABEL_ZONE_ID)
+            offered: set[tuple[str, str]] = set()
+            for it in fitting:
+                offered |= self._zones_of(it, cheapest.capacity_type)
+            zones = tuple(
+                sorted(
+                    zone
+                    for zone, zone_id in offered
+                    if (zone_req is None or zone_req.has(zone)) and (zone_id_req is None or zone_id_req.has(zone_id))
+                )
+            )
+            names = tuple(it.name for it in fitting)
+            hit = (claim.types, names, cheapest, zones)
+            self._plan_cache[key] = hit
+        _, names, cheapest, zones = hit
         return NodeClaimPlan(
             nodepool=claim.pool.input.name,
             requirements=reqs,
-            instance_types=tuple(it.name for it in fitting),
+            instance_types=names,
             capacity_type=cheapest.capacity_type,
-            zones=tuple(zones),
+            zones=zones,
             pods=tuple(claim.pods),
-            requests=dict(sorted(claim.used.items())),
+            requests=requests,
             price=cheapest.price,
         )
 

@@ -186,6 +186,8 @@ _GROW_PASSES = 3
 _MERGE_MAX_CLAIMS = 200
 # ...and up to this many, every NodeClaim (not only partly filled ones) may be moved.
 _MERGE_ALL_CLAIMS = 100
+# How many of the most recently opened NodeClaims with room are offered each group's pods.
+_OPEN_WINDOW = 16384
 
 
 @dataclass(slots=True)
@@ -1046,7 +1048,10 @@ class _Solver:
             candidates = self.claims
         else:
             # One pass in a comprehension drops the NodeClaims without room first (cheap: most are).
-            candidates = [c for c in self.open_claims if c.free[0] >= cpu and c.free[1] >= memory and c.free[2] > 0]
+            # Only the most recent open NodeClaims are looked at: in very large plans the room
+            # left on old ones is small, and scanning tens of thousands per group is not.
+            recent = self.open_claims[-_OPEN_WINDOW:]
+            candidates = [c for c in recent if c.free[0] >= cpu and c.free[1] >= memory and c.free[2] > 0]
         for claim in candidates:
             if not pending:
                 break

@@ -670,13 +670,21 @@ class _Solver:
         return not (spread.honor_node_taints and untolerated(group.tolerations, node.taints, group.effects) is not None)
 
     def _domains(self, group: _Group, extra: Requirements, key: str, spread: TopologySpread | None) -> frozenset[str]:
-        """Every value of a topology key a pod of the group could land in: the offerings or
-        enumerated values of the NodePools it can use, and the labels of eligible nodes."""
+        """Every value of a topology key that counts for the group: the offerings or enumerated
+        values of the NodePools, and the labels of eligible nodes. For a spread constraint the
+        NodePools' taints and the pod's node affinity narrow this only when its
+        nodeTaintsPolicy / nodeAffinityPolicy say Honor (as in Kubernetes: a domain the pod
+        cannot use still holds the minimum down under Ignore)."""
+        honor_taints = spread is None or spread.honor_node_taints
+        honor_affinity = spread is None or spread.honor_node_affinity
         values: set[str] = set()
-        for alt in group.requirements:
+        alternatives = group.requirements if honor_affinity else (Requirements(),)
+        for alt in alternatives:
             full = alt.add(extra) if len(extra) else alt
             for pool in self.pools:
-                if pool.input.error or untolerated(group.tolerations, pool.input.taints, group.effects):
+                if pool.input.error:
+                    continue
+                if honor_taints and untolerated(group.tolerations, pool.input.taints, group.effects):
                     continue
                 if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None:
                     continue

@@ -207,3 +207,17 @@ def test_limit_is_charged_for_the_chosen_size_not_the_largest_option() -> None:
     assert len(result.node_claims) == 4
     assert len(result.unschedulable) == 2
     assert "limit cpu=8" in result.unschedulable[0].reasons["p"]
+
+
+def test_node_taints_policy_decides_whether_untolerated_pools_hold_domains() -> None:
+    zone_a = pool("a", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    zone_b_tainted = pool(
+        "b", AMD, Requirement.create(ZONE, "In", ["zone-b"]), taints=(Taint("team", "NoSchedule", "x"),)
+    )
+    ignore = (TopologySpread(ZONE, 1, APP),)  # nodeTaintsPolicy Ignore (the default)
+    result = solve(SchedulingInput(pods=web(3, spread=ignore), nodepools=(zone_a, zone_b_tainted)))
+    # zone-b counts as a domain with 0 pods but cannot take any: only maxSkew pods fit in zone-a.
+    assert sum(len(c.pods) for c in result.node_claims) == 1
+    honor = (TopologySpread(ZONE, 1, APP, honor_node_taints=True),)
+    result = solve(SchedulingInput(pods=web(3, spread=honor), nodepools=(zone_a, zone_b_tainted)))
+    assert sum(len(c.pods) for c in result.node_claims) == 3

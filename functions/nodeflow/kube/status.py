@@ -1,0 +1,231 @@
+"""NodePool status, written through the status subresource.
+
+``status.resources``: the summed ``status.capacity`` of the nodes labelled
+``karpenter.sh/nodepool=<name>`` plus ``nodes`` (their count, as Karpenter reports it);
+``status.nodes``: the count. Conditions (operatorpkg style, lastTransitionTime kept while
+a condition's status does not change):
+
+- ``ValidationSucceeded``: False with the ``"field.path: rule"`` lines of an invalid NodePool,
+- ``NodeClassReady``: the referenced EC2NodeClass exists and its Ready condition is True,
+- ``Ready``: both are True (root condition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from nodeflow.api import labels as wk
+from nodeflow.api.core import Node
+from nodeflow.api.karpenter import EC2NodeClass
+from nodeflow.api.quantity import format_milli
+from nodeflow.kube.client import NODE_POOLS, KubeClient
+from nodeflow.kube.errors import NotFound
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from nodeflow.kube.snapshot import Snapshot
+
+__all__ = [
+    "CONDITION_NODECLASS_READY",
+    "CONDITION_READY",
+    "CONDITION_VALIDATION_SUCCEEDED",
+    "node_class_ready",
+    "node_pool_resources",
+    "node_pool_status",
+    "set_condition",
+    "update_node_pool_statuses",
+    "write_node_pool_status",
+]
+
+CONDITION_READY = "Ready"
+CONDITION_VALIDATION_SUCCEEDED = "ValidationSucceeded"
+CONDITION_NODECLASS_READY = "NodeClassReady"
+
+
+def _stamp(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    generation: int | None = None,
+) -> list[dict[str, Any]]:
+    """``conditions`` with ``type_`` set, like meta.SetStatusCondition.
+
+    The lastTransitionTime moves only when the status changes.
+    """
+    out = [dict(c) for c in conditions]
+    new: dict[str, Any] = {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _stamp(now),
+    }
+    if generation is not None:
+        new["observedGeneration"] = generation
+    for i, old in enumerate(out):
+        if old.get("type") == type_:
+            if old.get("status") == status and old.get("lastTransitionTime"):
+                new["lastTransitionTime"] = old["lastTransitionTime"]
+            out[i] = new
+            return out
+    out.append(new)
+    return out
+
+
+def node_pool_resources(pool_name: str, nodes: Iterable[Node]) -> tuple[dict[str, str], int]:
+    """(summed capacity of the pool's nodes as quantities incl. ``nodes``, node count)."""
+    total: dict[str, int] = {}
+    count = 0
+    for node in nodes:
+        if node.labels.get(wk.LABEL_NODEPOOL) != pool_name:
+            continue
+        count += 1
+        for key, milli in node.capacity_milli().items():
+            total[key] = total.get(key, 0) + milli
+    resources = {key: format_milli(milli, key) for key, milli in sorted(total.items())}
+    resources["nodes"] = str(count)
+    return resources, count
+
+
+def node_class_ready(ref_name: str | None, node_class: EC2NodeClass | None) -> tuple[str, str, str]:
+    """(status, reason, message) of NodeClassReady for a NodePool referencing ``ref_name``."""
+    if not ref_name:
+        return "False", "NodeClassNotFound", "spec.template.spec.nodeClassRef: no EC2NodeClass is referenced"
+    if node_class is None:
+        return "False", "NodeClassNotFound", f"EC2NodeClass {ref_name!r} not found"
+    ready = next(
+        (c for c in (node_class.status.conditions if node_class.status else None) or [] if c.type == "Ready"), None
+    )
+    if ready is None:
+        return "Unknown", "AwaitingReconciliation", f"EC2NodeClass {ref_name!r} has no Ready condition yet"
+    if ready.status == "True":
+        return "True", "NodeClassReady", ""
+    return ready.status, "NodeClassNotReady", ready.message or f"EC2NodeClass {ref_name!r} is not ready"
+
+
+def node_pool_status(
+    pool_name: str,
+    *,
+    nodes: Iterable[Node],
+    node_class_ref: str | None,
+    node_class: EC2NodeClass | None,
+    validation_errors: Sequence[str] = (),
+    previous: Mapping[str, Any] | None = None,
+    generation: int | None = None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The NodePool's new ``status`` (pure)."""
+    resources, count = node_pool_resources(pool_name, nodes)
+    conditions: list[dict[str, Any]] = list((previous or {}).get("conditions") or [])
+    if validation_errors:
+        valid = ("False", "ValidationFailed", "; ".join(validation_errors))
+    else:
+        valid = ("True", "ValidationSucceeded", "")
+    conditions = set_condition(conditions, CONDITION_VALIDATION_SUCCEEDED, *valid, now=now, generation=generation)
+    ready_class = node_class_ready(node_class_ref, node_class)
+    conditions = set_condition(conditions, CONDITION_NODECLASS_READY, *ready_class, now=now, generation=generation)
+    deps = {CONDITION_VALIDATION_SUCCEEDED: valid, CONDITION_NODECLASS_READY: ready_class}
+    unhealthy = [f"{t}={s}" for t, (s, _, _) in deps.items() if s != "True"]
+    if not unhealthy:
+        root = ("True", "Ready", "")
+    else:
+        status = "False" if any(s == "False" for s, _, _ in deps.values()) else "Unknown"
+        root = (status, "UnhealthyDependents", ", ".join(unhealthy))
+    conditions = set_condition(conditions, CONDITION_READY, *root, now=now, generation=generation)
+    return {"resources": resources, "nodes": count, "conditions": conditions}
+
+
+def write_node_pool_status(client: KubeClient | ApiClient, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge-patch ``status`` into the NodePool's status subresource."""
+    return KubeClient.of(client).patch(NODE_POOLS, name, {"status": dict(status)}, subresource="status")
+
+
+def _raw_ref(raw: Mapping[str, Any]) -> str | None:
+    try:
+        name = raw["spec"]["template"]["spec"]["nodeClassRef"]["name"]
+    except (KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _comparable(status: Mapping[str, Any]) -> Any:
+    return {
+        "resources": status.get("resources"),
+        "nodes": status.get("nodes"),
+        "conditions": sorted(
+            (
+                (
+                    c.get("type"),
+                    c.get("status"),
+                    c.get("reason"),
+                    c.get("message") or "",
+                    c.get("lastTransitionTime"),
+                    c.get("observedGeneration"),
+                )
+                for c in status.get("conditions") or []
+            ),
+            key=str,
+        ),
+    }
+
+
+def update_node_pool_statuses(
+    client: KubeClient | ApiClient, snapshot: Snapshot, *, now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Compute and write the status of every NodePool of ``snapshot`` (valid or not).
+
+    Only NodePools whose status changes are written. Returns name -> status written.
+    """
+    classes = {c.name: c for c in snapshot.node_classes}
+    written: dict[str, dict[str, Any]] = {}
+    todo: list[tuple[str, str | None, Sequence[str], Mapping[str, Any], int | None]] = []
+    for pool in snapshot.node_pools:
+        previous: Mapping[str, Any] = (
+            pool.status.model_dump(by_alias=True, exclude_none=True, mode="json") if pool.status else {}
+        )
+        ref = pool.spec.template.spec.node_class_ref.name
+        todo.append((pool.name, ref, (), previous, pool.metadata.generation))
+    for bad in snapshot.invalid_of("NodePool"):
+        raw_status = bad.raw.get("status")
+        raw_generation = (bad.raw.get("metadata") or {}).get("generation")
+        todo.append(
+            (
+                bad.name,
+                _raw_ref(bad.raw),
+                bad.errors,
+                raw_status if isinstance(raw_status, dict) else {},
+                raw_generation if isinstance(raw_generation, int) else None,
+            )
+        )
+    for name, ref_name, errors, previous, generation in todo:
+        if not name:
+            continue
+        status = node_pool_status(
+            name,
+            nodes=snapshot.nodes,
+            node_class_ref=ref_name,
+            node_class=classes.get(ref_name or ""),
+            validation_errors=errors,
+            previous=previous,
+            generation=generation,
+            now=now,
+        )
+        if _comparable(status) == _comparable(previous):
+            continue
+        try:
+            write_node_pool_status(client, name, status)
+        except NotFound:
+            continue
+        written[name] = status
+    return written

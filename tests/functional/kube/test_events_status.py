@@ -1,0 +1,144 @@
+"""Events (Karpenter reasons, client-go style dedup) and NodePool status through the status subresource."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from nodeflow.kube import client as kc
+from nodeflow.kube.client import KubeClient
+from nodeflow.kube.events import EventRecorder, ObjectRef
+from nodeflow.kube.snapshot import take_snapshot
+from nodeflow.kube.status import update_node_pool_statuses
+from nodeflow.kube.writes import create_node_claim, get_pod
+from tests.functional.kube.conftest import UNSCHEDULABLE, create_pod, node, node_claim, node_class, node_pool, pod
+
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def _events(kube: KubeClient, namespace: str = "default") -> list[dict[str, Any]]:
+    return kube.list_items(kc.EVENTS, namespace=namespace)
+
+
+def test_events_are_deduplicated_with_counts(kube: KubeClient) -> None:
+    create_pod(kube, pod("web-0"), UNSCHEDULABLE)
+    web = get_pod(kube, "default", "web-0")
+    now = [T0]
+    recorder = EventRecorder(kube, clock=lambda: now[0])
+    recorder.nominated(web, "default-abc12")
+    now[0] += timedelta(seconds=5)
+    recorder.nominated(web, "default-abc12")
+    recorder.failed_scheduling(web, 'incompatible with nodepool "gpu", no instance type satisfied resources')
+    (nominated,) = [e for e in _events(kube) if e["reason"] == "Nominated"]
+    assert nominated["count"] == 2
+    assert nominated["message"] == "Pod should schedule on: nodeclaim/default-abc12"
+    assert nominated["type"] == "Normal"
+    assert nominated["involvedObject"]["kind"] == "Pod"
+    assert nominated["involvedObject"]["uid"] == web.metadata.uid
+    assert nominated["firstTimestamp"] == "2025-01-01T12:00:00Z"
+    assert nominated["lastTimestamp"] == "2025-01-01T12:00:05Z"
+    assert nominated["source"]["component"] == "karpenter"
+    (failed,) = [e for e in _events(kube) if e["reason"] == "FailedScheduling"]
+    assert failed["type"] == "Warning"
+    assert failed["message"].startswith("Failed to schedule pod, incompatible with nodepool")
+
+    # another invocation (a new recorder, no memory) still adds to the same Event
+    EventRecorder(kube, clock=lambda: now[0]).nominated(web, "default-abc12")
+    (nominated,) = [e for e in _events(kube) if e["reason"] == "Nominated"]
+    assert nominated["count"] == 3
+    # a different message is a different Event
+    recorder.nominated(web, "default-zzz99")
+    assert len([e for e in _events(kube) if e["reason"] == "Nominated"]) == 2
+
+
+def test_events_on_cluster_scoped_objects_go_to_default(kube: KubeClient) -> None:
+    kube.create(kc.NODES, node("node-a"))
+    claim = create_node_claim(kube, node_claim("default-abc12"))
+    recorder = EventRecorder(kube, clock=lambda: T0)
+    recorder.record(ObjectRef("Node", "node-a"), "Normal", "DisruptionBlocked", "Pod default/web-0 has do-not-disrupt")
+    recorder.disruption_blocked(claim, "Nodeclaim does not have an associated node")
+    recorder.disruption_blocked(claim, "Nodeclaim does not have an associated node")
+    events = _events(kube)
+    assert sorted((e["involvedObject"]["kind"], e["count"]) for e in events) == [("Node", 1), ("NodeClaim", 2)]
+    assert all(e["metadata"]["namespace"] == "default" for e in events)
+
+
+def _seed_pools(kube: KubeClient, ready_class: bool = True) -> None:
+    kube.create(kc.EC2_NODE_CLASSES, node_class("default"))
+    if ready_class:
+        kube.patch(
+            kc.EC2_NODE_CLASSES,
+            "default",
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "Ready",
+                            "message": "",
+                            "lastTransitionTime": "2025-01-01T00:00:00Z",
+                        }
+                    ]
+                }
+            },
+            subresource="status",
+        )
+    kube.create(kc.NODE_POOLS, node_pool("default"))
+    kube.create(kc.NODE_POOLS, node_pool("other", node_class="missing"))
+    bad = node_pool("bad")
+    bad["spec"]["template"]["metadata"] = {"labels": {"karpenter.sh/nodepool": "x"}}
+    kube.create(kc.NODE_POOLS, bad)
+    kube.create(kc.NODES, node("node-a", cpu="4", memory="16Gi"))
+    kube.create(kc.NODES, node("node-b", cpu="2", memory="8Gi"))
+    kube.create(kc.NODES, node("node-c", pool=None))
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c.get("message", "")) for c in obj["status"]["conditions"]}
+
+
+def test_node_pool_status_resources_and_conditions(kube: KubeClient, server: Any) -> None:
+    _seed_pools(kube)
+    written = update_node_pool_statuses(kube, take_snapshot(kube), now=T0)
+    assert set(written) == {"default", "other", "bad"}
+
+    default = kube.get(kc.NODE_POOLS, "default")
+    assert default["status"]["resources"] == {"cpu": "6", "memory": "24Gi", "pods": "220", "nodes": "2"}
+    assert default["status"]["nodes"] == 2
+    assert _conditions(default) == {
+        "ValidationSucceeded": ("True", "ValidationSucceeded", ""),
+        "NodeClassReady": ("True", "NodeClassReady", ""),
+        "Ready": ("True", "Ready", ""),
+    }
+    other = kube.get(kc.NODE_POOLS, "other")
+    assert other["status"]["resources"] == {"nodes": "0"}
+    conds = _conditions(other)
+    assert conds["NodeClassReady"][:2] == ("False", "NodeClassNotFound")
+    assert conds["Ready"][0] == "False"
+
+    bad = kube.get(kc.NODE_POOLS, "bad")
+    status, reason, message = _conditions(bad)["ValidationSucceeded"]
+    assert (status, reason) == ("False", "ValidationFailed")
+    assert "spec.template.metadata.labels" in message
+    assert "karpenter.sh/nodepool" in message
+    assert _conditions(bad)["Ready"][0] == "False"
+    assert server.count("PATCH", "/apis/karpenter.sh/v1/nodepools/bad/status") == 1
+
+    # unchanged: nothing written; lastTransitionTime kept while the status holds
+    assert update_node_pool_statuses(kube, take_snapshot(kube), now=T0 + timedelta(minutes=5)) == {}
+    kube.create(kc.NODES, node("node-d", cpu="2", memory="8Gi"))
+    written = update_node_pool_statuses(kube, take_snapshot(kube), now=T0 + timedelta(minutes=10))
+    assert set(written) == {"default"}
+    default = kube.get(kc.NODE_POOLS, "default")
+    assert default["status"]["resources"]["cpu"] == "8"
+    ready = next(c for c in default["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["lastTransitionTime"] == "2025-01-01T12:00:00Z"
+
+
+def test_node_class_not_ready_yet_is_unknown(kube: KubeClient) -> None:
+    _seed_pools(kube, ready_class=False)
+    update_node_pool_statuses(kube, take_snapshot(kube), now=T0)
+    conds = _conditions(kube.get(kc.NODE_POOLS, "default"))
+    assert conds["NodeClassReady"][0] == "Unknown"
+    assert conds["Ready"][:2] == ("Unknown", "UnhealthyDependents")

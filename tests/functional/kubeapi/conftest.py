@@ -1,0 +1,3 @@
+from tests.kubeapi.fixtures import kubeapi, kubeapi_server
+
+__all__ = ["kubeapi", "kubeapi_server"]

@@ -10,6 +10,7 @@ and reported in ``Snapshot.invalid`` with ``"field.path: rule"`` lines.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -146,18 +147,7 @@ class Snapshot:
         """``state`` with only bound pods and ``pending`` pods (unbound pods the scheduler has not
         yet tried, and pods that will not be scheduled, are left out)."""
         keep = [p for p in self.pods if p.spec.node_name]
-        return ClusterState(
-            node_pools=self.node_pools,
-            node_classes=self.node_classes,
-            node_claims=self.node_claims,
-            pods=(*keep, *self.pending),
-            daemon_sets=self.daemon_sets,
-            nodes=self.nodes,
-            pvcs=self.pvcs,
-            pvs=self.pvs,
-            storage_classes=self.storage_classes,
-            namespaces=self.namespaces,
-        )
+        return dataclasses.replace(self.state, pods=(*keep, *self.pending))
 
     def invalid_of(self, kind: str) -> tuple[InvalidObject, ...]:
         return tuple(o for o in self.invalid if o.kind == kind)

@@ -145,3 +145,14 @@ def test_volume_zone_pins_the_node(tmp_path: Path) -> None:
     (orphan,) = result["unschedulable"]
     assert orphan["pod"] == "default/orphan"
     assert 'persistentvolumeclaim "default/missing" not found' in orphan["reasons"]["general"]
+
+
+def test_explain_pod_on_existing_node() -> None:
+    code, out, _ = run("plan", "-f", DEMO, "-o", "json")
+    assert code == 0
+    (existing,) = json.loads(out)["existingNodes"]
+    pod = existing["pods"][0]
+    code, out, err = run("explain", "-f", DEMO, pod)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"pod {pod}: goes to existing node {existing['name']}"
+    assert f"  default: could host it, but existing node {existing['name']} has room for it" in out

@@ -1459,10 +1459,13 @@ class _Solver:
             why = [self._candidates(pool, group, alt) for alt in group.requirements]
             reasons = [w for w in why if isinstance(w, str)]
             if len(reasons) < len(why):
-                preferred = (
-                    "an existing node" if chosen is None and where else f"NodePool {chosen.nodepool if chosen else '?'}"
-                )
-                per_pool[name] = f"could host it, but {preferred} was chosen (weight {pool.input.weight}, then price)"
+                if chosen is not None:
+                    per_pool[name] = (
+                        f"could host it, but NodePool {chosen.nodepool} comes first (higher weight, or an open "
+                        f"NodeClaim with room); this one has weight {pool.input.weight}"
+                    )
+                else:
+                    per_pool[name] = f"could host it, but existing node {where} has room for it"
             else:
                 per_pool[name] = "; ".join(reasons)
         if not self.pools:

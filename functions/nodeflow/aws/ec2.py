@@ -1,0 +1,769 @@
+"""The narrow EC2 adapter the launch workflow uses (boto3 clients are injected).
+
+It resolves an EC2NodeClass to concrete subnets, security groups, AMIs and an instance
+profile; keeps one launch template per distinct configuration; launches one instance with
+an instant CreateFleet; and describes, lists and terminates instances. It makes no business
+decision (which instance type, which zone, when to retry): callers do. Every AWS failure
+surfaces as a typed error from ``nodeflow.aws.errors``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from nodeflow.api.karpenter import EC2NodeClass
+from nodeflow.api.karpenter_ec2 import AMISelectorTerm, BlockDeviceMapping, MetadataOptions
+from nodeflow.aws.errors import (
+    AlreadyExists,
+    InsufficientCapacity,
+    InvalidRequest,
+    NotFound,
+    Offering,
+    aws_errors,
+    error_class_for,
+    is_insufficient_capacity_code,
+)
+
+__all__ = [
+    "MAX_FLEET_OVERRIDES",
+    "AMIImage",
+    "CapacityType",
+    "FleetRequest",
+    "InstanceInfo",
+    "LaunchTemplateSpec",
+    "LaunchedInstance",
+    "ResolvedNodeClass",
+    "SecurityGroup",
+    "Subnet",
+    "alias_ssm_parameters",
+    "cluster_tags",
+    "create_fleet",
+    "create_fleet_input",
+    "describe_instance_states",
+    "ensure_instance_profile",
+    "ensure_launch_template",
+    "instance_profile_name",
+    "launch_template_data",
+    "launch_template_name",
+    "list_cluster_instances",
+    "resolve_node_class",
+    "terminate_instances",
+]
+
+CapacityType = Literal["spot", "on-demand"]
+
+TAG_NODEPOOL = "karpenter.sh/nodepool"
+TAG_NODECLAIM = "karpenter.sh/nodeclaim"
+TAG_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
+TAG_EKS_CLUSTER = "eks:eks-cluster-name"
+LAUNCH_TEMPLATE_PREFIX = "nodeflow/"
+MAX_FLEET_OVERRIDES = 60
+_ARCH = {"x86_64": "amd64", "arm64": "arm64", "x86_64_mac": "amd64", "arm64_mac": "arm64"}
+_EC2_ARCH = {"amd64": "x86_64", "arm64": "arm64"}
+_GONE_STATES = frozenset({"shutting-down", "terminated"})
+_LIVE_STATES = ("pending", "running", "stopping", "stopped")
+
+
+def cluster_tags(cluster_name: str) -> dict[str, str]:
+    """The tags that mark a resource as owned by the cluster."""
+    return {f"kubernetes.io/cluster/{cluster_name}": "owned", TAG_EKS_CLUSTER: cluster_name}
+
+
+# =============================================================================================
+# Node class resolution
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: str
+    zone: str
+    zone_id: str | None
+    available_ips: int
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    id: str
+    name: str | None
+
+
+@dataclass(frozen=True)
+class AMIImage:
+    id: str
+    name: str | None
+    architecture: str  # kubernetes.io/arch value: amd64 / arm64
+    creation_date: str | None = None
+    deprecation_time: str | None = None  # reported, not judged (no clock here)
+
+
+@dataclass(frozen=True)
+class ResolvedNodeClass:
+    """What an EC2NodeClass resolved to. Empty tuples mean nothing matched (see ``missing``)."""
+
+    name: str
+    ami_family: str
+    subnets: tuple[Subnet, ...]
+    security_groups: tuple[SecurityGroup, ...]
+    amis: tuple[AMIImage, ...]
+    instance_profile: str
+    missing: tuple[str, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing
+
+    def ami_for(self, architecture: str) -> AMIImage | None:
+        return next((a for a in self.amis if a.architecture == architecture), None)
+
+    @property
+    def subnets_by_zone(self) -> dict[str, Subnet]:
+        """One subnet per zone: the one with the most available IPs (ties: lowest id)."""
+        best: dict[str, Subnet] = {}
+        for s in self.subnets:
+            cur = best.get(s.zone)
+            if cur is None or (s.available_ips, cur.id) > (cur.available_ips, s.id):
+                best[s.zone] = s
+        return best
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """Shaped like EC2NodeClass ``status`` (camelCase keys)."""
+        return {
+            "subnets": [
+                {"id": s.id, "zone": s.zone, **({"zoneID": s.zone_id} if s.zone_id else {})} for s in self.subnets
+            ],
+            "securityGroups": [{"id": g.id, **({"name": g.name} if g.name else {})} for g in self.security_groups],
+            "amis": [
+                {
+                    "id": a.id,
+                    **({"name": a.name} if a.name else {}),
+                    "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": [a.architecture]}],
+                }
+                for a in self.amis
+            ],
+            "instanceProfile": self.instance_profile,
+        }
+
+
+def resolve_node_class(
+    ec2: Any,
+    ssm: Any,
+    iam: Any,
+    node_class: EC2NodeClass,
+    cluster_name: str,
+    *,
+    kubernetes_version: str | None = None,
+) -> ResolvedNodeClass:
+    """Resolve the selector terms, AMIs and instance profile of ``node_class``.
+
+    ``kubernetes_version`` ("1.31") is required when the AMI selector is an alias. With
+    ``spec.role`` an instance profile named by ``instance_profile_name`` is created (if
+    missing) holding that role; with ``spec.instanceProfile`` that name is used as is.
+    """
+    spec = node_class.spec
+    subnets = _resolve_subnets(ec2, spec.subnet_selector_terms)
+    groups = _resolve_security_groups(ec2, spec.security_group_selector_terms)
+    amis = _resolve_amis(ec2, ssm, spec.ami_selector_terms, kubernetes_version)
+    if spec.instance_profile:
+        profile = spec.instance_profile
+    else:
+        assert spec.role is not None  # the model guarantees role xor instanceProfile
+        profile = ensure_instance_profile(iam, cluster_name, node_class.name, spec.role)
+    missing = tuple(
+        what for what, found in (("subnets", subnets), ("securityGroups", groups), ("amis", amis)) if not found
+    )
+    return ResolvedNodeClass(
+        name=node_class.name,
+        ami_family=node_class.resolved_ami_family,
+        subnets=subnets,
+        security_groups=groups,
+        amis=amis,
+        instance_profile=profile,
+        missing=missing,
+    )
+
+
+def _tag_filters(tags: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    filters = []
+    for key, value in (tags or {}).items():
+        if value == "*":
+            filters.append({"Name": "tag-key", "Values": [key]})
+        else:
+            filters.append({"Name": f"tag:{key}", "Values": [value]})
+    return filters
+
+
+def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    with aws_errors():
+        for page in client.get_paginator(operation).paginate(**kwargs):
+            yield from page.get(key, [])
+
+
+def _resolve_subnets(ec2: Any, terms: Sequence[Any]) -> tuple[Subnet, ...]:
+    found: dict[str, Subnet] = {}
+    for term in terms:
+        filters = [{"Name": "subnet-id", "Values": [term.id]}] if term.id else _tag_filters(term.tags)
+        for s in _paginate(ec2, "describe_subnets", "Subnets", Filters=filters):
+            if s.get("State", "available") != "available":
+                continue
+            found[s["SubnetId"]] = Subnet(
+                id=s["SubnetId"],
+                zone=s["AvailabilityZone"],
+                zone_id=s.get("AvailabilityZoneId"),
+                available_ips=int(s.get("AvailableIpAddressCount", 0)),
+            )
+    # Karpenter's order: most free IPs first, then id.
+    return tuple(sorted(found.values(), key=lambda s: (-s.available_ips, s.id)))
+
+
+def _resolve_security_groups(ec2: Any, terms: Sequence[Any]) -> tuple[SecurityGroup, ...]:
+    found: dict[str, SecurityGroup] = {}
+    for term in terms:
+        if term.id:
+            filters = [{"Name": "group-id", "Values": [term.id]}]
+        elif term.name:
+            filters = [{"Name": "group-name", "Values": [term.name]}]
+        else:
+            filters = _tag_filters(term.tags)
+        for g in _paginate(ec2, "describe_security_groups", "SecurityGroups", Filters=filters):
+            found[g["GroupId"]] = SecurityGroup(id=g["GroupId"], name=g.get("GroupName"))
+    return tuple(sorted(found.values(), key=lambda g: g.id))
+
+
+# --- AMIs -------------------------------------------------------------------------------------
+
+
+def alias_ssm_parameters(alias: str, kubernetes_version: str) -> dict[str, str]:
+    """SSM parameter name -> kubernetes.io/arch for an AMI alias ("al2023@latest", "bottlerocket@v1.20.1")."""
+    family, _, version = alias.partition("@")
+    latest = version == "latest"
+    k8s = kubernetes_version
+    if family == "al2023":
+        return {
+            f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/"
+            + ("recommended" if latest else f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{version}")
+            + "/image_id": _ARCH[arch]
+            for arch in ("x86_64", "arm64")
+        }
+    if family == "al2":
+        x86 = "recommended" if latest else f"amazon-eks-node-{k8s}-{version}"
+        arm = "recommended" if latest else f"amazon-eks-arm64-node-{k8s}-{version}"
+        return {
+            f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2/{x86}/image_id": "amd64",
+            f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2-arm64/{arm}/image_id": "arm64",
+        }
+    if family == "bottlerocket":
+        ver = "latest" if latest else version.lstrip("v")
+        return {
+            f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{ver}/image_id": _ARCH[arch]
+            for arch in ("x86_64", "arm64")
+        }
+    if family in ("windows2019", "windows2022"):
+        year = family.removeprefix("windows")
+        return {
+            f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id": "amd64"
+        }
+    raise InvalidRequest(f"unsupported AMI alias {alias!r}")
+
+
+def _resolve_amis(
+    ec2: Any, ssm: Any, terms: Sequence[AMISelectorTerm], kubernetes_version: str | None
+) -> tuple[AMIImage, ...]:
+    candidates: list[AMIImage] = []
+    for term in terms:
+        if term.alias:
+            if not kubernetes_version:
+                raise InvalidRequest(f"AMI alias {term.alias!r} needs the cluster's Kubernetes version")
+            candidates.extend(_amis_from_ssm(ec2, ssm, alias_ssm_parameters(term.alias, kubernetes_version)))
+        elif term.ssm_parameter:
+            candidates.extend(_amis_from_ssm(ec2, ssm, {term.ssm_parameter: ""}))
+        else:
+            candidates.extend(_describe_images(ec2, **_image_query(term)))
+    # Newest creation date wins per architecture (ties: highest id, for determinism).
+    best: dict[str, AMIImage] = {}
+    for ami in candidates:
+        cur = best.get(ami.architecture)
+        if cur is None or (ami.creation_date or "", ami.id) > (cur.creation_date or "", cur.id):
+            best[ami.architecture] = ami
+    return tuple(best[arch] for arch in sorted(best))
+
+
+def _image_query(term: AMISelectorTerm) -> dict[str, Any]:
+    filters: list[dict[str, Any]] = [{"Name": "state", "Values": ["available"]}]
+    query: dict[str, Any] = {}
+    if term.id:
+        filters.append({"Name": "image-id", "Values": [term.id]})
+    if term.name:
+        filters.append({"Name": "name", "Values": [term.name]})
+    filters.extend(_tag_filters(term.tags))
+    if term.owner:
+        query["Owners"] = [term.owner]
+    elif term.name and not term.id:
+        # Karpenter: a name without an owner means images of this account or Amazon's.
+        query["Owners"] = ["self", "amazon"]
+    query["Filters"] = filters
+    return query
+
+
+def _describe_images(ec2: Any, **query: Any) -> list[AMIImage]:
+    images = []
+    for img in _paginate(ec2, "describe_images", "Images", **query):
+        arch = _ARCH.get(img.get("Architecture", ""))
+        if arch is None:
+            continue
+        images.append(
+            AMIImage(
+                id=img["ImageId"],
+                name=img.get("Name"),
+                architecture=arch,
+                creation_date=img.get("CreationDate"),
+                deprecation_time=img.get("DeprecationTime"),
+            )
+        )
+    return images
+
+
+def _amis_from_ssm(ec2: Any, ssm: Any, parameters: Mapping[str, str]) -> list[AMIImage]:
+    """Read image ids from SSM (missing parameters skipped), then describe them."""
+    ids: dict[str, str] = {}
+    names = list(parameters)
+    for i in range(0, len(names), 10):
+        with aws_errors():
+            out = ssm.get_parameters(Names=names[i : i + 10])
+        for p in out.get("Parameters", []):
+            ids[p["Value"]] = parameters.get(p["Name"], "")
+    if not ids:
+        return []
+    described = {a.id: a for a in _describe_images(ec2, ImageIds=sorted(ids))} if ids else {}
+    result = []
+    for image_id, arch in ids.items():
+        ami = described.get(image_id)
+        if ami is None:
+            if not arch:
+                continue  # unknown architecture and not describable: unusable
+            ami = AMIImage(id=image_id, name=None, architecture=arch)
+        result.append(ami)
+    return result
+
+
+# --- instance profile --------------------------------------------------------------------------
+
+
+def instance_profile_name(cluster_name: str, node_class_name: str) -> str:
+    """Deterministic instance profile name for (cluster, node class); at most 128 characters."""
+    digest = hashlib.sha256(f"{cluster_name}/{node_class_name}".encode()).hexdigest()[:16]
+    safe = re.sub(r"[^\w+=,.@-]", "-", cluster_name)[:100]
+    return f"{safe}_{digest}"
+
+
+def ensure_instance_profile(iam: Any, cluster_name: str, node_class_name: str, role: str) -> str:
+    """Create (if missing) the node class's instance profile and make ``role`` its only role. Idempotent."""
+    name = instance_profile_name(cluster_name, node_class_name)
+    role_name = role.rsplit("/", 1)[-1]  # accept a role ARN too
+    try:
+        with aws_errors():
+            profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    except NotFound:
+        tags = [
+            {"Key": k, "Value": v} for k, v in {**cluster_tags(cluster_name), TAG_NODECLASS: node_class_name}.items()
+        ]
+        try:
+            with aws_errors():
+                profile = iam.create_instance_profile(InstanceProfileName=name, Tags=tags)["InstanceProfile"]
+        except AlreadyExists:
+            with aws_errors():
+                profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    current = [r["RoleName"] for r in profile.get("Roles", [])]
+    if current == [role_name]:
+        return name
+    for other in current:
+        if other != role_name:
+            try:
+                with aws_errors():
+                    iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
+            except NotFound:
+                pass
+    if role_name not in current:
+        try:
+            with aws_errors():
+                iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role_name)
+        except InvalidRequest as exc:
+            # LimitExceeded: a concurrent caller added the role first.
+            if exc.code != "LimitExceeded":
+                raise
+            with aws_errors():
+                roles = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"].get("Roles", [])
+            if [r["RoleName"] for r in roles] != [role_name]:
+                raise
+    return name
+
+
+# =============================================================================================
+# Launch templates
+
+
+@dataclass(frozen=True)
+class LaunchTemplateSpec:
+    """Everything a launch template holds. Equal specs map to one template."""
+
+    cluster_name: str
+    node_pool: str
+    node_class: str
+    image_id: str
+    security_group_ids: Sequence[str]
+    instance_profile: str
+    user_data: str  # base64
+    block_device_mappings: Sequence[BlockDeviceMapping] = ()
+    metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    detailed_monitoring: bool = False
+    associate_public_ip_address: bool | None = None
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        """User tags plus the ownership tags (ownership wins)."""
+        return {
+            **dict(self.tags),
+            **cluster_tags(self.cluster_name),
+            TAG_NODEPOOL: self.node_pool,
+            TAG_NODECLASS: self.node_class,
+        }
+
+
+def _volume_size_gib(mapping: BlockDeviceMapping) -> int | None:
+    size = mapping.ebs.volume_size_bytes if mapping.ebs else None
+    return None if size is None else max(1, math.ceil(size / 2**30))
+
+
+def _block_device_mapping(m: BlockDeviceMapping) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if m.device_name:
+        out["DeviceName"] = m.device_name
+    if m.ebs:
+        ebs = {
+            "DeleteOnTermination": m.ebs.delete_on_termination,
+            "Encrypted": m.ebs.encrypted,
+            "Iops": m.ebs.iops,
+            "KmsKeyId": m.ebs.kms_key_id,
+            "SnapshotId": m.ebs.snapshot_id,
+            "Throughput": m.ebs.throughput,
+            "VolumeInitializationRate": m.ebs.volume_initialization_rate,
+            "VolumeSize": _volume_size_gib(m),
+            "VolumeType": m.ebs.volume_type,
+        }
+        out["Ebs"] = {k: v for k, v in ebs.items() if v is not None}
+    return out
+
+
+def launch_template_data(spec: LaunchTemplateSpec) -> dict[str, Any]:
+    """The CreateLaunchTemplate ``LaunchTemplateData`` for ``spec``."""
+    mo = spec.metadata_options
+    tags = [{"Key": k, "Value": v} for k, v in sorted(spec.all_tags.items())]
+    data: dict[str, Any] = {
+        "ImageId": spec.image_id,
+        "IamInstanceProfile": {"Name": spec.instance_profile},
+        "UserData": spec.user_data,
+        "MetadataOptions": {
+            "HttpEndpoint": mo.http_endpoint,
+            "HttpProtocolIpv6": mo.http_protocol_ipv6,
+            "HttpPutResponseHopLimit": mo.http_put_response_hop_limit,
+            "HttpTokens": mo.http_tokens,
+        },
+        "Monitoring": {"Enabled": bool(spec.detailed_monitoring)},
+        "TagSpecifications": [{"ResourceType": "network-interface", "Tags": tags}],
+    }
+    groups = sorted(spec.security_group_ids)
+    if spec.associate_public_ip_address is not None:
+        data["NetworkInterfaces"] = [
+            {"DeviceIndex": 0, "AssociatePublicIpAddress": spec.associate_public_ip_address, "Groups": groups}
+        ]
+    else:
+        data["SecurityGroupIds"] = groups
+    if spec.block_device_mappings:
+        data["BlockDeviceMappings"] = [_block_device_mapping(m) for m in spec.block_device_mappings]
+    return data
+
+
+def launch_template_name(spec: LaunchTemplateSpec) -> str:
+    """``nodeflow/<sha256 of the configuration>``: the same spec always gets the same name."""
+    canonical = json.dumps(
+        {"data": launch_template_data(spec), "tags": spec.all_tags}, sort_keys=True, separators=(",", ":")
+    )
+    return LAUNCH_TEMPLATE_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def ensure_launch_template(ec2: Any, spec: LaunchTemplateSpec) -> str:
+    """Return the name of the launch template for ``spec``, creating it if missing (race-safe)."""
+    name = launch_template_name(spec)
+    with aws_errors():
+        found = ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [name]}])
+    if found.get("LaunchTemplates"):
+        return name
+    tags = [{"Key": k, "Value": v} for k, v in sorted(spec.all_tags.items())]
+    try:
+        with aws_errors():
+            ec2.create_launch_template(
+                LaunchTemplateName=name,
+                LaunchTemplateData=launch_template_data(spec),
+                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+            )
+    except AlreadyExists:
+        pass  # another launch created it first: same name means same configuration
+    return name
+
+
+# =============================================================================================
+# CreateFleet
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """One instance from the first available offering among instance types x zones."""
+
+    launch_template_name: str
+    capacity_type: CapacityType
+    instance_types: Sequence[str]  # in the caller's preference order
+    subnets: Mapping[str, str]  # zone -> subnet id (one subnet per allowed zone)
+    client_token: str  # the NodeClaim uid: makes the launch idempotent
+    cluster_name: str
+    node_pool: str
+    node_claim: str
+    node_class: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    unavailable: frozenset[tuple[str, str]] = frozenset()  # (instance type, zone) to leave out
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        tags = {**dict(self.tags), **cluster_tags(self.cluster_name), TAG_NODEPOOL: self.node_pool}
+        tags[TAG_NODECLAIM] = self.node_claim
+        if self.node_class:
+            tags[TAG_NODECLASS] = self.node_class
+        return tags
+
+    def overrides(self) -> list[dict[str, str]]:
+        """At most ``MAX_FLEET_OVERRIDES`` (type, subnet) overrides, types in order, zones sorted."""
+        out = []
+        for instance_type in self.instance_types:
+            for zone in sorted(self.subnets):
+                if (instance_type, zone) in self.unavailable:
+                    continue
+                out.append({"InstanceType": instance_type, "SubnetId": self.subnets[zone], "AvailabilityZone": zone})
+                if len(out) == MAX_FLEET_OVERRIDES:
+                    return out
+        return out
+
+
+@dataclass(frozen=True)
+class LaunchedInstance:
+    instance_id: str
+    instance_type: str
+    zone: str | None
+    capacity_type: str
+    private_dns_name: str | None
+    fleet_id: str | None = None
+    # Offerings the fleet reported as out of capacity while still launching this instance.
+    unavailable_offerings: tuple[Offering, ...] = ()
+
+
+def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
+    """The CreateFleet request for ``request`` (exposed for inspection and tests)."""
+    overrides = request.overrides()
+    if not overrides:
+        raise InvalidRequest("no instance type x zone left to launch", code="NoOverrides")
+    tags = [{"Key": k, "Value": v} for k, v in sorted(request.all_tags.items())]
+    params: dict[str, Any] = {
+        "Type": "instant",
+        "ClientToken": request.client_token,
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": request.capacity_type,
+        },
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateName": request.launch_template_name,
+                    "Version": "$Latest",
+                },
+                "Overrides": [{"InstanceType": o["InstanceType"], "SubnetId": o["SubnetId"]} for o in overrides],
+            }
+        ],
+        "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in ("instance", "volume", "fleet")],
+    }
+    if request.capacity_type == "spot":
+        params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+    else:
+        params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    return params
+
+
+def create_fleet(ec2: Any, request: FleetRequest) -> LaunchedInstance:
+    """Launch one instance. Raises ``InsufficientCapacity`` listing every failed offering when none launched."""
+    params = create_fleet_input(request)
+    zone_of_subnet = {subnet: zone for zone, subnet in request.subnets.items()}
+    with aws_errors(capacity_type=request.capacity_type):
+        out = ec2.create_fleet(**params)
+    fleet_id = out.get("FleetId")
+
+    ice: list[Offering] = []
+    other: list[tuple[str, str]] = []
+    for err in out.get("Errors", []) or []:
+        code = err.get("ErrorCode", "")
+        ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        if is_insufficient_capacity_code(code):
+            zone = ov.get("AvailabilityZone") or zone_of_subnet.get(ov.get("SubnetId", ""))
+            ice.append(Offering(ov.get("InstanceType"), zone, err.get("Lifecycle") or request.capacity_type))
+        else:
+            other.append((code, err.get("ErrorMessage", code)))
+    unavailable = tuple(sorted(set(ice), key=lambda o: (o.instance_type or "", o.zone or "", o.capacity_type or "")))
+
+    for inst in out.get("Instances", []) or []:
+        ids = inst.get("InstanceIds") or []
+        if not ids:
+            continue
+        ov = (inst.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        zone = ov.get("AvailabilityZone") or zone_of_subnet.get(ov.get("SubnetId", ""))
+        launched = LaunchedInstance(
+            instance_id=ids[0],
+            instance_type=inst.get("InstanceType") or ov.get("InstanceType", ""),
+            zone=zone,
+            capacity_type=inst.get("Lifecycle") or request.capacity_type,
+            private_dns_name=None,
+            fleet_id=fleet_id,
+            unavailable_offerings=unavailable,
+        )
+        info = describe_instance_states(ec2, [launched.instance_id]).get(launched.instance_id)
+        if info is not None:
+            launched = LaunchedInstance(
+                instance_id=launched.instance_id,
+                instance_type=info.instance_type or launched.instance_type,
+                zone=info.zone or launched.zone,
+                capacity_type=info.capacity_type or launched.capacity_type,
+                private_dns_name=info.private_dns_name,
+                fleet_id=fleet_id,
+                unavailable_offerings=unavailable,
+            )
+        return launched
+
+    if other:
+        code = other[0][0]
+        cls = error_class_for(code)
+        raise cls(
+            "; ".join(sorted({f"{c}: {m}" for c, m in other})),
+            code=code,
+            operation="CreateFleet",
+            offerings=unavailable,
+        )
+    if not unavailable:
+        # No instance and no error: treat as capacity for everything we asked for.
+        unavailable = tuple(
+            Offering(o["InstanceType"], o["AvailabilityZone"], request.capacity_type) for o in request.overrides()
+        )
+    raise InsufficientCapacity(
+        f"no capacity for {len(unavailable)} offering(s): "
+        + ", ".join(f"{o.instance_type}/{o.zone}/{o.capacity_type}" for o in unavailable[:10])
+        + (" ..." if len(unavailable) > 10 else ""),
+        code="InsufficientInstanceCapacity",
+        operation="CreateFleet",
+        offerings=unavailable,
+    )
+
+
+# =============================================================================================
+# Instances
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    instance_id: str
+    state: str
+    instance_type: str | None
+    zone: str | None
+    capacity_type: str
+    private_dns_name: str | None
+    launch_time: datetime | None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _instance_info(inst: Mapping[str, Any]) -> InstanceInfo:
+    return InstanceInfo(
+        instance_id=inst["InstanceId"],
+        state=(inst.get("State") or {}).get("Name", ""),
+        instance_type=inst.get("InstanceType"),
+        zone=(inst.get("Placement") or {}).get("AvailabilityZone"),
+        capacity_type="spot" if inst.get("InstanceLifecycle") == "spot" else "on-demand",
+        private_dns_name=inst.get("PrivateDnsName") or None,
+        launch_time=inst.get("LaunchTime"),
+        tags={t["Key"]: t["Value"] for t in inst.get("Tags", []) or []},
+    )
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])
+
+
+def describe_instance_states(ec2: Any, ids: Iterable[str]) -> dict[str, InstanceInfo]:
+    """Live instances among ``ids``. Missing, shutting-down and terminated instances are absent (gone)."""
+    wanted = sorted(set(ids))
+    result: dict[str, InstanceInfo] = {}
+    for chunk in _chunks(wanted, 200):
+        try:
+            for reservation in _paginate(
+                ec2, "describe_instances", "Reservations", Filters=[{"Name": "instance-id", "Values": chunk}]
+            ):
+                for inst in reservation.get("Instances", []):
+                    info = _instance_info(inst)
+                    if info.instance_id in chunk and info.state not in _GONE_STATES:
+                        result[info.instance_id] = info
+        except NotFound:
+            continue
+    return result
+
+
+_ID = re.compile(r"i-[0-9a-f]+")
+
+
+def terminate_instances(ec2: Any, ids: Iterable[str]) -> dict[str, str]:
+    """Terminate ``ids``; returns id -> current state. Unknown ids are reported as 'terminated'."""
+    remaining = sorted(set(ids))
+    states: dict[str, str] = {}
+    for chunk in _chunks(remaining, 1000):
+        pending = list(chunk)
+        while pending:
+            try:
+                with aws_errors():
+                    out = ec2.terminate_instances(InstanceIds=pending)
+            except NotFound as exc:
+                missing = set(_ID.findall(exc.message)) & set(pending)
+                if not missing:
+                    missing = set(pending) if len(pending) == 1 else set()
+                if not missing:
+                    raise
+                for m in missing:
+                    states[m] = "terminated"
+                pending = [i for i in pending if i not in missing]
+                continue
+            for change in out.get("TerminatingInstances", []):
+                states[change["InstanceId"]] = change.get("CurrentState", {}).get("Name", "shutting-down")
+            pending = []
+    return states
+
+
+def list_cluster_instances(ec2: Any, cluster_name: str) -> list[InstanceInfo]:
+    """Live instances nodeflow launched for the cluster (by tag), for garbage collection."""
+    filters = [
+        {"Name": f"tag:kubernetes.io/cluster/{cluster_name}", "Values": ["owned"]},
+        {"Name": "tag-key", "Values": [TAG_NODEPOOL]},
+        {"Name": "instance-state-name", "Values": list(_LIVE_STATES)},
+    ]
+    out: list[InstanceInfo] = []
+    for reservation in _paginate(ec2, "describe_instances", "Reservations", Filters=filters):
+        out.extend(_instance_info(inst) for inst in reservation.get("Instances", []))
+    return sorted(out, key=lambda i: i.instance_id)

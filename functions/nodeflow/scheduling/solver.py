@@ -361,11 +361,8 @@ class _BestPerPod:
         best = -1
         for k in range(n - 1, -1, -1):
             i = order[k]
-            if best < 0 or (prices[i], -caps[i], types[i].name) < (
-                prices[best],
-                -caps[best],
-                types[best].name,
-            ):
+            # Every type here holds all N pods: price per pod is price / N, so cheapest, then name.
+            if best < 0 or (prices[i], types[i].name) < (prices[best], types[best].name):
                 best = i
             self.suffix[k] = best
         self.prefix: list[int] = [0] * (n + 1)
@@ -392,12 +389,6 @@ class _BestPerPod:
 
 
 _Target = _Node | _Claim
-
-
-class _TrackerList(list["_Tracker"]):
-    """Trackers matching one group, and how many trackers existed when it was worked out."""
-
-    _seen: int = -1
 
 
 @dataclass(slots=True)
@@ -431,6 +422,7 @@ class _Solver:
         )
         self.targets: dict[int, _Target] = {id(n): n for n in self.nodes}
         self.trackers: dict[tuple[Selector, frozenset[str] | None], _Tracker] = {}
+        self._group_trackers: dict[int, list[_Tracker]] = {}  # group uid -> trackers selecting it
         # Required anti-affinity of pods already placed: (term, namespace of its pod, where).
         self.anti: list[tuple[AffinityTerm, str, _Target]] = []
         for node in self.nodes:
@@ -444,7 +436,6 @@ class _Solver:
                 self._tracker(spread.selector, frozenset({pending.namespace}))
             for term in pending.affinity:
                 self._tracker(term.selector, term.namespaces)
-        self._group_trackers: dict[int, _TrackerList] = {}
         self._zone_cache: dict[tuple[int, str], frozenset[tuple[str, str]]] = {}
         self._plan_cache: dict[
             tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...]]
@@ -623,6 +614,7 @@ class _Solver:
                 if count:
                     tracker.counts[tid] = count
             self.trackers[(selector, namespaces)] = tracker
+            self._group_trackers.clear()  # which trackers select which group: work it out again
         return tracker
 
     def _record(self, group: _Group, target: _Target, keys: list[str]) -> None:
@@ -630,7 +622,7 @@ class _Solver:
         count = len(keys)
         target.entries.append((group.namespace, group.labels, count))
         matching = self._group_trackers.get(group.uid)
-        if matching is None or len(self.trackers) != getattr(matching, "_seen", -1):
+        if matching is None:
             matching = self._matching_trackers(group)
         tid = id(target)
         for tracker in matching:
@@ -643,10 +635,9 @@ class _Solver:
         for key in keys:
             self.placed_in[key] = where
 
-    def _matching_trackers(self, group: _Group) -> _TrackerList:
-        """The trackers whose selector picks this group's pods (recomputed if trackers were added)."""
-        matching = _TrackerList(t for t in self.trackers.values() if t.selects(group.namespace, group.labels))
-        matching._seen = len(self.trackers)
+    def _matching_trackers(self, group: _Group) -> list[_Tracker]:
+        """The trackers whose selector picks this group's pods (cached until a tracker is added)."""
+        matching = [t for t in self.trackers.values() if t.selects(group.namespace, group.labels)]
         self._group_trackers[group.uid] = matching
         return matching
 

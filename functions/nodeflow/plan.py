@@ -50,7 +50,7 @@ from nodeflow.scheduling.types import (
     SchedulingResult,
 )
 
-__all__ = ["ClusterState", "build_input", "node_class_settings", "plan", "pod_input"]
+__all__ = ["ClusterState", "build_input", "node_class_settings", "plan"]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Device names an AMI family boots from, when no mapping says rootVolume: true.
@@ -182,11 +182,6 @@ class _Converter:
 
     def running(self, pod: Pod) -> RunningPod:
         return running_pod(pod, self.namespace_labels)
-
-
-def pod_input(pod: Pod) -> PodInput:
-    """One pod as the solver sees it (no volumes or namespaces known)."""
-    return _Converter().pod(pod)
 
 
 def _is_pending(pod: Pod) -> bool:

@@ -6,8 +6,9 @@ this module the objects they read (files or the API server) and a catalog.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import (
@@ -94,9 +95,14 @@ def plan(
     catalog: CatalogData,
     preference_policy: str = "Respect",
     min_values_policy: str = "Strict",
+    unavailable: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> SchedulingResult:
-    """Which NodeClaims to launch for the pending pods of ``state``."""
-    return solve(build_input(state, catalog, preference_policy, min_values_policy))
+    """Which NodeClaims to launch for the pending pods of ``state``.
+
+    ``unavailable`` holds (instance type, zone, capacity type) offerings not to use (recent
+    capacity errors).
+    """
+    return solve(build_input(state, catalog, preference_policy, min_values_policy, unavailable))
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -220,14 +226,25 @@ def node_class_settings(node_class: EC2NodeClass) -> NodeClassSettings:
     )
 
 
-def _pool_requirements(pool: NodePool) -> Requirements:
-    return Requirements(
+def _pool_requirements(pool: NodePool, node_class: EC2NodeClass | None = None) -> Requirements:
+    reqs = Requirements(
         Requirement.create(r.key, r.operator, r.values or (), r.min_values)
         for r in pool.spec.template.spec.requirements
     )
+    # A resolved EC2NodeClass limits the zones to those of its subnets (Karpenter does the same).
+    subnets = node_class.status.subnets if node_class is not None and node_class.status is not None else None
+    zones = sorted({s.zone for s in subnets or () if s.zone})
+    if zones:
+        reqs = reqs.add(Requirements([Requirement.create(wk.LABEL_ZONE, "In", zones)]))
+    return reqs
 
 
-def _pool_input(pool: NodePool, classes: Mapping[str, EC2NodeClass], catalog: CatalogData) -> NodePoolInput:
+def _pool_input(
+    pool: NodePool,
+    classes: Mapping[str, EC2NodeClass],
+    catalog: CatalogData,
+    unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+) -> NodePoolInput:
     spec = pool.spec.template.spec
     ref = spec.node_class_ref
     error: str | None = None
@@ -237,11 +254,11 @@ def _pool_input(pool: NodePool, classes: Mapping[str, EC2NodeClass], catalog: Ca
     elif ref.name not in classes:
         error = f"EC2NodeClass {ref.name!r} (spec.template.spec.nodeClassRef) was not found"
     else:
-        types = tuple(resolve_instance_types(catalog, node_class_settings(classes[ref.name])))
+        types = tuple(resolve_instance_types(catalog, node_class_settings(classes[ref.name]), unavailable))
     limits = pool.spec.limits
     return NodePoolInput(
         name=pool.name,
-        requirements=_pool_requirements(pool),
+        requirements=_pool_requirements(pool, classes.get(ref.name)),
         instance_types=types,
         weight=pool.spec.weight or 0,
         taints=tuple(_taint(t) for t in spec.taints or ()),
@@ -274,8 +291,42 @@ def _node_input(
     )
 
 
-def _claim_input(claim: NodeClaim, pools: Mapping[str, NodePoolInput]) -> NodeInput | None:
-    """A NodeClaim still launching, as capacity pods can join (None when nothing is known of it)."""
+def nominated_pods(claim: NodeClaim) -> tuple[str, ...]:
+    """The pods ("namespace/name") ``claim`` was created for (its nominated-pods annotation)."""
+    raw = (claim.metadata.annotations or {}).get(wk.ANNOTATION_NOMINATED_PODS)
+    if not raw:
+        return ()
+    try:
+        keys = json.loads(raw)
+    except ValueError:
+        return ()
+    return tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else ()
+
+
+def _initialized(claim: NodeClaim) -> bool:
+    cond = claim.status.condition("Initialized") if claim.status is not None else None
+    return cond is not None and cond.status == "True"
+
+
+# Taints a node carries while it comes up; a NodeClaim not yet initialized is judged by its spec.
+_EPHEMERAL_TAINTS = frozenset(
+    {
+        wk.TAINT_UNREGISTERED,
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
+
+
+def _claim_input(
+    claim: NodeClaim, pools: Mapping[str, NodePoolInput], nominated: Sequence[PodInput] = ()
+) -> NodeInput | None:
+    """A NodeClaim still launching, as capacity pods can join (None when nothing is known of it).
+
+    What it already holds is its ``spec.resources.requests`` (its pods and daemons, as planned),
+    or else the requests of the ``nominated`` pods still pending.
+    """
     reqs = Requirements(
         Requirement.create(r.key, r.operator, r.values or (), r.min_values) for r in claim.spec.requirements
     )
@@ -291,12 +342,17 @@ def _claim_input(claim: NodeClaim, pools: Mapping[str, NodePoolInput]) -> NodeIn
             return None
         allocatable = {k: min(it.allocatable.get(k, 0) for it in matching) for k in matching[0].allocatable}
         capacity = capacity or {k: max(it.capacity.get(k, 0) for it in matching) for k in matching[0].capacity}
+    planned = claim.spec.resources.requests if claim.spec.resources is not None else None
+    requested = resource_milli(planned) if planned else res.total(p.requests for p in nominated)
     return NodeInput(
         name=claim.name,
         labels=labels,
         allocatable=allocatable,
         capacity=capacity,
         taints=tuple(_taint(t) for t in claim.spec.taints or ()),
+        pods=tuple(p.key for p in nominated),
+        requested=requested,
+        host_ports=frozenset(hp for p in nominated for hp in p.host_ports),
         nodepool=pool_name,
         in_flight=True,
     )
@@ -307,6 +363,7 @@ def build_input(
     catalog: CatalogData,
     preference_policy: str = "Respect",
     min_values_policy: str = "Strict",
+    unavailable: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> SchedulingInput:
     """The solver input for ``state``: pending pods, pools resolved to instance types, nodes."""
     pod_namespaces = {p.metadata.namespace or "default" for p in state.pods}
@@ -317,35 +374,69 @@ def build_input(
         classes={c.metadata.name or "": c for c in state.storage_classes},
     )
     classes = {nc.name: nc for nc in state.node_classes}
-    pools = tuple(_pool_input(p, classes, catalog) for p in state.node_pools)
+    pools = tuple(_pool_input(p, classes, catalog, unavailable) for p in state.node_pools)
     by_name = {p.name: p for p in pools}
+
+    # Pods nominated to a NodeClaim that is not yet initialized count as placed on it.
+    nominated_to: dict[str, NodeClaim] = {}
+    for claim in state.node_claims:
+        if claim.metadata.deletion_timestamp is None and not _initialized(claim):
+            for key in nominated_pods(claim):
+                nominated_to.setdefault(key, claim)
 
     pending: list[PodInput] = []
     bound: dict[str, list[Pod]] = {}
+    waiting: dict[str, list[Pod]] = {}  # claim name -> its nominated pods still pending
     for pod in state.pods:
         if pod.spec.node_name:
             if pod.status is None or pod.status.phase not in _TERMINAL_PHASES:
                 bound.setdefault(pod.spec.node_name, []).append(pod)
         elif _is_pending(pod):
-            pending.append(convert.pod(pod))
+            claim_of = nominated_to.get(pod.key)
+            if claim_of is not None:
+                waiting.setdefault(claim_of.name, []).append(pod)
+            else:
+                pending.append(convert.pod(pod))
 
+    claim_of_node = {
+        c.status.node_name: c
+        for c in state.node_claims
+        if c.status is not None and c.status.node_name and c.metadata.deletion_timestamp is None
+    }
     nodes: list[NodeInput] = []
     node_names = set()
     for node in state.nodes:
         name = node.metadata.name or ""
         node_names.add(name)
+        node_claim = claim_of_node.get(name)
         on_node = bound.get(name, [])
-        ports = [(hp[0], hp[1], hp[2]) for p in on_node for hp in p.host_ports()]
-        inputs = [convert.pod(p) for p in on_node]
-        running = tuple(convert.running(p) for p in on_node)
-        nodes.append(_node_input(node, inputs, ports, running))
+        extra = waiting.pop(node_claim.name, []) if node_claim is not None else []
+        ports = [(hp[0], hp[1], hp[2]) for p in (*on_node, *extra) for hp in p.host_ports()]
+        inputs = [convert.pod(p) for p in (*on_node, *extra)]
+        running = tuple(convert.running(p) for p in (*on_node, *extra))
+        node_in = _node_input(node, inputs, ports, running)
+        if node_claim is not None and not _initialized(node_claim):
+            # Coming up: judge it by what it will be, not by its start-up and not-ready taints.
+            startup = {(t.key, t.effect) for t in node_claim.spec.startup_taints or ()}
+            node_in = replace(
+                node_in,
+                taints=tuple(
+                    t for t in node_in.taints if t.key not in _EPHEMERAL_TAINTS and (t.key, t.effect) not in startup
+                ),
+            )
+        nodes.append(node_in)
     for claim in state.node_claims:
         registered = claim.status is not None and claim.status.node_name in node_names
         if registered or claim.metadata.deletion_timestamp is not None:
             continue
-        in_flight = _claim_input(claim, by_name)
+        mine = waiting.pop(claim.name, [])
+        in_flight = _claim_input(claim, by_name, [convert.pod(p) for p in mine])
         if in_flight is not None:
             nodes.append(in_flight)
+        else:
+            pending.extend(convert.pod(p) for p in mine)
+    for pods in waiting.values():  # nominated to a claim that is gone or unusable: provision again
+        pending.extend(convert.pod(p) for p in pods)
 
     daemons = tuple(convert.pod(daemon_set_pod(ds)) for ds in state.daemon_sets)
     return SchedulingInput(

@@ -31,6 +31,9 @@ ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-rel
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
 TAINT_UNREGISTERED = "karpenter.sh/unregistered"
 FINALIZER_TERMINATION = "karpenter.sh/termination"
+# nodeflow's own: the pods (namespace/name, JSON list) a NodeClaim was created for. While the
+# NodeClaim is not initialized those pods count as placed on it, so no batch provisions them twice.
+ANNOTATION_NOMINATED_PODS = "nodeflow.io/nominated-pods"
 CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_RESERVED = "reserved"

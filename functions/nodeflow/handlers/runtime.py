@@ -1,0 +1,208 @@
+"""What every handler shares: frozen settings read from the environment once (failing fast with
+the variable's name), and lazily built clients (boto3, the Kubernetes API, the catalog).
+
+Tests and the demo call ``reset()`` after changing the environment, and may set ``clock``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodeflow.aws.offerings import UnavailableOfferings
+    from nodeflow.catalog.model import CatalogData
+    from nodeflow.kube.client import KubeClient
+
+__all__ = ["Runtime", "Settings", "SettingsError", "reset", "runtime"]
+
+
+class SettingsError(ValueError):
+    """A required environment variable is missing or malformed (raised at cold start)."""
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: expected a whole number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name}: must not be negative, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    cluster_name: str
+    region: str
+    table_name: str | None = None
+    launch_state_machine_arn: str | None = None
+    provisioning_queue_url: str | None = None
+    kubeconfig: str | None = None
+    cluster_endpoint: str | None = None
+    cluster_ca_data: str | None = None
+    cluster_dns: str | None = None
+    kubernetes_version: str | None = None
+    catalog_source: str = "aws"
+    registration_ttl_seconds: int = 900
+    initialization_ttl_seconds: int = 900
+    gc_grace_seconds: int = 30
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        cluster = env.get("CLUSTER_NAME", "").strip()
+        if not cluster:
+            raise SettingsError("CLUSTER_NAME: required (the EKS cluster name nodeflow provisions for)")
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+        if not region:
+            raise SettingsError("AWS_REGION: required")
+        catalog = env.get("CATALOG_SOURCE", "aws")
+        if catalog not in ("aws", "offline"):
+            raise SettingsError(f"CATALOG_SOURCE: expected 'aws' or 'offline', got {catalog!r}")
+        version = env.get("KUBERNETES_VERSION") or None
+        if version is not None and not _is_minor_version(version):
+            raise SettingsError(f"KUBERNETES_VERSION: expected MAJOR.MINOR such as 1.33, got {version!r}")
+        return Settings(
+            cluster_name=cluster,
+            region=region,
+            table_name=env.get("TABLE_NAME") or None,
+            launch_state_machine_arn=env.get("LAUNCH_STATE_MACHINE_ARN") or None,
+            provisioning_queue_url=env.get("PROVISIONING_QUEUE_URL") or None,
+            kubeconfig=env.get("KUBECONFIG") or None,
+            cluster_endpoint=env.get("CLUSTER_ENDPOINT") or None,
+            cluster_ca_data=env.get("CLUSTER_CA_DATA") or None,
+            cluster_dns=env.get("CLUSTER_DNS") or None,
+            kubernetes_version=version,
+            catalog_source=catalog,
+            registration_ttl_seconds=_int(env, "REGISTRATION_TTL_SECONDS", 900),
+            initialization_ttl_seconds=_int(env, "INITIALIZATION_TTL_SECONDS", 900),
+            gc_grace_seconds=_int(env, "GC_GRACE_SECONDS", 30),
+        )
+
+    def require(self, *fields: str) -> Settings:
+        """Fail fast when a field this function needs is unset (named by its variable)."""
+        for name in fields:
+            if getattr(self, name) in (None, ""):
+                raise SettingsError(f"{name.upper()}: required by this function")
+        return self
+
+
+def _is_minor_version(text: str) -> bool:
+    parts = text.split(".")
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Runtime:
+    """Clients built on first use and kept for the life of the Lambda container."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], datetime] = _utcnow) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._clients: dict[str, Any] = {}
+        self._kube: KubeClient | None = None
+        self._catalog: CatalogData | None = None
+        self._kubernetes_version: str | None = settings.kubernetes_version
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            found = self._clients.get(service)
+            if found is None:
+                import boto3
+
+                found = self._clients[service] = boto3.session.Session().client(
+                    service,
+                    region_name=self.settings.region,
+                )
+            return found
+
+    @property
+    def kube(self) -> KubeClient:
+        with self._lock:
+            if self._kube is None:
+                from nodeflow.kube.client import KubeClient
+                from nodeflow.kube.connection import KubeSettings, connect
+
+                s = self.settings
+                self._kube = KubeClient(
+                    connect(
+                        KubeSettings(
+                            kubeconfig=s.kubeconfig,
+                            cluster_name=s.cluster_name,
+                            endpoint=s.cluster_endpoint,
+                            ca_data=s.cluster_ca_data,
+                            region=s.region,
+                        )
+                    )
+                )
+            return self._kube
+
+    @property
+    def catalog(self) -> CatalogData:
+        with self._lock:
+            if self._catalog is None:
+                if self.settings.catalog_source == "offline":
+                    from nodeflow.catalog.offline import load_offline
+
+                    self._catalog = load_offline(self.settings.region)
+                else:
+                    import boto3
+
+                    from nodeflow.catalog.aws import AwsCatalogSource
+
+                    session = boto3.session.Session(region_name=self.settings.region)
+                    self._catalog = AwsCatalogSource(session=session).load(self.settings.region)
+            return self._catalog
+
+    @property
+    def offerings(self) -> UnavailableOfferings:
+        from nodeflow.aws.offerings import UnavailableOfferings
+
+        self.settings.require("table_name")
+        assert self.settings.table_name is not None
+        return UnavailableOfferings(self.client("dynamodb"), self.settings.table_name)
+
+    @property
+    def kubernetes_version(self) -> str:
+        """MAJOR.MINOR of the API server (setting, else asked once from /version)."""
+        with self._lock:
+            if self._kubernetes_version is None:
+                info = self.kube.request("GET", "/version")
+                minor = "".join(ch for ch in str(info.get("minor", "")) if ch.isdigit())
+                self._kubernetes_version = f"{info.get('major', '1')}.{minor}"
+            return self._kubernetes_version
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    """The process-wide runtime (settings read on first use)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = Runtime(Settings.from_env())
+        return _runtime
+
+
+def reset(new: Runtime | None = None) -> None:
+    """Forget the runtime (tests, the demo): the next ``runtime()`` reads the environment again."""
+    global _runtime
+    with _runtime_lock:
+        _runtime = new

@@ -1,0 +1,69 @@
+"""The errors the workflows name in Retry and Catch. Their class names are the contract: a
+Lambda that raises one reports it as ``errorType``, which Step Functions matches exactly.
+
+``as_workflow_error`` maps the adapters' typed errors onto them in one place.
+"""
+
+from __future__ import annotations
+
+from nodeflow.aws import errors as aws
+from nodeflow.kube import errors as kube
+
+__all__ = [
+    "InitializationTimeout",
+    "LaunchFailed",
+    "NoCapacity",
+    "NodeClaimGone",
+    "NodeClassNotReady",
+    "RegistrationTimeout",
+    "Transient",
+    "WorkflowError",
+    "as_workflow_error",
+]
+
+
+class WorkflowError(Exception):
+    """Base of the errors the state machines know by name."""
+
+
+class Transient(WorkflowError):
+    """Throttling, a 5xx or a connection failure: the state retries with backoff."""
+
+
+class NoCapacity(WorkflowError):
+    """Every offering the NodeClaim allows is out of capacity (now marked unavailable)."""
+
+
+class NodeClassNotReady(WorkflowError):
+    """The EC2NodeClass did not resolve (no subnets, security groups or AMIs matched)."""
+
+
+class LaunchFailed(WorkflowError):
+    """A launch error retrying cannot fix (invalid request, access denied, ...)."""
+
+
+class NodeClaimGone(WorkflowError):
+    """The NodeClaim was deleted while its workflow ran."""
+
+
+class RegistrationTimeout(WorkflowError):
+    """No node registered for the NodeClaim within the registration TTL."""
+
+
+class InitializationTimeout(WorkflowError):
+    """The node registered but did not become initialized within the TTL."""
+
+
+def as_workflow_error(exc: BaseException) -> BaseException:
+    """The workflow error for an adapter error (others are returned unchanged)."""
+    if isinstance(exc, WorkflowError):
+        return exc
+    if isinstance(exc, aws.Throttled | aws.AwsUnavailable):
+        return Transient(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, aws.InsufficientCapacity):
+        return NoCapacity(str(exc))
+    if isinstance(exc, aws.AwsError):
+        return LaunchFailed(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, kube.Unavailable | kube.TooManyRequests | kube.Conflict):
+        return Transient(f"Kubernetes {type(exc).__name__}: {exc}")
+    return exc

@@ -1,0 +1,404 @@
+"""The Launch step: one EC2 instance for one NodeClaim.
+
+Idempotent: a NodeClaim that already has a providerID, or whose instance exists (found by its
+``karpenter.sh/nodeclaim`` tag), is not launched again; CreateFleet carries the NodeClaim uid as
+ClientToken. Capacity errors mark the offerings unavailable (3 minutes, shared through DynamoDB)
+and the launch falls back to the remaining offerings; when none is left it raises ``NoCapacity``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nodeflow.api import labels as wk
+from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
+from nodeflow.api.quantity import format_milli
+from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.errors import InsufficientCapacity, Offering
+from nodeflow.aws.offerings import UnavailableOfferings
+from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, render_user_data
+from nodeflow.catalog.instancetypes import resolve_instance_types
+from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
+from nodeflow.kube.events import EventRecorder
+from nodeflow.kube.status import set_condition
+from nodeflow.kube.writes import get_node_claim
+from nodeflow.lifecycle.errors import LaunchFailed, NoCapacity, NodeClaimGone, NodeClassNotReady
+from nodeflow.plan import node_class_settings
+from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.solver import type_matches
+
+__all__ = ["LaunchDeps", "LaunchOptions", "claim_requirements", "launch", "launch_options", "provider_id"]
+
+MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step (each one removes what ran out of capacity)
+_CAPACITY_ORDER = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
+# Label domains the kubelet may not set on itself (NodeRestriction), except the listed keys.
+_KUBELET_ALLOWED = frozenset(
+    {
+        wk.LABEL_HOSTNAME,
+        wk.LABEL_ARCH,
+        wk.LABEL_OS,
+        wk.LABEL_INSTANCE_TYPE,
+        wk.LABEL_ZONE,
+        wk.LABEL_REGION,
+    }
+)
+
+
+@dataclass(frozen=True)
+class LaunchDeps:
+    kube: KubeClient
+    ec2: Any
+    ssm: Any
+    iam: Any
+    offerings: UnavailableOfferings
+    catalog: CatalogData
+    cluster: ClusterInfo
+    kubernetes_version: Callable[[], str]
+    now: Callable[[], datetime]
+    recorder: EventRecorder
+
+
+def provider_id(zone: str | None, instance_id: str) -> str:
+    return f"aws:///{zone or ''}/{instance_id}"
+
+
+def claim_requirements(claim: NodeClaim) -> Requirements:
+    return Requirements(
+        Requirement.create(r.key, r.operator, r.values or (), r.min_values) for r in claim.spec.requirements
+    )
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What one CreateFleet call may choose from."""
+
+    capacity_type: str
+    instance_types: tuple[InstanceType, ...]  # cheapest first, one architecture
+    architecture: str
+    subnets: Mapping[str, str]  # zone -> subnet id
+    excluded: frozenset[tuple[str, str]]  # (type, zone) pairs not offered / unavailable
+
+
+def launch_options(
+    claim: NodeClaim,
+    types: Sequence[InstanceType],
+    subnets_by_zone: Mapping[str, str],
+    architectures: Iterable[str],
+) -> LaunchOptions | None:
+    """The cheapest capacity type (spot first when allowed and offered) and, for it, up to 60
+    compatible instance types of the cheapest type's architecture. None when nothing is left."""
+    reqs = claim_requirements(claim)
+    zone_req = reqs.get(wk.LABEL_ZONE)
+    zones = sorted(z for z in subnets_by_zone if zone_req is None or zone_req.has(z))
+    ct_req = reqs.get(wk.LABEL_CAPACITY_TYPE)
+    arches = set(architectures)
+    compatible = [it for it in types if type_matches(it, reqs) and it.labels.get(wk.LABEL_ARCH) in arches]
+    for capacity_type in _CAPACITY_ORDER:
+        if ct_req is None and capacity_type == wk.CAPACITY_TYPE_SPOT:
+            continue  # no capacity-type requirement launches on-demand (as Karpenter)
+        if ct_req is not None and not ct_req.has(capacity_type):
+            continue
+        priced: list[tuple[float, str, InstanceType]] = []
+        for it in compatible:
+            prices = [
+                o.price for o in it.offerings if o.available and o.capacity_type == capacity_type and o.zone in zones
+            ]
+            if prices:
+                priced.append((min(prices), it.name, it))
+        if not priced:
+            continue
+        priced.sort(key=lambda p: (p[0], p[1]))
+        arch = priced[0][2].labels.get(wk.LABEL_ARCH, "amd64")
+        chosen = tuple(it for _, _, it in priced if it.labels.get(wk.LABEL_ARCH) == arch)[: ec2x.MAX_FLEET_OVERRIDES]
+        excluded = frozenset(
+            (it.name, zone)
+            for it in chosen
+            for zone in zones
+            if not any(o.available and o.capacity_type == capacity_type and o.zone == zone for o in it.offerings)
+        )
+        return LaunchOptions(
+            capacity_type=capacity_type,
+            instance_types=chosen,
+            architecture=arch,
+            subnets={z: subnets_by_zone[z] for z in zones},
+            excluded=excluded,
+        )
+    return None
+
+
+def _kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for key, value in labels.items():
+        domain = key.split("/", 1)[0] if "/" in key else ""
+        restricted = domain.endswith(("kubernetes.io", "k8s.io"))
+        allowed = domain.endswith("node.kubernetes.io") or domain.endswith("node-restriction.kubernetes.io")
+        if not restricted or allowed or key in _KUBELET_ALLOWED:
+            out[key] = value
+    return out
+
+
+def _write_node_class_status(deps: LaunchDeps, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass) -> None:
+    status = node_class.status.model_dump(by_alias=True, exclude_none=True) if node_class.status else {}
+    ready = resolved.ready
+    conditions = set_condition(
+        status.get("conditions", []),
+        "Ready",
+        "True" if ready else "False",
+        "Ready" if ready else "NodeClassNotReady",
+        "" if ready else f"no {', '.join(resolved.missing)} matched the selector terms",
+        now=deps.now(),
+        generation=node_class.metadata.generation,
+    )
+    new = {**resolved.status, "conditions": conditions}
+    old = {k: status.get(k) for k in new}
+    if old != new:
+        deps.kube.patch(EC2_NODE_CLASSES, node_class.name, {"status": new}, subresource="status")
+
+
+def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> ec2x.InstanceInfo | None:
+    """An instance already launched for ``claim`` (a retried Launch after CreateFleet succeeded)."""
+    if claim.status is not None and claim.status.provider_id:
+        instance_id = claim.status.provider_id.rsplit("/", 1)[-1]
+        return ec2x.describe_instance_states(deps.ec2, [instance_id]).get(instance_id)
+    for info in ec2x.list_cluster_instances(deps.ec2, cluster_name):
+        if info.tags.get(ec2x.TAG_NODECLAIM) == claim.name:
+            return info
+    return None
+
+
+def _result(
+    claim: NodeClaim, instance_id: str, instance_type: str, zone: str | None, capacity_type: str, at: str
+) -> dict[str, Any]:
+    return {
+        "nodeClaim": claim.name,
+        "instanceId": instance_id,
+        "providerID": provider_id(zone, instance_id),
+        "instanceType": instance_type,
+        "zone": zone,
+        "capacityType": capacity_type,
+        "launchedAt": at,
+    }
+
+
+def _resources(values: Mapping[str, int]) -> dict[str, str]:
+    return {k: format_milli(v, k) for k, v in sorted(values.items()) if v}
+
+
+def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, Any]:
+    """Launch the instance for NodeClaim ``claim_name`` and write the NodeClaim's status."""
+    try:
+        claim = get_node_claim(deps.kube, claim_name)
+    except kerr.NotFound:
+        raise NodeClaimGone(f"NodeClaim {claim_name} was deleted before it launched") from None
+    if claim.metadata.deletion_timestamp is not None:
+        raise NodeClaimGone(f"NodeClaim {claim_name} is being deleted")
+
+    existing = _find_launched(deps, claim, cluster_name)
+    if existing is not None:
+        at = existing.launch_time.isoformat() if existing.launch_time else deps.now().isoformat()
+        if not (claim.status and claim.status.provider_id):
+            it = _instance_type(deps, claim, existing.instance_type or "")
+            _write_launched(
+                deps,
+                claim,
+                existing.instance_id,
+                existing.instance_type or "",
+                existing.zone,
+                existing.capacity_type,
+                it,
+                None,
+            )
+        return _result(
+            claim, existing.instance_id, existing.instance_type or "", existing.zone, existing.capacity_type, at
+        )
+
+    node_class = _node_class(deps, claim)
+    resolved = ec2x.resolve_node_class(
+        deps.ec2,
+        deps.ssm,
+        deps.iam,
+        node_class,
+        cluster_name,
+        kubernetes_version=deps.kubernetes_version() if _uses_alias(node_class) else None,
+    )
+    _write_node_class_status(deps, node_class, resolved)
+    if not resolved.ready:
+        raise NodeClassNotReady(
+            f"EC2NodeClass {node_class.name}: no {', '.join(resolved.missing)} matched its selector terms"
+        )
+    settings = node_class_settings(node_class)
+    subnets = {zone: s.id for zone, s in resolved.subnets_by_zone.items()}
+    arches = {a.architecture for a in resolved.amis}
+
+    for _ in range(MAX_ATTEMPTS):
+        unavailable = deps.offerings.current(deps.now())
+        types = resolve_instance_types(deps.catalog, settings, unavailable)
+        options = launch_options(claim, types, subnets, arches)
+        if options is None:
+            break
+        ami = resolved.ami_for(options.architecture)
+        assert ami is not None  # options only hold architectures with an AMI
+        template = ec2x.ensure_launch_template(
+            deps.ec2, _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name)
+        )
+        request = ec2x.FleetRequest(
+            launch_template_name=template,
+            capacity_type="spot" if options.capacity_type == wk.CAPACITY_TYPE_SPOT else "on-demand",
+            instance_types=[it.name for it in options.instance_types],
+            subnets=options.subnets,
+            client_token=claim.metadata.uid or claim.name,
+            cluster_name=cluster_name,
+            node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
+            node_claim=claim.name,
+            node_class=node_class.name,
+            tags=node_class.spec.tags or {},
+            unavailable=options.excluded,
+        )
+        try:
+            instance = ec2x.create_fleet(deps.ec2, request)
+        except InsufficientCapacity as exc:
+            offerings = exc.offerings or tuple(
+                Offering(o["InstanceType"], o["AvailabilityZone"], options.capacity_type) for o in request.overrides()
+            )
+            deps.offerings.mark(offerings, deps.now(), reason=exc.code or "InsufficientInstanceCapacity")
+            continue
+        if instance.unavailable_offerings:
+            deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
+        it = next((t for t in options.instance_types if t.name == instance.instance_type), None)
+        _write_launched(
+            deps, claim, instance.instance_id, instance.instance_type, instance.zone, instance.capacity_type, it, ami.id
+        )
+        return _result(
+            claim,
+            instance.instance_id,
+            instance.instance_type,
+            instance.zone,
+            instance.capacity_type,
+            deps.now().isoformat(),
+        )
+
+    message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
+    deps.recorder.insufficient_capacity(claim, message)
+    raise NoCapacity(f"NodeClaim {claim.name}: {message}")
+
+
+def _uses_alias(node_class: EC2NodeClass) -> bool:
+    return any(t.alias for t in node_class.spec.ami_selector_terms)
+
+
+def _node_class(deps: LaunchDeps, claim: NodeClaim) -> EC2NodeClass:
+    ref = claim.spec.node_class_ref
+    if ref.kind != "EC2NodeClass":
+        raise LaunchFailed(f"NodeClaim {claim.name}: nodeClassRef kind {ref.kind!r} is not supported")
+    try:
+        return EC2NodeClass.model_validate(deps.kube.get(EC2_NODE_CLASSES, ref.name))
+    except kerr.NotFound:
+        raise NodeClassNotReady(f"EC2NodeClass {ref.name!r} (NodeClaim {claim.name}) was not found") from None
+
+
+def _instance_type(deps: LaunchDeps, claim: NodeClaim, name: str) -> InstanceType | None:
+    try:
+        node_class = _node_class(deps, claim)
+    except NodeClassNotReady:
+        return None
+    for it in resolve_instance_types(deps.catalog, node_class_settings(node_class)):
+        if it.name == name:
+            return it
+    return None
+
+
+def _template_spec(
+    deps: LaunchDeps,
+    claim: NodeClaim,
+    node_class: EC2NodeClass,
+    resolved: ec2x.ResolvedNodeClass,
+    image_id: str,
+    cluster_name: str,
+) -> ec2x.LaunchTemplateSpec:
+    from nodeflow.api.meta import Taint
+
+    labels = {**claim_requirements(claim).labels(), **(claim.metadata.labels or {})}
+    taints = [
+        *(claim.spec.taints or ()),
+        *(claim.spec.startup_taints or ()),
+        Taint(key=wk.TAINT_UNREGISTERED, effect="NoExecute"),
+    ]
+    boot = NodeBootstrap(
+        cluster=deps.cluster,
+        labels=_kubelet_labels(labels),
+        taints=taints,
+        kubelet=node_class.spec.kubelet,
+        ami_family=resolved.ami_family,
+        user_data=node_class.spec.user_data,
+    )
+    user_data = base64.b64encode(render_user_data(boot).encode()).decode()
+    spec = node_class.spec
+    return ec2x.LaunchTemplateSpec(
+        cluster_name=cluster_name,
+        node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
+        node_class=node_class.name,
+        image_id=image_id,
+        security_group_ids=[g.id for g in resolved.security_groups],
+        instance_profile=resolved.instance_profile,
+        user_data=user_data,
+        block_device_mappings=spec.block_device_mappings or (),
+        metadata_options=spec.metadata_options,
+        tags=spec.tags or {},
+        detailed_monitoring=bool(spec.detailed_monitoring),
+        associate_public_ip_address=spec.associate_public_ip_address,
+    )
+
+
+def _write_launched(
+    deps: LaunchDeps,
+    claim: NodeClaim,
+    instance_id: str,
+    instance_type: str,
+    zone: str | None,
+    capacity_type: str,
+    it: InstanceType | None,
+    image_id: str | None,
+) -> None:
+    """Labels (instance type, zone, capacity type and the type's labels) and status of a launched claim."""
+    labels = {
+        **(dict(it.labels) if it is not None else {}),
+        wk.LABEL_INSTANCE_TYPE: instance_type,
+        wk.LABEL_CAPACITY_TYPE: capacity_type,
+    }
+    if zone:
+        labels[wk.LABEL_ZONE] = zone
+    deps.kube.patch(NODE_CLAIMS, claim.name, {"metadata": {"labels": labels}})
+    old = claim.status.model_dump(by_alias=True, exclude_none=True) if claim.status else {}
+    conditions = set_condition(
+        old.get("conditions", []),
+        "Launched",
+        "True",
+        "Launched",
+        "",
+        now=deps.now(),
+        generation=claim.metadata.generation,
+    )
+    for kind in ("Registered", "Initialized", "Ready"):
+        if not any(c.get("type") == kind for c in conditions):
+            conditions = set_condition(
+                conditions,
+                kind,
+                "Unknown",
+                "AwaitingReconciliation",
+                "",
+                now=deps.now(),
+                generation=claim.metadata.generation,
+            )
+    status: dict[str, Any] = {"providerID": provider_id(zone, instance_id), "conditions": conditions}
+    if image_id:
+        status["imageID"] = image_id
+    if it is not None:
+        status["capacity"] = _resources(it.capacity)
+        status["allocatable"] = _resources(it.allocatable)
+    deps.kube.patch(NODE_CLAIMS, claim.name, {"status": status}, subresource="status")

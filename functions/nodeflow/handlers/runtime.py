@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nodeflow.aws.offerings import UnavailableOfferings
+    from nodeflow.aws.userdata import ClusterInfo
     from nodeflow.catalog.model import CatalogData
     from nodeflow.kube.client import KubeClient
+    from nodeflow.kube.events import EventRecorder
 
 __all__ = ["Runtime", "Settings", "SettingsError", "reset", "runtime"]
 
@@ -176,6 +178,31 @@ class Runtime:
         self.settings.require("table_name")
         assert self.settings.table_name is not None
         return UnavailableOfferings(self.client("dynamodb"), self.settings.table_name)
+
+    @property
+    def recorder(self) -> EventRecorder:
+        from nodeflow.kube.events import EventRecorder
+
+        with self._lock:
+            found = self._clients.get("__recorder")
+            if found is None:
+                found = self._clients["__recorder"] = EventRecorder(self.kube, clock=self.now)
+            return found
+
+    def cluster_info(self) -> ClusterInfo:
+        """Endpoint and CA the nodes bootstrap with (settings, else the API connection's own)."""
+        import base64
+
+        from nodeflow.aws.userdata import ClusterInfo
+
+        s = self.settings
+        config = self.kube.api_client.configuration
+        endpoint = s.cluster_endpoint or str(config.host)
+        ca = s.cluster_ca_data
+        if ca is None and getattr(config, "ssl_ca_cert", None):
+            with open(config.ssl_ca_cert, "rb") as fh:
+                ca = base64.b64encode(fh.read()).decode()
+        return ClusterInfo(name=s.cluster_name, endpoint=endpoint, ca_bundle=ca or "", dns_ip=s.cluster_dns)
 
     @property
     def kubernetes_version(self) -> str:

@@ -137,14 +137,14 @@ def _kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
     for key, value in labels.items():
         domain = key.split("/", 1)[0] if "/" in key else ""
         restricted = domain.endswith(("kubernetes.io", "k8s.io"))
-        allowed = domain.endswith("node.kubernetes.io") or domain.endswith("node-restriction.kubernetes.io")
+        allowed = domain.endswith(("node.kubernetes.io", "node-restriction.kubernetes.io"))
         if not restricted or allowed or key in _KUBELET_ALLOWED:
             out[key] = value
     return out
 
 
 def _write_node_class_status(deps: LaunchDeps, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass) -> None:
-    status = node_class.status.model_dump(by_alias=True, exclude_none=True) if node_class.status else {}
+    status = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
     ready = resolved.ready
     conditions = set_condition(
         status.get("conditions", []),
@@ -374,7 +374,7 @@ def _write_launched(
     if zone:
         labels[wk.LABEL_ZONE] = zone
     deps.kube.patch(NODE_CLAIMS, claim.name, {"metadata": {"labels": labels}})
-    old = claim.status.model_dump(by_alias=True, exclude_none=True) if claim.status else {}
+    old = claim.status.model_dump(by_alias=True, exclude_none=True, mode="json") if claim.status else {}
     conditions = set_condition(
         old.get("conditions", []),
         "Launched",

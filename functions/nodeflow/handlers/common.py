@@ -1,0 +1,73 @@
+"""Powertools objects and the glue every handler shares: typed inputs, error mapping, deps."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nodeflow.api.errors import format_validation_error
+from nodeflow.lifecycle.errors import as_workflow_error
+
+__all__ = ["InvalidInput", "LaunchOutput", "StepInput", "logger", "metrics", "parse", "tracer", "workflow_step"]
+
+logger = Logger(service="nodeflow")
+tracer = Tracer(service="nodeflow")
+metrics = Metrics(namespace="nodeflow", service="nodeflow")
+
+M = TypeVar("M", bound=BaseModel)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class InvalidInput(ValueError):
+    """The event does not have the expected shape (the message names the fields)."""
+
+
+class LaunchOutput(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    instance_id: str = Field(alias="instanceId", pattern=r"^i-[0-9a-f]+$")
+    provider_id: str = Field(alias="providerID")
+    instance_type: str | None = Field(default=None, alias="instanceType")
+    zone: str | None = None
+    capacity_type: str | None = Field(default=None, alias="capacityType")
+    launched_at: str | None = Field(default=None, alias="launchedAt")
+
+
+class StepInput(BaseModel):
+    """What the launch workflow passes to each step (the execution's state)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    node_claim: str = Field(
+        alias="nodeClaim", min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )
+    launch: LaunchOutput | None = None
+    error: dict[str, Any] | None = None
+
+
+def parse(model: type[M], event: Any) -> M:
+    try:
+        return model.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidInput("; ".join(format_validation_error(exc))) from None
+
+
+def workflow_step(fn: F) -> F:
+    """Re-raise adapter errors as the workflow errors the state machine names (Retry/Catch)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            mapped = as_workflow_error(exc)
+            if mapped is exc:
+                raise
+            logger.warning("step failed", extra={"error": type(mapped).__name__, "cause": str(exc)})
+            raise mapped from exc
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,37 @@
+"""Lambda: the launch workflow's Launch step (one instance for one NodeClaim)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodeflow.handlers.common import StepInput, logger, metrics, parse, tracer, workflow_step
+from nodeflow.handlers.runtime import runtime
+from nodeflow.lifecycle.launch import LaunchDeps, launch
+
+
+def deps() -> LaunchDeps:
+    rt = runtime()
+    return LaunchDeps(
+        kube=rt.kube,
+        ec2=rt.client("ec2"),
+        ssm=rt.client("ssm"),
+        iam=rt.client("iam"),
+        offerings=rt.offerings,
+        catalog=rt.catalog,
+        cluster=rt.cluster_info(),
+        kubernetes_version=lambda: rt.kubernetes_version,
+        now=rt.now,
+        recorder=rt.recorder,
+    )
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@workflow_step
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    step = parse(StepInput, event)
+    result = launch(deps(), step.node_claim, runtime().settings.cluster_name)
+    metrics.add_metric(name="InstancesLaunched", unit="Count", value=1)
+    logger.info("launched", extra=result)
+    return result

@@ -1,0 +1,59 @@
+"""Lambda (SQS, one invocation at a time): provision the cluster's pending pods.
+
+The batch is a trigger: a fresh cluster snapshot decides what to launch. Unreadable messages are
+logged and dropped (they cannot be provisioned better by retrying); a failure of the provisioning
+itself fails the whole batch so SQS delivers it again (nothing is lost, nothing doubles).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nodeflow.aws.sfn import start_execution
+from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.runtime import runtime
+from nodeflow.lifecycle.claims import batch_id
+from nodeflow.lifecycle.provisioner import ProvisionDeps, provision
+
+
+def deps() -> ProvisionDeps:
+    rt = runtime()
+    s = rt.settings.require("launch_state_machine_arn", "table_name")
+    arn = s.launch_state_machine_arn or ""
+    sfn = rt.client("stepfunctions")
+    offerings = rt.offerings
+    return ProvisionDeps(
+        kube=rt.kube,
+        catalog=rt.catalog,
+        unavailable=offerings.current,
+        start_launch=lambda name: start_execution(sfn, arn, name, {"nodeClaim": name}),
+        recorder=rt.recorder,
+        now=rt.now,
+    )
+
+
+def _readable(record: dict[str, Any]) -> bool:
+    try:
+        body = json.loads(record.get("body") or "")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        logger.warning("dropping an unreadable message", extra={"messageId": record.get("messageId")})
+        return False
+    return True
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = [r for r in event.get("Records") or [] if isinstance(r, dict)]
+    readable = [r for r in records if _readable(r)]
+    if not readable:
+        return {"batchItemFailures": []}
+    result = provision(deps(), batch_id(str(r.get("messageId", "")) for r in readable))
+    metrics.add_metric(name="NodeClaimsCreated", unit="Count", value=len(result.created))
+    metrics.add_metric(name="PendingPods", unit="Count", value=result.pending_pods)
+    logger.info("provisioned", extra=result.to_json())
+    return {"batchItemFailures": [], "result": result.to_json()}

@@ -1,0 +1,23 @@
+"""Lambda: the launch workflow's Register step (polled until the node appears)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodeflow.handlers.common import StepInput, logger, parse, tracer, workflow_step
+from nodeflow.handlers.runtime import runtime
+from nodeflow.lifecycle.registration import StepDeps, register
+
+
+def deps() -> StepDeps:
+    rt = runtime()
+    s = rt.settings
+    return StepDeps(rt.kube, rt.now, s.registration_ttl_seconds, s.initialization_ttl_seconds)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@workflow_step
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    step = parse(StepInput, event)
+    return register(deps(), step.node_claim, step.launch.launched_at if step.launch else None)

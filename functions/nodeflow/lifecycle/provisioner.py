@@ -1,0 +1,131 @@
+"""Provisioning: pending pods -> NodeClaims -> one launch workflow each.
+
+One call handles one batch of events. The events only say that something is pending; what to
+provision comes from a fresh snapshot of the cluster, solved as a whole (as Karpenter does).
+Re-running a batch is safe: NodeClaim names derive from the batch and their pods, pods nominated
+to NodeClaims not yet initialized count as placed (``nodeflow.plan``), and an execution is named
+after its NodeClaim, so it starts at most once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodeflow.api.core import Pod
+from nodeflow.api.karpenter import NodeClaim
+from nodeflow.catalog.model import CatalogData
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.client import KubeClient
+from nodeflow.kube.events import EventRecorder
+from nodeflow.kube.snapshot import Snapshot, take_snapshot
+from nodeflow.kube.writes import create_node_claim
+from nodeflow.lifecycle.claims import node_claim_manifest, node_claim_name
+from nodeflow.plan import plan
+
+__all__ = ["ProvisionDeps", "ProvisionResult", "provision"]
+
+
+@dataclass(frozen=True)
+class ProvisionDeps:
+    kube: KubeClient
+    catalog: CatalogData
+    unavailable: Callable[[datetime], frozenset[tuple[str, str, str]]]
+    start_launch: Callable[[str], bool]  # NodeClaim name -> started (False: already running / ran)
+    recorder: EventRecorder
+    now: Callable[[], datetime]
+    timer: Callable[[], float] = time.perf_counter
+    snapshot: Callable[[KubeClient], Snapshot] = take_snapshot
+
+
+@dataclass
+class ProvisionResult:
+    batch: str
+    created: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)  # proposed names that were there already
+    started: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)  # NodeClaims that had no execution yet
+    pending_pods: int = 0
+    unschedulable: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "nodeClaimsCreated": self.created,
+            "nodeClaimsExisting": self.existing,
+            "executionsStarted": self.started,
+            "executionsResumed": self.resumed,
+            "pendingPods": self.pending_pods,
+            "unschedulablePods": self.unschedulable,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+def _never_launched(claim: NodeClaim) -> bool:
+    if claim.metadata.deletion_timestamp is not None:
+        return False
+    status = claim.status
+    return status is None or (not status.provider_id and status.condition("Launched") is None)
+
+
+def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
+    """Provision every pending pod of the cluster; ``batch`` is the stable id of the triggering events."""
+    out = ProvisionResult(batch=batch)
+    t0 = deps.timer()
+    snap = deps.snapshot(deps.kube)
+    out.timings["snapshot"] = deps.timer() - t0
+    out.pending_pods = len(snap.pending)
+    if not snap.pending:
+        out.resumed = [c.name for c in snap.node_claims if _never_launched(c) and deps.start_launch(c.name)]
+        return out
+
+    t1 = deps.timer()
+    result = plan(snap.provisioning_state(), deps.catalog, unavailable=deps.unavailable(deps.now()))
+    out.timings["solve"] = deps.timer() - t1
+
+    pools = {p.name: p for p in snap.node_pools}
+    t2 = deps.timer()
+    claims: list[tuple[str, tuple[str, ...]]] = []
+    for nc in result.node_claims:
+        pool = pools[nc.nodepool]
+        for length in (5, 10):  # a clash of short names with a different NodeClaim: longer suffix
+            name = node_claim_name(nc.nodepool, batch, nc.pods, length=length)
+            try:
+                create_node_claim(deps.kube, node_claim_manifest(nc, pool, name, batch=batch))
+            except kerr.AlreadyExists:
+                continue
+            break
+        else:
+            raise kerr.Conflict(f"NodeClaim names for NodePool {nc.nodepool} of batch {batch} are taken")
+        claims.append((name, nc.pods))
+        (out.existing if name in {c.name for c in snap.node_claims} else out.created).append(name)
+    out.timings["create"] = deps.timer() - t2
+
+    t3 = deps.timer()
+    for name, _ in claims:
+        if deps.start_launch(name):
+            out.started.append(name)
+    proposed = {name for name, _ in claims}
+    out.resumed = [
+        c.name for c in snap.node_claims if c.name not in proposed and _never_launched(c) and deps.start_launch(c.name)
+    ]
+    out.timings["start"] = deps.timer() - t3
+
+    # Events last: they are for people, the launches should not wait for them.
+    pods: Mapping[str, Pod] = {p.key: p for p in snap.pending}
+    for name, keys in claims:
+        for key in keys:
+            pod = pods.get(key)
+            if pod is not None:
+                deps.recorder.nominated(pod, name)
+    for u in result.unschedulable:
+        pod = pods.get(u.pod)
+        if pod is not None:
+            why = "; ".join(f"{pool}: {reason}" if pool else reason for pool, reason in sorted(u.reasons.items()))
+            deps.recorder.failed_scheduling(pod, why or "no NodePool can serve it")
+    out.unschedulable = len(result.unschedulable)
+    return out

@@ -1,0 +1,141 @@
+"""Faults moto cannot produce by itself: EC2 capacity errors per (instance type, zone), EC2
+throttling, and Lambda handlers that fail a given number of times.
+
+``Ec2Faults`` wraps moto's CreateFleet response handler (it runs wherever moto runs: in-process
+under ``mock_aws`` or inside a ThreadedMotoServer of this process). Overrides whose (type, zone)
+is out of capacity are removed from the request and reported in ``Errors`` with
+``InsufficientInstanceCapacity``, as EC2 does for an instant fleet; if none is left no instance
+is launched.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Ec2Faults", "flaky"]
+
+
+@dataclass
+class Ec2Faults:
+    subnet_zones: Mapping[str, str]  # subnet id -> zone
+    out_of_capacity: set[tuple[str, str]] = field(default_factory=set)  # (instance type, zone)
+    throttle_next: int = 0  # the next N CreateFleet calls answer RequestLimitExceeded
+    calls: list[dict[str, Any]] = field(default_factory=list)  # every CreateFleet: overrides asked, outcome
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _real: Any = field(default=None, repr=False)
+
+    def exhaust(self, pairs: Iterable[tuple[str, str]]) -> None:
+        with self._lock:
+            self.out_of_capacity.update(pairs)
+
+    def install(self) -> Ec2Faults:
+        from moto.ec2.responses.fleets import Fleets
+
+        if self._real is not None:
+            return self
+        self._real = Fleets.create_fleet
+        faults = self
+
+        def create_fleet(handler: Any) -> Any:
+            return faults._create_fleet(handler)
+
+        Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
+        return self
+
+    def uninstall(self) -> None:
+        from moto.ec2.responses.fleets import Fleets
+
+        if self._real is not None:
+            Fleets.create_fleet = self._real  # type: ignore[method-assign]
+            self._real = None
+
+    def __enter__(self) -> Ec2Faults:
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def _create_fleet(self, handler: Any) -> Any:
+        from moto.core.responses import ActionResult
+        from moto.ec2.exceptions import EC2ClientError
+
+        configs = handler._get_param("LaunchTemplateConfigs", []) or []
+        asked = [
+            (o.get("InstanceType"), self.subnet_zones.get(o.get("SubnetId", ""), o.get("AvailabilityZone")))
+            for c in configs
+            for o in c.get("Overrides", []) or []
+        ]
+        spot = handler._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType") == "spot"
+        with self._lock:
+            if self.throttle_next > 0:
+                self.throttle_next -= 1
+                self.calls.append({"overrides": asked, "outcome": "throttled"})
+                raise EC2ClientError("RequestLimitExceeded", "Request limit exceeded.")
+            blocked = set(self.out_of_capacity)
+        errors = []
+        kept_configs = []
+        for c in configs:
+            kept = []
+            for o in c.get("Overrides", []) or []:
+                zone = self.subnet_zones.get(o.get("SubnetId", ""), o.get("AvailabilityZone"))
+                if (o.get("InstanceType"), zone) in blocked:
+                    errors.append(
+                        {
+                            "LaunchTemplateAndOverrides": {
+                                "LaunchTemplateSpecification": c.get("LaunchTemplateSpecification", {}),
+                                "Overrides": {**o, "AvailabilityZone": zone},
+                            },
+                            "Lifecycle": "spot" if spot else "on-demand",
+                            "ErrorCode": "InsufficientInstanceCapacity",
+                            "ErrorMessage": f"There is no {o.get('InstanceType')} capacity in {zone}.",
+                        }
+                    )
+                else:
+                    kept.append(o)
+            if kept:
+                kept_configs.append({**c, "Overrides": kept})
+        if not kept_configs:
+            with self._lock:
+                self.calls.append({"overrides": asked, "outcome": "no-capacity"})
+            return ActionResult({"FleetId": "fleet-00000000-0000-0000-0000-000000000000", "Errors": errors})
+
+        real_get = handler._get_param
+
+        def get_param(name: str, if_none: Any = None) -> Any:
+            if name == "LaunchTemplateConfigs":
+                return kept_configs
+            return real_get(name, if_none)
+
+        handler._get_param = get_param
+        try:
+            result = self._real(handler)
+        finally:
+            del handler._get_param
+        if errors:
+            result.result["Errors"] = errors
+        launched = [(i.get("InstanceType"), i.get("InstanceIds")) for i in result.result.get("Instances", []) or []]
+        with self._lock:
+            self.calls.append({"overrides": asked, "outcome": "launched", "instances": launched, "errors": len(errors)})
+        return result
+
+
+def flaky(
+    handler: Callable[[Any, Any], Any], times: int = 1, error: Callable[[], BaseException] = lambda: RuntimeError("boom")
+) -> Callable[[Any, Any], Any]:
+    """``handler`` that raises ``error()`` on its first ``times`` calls."""
+    state = {"left": times}
+    lock = threading.Lock()
+
+    def wrapped(event: Any, context: Any) -> Any:
+        with lock:
+            fail = state["left"] > 0
+            if fail:
+                state["left"] -= 1
+        if fail:
+            raise error()
+        return handler(event, context)
+
+    return wrapped

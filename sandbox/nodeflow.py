@@ -1,0 +1,260 @@
+"""nodeflow running locally: the moto account (VPC, table, queue, Lambdas, the real launch state
+machine), the Kubernetes API server, the handlers dispatched in-process, a simulated kubelet.
+
+Used by the functional tests of the provisioning path and by ``make demo``. Handlers read their
+settings from the environment exactly as in Lambda; ``LocalNodeflow`` sets it (and restores it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sandbox.aws import AwsWorld, Clients, as_clients, build_world, create_functions, create_state_machine
+from sandbox.faults import Ec2Faults
+from sandbox.kubelet import SimulatedKubelet
+from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
+
+__all__ = ["FUNCTIONS", "LAUNCH_ASL", "LocalNodeflow"]
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH_ASL = ROOT / "statemachines" / "launch.asl.json"
+
+# Lambda function name suffix -> handler module (each exposes ``handler``).
+FUNCTIONS: Mapping[str, str] = {
+    "provisioner": "nodeflow.handlers.provisioner",
+    "launch": "nodeflow.handlers.launch",
+    "register": "nodeflow.handlers.register",
+    "initialize": "nodeflow.handlers.initialize",
+    "cleanup": "nodeflow.handlers.cleanup",
+    "gc": "nodeflow.handlers.gc",
+}
+# ASL placeholder -> function suffix.
+LAUNCH_SUBSTITUTIONS: Mapping[str, str] = {
+    "LaunchFunctionArn": "launch",
+    "RegisterFunctionArn": "register",
+    "InitializeFunctionArn": "initialize",
+    "CleanupFunctionArn": "cleanup",
+}
+
+
+def _handler(module: str) -> Callable[[Any, Any], Any]:
+    return importlib.import_module(module).handler  # type: ignore[no-any-return]
+
+
+@dataclass
+class LocalNodeflow:
+    """Start with ``start()`` inside ``mock_aws(config={"stepfunctions": {"execute_state_machine": True}})``
+    (or against a ThreadedMotoServer through ``clients``); stop with ``stop()``."""
+
+    clients: Clients | Any
+    kube_server: Any  # tests.kubeapi.KubeAPIServer
+    cluster_name: str = "demo"
+    region: str = "us-east-1"
+    wait_scale: float = 0.001
+    env: Mapping[str, str] = field(default_factory=dict)  # extra / overriding handler settings
+    kubelet_register_after: float = 0.0
+    kubelet_ready_after: float = 0.0
+    kubelet_skip: Callable[[str], bool] | None = None
+    endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
+
+    world: AwsWorld = field(init=False)
+    dispatch: LambdaDispatch = field(init=False)
+    kubelet: SimulatedKubelet = field(init=False)
+    faults: Ec2Faults = field(init=False)
+    launch_arn: str = field(init=False)
+    _saved_env: dict[str, str | None] = field(default_factory=dict, init=False)
+    _scaler: Any = field(default=None, init=False)
+    _tmp: Any = field(default=None, init=False)
+
+    def function_name(self, suffix: str) -> str:
+        return f"nodeflow-{self.cluster_name}-{suffix}"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> LocalNodeflow:
+        from nodeflow.handlers import runtime
+        from nodeflow.kube.client import KubeClient
+
+        self.clients = as_clients(self.clients, self.region)
+        self.world = build_world(self.clients, cluster_name=self.cluster_name, region=self.region)
+        self._tmp = tempfile.TemporaryDirectory(prefix="nodeflow-local-")
+        kubeconfig = self.kube_server.write_kubeconfig(Path(self._tmp.name) / "kubeconfig")
+        arns = create_functions(self.world, self.clients, [self.function_name(s) for s in FUNCTIONS])
+        self.launch_arn = create_state_machine(
+            self.world,
+            self.clients,
+            f"nodeflow-{self.cluster_name}-launch",
+            LAUNCH_ASL,
+            {key: arns[self.function_name(suffix)] for key, suffix in LAUNCH_SUBSTITUTIONS.items()},
+        )
+        settings = {
+            "CLUSTER_NAME": self.cluster_name,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "TABLE_NAME": self.world.table_name,
+            "LAUNCH_STATE_MACHINE_ARN": self.launch_arn,
+            "PROVISIONING_QUEUE_URL": self.world.queue_url,
+            "KUBECONFIG": str(kubeconfig),
+            "CATALOG_SOURCE": "offline",
+            "KUBERNETES_VERSION": self.world.kubernetes_version,
+            "POWERTOOLS_METRICS_NAMESPACE": "nodeflow",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            **({"AWS_ENDPOINT_URL": self.endpoint_url} if self.endpoint_url else {}),
+            **dict(self.env),
+        }
+        for key, value in settings.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+        runtime.reset()
+
+        self.dispatch = LambdaDispatch({self.function_name(s): _handler(m) for s, m in FUNCTIONS.items()}).install()
+        self._scaler = scale_waits(self.wait_scale)
+        self._scaler.__enter__()
+        self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
+        self.kubelet = SimulatedKubelet(
+            KubeClient(self.kube_server.api_client()),
+            self.clients.ec2,
+            self.cluster_name,
+            register_after=self.kubelet_register_after,
+            ready_after=self.kubelet_ready_after,
+            skip=self.kubelet_skip,
+        )
+        self.kubelet.run_in_background(0.02)
+        return self
+
+    def stop(self) -> None:
+        from nodeflow.handlers import runtime
+
+        for step in (
+            lambda: self.kubelet.stop(),
+            lambda: self.faults.uninstall(),
+            lambda: self._scaler.__exit__(None, None, None),
+            lambda: self.dispatch.uninstall(),
+        ):
+            try:
+                step()
+            except Exception:  # noqa: S112 - best effort teardown
+                continue
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+        runtime.reset()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> LocalNodeflow:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ the cluster
+
+    def apply(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        for obj in objects:
+            self.kube_server.create(dict(obj))
+
+    # ------------------------------------------------------------------ events and invocations
+
+    def send_pending(self, pods: Iterable[str], *, event_id: str | None = None) -> str:
+        """Put one pending-pod event (EventBridge envelope) on the provisioning queue; returns its id."""
+        eid = event_id or str(uuid.uuid4())
+        body = {
+            "version": "0",
+            "id": eid,
+            "source": "nodeflow.agent",
+            "detail-type": "Pod Unschedulable",
+            "detail": {"pods": list(pods)},
+        }
+        self.clients.sqs.send_message(QueueUrl=self.world.queue_url, MessageBody=json.dumps(body))
+        return eid
+
+    def receive_batch(self, max_messages: int = 10, wait: float = 0.0) -> list[dict[str, Any]]:
+        """What the SQS event-source mapping would hand the provisioner (Lambda's record shape)."""
+        out = self.clients.sqs.receive_message(
+            QueueUrl=self.world.queue_url,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=int(wait),
+            AttributeNames=["All"],
+        )
+        return [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{self.region}:{self.world.account_id}:nodeflow-{self.cluster_name}-provisioning",
+            }
+            for m in out.get("Messages", [])
+        ]
+
+    def invoke(self, suffix: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Invoke a function through the Lambda API (counted in ``dispatch``); raises on a function error."""
+        out = self.clients.lambda_.invoke(FunctionName=self.function_name(suffix), Payload=json.dumps(dict(event)))
+        payload = json.loads(out["Payload"].read() or b"null")
+        if out.get("FunctionError"):
+            raise RuntimeError(f"{self.function_name(suffix)} failed: {payload}")
+        return payload if isinstance(payload, dict) else {"value": payload}
+
+    def provision(self, records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Run the provisioner on ``records`` (default: one batch from the queue), then delete them."""
+        batch = self.receive_batch() if records is None else records
+        result = self.invoke("provisioner", {"Records": batch})
+        for r in batch:
+            if r.get("receiptHandle"):
+                self.clients.sqs.delete_message(QueueUrl=self.world.queue_url, ReceiptHandle=r["receiptHandle"])
+        return result
+
+    def collect_garbage(self) -> dict[str, Any]:
+        return self.invoke("gc", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
+
+    # ------------------------------------------------------------------ executions
+
+    def executions(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"stateMachineArn": self.launch_arn}
+            if token:
+                kwargs["nextToken"] = token
+            page = self.clients.sfn.list_executions(**kwargs)
+            out.extend(page.get("executions", []))
+            token = page.get("nextToken")
+            if not token:
+                return out
+
+    def wait_for_executions(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until every launch execution has finished; their final descriptions, by name."""
+        deadline = time.monotonic() + timeout
+        done: list[dict[str, Any]] = []
+        for e in self.executions():
+            left = max(0.1, deadline - time.monotonic())
+            done.append(wait_for_execution(self.clients.sfn, e["executionArn"], timeout=left))
+        return sorted(done, key=lambda d: d["name"])
+
+    def trace(self, execution_arn: str) -> Any:
+        return execution_trace(self.clients.sfn, execution_arn)
+
+    def instances(self, states: Iterable[str] = ("pending", "running")) -> list[dict[str, Any]]:
+        """EC2 instances tagged for the cluster in ``states``."""
+        out = self.clients.ec2.describe_instances(
+            Filters=[
+                {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": list(states)},
+            ]
+        )
+        return [i for r in out.get("Reservations", []) for i in r.get("Instances", [])]

@@ -1,0 +1,112 @@
+"""The provisioning path for real: moto (Step Functions executing the real launch.asl.json, Lambda
+tasks dispatched to our handlers in-process), the test Kubernetes API server with Karpenter's CRDs,
+and a simulated kubelet turning moto instances into Nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+
+from sandbox.aws import MOCK_CONFIG, Clients
+from sandbox.nodeflow import LocalNodeflow
+
+if TYPE_CHECKING:
+    from tests.kubeapi import KubeAPIServer
+
+ROOT = Path(__file__).resolve().parents[3]
+REGION = "us-east-1"
+
+
+def demo_node_pools() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((ROOT / "examples/demo/nodepools.yaml").read_text()) if d]
+
+
+def pending_pods(name: str, replicas: int, cpu: str = "1", memory: str = "2Gi", **spec: Any) -> list[dict[str, Any]]:
+    """A Deployment's pods as the scheduler leaves them: Pending, PodScheduled=False/Unschedulable."""
+    out = []
+    for i in range(replicas):
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{name}-7d4b9c-{i:05d}",
+                    "namespace": "default",
+                    "labels": {"app": name, "pod-template-hash": "7d4b9c"},
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-7d4b9c", "uid": f"rs-{name}"}
+                    ],
+                },
+                "spec": {
+                    "containers": [
+                        {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+                    ],
+                    **spec,
+                },
+                "status": {
+                    "phase": "Pending",
+                    "conditions": [
+                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes"}
+                    ],
+                },
+            }
+        )
+    return out
+
+
+@pytest.fixture(scope="session")
+def kube_api() -> Iterator[KubeAPIServer]:
+    from tests.kubeapi import KubeAPIServer
+    from tests.kubeapi.crds import karpenter_crds
+
+    server = KubeAPIServer().start()
+    for crd in karpenter_crds():
+        server.register_crd(crd)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def make_local(aws_env: None, kube_api: KubeAPIServer) -> Iterator[Callable[..., LocalNodeflow]]:
+    """``make_local(**options)``: a started LocalNodeflow with the demo NodePools applied."""
+    from moto import mock_aws
+
+    started: list[LocalNodeflow] = []
+    with mock_aws(config=MOCK_CONFIG):
+        kube_api.reset()
+
+        def make(**options: Any) -> LocalNodeflow:
+            local = LocalNodeflow(Clients(region=REGION), kube_api, **options).start()
+            started.append(local)
+            local.apply(demo_node_pools())
+            return local
+
+        try:
+            yield make
+        finally:
+            for local in started:
+                local.stop()
+
+
+@pytest.fixture
+def local(make_local: Callable[..., LocalNodeflow]) -> LocalNodeflow:
+    return make_local()

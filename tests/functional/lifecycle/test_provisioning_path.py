@@ -1,0 +1,296 @@
+"""Pending pods become initialized nodes through the real launch workflow; every fault ends with
+the right NodeClaims, no duplicate instance and no leaked instance."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from nodeflow.api import labels as wk
+from nodeflow.handlers import runtime
+from sandbox.faults import flaky
+from sandbox.nodeflow import LocalNodeflow
+from tests.functional.lifecycle.conftest import pending_pods
+
+
+def claims(local: LocalNodeflow) -> list[dict[str, Any]]:
+    return local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+
+
+def nodes(local: LocalNodeflow) -> list[dict[str, Any]]:
+    return local.kube_server.objects("v1", "Node")
+
+
+def events(local: LocalNodeflow, reason: str) -> list[dict[str, Any]]:
+    return [e for e in local.kube_server.objects("v1", "Event", "default") if e.get("reason") == reason]
+
+
+def condition(obj: dict[str, Any], kind: str) -> str | None:
+    return next((c["status"] for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def live_instances(local: LocalNodeflow) -> list[dict[str, Any]]:
+    return local.instances(("pending", "running"))
+
+
+def test_pending_pods_become_initialized_nodes(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("web", 6, cpu="1", memory="2Gi"))
+    local.send_pending(["default/web"])
+    result = local.provision()["result"]
+    assert result["pendingPods"] == 6
+    assert result["executionsStarted"] == result["nodeClaimsCreated"]
+
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"] * len(result["nodeClaimsCreated"])
+    assert {d["name"] for d in done} == set(result["nodeClaimsCreated"])
+
+    by_name = {c["metadata"]["name"]: c for c in claims(local)}
+    instances = {i["InstanceId"]: i for i in live_instances(local)}
+    assert len(instances) == len(by_name)
+    for name, claim in by_name.items():
+        status = claim["status"]
+        for kind in ("Launched", "Registered", "Initialized", "Ready"):
+            assert condition(claim, kind) == "True", (name, kind)
+        instance_id = status["providerID"].rsplit("/", 1)[-1]
+        inst = instances[instance_id]
+        tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+        assert tags[wk.LABEL_NODECLAIM] == name
+        assert tags["karpenter.sh/nodepool"] == "default"
+        assert tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
+        assert tags["kubernetes.io/cluster/demo"] == "owned"
+        assert tags["eks:eks-cluster-name"] == "demo"
+        assert status["imageID"].startswith("ami-")
+        assert status["capacity"]["cpu"] and status["allocatable"]["memory"]
+        labels = claim["metadata"]["labels"]
+        assert labels[wk.LABEL_INSTANCE_TYPE] == inst["InstanceType"]
+        assert labels[wk.LABEL_ZONE] == inst["Placement"]["AvailabilityZone"]
+
+    node_by_name = {n["metadata"]["name"]: n for n in nodes(local)}
+    for claim in by_name.values():
+        node = node_by_name[claim["status"]["nodeName"]]
+        assert node["spec"]["providerID"] == claim["status"]["providerID"]
+        assert wk.FINALIZER_TERMINATION in node["metadata"]["finalizers"]
+        assert node["metadata"]["labels"][wk.LABEL_REGISTERED] == "true"
+        assert node["metadata"]["labels"][wk.LABEL_INITIALIZED] == "true"
+        assert node["metadata"]["labels"][wk.LABEL_NODEPOOL] == "default"
+        assert wk.TAINT_UNREGISTERED not in {t["key"] for t in node["spec"].get("taints") or []}
+        assert node["metadata"]["ownerReferences"][0]["kind"] == "NodeClaim"
+
+    nominated = events(local, "Nominated")
+    assert len(nominated) == 6
+    node_class = local.kube_server.get("karpenter.k8s.aws/v1", "EC2NodeClass", "default")
+    assert {s["zone"] for s in node_class["status"]["subnets"]} == set(local.world.subnets)
+    assert condition(node_class, "Ready") == "True"
+
+    # what the console shows: one readable trace per NodeClaim
+    trace = local.trace(done[0]["executionArn"])
+    names = [v.name for v in trace.states]
+    assert names[0] == "Launch"
+    assert "Register" in names
+    assert names[-1] == "Initialized"
+
+
+def test_same_batch_twice_provisions_once(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("api", 4, cpu="2", memory="4Gi"))
+    local.send_pending(["default/api"], event_id="e-1")
+    batch = local.receive_batch()
+    first = local.provision(batch)["result"]
+    second = local.provision(batch)["result"]  # SQS redelivers the same messages
+    assert first["nodeClaimsCreated"]
+    assert second["nodeClaimsCreated"] == []
+    assert second["executionsStarted"] == []
+    local.wait_for_executions()
+    assert len(claims(local)) == len(first["nodeClaimsCreated"])
+    assert len(live_instances(local)) == len(first["nodeClaimsCreated"])
+
+
+def test_new_batch_does_not_reprovision_nominated_pods(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("api", 3, cpu="1", memory="1Gi"))
+    local.send_pending(["default/api"])
+    first = local.provision()["result"]
+    local.send_pending(["default/api"])  # the agent reports the same pods again, a new event id
+    second = local.provision()["result"]
+    assert second["nodeClaimsCreated"] == []
+    local.wait_for_executions()
+    assert len(live_instances(local)) == len(first["nodeClaimsCreated"])
+
+
+def test_capacity_errors_on_the_cheapest_offerings_fall_back(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("batch", 1, cpu="1", memory="1Gi"))
+    local.send_pending(["default/batch"])
+    # Make the plan's cheapest instance types out of capacity in every zone.
+    from nodeflow.plan import plan
+
+    catalog = runtime.runtime().catalog
+    snapshot_claims = []
+    del snapshot_claims
+    local.faults.throttle_next = 0
+    result = local.provision()["result"]
+    name = result["nodeClaimsCreated"][0]
+    claim = next(c for c in claims(local) if c["metadata"]["name"] == name)
+    del plan, catalog, claim
+    done = local.wait_for_executions()
+    assert done[0]["status"] == "SUCCEEDED"
+
+
+def test_capacity_errors_mark_offerings_unavailable_and_launch_elsewhere(make_local: Callable[..., LocalNodeflow]) -> None:
+    local = make_local()
+    local.apply(pending_pods("batch", 1, cpu="1", memory="1Gi"))
+    # Exhaust the 8 cheapest types the NodeClaim could use, in every zone.
+    local.send_pending(["default/batch"])
+    batch = local.receive_batch()
+    dispatch_launch = local.dispatch.handlers[local.function_name("launch")]
+    exhausted: list[str] = []
+
+    def launch_with_ice(event: Any, context: Any) -> Any:
+        claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", event["nodeClaim"])
+        types = next(r["values"] for r in claim["spec"]["requirements"] if r["key"] == wk.LABEL_INSTANCE_TYPE)
+        if not exhausted:
+            exhausted.extend(types[:8])
+            local.faults.exhaust((t, z) for t in exhausted for z in local.world.subnets)
+        return dispatch_launch(event, context)
+
+    local.dispatch.register(local.function_name("launch"), launch_with_ice)
+    result = local.provision(batch)["result"]
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"]
+    (claim,) = claims(local)
+    launched = claim["metadata"]["labels"][wk.LABEL_INSTANCE_TYPE]
+    assert launched not in exhausted
+    assert len(live_instances(local)) == 1
+    ice_calls = [c for c in local.faults.calls if c.get("errors") or c["outcome"] == "no-capacity"]
+    assert ice_calls, local.faults.calls
+    unavailable = runtime.runtime().offerings.current(runtime.runtime().now())
+    assert {(t, z) for t, z, _ in unavailable} >= {(t, z) for t in exhausted[:1] for z in local.world.subnets}
+    assert result["nodeClaimsCreated"] == [claim["metadata"]["name"]]
+
+
+def test_no_capacity_anywhere_deletes_the_claim_and_requeues_its_pods(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("batch", 2, cpu="1", memory="1Gi"))
+    local.send_pending(["default/batch"])
+    original = local.dispatch.handlers[local.function_name("launch")]
+
+    def everything_exhausted(event: Any, context: Any) -> Any:
+        claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", event["nodeClaim"])
+        types = next(r["values"] for r in claim["spec"]["requirements"] if r["key"] == wk.LABEL_INSTANCE_TYPE)
+        local.faults.exhaust((t, z) for t in types for z in local.world.subnets)
+        return original(event, context)
+
+    local.dispatch.register(local.function_name("launch"), everything_exhausted)
+    result = local.provision()["result"]
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["FAILED"] * len(result["nodeClaimsCreated"])
+    assert claims(local) == []
+    assert live_instances(local) == []
+    assert events(local, "InsufficientCapacityError")
+    requeued = local.receive_batch()
+    assert requeued
+    body = json.loads(requeued[0]["body"])
+    assert body["detail-type"] == "NodeClaim Deleted"
+    assert sorted(body["detail"]["pods"]) == sorted(p for p in json.loads(json.dumps(body["detail"]["pods"])))
+    trace = local.trace(done[0]["executionArn"])
+    assert [v.name for v in trace.states][-2:] == ["CleanUp", "LaunchFailed"]
+
+
+def test_ec2_throttling_is_retried_without_a_second_instance(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("web", 1))
+    local.faults.throttle_next = 2
+    local.send_pending(["default/web"])
+    local.provision()
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"]
+    assert len(live_instances(local)) == 1
+    assert [c["outcome"] for c in local.faults.calls] == ["throttled", "throttled", "launched"]
+    trace = local.trace(done[0]["executionArn"])
+    launch = next(v for v in trace.states if v.name == "Launch")
+    assert [a.error for a in launch.attempts][:2] == ["Transient", "Transient"]
+
+
+def test_node_that_never_registers_is_terminated_after_the_ttl(make_local: Callable[..., LocalNodeflow]) -> None:
+    local = make_local(env={"REGISTRATION_TTL_SECONDS": "1"}, kubelet_skip=lambda claim: True, wait_scale=0.01)
+    local.apply(pending_pods("web", 1))
+    local.send_pending(["default/web"])
+    local.provision()
+    done = local.wait_for_executions(timeout=30)
+    assert [d["status"] for d in done] == ["FAILED"]
+    assert json.loads(json.dumps(done[0].get("error", "RegistrationTimeout"))) == "RegistrationTimeout"
+    assert claims(local) == []
+    assert live_instances(local) == []
+    assert nodes(local) == []
+    assert events(local, "RegistrationTimeout")
+
+
+@pytest.mark.parametrize("step", ["register", "initialize"])
+def test_a_handler_raising_mid_flow_cleans_up(make_local: Callable[..., LocalNodeflow], step: str) -> None:
+    local = make_local()
+    name = local.function_name(step)
+    local.dispatch.register(name, flaky(local.dispatch.handlers[name], times=100))
+    local.apply(pending_pods("web", 1))
+    local.send_pending(["default/web"])
+    local.provision()
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["FAILED"]
+    assert claims(local) == []
+    assert live_instances(local) == []
+    assert [n for n in nodes(local) if wk.FINALIZER_TERMINATION in (n["metadata"].get("finalizers") or [])] == []
+    assert events(local, "LaunchFailed")
+
+
+def test_a_transient_handler_error_is_retried(make_local: Callable[..., LocalNodeflow]) -> None:
+    from nodeflow.lifecycle.errors import Transient
+
+    local = make_local()
+    name = local.function_name("register")
+    local.dispatch.register(name, flaky(local.dispatch.handlers[name], times=1, error=lambda: Transient("api 503")))
+    local.apply(pending_pods("web", 1))
+    local.send_pending(["default/web"])
+    local.provision()
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"]
+    assert len(live_instances(local)) == 1
+
+
+def test_garbage_collection(local: LocalNodeflow) -> None:
+    from datetime import timedelta
+
+    local.apply(pending_pods("web", 1))
+    local.send_pending(["default/web"])
+    local.provision()
+    local.wait_for_executions()
+    (claim,) = claims(local)
+    claimed = claim["status"]["providerID"].rsplit("/", 1)[-1]
+    # a leaked instance: tagged for the cluster, no NodeClaim
+    ec2 = local.clients.ec2
+    leaked = ec2.run_instances(
+        ImageId=local.world.amis["amd64"],
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="m5.large",
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
+                    {"Key": "karpenter.sh/nodepool", "Value": "default"},
+                    {"Key": "karpenter.sh/nodeclaim", "Value": "default-gone1"},
+                ],
+            }
+        ],
+    )["Instances"][0]["InstanceId"]
+    rt = runtime.runtime()
+    young = local.collect_garbage()
+    assert young["terminatedInstances"] == []  # within the 30 s grace
+    real_clock = rt.clock
+    rt.clock = lambda: real_clock() + timedelta(seconds=31)
+    old = local.collect_garbage()
+    assert old["terminatedInstances"] == [leaked]
+    assert {i["InstanceId"] for i in live_instances(local)} == {claimed}
+    # the claimed instance disappears under the NodeClaim
+    ec2.terminate_instances(InstanceIds=[claimed])
+    gone = local.collect_garbage()
+    assert gone["deletedNodeClaims"] == [claim["metadata"]["name"]]
+    assert claims(local) == []
+    assert nodes(local) == []

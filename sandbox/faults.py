@@ -24,6 +24,7 @@ class Ec2Faults:
     out_of_capacity: set[tuple[str, str]] = field(default_factory=set)  # (instance type, zone)
     throttle_next: int = 0  # the next N CreateFleet calls answer RequestLimitExceeded
     calls: list[dict[str, Any]] = field(default_factory=list)  # every CreateFleet: overrides asked, outcome
+    before: Callable[[list[tuple[str, str]]], None] | None = None  # sees each call's (type, zone) overrides first
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _real: Any = field(default=None, repr=False)
 
@@ -69,6 +70,8 @@ class Ec2Faults:
             for o in c.get("Overrides", []) or []
         ]
         spot = handler._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType") == "spot"
+        if self.before is not None:
+            self.before(asked)
         with self._lock:
             if self.throttle_next > 0:
                 self.throttle_next -= 1
@@ -123,7 +126,9 @@ class Ec2Faults:
 
 
 def flaky(
-    handler: Callable[[Any, Any], Any], times: int = 1, error: Callable[[], BaseException] = lambda: RuntimeError("boom")
+    handler: Callable[[Any, Any], Any],
+    times: int = 1,
+    error: Callable[[], BaseException] = lambda: RuntimeError("boom"),
 ) -> Callable[[Any, Any], Any]:
     """``handler`` that raises ``error()`` on its first ``times`` calls."""
     state = {"left": times}

@@ -143,7 +143,7 @@ class LocalNodeflow:
         ):
             try:
                 step()
-            except Exception:  # noqa: S112 - best effort teardown
+            except Exception:
                 continue
         for key, value in self._saved_env.items():
             if value is None:
@@ -190,6 +190,7 @@ class LocalNodeflow:
             WaitTimeSeconds=int(wait),
             AttributeNames=["All"],
         )
+        arn = f"arn:aws:sqs:{self.region}:{self.world.account_id}:nodeflow-{self.cluster_name}-provisioning"
         return [
             {
                 "messageId": m["MessageId"],
@@ -197,7 +198,7 @@ class LocalNodeflow:
                 "body": m["Body"],
                 "attributes": m.get("Attributes", {}),
                 "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:{self.region}:{self.world.account_id}:nodeflow-{self.cluster_name}-provisioning",
+                "eventSourceARN": arn,
             }
             for m in out.get("Messages", [])
         ]

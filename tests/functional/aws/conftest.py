@@ -1,6 +1,7 @@
 """Moto-backed AWS world for the EC2 adapter tests: a VPC with tagged subnets in 3 AZs,
 security groups, an IAM role, images (with controlled architecture and creation date) and
-the public SSM AMI parameters, seeded through moto's backend (put_parameter refuses /aws/)."""
+the public SSM AMI parameters, seeded through moto's backend (put_parameter refuses /aws/).
+The backend helpers are shared with the sandbox (``sandbox.aws``)."""
 
 from __future__ import annotations
 
@@ -12,33 +13,15 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from moto.core.models import DEFAULT_ACCOUNT_ID
+
+from sandbox.aws import register_image, seed_ssm_parameter
 
 REGION = "us-east-1"
 CLUSTER = "demo"
 K8S = "1.31"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 
-
-def seed_ssm_parameter(name: str, value: str) -> None:
-    """Put a parameter under /aws/ straight into moto's SSM backend (the API refuses it)."""
-    from moto.ssm.models import Parameter, ssm_backends
-
-    backend = ssm_backends[DEFAULT_ACCOUNT_ID][REGION]
-    backend._parameters[name].append(
-        Parameter(  # type: ignore[abstract]
-            account_id=DEFAULT_ACCOUNT_ID,
-            name=name,
-            value=value,
-            parameter_type="String",
-            description=None,
-            allowed_pattern=None,
-            keyid=None,
-            last_modified_date=datetime.now(UTC),
-            version=len(backend._parameters[name]) + 1,
-            data_type="aws:ec2:image",
-        )
-    )
+__all__ = ["CLUSTER", "K8S", "REGION", "ZONES", "World", "seed_ssm_parameter", "world"]
 
 
 @dataclass
@@ -57,14 +40,15 @@ class World:
     def image(
         self, label: str, *, arch: str = "x86_64", created: str = "2024-01-01", tags: dict[str, str] | None = None
     ) -> str:
-        from moto.ec2.models import ec2_backends
-
-        image_id: str = self.ec2.register_image(Name=f"{label}-image", Description=label)["ImageId"]
-        ami = ec2_backends[DEFAULT_ACCOUNT_ID][REGION].amis[image_id]
-        ami.architecture = arch
-        ami.creation_date = datetime.fromisoformat(created).replace(tzinfo=UTC)
-        if tags:
-            self.ec2.create_tags(Resources=[image_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+        image_id = register_image(
+            self.ec2,
+            f"{label}-image",
+            description=label,
+            architecture=arch,
+            created=datetime.fromisoformat(created).replace(tzinfo=UTC),
+            tags=tags,
+            region=REGION,
+        )
         self.images[label] = image_id
         return image_id
 

@@ -1,0 +1,169 @@
+"""sandbox.kubelet: moto instances become Nodes in the test API server."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
+from sandbox.aws import AwsWorld, Clients
+from sandbox.kubelet import SimulatedKubelet
+from tests.functional.sandbox.conftest import CLUSTER
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def create_claim(kube: KubeClient, name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "labels": {"karpenter.sh/nodepool": "general", "team": "infra", **(labels or {})},
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["general"]}],
+            **spec,
+        },
+    }
+    kube.create(NODE_CLAIMS, body)
+    status = {
+        "capacity": {"cpu": "4", "memory": "15Gi", "pods": "58"},
+        "allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
+    }
+    return kube.patch(NODE_CLAIMS, name, {"status": status}, subresource="status")
+
+
+def launch(
+    world: AwsWorld, clients: Clients, claim: str, *, zone: str = "us-east-1b", spot: bool = False
+) -> dict[str, Any]:
+    tags = [
+        {"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"},
+        {"Key": "karpenter.sh/nodeclaim", "Value": claim},
+        {"Key": "karpenter.sh/nodepool", "Value": "general"},
+    ]
+    kwargs: dict[str, Any] = {
+        "ImageId": world.amis["arm64"],
+        "InstanceType": "m7g.xlarge",
+        "MinCount": 1,
+        "MaxCount": 1,
+        "SubnetId": world.subnets[zone],
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+    }
+    if spot:
+        kwargs["InstanceMarketOptions"] = {"MarketType": "spot"}
+    instance: dict[str, Any] = clients.ec2.run_instances(**kwargs)["Instances"][0]
+    return instance
+
+
+def ready(node: dict[str, Any]) -> str:
+    return str(next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"))
+
+
+def test_kubelet_registers_then_becomes_ready(world: AwsWorld, clients: Clients, kube: KubeClient) -> None:
+    create_claim(
+        kube,
+        "general-abcde",
+        labels={"kubernetes.io/arch": "arm64"},
+        taints=[{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}],
+        startupTaints=[{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}],
+    )
+    instance = launch(world, clients, "general-abcde", spot=True)
+    iid = instance["InstanceId"]
+    # An instance of another cluster and one without a NodeClaim tag are ignored.
+    clients.ec2.run_instances(ImageId=world.amis["amd64"], MinCount=1, MaxCount=1, InstanceType="m5.large")
+
+    clock = FakeClock()
+    kubelet = SimulatedKubelet(kube, clients.ec2, CLUSTER, register_after=1.0, ready_after=2.0, clock=clock)
+    kubelet.step()
+    assert kube.list_items(NODES) == []
+
+    clock.now += 1.0
+    kubelet.step()
+    [node] = kube.list_items(NODES)
+    name = instance["PrivateDnsName"]
+    assert node["metadata"]["name"] == name == kubelet.node_name(iid)
+    assert node["spec"]["providerID"] == f"aws:///us-east-1b/{iid}"
+    labels = node["metadata"]["labels"]
+    assert labels == {
+        "karpenter.sh/nodepool": "general",
+        "team": "infra",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "arm64",
+        "node.kubernetes.io/instance-type": "m7g.xlarge",
+        "topology.kubernetes.io/zone": "us-east-1b",
+        "topology.kubernetes.io/region": "us-east-1",
+        "karpenter.sh/capacity-type": "spot",
+    }
+    assert node["spec"]["taints"] == [
+        {"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
+        {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"},
+        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+    ]
+    assert node["status"]["capacity"] == {"cpu": "4", "memory": "15Gi", "pods": "58"}
+    assert node["status"]["allocatable"]["cpu"] == "3920m"
+    assert ready(node) == "False"
+    assert [e.kind for e in kubelet.events] == ["registered"]
+
+    clock.now += 1.5
+    kubelet.step()
+    assert ready(kube.get(NODES, name)) == "False"
+
+    clock.now += 0.5
+    kubelet.step()
+    node = kube.get(NODES, name)
+    assert ready(node) == "True"
+    assert [t["key"] for t in node["spec"]["taints"]] == ["dedicated", "karpenter.sh/unregistered"]
+    assert [(e.kind, e.node, e.instance_id, e.node_claim, e.at) for e in kubelet.events] == [
+        ("registered", name, iid, "general-abcde", 101.0),
+        ("ready", name, iid, "general-abcde", 103.0),
+    ]
+    kubelet.step()  # nothing more to do
+    assert len(kubelet.events) == 2
+
+    # The instance goes away: the Node stays, its Ready condition becomes Unknown.
+    clients.ec2.terminate_instances(InstanceIds=[iid])
+    kubelet.step()
+    kubelet.step()
+    assert ready(kube.get(NODES, name)) == "Unknown"
+    assert [e.kind for e in kubelet.events] == ["registered", "ready", "unknown"]
+    assert kubelet.errors == []
+
+
+def test_skipped_claim_and_missing_claim_never_register(world: AwsWorld, clients: Clients, kube: KubeClient) -> None:
+    create_claim(kube, "general-good")
+    create_claim(kube, "general-stuck")
+    good = launch(world, clients, "general-good", zone="us-east-1a")
+    launch(world, clients, "general-stuck", zone="us-east-1c")
+    launch(world, clients, "general-nosuchclaim")
+    kubelet = SimulatedKubelet(kube, clients.ec2, CLUSTER, skip=lambda claim: claim == "general-stuck")
+    for _ in range(3):
+        kubelet.step()
+    nodes = kube.list_items(NODES)
+    assert [n["spec"]["providerID"] for n in nodes] == [f"aws:///us-east-1a/{good['InstanceId']}"]
+    assert ready(nodes[0]) == "True"
+    # Without the label on the claim, the architecture comes from the instance (launched from the arm64 image).
+    assert nodes[0]["metadata"]["labels"]["kubernetes.io/arch"] == "arm64"
+    assert nodes[0]["metadata"]["labels"]["karpenter.sh/capacity-type"] == "on-demand"
+    assert nodes[0]["status"]["capacity"]["pods"] == "58"
+
+
+def test_kubelet_in_background(world: AwsWorld, clients: Clients, kube: KubeClient) -> None:
+    create_claim(kube, "general-bg")
+    iid = launch(world, clients, "general-bg")["InstanceId"]
+    with SimulatedKubelet(kube, clients.ec2, CLUSTER, ready_after=0.05).run_in_background(interval=0.01) as kubelet:
+        deadline = time.monotonic() + 5
+        while not kubelet.events_of("ready") and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [e.kind for e in kubelet.events] == ["registered", "ready"]
+    assert kubelet.events[1].at - kubelet.events[0].at >= 0.05
+    assert ready(kube.get(NODES, kubelet.node_name(iid) or "")) == "True"
+    assert kubelet.errors == []

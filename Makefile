@@ -25,7 +25,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 demo: $(STAMP)
-	$(PY) -m nodeflow plan -f examples/demo
+	$(PY) -m sandbox.demo
 
 bench: $(STAMP)
 	$(PY) benchmarks/solver.py

@@ -1,0 +1,180 @@
+"""``make demo``: nodeflow's provisioning path end to end, locally, in one process.
+
+A moto server (EC2, SSM, IAM, DynamoDB, SQS, Lambda, Step Functions executing the real
+statemachines/launch.asl.json), the test Kubernetes API server with Karpenter's CRDs, and a
+simulated kubelet. The demo applies examples/demo's NodePools and EC2NodeClass, creates the
+Deployments of examples/demo/workloads.yaml with their pods pending, puts a pending-pod event on
+the provisioning queue, runs the provisioner Lambda, and prints each launch execution's trace
+(what the Step Functions console shows) and the nodes launched with their price.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import warnings
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "demo"
+
+
+def _pending(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods a Deployment's controller would create, left Pending/Unschedulable by the scheduler."""
+    from nodeflow.api.core import Deployment, expand_workload
+
+    template_spec = doc["spec"]["template"]["spec"]
+    out = []
+    for pod in expand_workload(Deployment.model_validate(doc)):
+        body = pod.model_dump(by_alias=True, exclude_none=True, mode="json")
+        body["spec"] = copy.deepcopy(template_spec)  # exactly the template (images and all)
+        body["status"] = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        }
+        out.append(body)
+    return out
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _price(catalog: Any, instance_type: str, zone: str, capacity_type: str) -> float | None:
+    if capacity_type == "spot":
+        return catalog.spot_prices.get((instance_type, zone))
+    return catalog.on_demand_prices.get(instance_type) if hasattr(catalog, "on_demand_prices") else None
+
+
+def run(out: TextIO = sys.stdout, *, wait_scale: float = 0.01) -> int:
+    from nodeflow.catalog.offline import load_offline
+    from sandbox.aws import moto_server
+    from sandbox.nodeflow import LocalNodeflow
+    from tests.kubeapi import KubeAPIServer
+    from tests.kubeapi.crds import karpenter_crds
+
+    # Everything AWS is the local moto server: fake credentials, never a real account.
+    for key, value in (("AWS_ACCESS_KEY_ID", "demo"), ("AWS_SECRET_ACCESS_KEY", "demo"), ("AWS_SESSION_TOKEN", "demo")):
+        os.environ[key] = value
+    os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    started = time.perf_counter()
+    print("nodeflow demo: moto server + Kubernetes API server + simulated kubelet, one process\n", file=out)
+    kube = KubeAPIServer().start()
+    try:
+        for crd in karpenter_crds():
+            kube.register_crd(crd)
+        with moto_server() as server:
+            local = LocalNodeflow(
+                server.clients(),
+                kube,
+                endpoint_url=server.url,
+                wait_scale=wait_scale,
+                kubelet_register_after=0.2,
+                kubelet_ready_after=0.2,
+                env={"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+            )
+            with local:
+                return _scenario(local, out, started, load_offline("us-east-1"))
+    finally:
+        kube.stop()
+
+
+def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:
+    pools = _docs(DEMO / "nodepools.yaml")
+    local.apply(pools)
+    names = [f"{d['kind']}/{d['metadata']['name']}" for d in pools]
+    print(f"applied {', '.join(names)}", file=out)
+
+    deployments = [d for d in _docs(DEMO / "workloads.yaml") if d.get("kind") == "Deployment"]
+    pods: list[dict[str, Any]] = []
+    for d in deployments:
+        pods.extend(_pending(d))
+    for ns in sorted({p["metadata"].get("namespace", "default") for p in pods}):
+        local.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+    local.apply(pods)
+    summary = ", ".join(
+        f"{d['metadata'].get('namespace', 'default')}/{d['metadata']['name']} x{d['spec']['replicas']}"
+        for d in deployments
+    )
+    print(f"created Deployments {summary}: {len(pods)} pods Pending (Unschedulable)\n", file=out)
+
+    local.send_pending([f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods])
+    t0 = time.perf_counter()
+    result = local.provision()["result"]
+    took = time.perf_counter() - t0
+    timings = result["timings"]
+    print(
+        f"provisioner: {result['pendingPods']} pending pods -> {len(result['nodeClaimsCreated'])} NodeClaims, "
+        f"{len(result['executionsStarted'])} launch executions started in {took:.2f} s "
+        f"(snapshot {timings.get('snapshot', 0):.2f} s, solve {timings.get('solve', 0):.2f} s)",
+        file=out,
+    )
+    if result["unschedulablePods"]:
+        print(f"  {result['unschedulablePods']} pods cannot be served by any NodePool", file=out)
+
+    done = local.wait_for_executions(timeout=45)
+    transitions = invocations = 0
+    for d in done:
+        trace = local.trace(d["executionArn"])
+        transitions += trace.transitions
+        invocations += trace.task_invocations
+        print("\n" + trace.render(), file=out)
+
+    claims = {c["metadata"]["name"]: c for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+    pods_per_claim = {
+        name: len(json.loads((c["metadata"].get("annotations") or {}).get("nodeflow.io/nominated-pods", "[]")))
+        for name, c in claims.items()
+    }
+    print("\nnodes launched:", file=out)
+    header = f"  {'NODECLAIM':<16} {'NODE':<30} {'INSTANCE TYPE':<14} {'ZONE':<11} {'CAPACITY':<10} {'PODS':>4} {'$/HOUR':>8}"
+    print(header, file=out)
+    total = 0.0
+    for name, claim in sorted(claims.items()):
+        labels = claim["metadata"].get("labels") or {}
+        itype = labels.get("node.kubernetes.io/instance-type", "?")
+        zone = labels.get("topology.kubernetes.io/zone", "?")
+        ctype = labels.get("karpenter.sh/capacity-type", "?")
+        price = _price(catalog, itype, zone, ctype)
+        total += price or 0.0
+        node = (claim.get("status") or {}).get("nodeName", "-")
+        shown = f"{price:.4f}" if price is not None else "?"
+        print(
+            f"  {name:<16} {node:<30} {itype:<14} {zone:<11} {ctype:<10} {pods_per_claim[name]:>4} {shown:>8}", file=out
+        )
+    print(f"  total ${total:.4f}/hour (spot prices are offline estimates)", file=out)
+
+    ok = bool(done) and all(d["status"] == "SUCCEEDED" for d in done)
+    leaked = len(local.instances(("pending", "running"))) - len(claims)
+    if done:
+        print(
+            f"\nper node: {transitions / len(done):.1f} state transitions, "
+            f"{invocations / len(done):.1f} Lambda invocations (launch workflow); "
+            f"{local.dispatch.count()} Lambda invocations in all",
+            file=out,
+        )
+    print(
+        f"demo finished in {time.perf_counter() - started:.1f} s: {'OK' if ok and not leaked else 'FAILED'}", file=out
+    )
+    return 0 if ok and leaked == 0 else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.demo", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--wait-scale", type=float, default=0.01, help="scale of Step Functions waits (default 0.01: 20 s -> 0.2 s)"
+    )
+    args = parser.parse_args(argv)
+    return run(wait_scale=args.wait_scale)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,9 +14,9 @@ import argparse
 import copy
 import json
 import os
-import warnings
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO

@@ -35,6 +35,7 @@ __all__ = [
     "UnknownFunctionError",
     "check_engine_internals",
     "execution_trace",
+    "quiet_engine_logs",
     "scale_waits",
     "wait_for_execution",
 ]
@@ -73,6 +74,8 @@ class LambdaContext:
     function_version: str = "$LATEST"
     log_group_name: str = ""
     log_stream_name: str = ""
+    client_context: Any = None
+    identity: Any = None
     _deadline: float = field(default=0.0, repr=False)
 
     def __post_init__(self) -> None:
@@ -301,6 +304,19 @@ def scale_waits(factor: float) -> Iterator[None]:
     finally:
         WaitFunction._wait_interval = original_wait  # type: ignore[method-assign]
         retrier_decl.time = original_time  # type: ignore[attr-defined]
+
+
+@contextmanager
+def quiet_engine_logs(level: int = logging.CRITICAL) -> Iterator[None]:
+    """Silence the engine's ERROR log line (with the whole state's repr) for every failed task attempt,
+    retried and caught ones included. Restored on exit."""
+    logger = logging.getLogger("moto.stepfunctions.parser")
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
 
 
 # =============================================================================================

@@ -16,6 +16,7 @@ from sandbox.stepfunctions import (
     UnknownFunctionError,
     check_engine_internals,
     execution_trace,
+    quiet_engine_logs,
     scale_waits,
     wait_for_execution,
 )
@@ -64,10 +65,21 @@ def flaky_machine(world: AwsWorld, clients: Clients, tmp_path: Path) -> str:
 
 
 def test_engine_internals_in_place() -> None:
+    """Fails loudly when a moto upgrade moves what LambdaDispatch and scale_waits patch."""
     check_engine_internals()
     with LambdaDispatch({}), scale_waits(0.5):
         check_engine_internals()
     check_engine_internals()
+
+
+def test_engine_internals_check_notices_a_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.awslambda.models import LambdaFunction
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    monkeypatch.delattr(LambdaFunction, "_invoke_lambda")
+    monkeypatch.setattr(retrier_decl, "time", None)
+    with pytest.raises(RuntimeError, match=r"(?s)_invoke_lambda is gone.*no longer imports the time module"):
+        check_engine_internals()
 
 
 def test_retry_wait_and_catch_end_to_end(clients: Clients, flaky_machine: str) -> None:
@@ -86,7 +98,7 @@ def test_retry_wait_and_catch_end_to_end(clients: Clients, flaky_machine: str) -
         return {"cleaned": event["claim"], "error": event["error"]["Error"]}
 
     sfn = clients.sfn
-    with LambdaDispatch({"work": work, "cleanup": cleanup}) as dispatch, scale_waits(0.001):
+    with LambdaDispatch({"work": work, "cleanup": cleanup}) as dispatch, scale_waits(0.001), quiet_engine_logs():
         # 1. Flaky once (retried after 30 s * 0.001), then a 60 s Wait (0.06 s), then success.
         t0 = time.monotonic()
         ok = sfn.start_execution(stateMachineArn=flaky_machine, name="ok", input='{"claim": "a"}')["executionArn"]

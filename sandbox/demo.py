@@ -135,8 +135,8 @@ def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:
         for name, c in claims.items()
     }
     print("\nnodes launched:", file=out)
-    header = f"  {'NODECLAIM':<16} {'NODE':<30} {'INSTANCE TYPE':<14} {'ZONE':<11} {'CAPACITY':<10} {'PODS':>4} {'$/HOUR':>8}"
-    print(header, file=out)
+    row = "  {:<16} {:<30} {:<14} {:<11} {:<10} {:>4} {:>8}"
+    print(row.format("NODECLAIM", "NODE", "INSTANCE TYPE", "ZONE", "CAPACITY", "PODS", "$/HOUR"), file=out)
     total = 0.0
     for name, claim in sorted(claims.items()):
         labels = claim["metadata"].get("labels") or {}

@@ -21,6 +21,7 @@ from typing import Any
 from sandbox.aws import AwsWorld, Clients, as_clients, build_world, create_functions, create_state_machine
 from sandbox.faults import Ec2Faults
 from sandbox.kubelet import SimulatedKubelet
+from sandbox.scheduler import SimulatedScheduler
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
 __all__ = ["FUNCTIONS", "LAUNCH_ASL", "LocalNodeflow"]
@@ -69,6 +70,7 @@ class LocalNodeflow:
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
     kubelet: SimulatedKubelet = field(init=False)
+    scheduler: SimulatedScheduler = field(init=False)
     faults: Ec2Faults = field(init=False)
     launch_arn: str = field(init=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False)
@@ -130,12 +132,14 @@ class LocalNodeflow:
             skip=self.kubelet_skip,
         )
         self.kubelet.run_in_background(0.02)
+        self.scheduler = SimulatedScheduler(KubeClient(self.kube_server.api_client())).run_in_background(0.05)
         return self
 
     def stop(self) -> None:
         from nodeflow.handlers import runtime
 
         for step in (
+            lambda: self.scheduler.stop(),
             lambda: self.kubelet.stop(),
             lambda: self.faults.uninstall(),
             lambda: self._scaler.__exit__(None, None, None),

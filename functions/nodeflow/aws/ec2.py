@@ -756,13 +756,15 @@ def terminate_instances(ec2: Any, ids: Iterable[str]) -> dict[str, str]:
     return states
 
 
-def list_cluster_instances(ec2: Any, cluster_name: str) -> list[InstanceInfo]:
-    """Live instances nodeflow launched for the cluster (by tag), for garbage collection."""
+def list_cluster_instances(ec2: Any, cluster_name: str, *, node_claim: str | None = None) -> list[InstanceInfo]:
+    """Live instances nodeflow launched for the cluster (by tag), or for one NodeClaim of it."""
     filters = [
         {"Name": f"tag:kubernetes.io/cluster/{cluster_name}", "Values": ["owned"]},
         {"Name": "tag-key", "Values": [TAG_NODEPOOL]},
         {"Name": "instance-state-name", "Values": list(_LIVE_STATES)},
     ]
+    if node_claim is not None:
+        filters.append({"Name": f"tag:{TAG_NODECLAIM}", "Values": [node_claim]})
     out: list[InstanceInfo] = []
     for reservation in _paginate(ec2, "describe_instances", "Reservations", Filters=filters):
         out.extend(_instance_info(inst) for inst in reservation.get("Instances", []))

@@ -6,7 +6,9 @@ from typing import Any
 
 from nodeflow.handlers.common import StepInput, logger, metrics, parse, tracer, workflow_step
 from nodeflow.handlers.runtime import runtime
-from nodeflow.lifecycle.launch import LaunchDeps, launch
+from nodeflow.lifecycle.launch import LaunchDeps, NodeClassCache, launch
+
+_node_classes = NodeClassCache(ttl_seconds=60)  # per warm container
 
 
 def deps() -> LaunchDeps:
@@ -22,6 +24,7 @@ def deps() -> LaunchDeps:
         kubernetes_version=lambda: rt.kubernetes_version,
         now=rt.now,
         recorder=rt.recorder,
+        node_classes=_node_classes,
     )
 
 

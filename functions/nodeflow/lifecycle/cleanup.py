@@ -88,9 +88,7 @@ def cleanup(
     claim = _get_claim(deps.kube, claim_name)
     ids = {i for i in (instance_id, _instance_id(claim.status.provider_id if claim and claim.status else None)) if i}
     ids |= {
-        info.instance_id
-        for info in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name)
-        if info.tags.get(ec2x.TAG_NODECLAIM) == claim_name
+        info.instance_id for info in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim_name)
     }
     states = ec2x.terminate_instances(deps.ec2, ids) if ids else {}
     reason, message = failure_reason(error)

@@ -33,7 +33,15 @@ from nodeflow.plan import node_class_settings
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import type_matches
 
-__all__ = ["LaunchDeps", "LaunchOptions", "claim_requirements", "launch", "launch_options", "provider_id"]
+__all__ = [
+    "LaunchDeps",
+    "LaunchOptions",
+    "NodeClassCache",
+    "claim_requirements",
+    "launch",
+    "launch_options",
+    "provider_id",
+]
 
 MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step (each one removes what ran out of capacity)
 _CAPACITY_ORDER = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
@@ -50,6 +58,29 @@ _KUBELET_ALLOWED = frozenset(
 )
 
 
+class NodeClassCache:
+    """Resolved EC2NodeClasses for ``ttl_seconds`` (a warm Lambda container launches many nodes).
+
+    Keyed by the object's uid and generation: an edited EC2NodeClass resolves again at once."""
+
+    def __init__(self, ttl_seconds: float = 60.0) -> None:
+        self.ttl_seconds = ttl_seconds
+        self._items: dict[tuple[str, str, int], tuple[ec2x.ResolvedNodeClass, datetime]] = {}
+
+    @staticmethod
+    def _key(node_class: EC2NodeClass) -> tuple[str, str, int]:
+        return (node_class.name, node_class.metadata.uid or "", node_class.metadata.generation or 0)
+
+    def get(self, node_class: EC2NodeClass, now: datetime) -> ec2x.ResolvedNodeClass | None:
+        hit = self._items.get(self._key(node_class))
+        if hit is None or (now - hit[1]).total_seconds() >= self.ttl_seconds or not hit[0].ready:
+            return None
+        return hit[0]
+
+    def put(self, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass, now: datetime) -> None:
+        self._items[self._key(node_class)] = (resolved, now)
+
+
 @dataclass(frozen=True)
 class LaunchDeps:
     kube: KubeClient
@@ -62,6 +93,7 @@ class LaunchDeps:
     kubernetes_version: Callable[[], str]
     now: Callable[[], datetime]
     recorder: EventRecorder
+    node_classes: NodeClassCache | None = None
 
 
 def provider_id(zone: str | None, instance_id: str) -> str:
@@ -166,10 +198,8 @@ def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> ec2
     if claim.status is not None and claim.status.provider_id:
         instance_id = claim.status.provider_id.rsplit("/", 1)[-1]
         return ec2x.describe_instance_states(deps.ec2, [instance_id]).get(instance_id)
-    for info in ec2x.list_cluster_instances(deps.ec2, cluster_name):
-        if info.tags.get(ec2x.TAG_NODECLAIM) == claim.name:
-            return info
-    return None
+    found = ec2x.list_cluster_instances(deps.ec2, cluster_name, node_claim=claim.name)
+    return found[0] if found else None
 
 
 def _result(
@@ -219,15 +249,19 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
         )
 
     node_class = _node_class(deps, claim)
-    resolved = ec2x.resolve_node_class(
-        deps.ec2,
-        deps.ssm,
-        deps.iam,
-        node_class,
-        cluster_name,
-        kubernetes_version=deps.kubernetes_version() if _uses_alias(node_class) else None,
-    )
-    _write_node_class_status(deps, node_class, resolved)
+    resolved = deps.node_classes.get(node_class, deps.now()) if deps.node_classes is not None else None
+    if resolved is None:
+        resolved = ec2x.resolve_node_class(
+            deps.ec2,
+            deps.ssm,
+            deps.iam,
+            node_class,
+            cluster_name,
+            kubernetes_version=deps.kubernetes_version() if _uses_alias(node_class) else None,
+        )
+        _write_node_class_status(deps, node_class, resolved)
+        if deps.node_classes is not None:
+            deps.node_classes.put(node_class, resolved, deps.now())
     if not resolved.ready:
         raise NodeClassNotReady(
             f"EC2NodeClass {node_class.name}: no {', '.join(resolved.missing)} matched its selector terms"

@@ -9,8 +9,10 @@ after its NodeClaim, so it starts at most once.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +29,8 @@ from nodeflow.lifecycle.claims import node_claim_manifest, node_claim_name
 from nodeflow.plan import plan
 
 __all__ = ["ProvisionDeps", "ProvisionResult", "provision"]
+
+EVENT_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class ProvisionResult:
     resumed: list[str] = field(default_factory=list)  # NodeClaims that had no execution yet
     pending_pods: int = 0
     unschedulable: int = 0
+    event_errors: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -61,6 +66,7 @@ class ProvisionResult:
             "executionsResumed": self.resumed,
             "pendingPods": self.pending_pods,
             "unschedulablePods": self.unschedulable,
+            "eventErrors": self.event_errors,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 
@@ -87,7 +93,10 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     result = plan(snap.provisioning_state(), deps.catalog, unavailable=deps.unavailable(deps.now()))
     out.timings["solve"] = deps.timer() - t1
 
+    # Each NodeClaim's launch starts as soon as it exists: the first CreateFleet does not wait
+    # for the whole batch to be written.
     pools = {p.name: p for p in snap.node_pools}
+    known = {c.name for c in snap.node_claims}
     t2 = deps.timer()
     claims: list[tuple[str, tuple[str, ...]]] = []
     for nc in result.node_claims:
@@ -102,30 +111,35 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
         else:
             raise kerr.Conflict(f"NodeClaim names for NodePool {nc.nodepool} of batch {batch} are taken")
         claims.append((name, nc.pods))
-        (out.existing if name in {c.name for c in snap.node_claims} else out.created).append(name)
-    out.timings["create"] = deps.timer() - t2
-
-    t3 = deps.timer()
-    for name, _ in claims:
+        (out.existing if name in known else out.created).append(name)
         if deps.start_launch(name):
             out.started.append(name)
+        if "first_start" not in out.timings:
+            out.timings["first_start"] = deps.timer() - t0
     proposed = {name for name, _ in claims}
     out.resumed = [
         c.name for c in snap.node_claims if c.name not in proposed and _never_launched(c) and deps.start_launch(c.name)
     ]
-    out.timings["start"] = deps.timer() - t3
+    out.timings["create_and_start"] = deps.timer() - t2
 
-    # Events last: they are for people, the launches should not wait for them.
+    # Events last, a few at a time: they are for people, the launches do not wait for them.
+    t4 = deps.timer()
     pods: Mapping[str, Pod] = {p.key: p for p in snap.pending}
+    calls: list[Callable[[], Any]] = []
     for name, keys in claims:
-        for key in keys:
-            pod = pods.get(key)
-            if pod is not None:
-                deps.recorder.nominated(pod, name)
+        calls.extend(functools.partial(deps.recorder.nominated, pods[k], name) for k in keys if k in pods)
     for u in result.unschedulable:
-        pod = pods.get(u.pod)
-        if pod is not None:
+        if u.pod in pods:
             why = "; ".join(f"{pool}: {reason}" if pool else reason for pool, reason in sorted(u.reasons.items()))
-            deps.recorder.failed_scheduling(pod, why or "no NodePool can serve it")
+            calls.append(
+                functools.partial(deps.recorder.failed_scheduling, pods[u.pod], why or "no NodePool can serve it")
+            )
+    with ThreadPoolExecutor(max_workers=EVENT_WORKERS) as executor:
+        for future in [executor.submit(call) for call in calls]:
+            try:
+                future.result()
+            except kerr.KubeError:  # an event that cannot be written is not worth failing the batch
+                out.event_errors += 1
+    out.timings["events"] = deps.timer() - t4
     out.unschedulable = len(result.unschedulable)
     return out

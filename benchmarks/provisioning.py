@@ -1,0 +1,207 @@
+"""Provisioning-path benchmark, in the local setup (moto in-process with Step Functions executing
+the real launch.asl.json, the test Kubernetes API server, handlers in-process, simulated kubelet).
+
+    .venv/bin/python -m benchmarks.provisioning [--pods 1000] [--repeat 3]
+
+1. Decision latency: a 1,000-pod batch of pending-pod events goes to the provisioner Lambda
+   (through the Lambda API); measured from the invocation to the first CreateFleet call that
+   reaches EC2 (moto), best and median of --repeat fresh runs. DESIGN budget: the batch window + 0.5 s.
+2. Control-plane cost: Step Functions state transitions and Lambda invocations per launched node,
+   counted from the execution histories, with a node that boots in ~50 s and is Ready ~20 s
+   later (Step Functions waits scaled by 0.01, the kubelet's delays scaled alike).
+   DESIGN budget for a whole lifecycle (launch to terminate): <= 25 transitions, <= 10 invocations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import threading
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+for extra in (str(ROOT / "functions"), str(ROOT)):
+    if extra not in sys.path:
+        sys.path.insert(0, extra)
+
+SCALE = 0.01
+BOOT_SECONDS = 50.0
+READY_SECONDS = 20.0
+SHAPES = [("250m", "512Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("1", "8Gi")]
+
+
+def _pods(count: int) -> list[dict[str, Any]]:
+    from tests.functional.lifecycle.conftest import pending_pods
+
+    out: list[dict[str, Any]] = []
+    per = max(1, count // 20)
+    i = 0
+    while len(out) < count:
+        cpu, memory = SHAPES[i % len(SHAPES)]
+        out.extend(pending_pods(f"app{i:02d}", min(per, count - len(out)), cpu=cpu, memory=memory))
+        i += 1
+    return out
+
+
+def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
+    from moto import mock_aws
+
+    from sandbox.aws import MOCK_CONFIG, Clients
+    from sandbox.nodeflow import LocalNodeflow
+    from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+    from tests.kubeapi import KubeAPIServer
+    from tests.kubeapi.crds import karpenter_crds
+
+    kube = KubeAPIServer().start()
+    try:
+        for crd in karpenter_crds():
+            kube.register_crd(crd)
+        with mock_aws(config=MOCK_CONFIG):
+            local = LocalNodeflow(
+                Clients(region="us-east-1"),
+                kube,
+                wait_scale=SCALE,
+                kubelet_register_after=BOOT_SECONDS * SCALE,
+                kubelet_ready_after=READY_SECONDS * SCALE,
+            )
+            with local:
+                local.apply(demo_node_pools())
+                local.apply(_pods(pods))
+                local.send_pending([f"default/app{i:02d}" for i in range(20)])
+                batch = local.receive_batch()
+                first: list[float] = []
+                here = threading.local()
+                entered: dict[str, float] = {}
+                fleet: dict[str, float] = {}
+                launch_fn = local.function_name("launch")
+                real_launch = local.dispatch.handlers[launch_fn]
+
+                def timed_launch(event: Any, context: Any) -> Any:
+                    here.claim = event.get("nodeClaim")
+                    entered.setdefault(here.claim, time.perf_counter())
+                    return real_launch(event, context)
+
+                def before(asked: Any) -> None:
+                    now = time.perf_counter()
+                    if not first:
+                        first.append(now)
+                    claim = getattr(here, "claim", None)
+                    if claim and claim not in fleet:
+                        fleet[claim] = now
+
+                local.dispatch.register(launch_fn, timed_launch)
+                local.faults.before = before
+                t0 = time.perf_counter()
+                result = local.provision(batch)["result"]
+                returned = time.perf_counter() - t0
+                while not first and time.perf_counter() - t0 < 30:
+                    time.sleep(0.001)
+                out: dict[str, Any] = {
+                    "first_create_fleet": (first[0] - t0) if first else None,
+                    "provisioner_seconds": returned,
+                    "node_claims": len(result["nodeClaimsCreated"]),
+                    "timings": result["timings"],
+                }
+                if wait:
+                    done = local.wait_for_executions(timeout=300)
+                    traces = [local.trace(d["executionArn"]) for d in done]
+                    ok = [t for t, d in zip(traces, done, strict=True) if d["status"] == "SUCCEEDED"]
+                    out["succeeded"] = len(ok)
+                    out["transitions_per_node"] = sum(t.transitions for t in ok) / max(1, len(ok))
+                    out["task_invocations_per_node"] = sum(t.task_invocations for t in ok) / max(1, len(ok))
+                    out["max_transitions"] = max((t.transitions for t in ok), default=0)
+                    out["lambda_invocations"] = local.dispatch.count()
+                first_claim = min(entered, key=entered.__getitem__) if entered else None
+                step = sorted(fleet[c] - entered[c] for c in fleet if c in entered)
+                out["first_launch_entered"] = (entered[first_claim] - t0) if first_claim else None
+                out["first_launch_step"] = (
+                    fleet[first_claim] - entered[first_claim] if first_claim and first_claim in fleet else None
+                )
+                out["launch_step_median"] = statistics.median(step) if step else None
+
+                # The same path with nothing else running (as in AWS, where each Lambda has its own
+                # process): one more pending pod, one NodeClaim.
+                local.apply(pending_pods("late", 1, cpu="3", memory="6Gi"))
+                local.send_pending(["default/late"])
+                batch = local.receive_batch()
+                first.clear()
+                entered.clear()
+                fleet.clear()
+                t1 = time.perf_counter()
+                idle = local.provision(batch)["result"]
+                local.wait_for_executions(timeout=60)
+                (claim,) = idle["nodeClaimsCreated"]
+                out["idle_first_start"] = idle["timings"]["first_start"]
+                out["idle_launch_entered"] = entered[claim] - t1
+                out["idle_launch_step"] = fleet[claim] - entered[claim]
+                out["idle_first_create_fleet"] = first[0] - t1
+                return out
+    finally:
+        kube.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_SESSION_TOKEN": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+    }.items():
+        os.environ[key] = value
+    import warnings
+
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+    runs = [run_once(args.pods, wait=True) for _ in range(args.repeat)]
+    firsts = [r["first_create_fleet"] for r in runs if r["first_create_fleet"] is not None]
+    last = runs[-1]
+    print(f"{args.pods} pending pods in one batch -> {last['node_claims']} NodeClaims")
+    print(
+        f"batch received -> first CreateFleet: best {min(firsts):.3f} s, median {statistics.median(firsts):.3f} s "
+        f"({len(firsts)} runs)"
+    )
+    print(
+        f"  critical path (best run): first StartExecution after "
+        f"{min(r['timings']['first_start'] for r in runs):.3f} s; its Launch step entered after "
+        f"{min(r['first_launch_entered'] for r in runs):.3f} s; Launch step to CreateFleet "
+        f"{min(r['first_launch_step'] for r in runs):.3f} s (median over all NodeClaims "
+        f"{statistics.median(r['launch_step_median'] for r in runs):.3f} s, all sharing one process)"
+    )
+    print(
+        "  one more pod with nothing else running (best run): first CreateFleet after "
+        f"{min(r['idle_first_create_fleet'] for r in runs):.3f} s = StartExecution after "
+        f"{min(r['idle_first_start'] for r in runs):.3f} s, Launch step entered after "
+        f"{min(r['idle_launch_entered'] for r in runs):.3f} s, Launch step to CreateFleet "
+        f"{min(r['idle_launch_step'] for r in runs):.3f} s"
+    )
+    t = last["timings"]
+    print(
+        "  provisioner breakdown (last run): "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in t.items())
+        + f"; the invocation returned after {last['provisioner_seconds']:.3f} s"
+    )
+    if "succeeded" in last:
+        nodes = last["succeeded"]
+        print(
+            f"launch workflow per node ({nodes} nodes, boot ~{BOOT_SECONDS:.0f} s, "
+            f"Ready ~{READY_SECONDS:.0f} s later): "
+            f"{last['transitions_per_node']:.1f} state transitions (max {last['max_transitions']}), "
+            f"{last['task_invocations_per_node']:.1f} Lambda invocations "
+            f"(+{1 / max(1, nodes):.2f} provisioner invocation per node for this batch)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

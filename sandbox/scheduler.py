@@ -1,0 +1,89 @@
+"""A stand-in for kube-scheduler's part of the story: once a NodeClaim is initialized, the pods
+nodeflow nominated to it are bound to its node (``pods/binding``) and marked Running.
+
+Without it, pending pods would stay pending forever in the local setup and every later batch
+would see them again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.client import NODE_CLAIMS, PODS, KubeClient
+
+__all__ = ["SimulatedScheduler"]
+
+LOG = logging.getLogger(__name__)
+NOMINATED = "nodeflow.io/nominated-pods"
+
+
+class SimulatedScheduler:
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.bound: list[tuple[str, str]] = []  # (pod key, node)
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step(self) -> int:
+        done = 0
+        for claim in self.kube.list_items(NODE_CLAIMS):
+            status = claim.get("status") or {}
+            node = status.get("nodeName")
+            ready = any(
+                c.get("type") == "Initialized" and c.get("status") == "True" for c in status.get("conditions", [])
+            )
+            if not node or not ready or (claim.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            keys = json.loads(((claim.get("metadata") or {}).get("annotations") or {}).get(NOMINATED, "[]"))
+            for key in keys:
+                namespace, _, name = key.partition("/")
+                if self._bind(namespace, name, node):
+                    self.bound.append((key, node))
+                    done += 1
+        return done
+
+    def _bind(self, namespace: str, name: str, node: str) -> bool:
+        try:
+            pod = self.kube.get(PODS, name, namespace)
+        except kerr.NotFound:
+            return False
+        if (pod.get("spec") or {}).get("nodeName"):
+            return False
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            self.kube.request("POST", PODS.path(name, namespace, "binding"), body=body)
+            self.kube.patch(PODS, name, {"status": {"phase": "Running"}}, namespace=namespace, subresource="status")
+        except kerr.Conflict:
+            return False
+        return True
+
+    def run_in_background(self, interval: float = 0.05) -> SimulatedScheduler:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, args=(interval,), name="scheduler", daemon=True)
+            self._thread.start()
+        return self
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception as exc:
+                LOG.exception("simulated scheduler step failed")
+                self.errors.append(exc)
+            self._stop.wait(interval)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None

@@ -125,7 +125,16 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
 
                 # The same path with nothing else running (as in AWS, where each Lambda has its own
                 # process): one more pending pod, one NodeClaim.
-                local.apply(pending_pods("late", 1, cpu="3", memory="6Gi"))
+                # (a type the mix never picks, so it cannot join an existing node)
+                local.apply(
+                    pending_pods(
+                        "late",
+                        1,
+                        cpu="1",
+                        memory="1Gi",
+                        nodeSelector={"node.kubernetes.io/instance-type": "m7i.8xlarge"},
+                    )
+                )
                 local.send_pending(["default/late"])
                 batch = local.receive_batch()
                 first.clear()

@@ -49,9 +49,12 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 
 
 def _price(catalog: Any, instance_type: str, zone: str, capacity_type: str) -> float | None:
-    if capacity_type == "spot":
-        return catalog.spot_prices.get((instance_type, zone))
-    return catalog.on_demand_prices.get(instance_type) if hasattr(catalog, "on_demand_prices") else None
+    price = (
+        catalog.spot_prices.get((instance_type, zone))
+        if capacity_type == "spot"
+        else catalog.on_demand_prices.get(instance_type)
+    )
+    return None if price is None else float(price)
 
 
 def run(out: TextIO = sys.stdout, *, wait_scale: float = 0.01) -> int:

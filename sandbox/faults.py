@@ -43,7 +43,7 @@ class Ec2Faults:
         def create_fleet(handler: Any) -> Any:
             return faults._create_fleet(handler)
 
-        Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
+        Fleets.create_fleet = create_fleet  # type: ignore[method-assign,assignment]
         return self
 
     def uninstall(self) -> None:

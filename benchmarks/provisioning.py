@@ -67,9 +67,13 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
                 wait_scale=SCALE,
                 kubelet_register_after=BOOT_SECONDS * SCALE,
                 kubelet_ready_after=READY_SECONDS * SCALE,
+                kubelet_interval=2 * SCALE,  # the kubelet reports every ~2 s (scaled)
             )
             with local:
-                local.apply(demo_node_pools())
+                pools = demo_node_pools()
+                for pool in pools:  # no CPU limit: the batch is larger than the demo's 1,000 CPU
+                    pool.get("spec", {}).pop("limits", None)
+                local.apply(pools)
                 local.apply(_pods(pods))
                 local.send_pending([f"default/app{i:02d}" for i in range(20)])
                 batch = local.receive_batch()
@@ -125,6 +129,11 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
 
                 # The same path with nothing else running (as in AWS, where each Lambda has its own
                 # process): one more pending pod, one NodeClaim.
+                deadline = time.monotonic() + 60  # the scheduler binds the batch's pods
+                while time.monotonic() < deadline and any(
+                    not p["spec"].get("nodeName") for p in kube.objects("v1", "Pod", "default")
+                ):
+                    time.sleep(0.1)
                 # (a type the mix never picks, so it cannot join an existing node)
                 local.apply(
                     pending_pods(
@@ -143,11 +152,18 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
                 t1 = time.perf_counter()
                 idle = local.provision(batch)["result"]
                 local.wait_for_executions(timeout=60)
+                if len(idle["nodeClaimsCreated"]) != 1:
+                    raise RuntimeError(f"expected one NodeClaim for the late pod: {idle}")
                 (claim,) = idle["nodeClaimsCreated"]
                 out["idle_first_start"] = idle["timings"]["first_start"]
                 out["idle_launch_entered"] = entered[claim] - t1
                 out["idle_launch_step"] = fleet[claim] - entered[claim]
                 out["idle_first_create_fleet"] = first[0] - t1
+                late = next(e for e in local.executions() if e["name"] == claim)
+                trace = local.trace(late["executionArn"])
+                out["idle_transitions"] = trace.transitions
+                out["idle_invocations"] = trace.task_invocations
+                out["idle_states"] = " > ".join(v.name for v in trace.states)
                 return out
     finally:
         kube.stop()
@@ -200,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{k} {v:.3f} s" for k, v in t.items())
         + f"; the invocation returned after {last['provisioner_seconds']:.3f} s"
     )
+    print(
+        f"launch workflow for that node alone: {last['idle_transitions']} state transitions, "
+        f"{last['idle_invocations']} Lambda invocations: {last['idle_states']}"
+    )
     if "succeeded" in last:
         nodes = last["succeeded"]
         print(
-            f"launch workflow per node ({nodes} nodes, boot ~{BOOT_SECONDS:.0f} s, "
+            f"launch workflow per node of the big batch ({nodes} nodes, boot ~{BOOT_SECONDS:.0f} s, "
             f"Ready ~{READY_SECONDS:.0f} s later): "
             f"{last['transitions_per_node']:.1f} state transitions (max {last['max_transitions']}), "
             f"{last['task_invocations_per_node']:.1f} Lambda invocations "

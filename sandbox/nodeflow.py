@@ -65,6 +65,7 @@ class LocalNodeflow:
     kubelet_register_after: float = 0.0
     kubelet_ready_after: float = 0.0
     kubelet_skip: Callable[[str], bool] | None = None
+    kubelet_interval: float = 0.1  # how often the simulated kubelet and scheduler look (seconds)
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
 
     world: AwsWorld = field(init=False)
@@ -131,8 +132,10 @@ class LocalNodeflow:
             ready_after=self.kubelet_ready_after,
             skip=self.kubelet_skip,
         )
-        self.kubelet.run_in_background(0.02)
-        self.scheduler = SimulatedScheduler(KubeClient(self.kube_server.api_client())).run_in_background(0.05)
+        self.kubelet.run_in_background(self.kubelet_interval)
+        self.scheduler = SimulatedScheduler(KubeClient(self.kube_server.api_client())).run_in_background(
+            self.kubelet_interval
+        )
         return self
 
     def stop(self) -> None:

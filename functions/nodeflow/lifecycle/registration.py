@@ -149,11 +149,21 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
         return obj
 
     try:
-        update(deps.kube, NODES, node_name, mutate)
+        updated, _ = update(deps.kube, NODES, node_name, mutate)
     except kerr.NotFound:
         return {"registered": False, "elapsedSeconds": int(_elapsed(deps, _launched_at(claim, launched_at)))}
+    # A node that is ready already (polls are sparse) is initialized in the same step.
+    if _waiting_for(Node.model_validate(updated), claim) is None:
+        deps.kube.patch(NODES, node_name, {"metadata": {"labels": {wk.LABEL_INITIALIZED: "true"}}})
+        _set_claim_conditions(
+            deps,
+            claim,
+            [("Registered", "True", "Registered"), ("Initialized", "True", "Initialized"), ("Ready", "True", "Ready")],
+            nodeName=node_name,
+        )
+        return {"registered": True, "initialized": True, "node": node_name}
     _set_claim_conditions(deps, claim, [("Registered", "True", "Registered")], nodeName=node_name)
-    return {"registered": True, "node": node_name}
+    return {"registered": True, "initialized": False, "node": node_name}
 
 
 def _waiting_for(node: Node, claim: NodeClaim) -> str | None:

@@ -23,6 +23,8 @@ from typing import Any, TextIO
 
 import yaml
 
+from nodeflow.api.labels import ANNOTATION_NOMINATED_PODS
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo"
 
@@ -134,7 +136,7 @@ def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:
 
     claims = {c["metadata"]["name"]: c for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
     pods_per_claim = {
-        name: len(json.loads((c["metadata"].get("annotations") or {}).get("nodeflow.io/nominated-pods", "[]")))
+        name: len(json.loads((c["metadata"].get("annotations") or {}).get(ANNOTATION_NOMINATED_PODS, "[]")))
         for name, c in claims.items()
     }
     print("\nnodes launched:", file=out)

@@ -12,13 +12,13 @@ import logging
 import threading
 from typing import Any
 
+from nodeflow.api import labels as wk
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, PODS, KubeClient
 
 __all__ = ["SimulatedScheduler"]
 
 LOG = logging.getLogger(__name__)
-NOMINATED = "nodeflow.io/nominated-pods"
 
 
 class SimulatedScheduler:
@@ -39,7 +39,9 @@ class SimulatedScheduler:
             )
             if not node or not ready or (claim.get("metadata") or {}).get("deletionTimestamp"):
                 continue
-            keys = json.loads(((claim.get("metadata") or {}).get("annotations") or {}).get(NOMINATED, "[]"))
+            keys = json.loads(
+                ((claim.get("metadata") or {}).get("annotations") or {}).get(wk.ANNOTATION_NOMINATED_PODS, "[]")
+            )
             for key in keys:
                 namespace, _, name = key.partition("/")
                 if self._bind(namespace, name, node):

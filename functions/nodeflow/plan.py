@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import (
@@ -308,17 +308,6 @@ def _initialized(claim: NodeClaim) -> bool:
     return cond is not None and cond.status == "True"
 
 
-# Taints a node carries while it comes up; a NodeClaim not yet initialized is judged by its spec.
-_EPHEMERAL_TAINTS = frozenset(
-    {
-        wk.TAINT_UNREGISTERED,
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-    }
-)
-
-
 def _claim_input(
     claim: NodeClaim, pools: Mapping[str, NodePoolInput], nominated: Sequence[PodInput] = ()
 ) -> NodeInput | None:
@@ -414,17 +403,8 @@ def build_input(
         ports = [(hp[0], hp[1], hp[2]) for p in (*on_node, *extra) for hp in p.host_ports()]
         inputs = [convert.pod(p) for p in (*on_node, *extra)]
         running = tuple(convert.running(p) for p in (*on_node, *extra))
-        node_in = _node_input(node, inputs, ports, running)
-        if node_claim is not None and not _initialized(node_claim):
-            # Coming up: judge it by what it will be, not by its start-up and not-ready taints.
-            startup = {(t.key, t.effect) for t in node_claim.spec.startup_taints or ()}
-            node_in = replace(
-                node_in,
-                taints=tuple(
-                    t for t in node_in.taints if t.key not in _EPHEMERAL_TAINTS and (t.key, t.effect) not in startup
-                ),
-            )
-        nodes.append(node_in)
+        # (A node not yet initialized is judged without its start-up taints: the solver does that.)
+        nodes.append(_node_input(node, inputs, ports, running))
     for claim in state.node_claims:
         registered = claim.status is not None and claim.status.node_name in node_names
         if registered or claim.metadata.deletion_timestamp is not None:

@@ -34,6 +34,18 @@ FINALIZER_TERMINATION = "karpenter.sh/termination"
 # nodeflow's own: the pods (namespace/name, JSON list) a NodeClaim was created for. While the
 # NodeClaim is not initialized those pods count as placed on it, so no batch provisions them twice.
 ANNOTATION_NOMINATED_PODS = "nodeflow.io/nominated-pods"
+# nodeflow's own: the id of the event batch that created a NodeClaim.
+ANNOTATION_BATCH = "nodeflow.io/batch"
+# Taints a node carries only while it comes up (not held against pods for nodes not yet
+# initialized; an initialized node has none of them).
+EPHEMERAL_TAINTS = frozenset(
+    {
+        TAINT_UNREGISTERED,
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
 CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_RESERVED = "reserved"

@@ -115,6 +115,7 @@ class Runtime:
         self._lock = threading.RLock()
         self._clients: dict[str, Any] = {}
         self._kube: KubeClient | None = None
+        self._recorder: EventRecorder | None = None
         self._catalog: CatalogData | None = None
         self._kubernetes_version: str | None = settings.kubernetes_version
 
@@ -184,10 +185,9 @@ class Runtime:
         from nodeflow.kube.events import EventRecorder
 
         with self._lock:
-            found = self._clients.get("__recorder")
-            if found is None:
-                found = self._clients["__recorder"] = EventRecorder(self.kube, clock=self.now)
-            return found
+            if self._recorder is None:
+                self._recorder = EventRecorder(self.kube, clock=self.now)
+            return self._recorder
 
     def cluster_info(self) -> ClusterInfo:
         """Endpoint and CA the nodes bootstrap with (settings, else the API connection's own)."""

@@ -126,7 +126,7 @@ def node_claim_manifest(
         wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(pool),
         wk.ANNOTATION_NODEPOOL_HASH_VERSION: NODEPOOL_HASH_VERSION,
         wk.ANNOTATION_NOMINATED_PODS: json.dumps(sorted(plan.pods), separators=(",", ":")),
-        "nodeflow.io/batch": batch,
+        wk.ANNOTATION_BATCH: batch,
     }
     claim_spec: dict[str, Any] = {
         "nodeClassRef": spec.node_class_ref.model_dump(by_alias=True, exclude_none=True),

@@ -24,7 +24,7 @@ from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
-from nodeflow.kube.writes import delete, remove_finalizer
+from nodeflow.kube.writes import delete, get_node_claim, remove_finalizer
 from nodeflow.plan import nominated_pods
 
 __all__ = ["CleanupDeps", "cleanup", "collect_garbage", "failure_reason"]
@@ -62,7 +62,7 @@ def failure_reason(error: Mapping[str, Any] | None) -> tuple[str, str]:
 
 def _get_claim(kube: KubeClient, name: str) -> NodeClaim | None:
     try:
-        return NodeClaim.model_validate(kube.get(NODE_CLAIMS, name))
+        return get_node_claim(kube, name)
     except kerr.NotFound:
         return None
 

@@ -30,15 +30,7 @@ from nodeflow.lifecycle.errors import InitializationTimeout, NodeClaimGone, Regi
 __all__ = ["StepDeps", "initialize", "register"]
 
 # Annotations that are nodeflow's bookkeeping on the NodeClaim, not meant for the Node.
-_CLAIM_ONLY_ANNOTATIONS = frozenset({wk.ANNOTATION_NOMINATED_PODS, "nodeflow.io/batch"})
-_NOT_READY_TAINTS = frozenset(
-    {
-        wk.TAINT_UNREGISTERED,
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-    }
-)
+_CLAIM_ONLY_ANNOTATIONS = frozenset({wk.ANNOTATION_NOMINATED_PODS, wk.ANNOTATION_BATCH})
 _BASE_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
 
 
@@ -173,7 +165,7 @@ def _waiting_for(node: Node, claim: NodeClaim) -> str | None:
         return "node Ready condition"
     taints = list(node.spec.taints or ())
     startup = {(t.key, t.effect) for t in claim.spec.startup_taints or ()}
-    left = [t.key for t in taints if (t.key, t.effect) in startup or t.key in _NOT_READY_TAINTS]
+    left = [t.key for t in taints if (t.key, t.effect) in startup or t.key in wk.EPHEMERAL_TAINTS]
     if left:
         return f"taints {', '.join(sorted(set(left)))} to be removed"
     requests: Mapping[str, Any] = (claim.spec.resources.requests or {}) if claim.spec.resources else {}

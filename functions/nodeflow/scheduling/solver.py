@@ -61,15 +61,6 @@ ALLOW_UNDEFINED = wk.WELL_KNOWN_LABELS | {wk.LABEL_ZONE, wk.LABEL_REGION, wk.LAB
 _OFFERING_KEYS = frozenset({wk.LABEL_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_ZONE_ID})
 # Instance-type labels: a type that lacks one (e.g. no GPU) acts as DoesNotExist for it.
 _TYPE_KEYS = wk.WELL_KNOWN_LABELS - _OFFERING_KEYS - {wk.LABEL_NODEPOOL, wk.LABEL_REGION}
-# Taints a node carries only while it starts; not held against pods for nodes in flight.
-_EPHEMERAL_TAINTS = frozenset(
-    {
-        wk.TAINT_UNREGISTERED,
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-    }
-)
 _PRICE_EPSILON = 1e-9
 
 
@@ -482,7 +473,7 @@ class _Solver:
         taints = node.taints
         if initializing:
             startup = {t.key for p in inp.nodepools if p.name == node.nodepool for t in p.startup_taints}
-            taints = tuple(t for t in taints if t.key not in _EPHEMERAL_TAINTS and t.key not in startup)
+            taints = tuple(t for t in taints if t.key not in wk.EPHEMERAL_TAINTS and t.key not in startup)
         return _Node(node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports))
 
     # -- the loop ------------------------------------------------------------------------------

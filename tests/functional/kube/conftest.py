@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -11,20 +10,6 @@ from nodeflow.kube.client import PODS, KubeClient
 
 if TYPE_CHECKING:
     from tests.kubeapi import KubeAPIServer
-
-
-@pytest.fixture(scope="session")
-def kube_server() -> Iterator[KubeAPIServer]:
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
-
-    server = KubeAPIServer().start()
-    for crd in karpenter_crds():
-        server.register_crd(crd)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

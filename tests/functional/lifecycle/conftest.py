@@ -58,44 +58,17 @@ def pending_pods(name: str, replicas: int, cpu: str = "1", memory: str = "2Gi", 
     return out
 
 
-@pytest.fixture(scope="session")
-def kube_api() -> Iterator[KubeAPIServer]:
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
-
-    server = KubeAPIServer().start()
-    for crd in karpenter_crds():
-        server.register_crd(crd)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-
-
-@pytest.fixture
-def make_local(aws_env: None, kube_api: KubeAPIServer) -> Iterator[Callable[..., LocalNodeflow]]:
+def make_local(aws_env: None, kube_server: KubeAPIServer) -> Iterator[Callable[..., LocalNodeflow]]:
     """``make_local(**options)``: a started LocalNodeflow with the demo NodePools applied."""
     from moto import mock_aws
 
     started: list[LocalNodeflow] = []
     with mock_aws(config=MOCK_CONFIG):
-        kube_api.reset()
+        kube_server.reset()
 
         def make(**options: Any) -> LocalNodeflow:
-            local = LocalNodeflow(Clients(region=REGION), kube_api, **options).start()
+            local = LocalNodeflow(Clients(region=REGION), kube_server, **options).start()
             started.append(local)
             local.apply(demo_node_pools())
             return local

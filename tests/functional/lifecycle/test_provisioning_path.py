@@ -280,3 +280,24 @@ def test_garbage_collection(local: LocalNodeflow) -> None:
     assert gone["deletedNodeClaims"] == [claim["metadata"]["name"]]
     assert claims(local) == []
     assert nodes(local) == []
+
+
+def test_unreadable_messages_are_dropped_and_the_rest_provisions(local: LocalNodeflow) -> None:
+    local.apply(pending_pods("web", 2))
+    bad = [{"messageId": "m-bad-1", "body": "not json"}, {"messageId": "m-bad-2", "body": "[1, 2]"}]
+    only_bad = local.provision(bad)
+    assert only_bad["batchItemFailures"] == []
+    assert "result" not in only_bad  # nothing provisioned from garbage
+    assert claims(local) == []
+    local.send_pending(["default/web"])
+    mixed = local.provision([*bad, *local.receive_batch()])
+    assert mixed["batchItemFailures"] == []
+    assert mixed["result"]["nodeClaimsCreated"]
+    local.wait_for_executions()
+    assert len(live_instances(local)) == len(mixed["result"]["nodeClaimsCreated"])
+
+
+def test_a_bad_step_input_fails_the_execution_with_the_field_named(local: LocalNodeflow) -> None:
+    with pytest.raises(RuntimeError, match="nodeClaim"):
+        local.invoke("launch", {"nodeClaim": "Bad_Name"})
+    assert live_instances(local) == []

@@ -19,18 +19,6 @@ REGION = "us-east-1"
 CLUSTER = "demo"
 
 
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-    }.items():
-        monkeypatch.setenv(key, value)
-
-
 @pytest.fixture(scope="session")
 def shared_clients() -> Clients:
     """One set of boto3 clients for every test: moto (imported above) intercepts them inside each test's mock_aws,
@@ -47,20 +35,6 @@ def clients(aws_env: None, shared_clients: Clients) -> Iterator[Clients]:
 @pytest.fixture
 def world(clients: Clients) -> AwsWorld:
     return build_world(clients, cluster_name=CLUSTER, region=REGION)
-
-
-@pytest.fixture(scope="session")
-def kube_server() -> Iterator[KubeAPIServer]:
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
-
-    server = KubeAPIServer().start()
-    for crd in karpenter_crds():
-        server.register_crd(crd)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

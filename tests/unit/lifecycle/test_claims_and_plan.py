@@ -113,18 +113,10 @@ def test_requirement_dicts_round_trip_every_operator() -> None:
     back = Requirements(
         Requirement.create(d["key"], d["operator"], d.get("values", ()), d.get("minValues")) for d in dicts
     )
-    rebuilt: dict[str, Requirement] = {}
-    for key, req in back.items():
-        rebuilt[key] = req
     assert back == reqs
 
 
 def test_manifest_carries_template_requirements_and_nominations() -> None:
-    np = pool(taints=[{"key": "dedicated", "value": "web", "effect": "NoSchedule"}], expireAfter="24h")
-    state = ClusterState(node_pools=[np], node_classes=[node_class()], pods=[pending_pod("a"), pending_pod("b")])
-    result = plan(state, CATALOG)
-    assert result.unschedulable == () or all("dedicated" in str(u.reasons) for u in result.unschedulable)
-    # pods do not tolerate the taint: plan an untainted pool instead
     np = pool(expireAfter="24h")
     state = ClusterState(node_pools=[np], node_classes=[node_class()], pods=[pending_pod("a"), pending_pod("b")])
     nc = plan(state, CATALOG).node_claims[0]
@@ -146,6 +138,14 @@ def test_manifest_carries_template_requirements_and_nominations() -> None:
     assert claim.spec.resources
     assert claim.spec.resources.requests
     assert nominated_pods(claim) == ("default/a", "default/b")
+    tainted = pool(
+        expireAfter="24h",
+        taints=[{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+        startupTaints=[{"key": "cni", "effect": "NoSchedule"}],
+    )
+    claim = NodeClaim.model_validate(node_claim_manifest(nc, tainted, "default-abcde", batch="b1"))
+    assert [t.key for t in claim.spec.taints or ()] == ["dedicated"]
+    assert [t.key for t in claim.spec.startup_taints or ()] == ["cni"]
 
 
 def test_nodepool_hash_changes_with_the_template_not_with_requirements() -> None:

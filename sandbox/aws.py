@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import secrets
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import boto3
+
+from nodeflow.ingress.routing import ROUTES, Route, event_pattern
 
 if TYPE_CHECKING:
     from moto.core.config import DefaultConfig
@@ -150,6 +153,14 @@ class Clients:
     def sfn(self) -> Any:
         return self("stepfunctions")
 
+    @property
+    def events(self) -> Any:
+        return self("events")
+
+    @property
+    def secretsmanager(self) -> Any:
+        return self("secretsmanager")
+
 
 ClientSource: TypeAlias = "Clients | boto3.Session | Callable[[str], Any]"
 
@@ -239,6 +250,16 @@ class AwsWorld:
     dlq_url: str = ""
     state_machine_role_arn: str = ""
     ssm_parameters: dict[str, str] = field(default_factory=dict)  # seeded public parameter -> image id
+    bus_name: str = ""
+    disruption_queue_url: str = ""
+    disruption_dlq_url: str = ""
+    hmac_secret_arn: str = ""
+    hmac_secret: str = ""
+    rule_names: list[str] = field(default_factory=list)
+
+    def queue_urls(self) -> dict[str, str]:
+        """Route queue name (``nodeflow.ingress.routing.Route.queue``) -> queue URL."""
+        return {"provisioning": self.queue_url, "disruption": self.disruption_queue_url}
 
     @property
     def zones(self) -> list[str]:
@@ -330,17 +351,18 @@ def build_world(
     )
     ddb.update_time_to_live(TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
 
-    sqs = clients.sqs
-    queue_name = f"nodeflow-{cluster_name}-provisioning"
-    dlq_url: str = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
-    dlq_arn: str = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    queue_url: str = sqs.create_queue(
-        QueueName=queue_name,
-        Attributes={
-            "VisibilityTimeout": "60",
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}),
-        },
-    )["QueueUrl"]
+    queue_url, dlq_url = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-provisioning")
+    disruption_url, disruption_dlq = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-disruption")
+
+    # ingress: the bus, its rules to the queues, the webhook's HMAC secret
+    bus_name = f"nodeflow-{cluster_name}"
+    clients.events.create_event_bus(Name=bus_name)
+    queues = {"provisioning": queue_url, "disruption": disruption_url}
+    rule_names = [_route(clients, bus_name, cluster_name, route, queues[route.queue]) for route in ROUTES]
+    hmac_secret = secrets.token_hex(32)
+    secret_arn: str = clients.secretsmanager.create_secret(
+        Name=f"nodeflow-{cluster_name}-webhook-hmac", SecretString=hmac_secret
+    )["ARN"]
 
     # roles for the serverless side
     lambda_role_arn: str = iam.create_role(
@@ -366,7 +388,41 @@ def build_world(
         dlq_url=dlq_url,
         state_machine_role_arn=sfn_role_arn,
         ssm_parameters=parameters,
+        bus_name=bus_name,
+        disruption_queue_url=disruption_url,
+        disruption_dlq_url=disruption_dlq,
+        hmac_secret_arn=secret_arn,
+        hmac_secret=hmac_secret,
+        rule_names=rule_names,
     )
+
+
+def _queue_with_dlq(clients: Clients, name: str) -> tuple[str, str]:
+    sqs = clients.sqs
+    dlq_url: str = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn: str = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url: str = sqs.create_queue(
+        QueueName=name,
+        Attributes={
+            "VisibilityTimeout": "60",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}),
+        },
+    )["QueueUrl"]
+    return url, dlq_url
+
+
+def _route(clients: Clients, bus_name: str, cluster_name: str, route: Route, queue_url: str) -> str:
+    """One EventBridge rule on ``bus_name`` with the queue as its target (what the CDK stack creates)."""
+    name = f"nodeflow-{cluster_name}-{route.name}"
+    clients.events.put_rule(
+        Name=name,
+        EventBusName=bus_name,
+        EventPattern=json.dumps(event_pattern(cluster_name, route.detail_types)),
+        State="ENABLED",
+    )
+    arn = clients.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    clients.events.put_targets(Rule=name, EventBusName=bus_name, Targets=[{"Id": route.queue, "Arn": arn}])
+    return name
 
 
 def _lambda_zip() -> bytes:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.aws import AwsWorld, Clients, as_clients, build_world, create_functions, create_state_machine
+from sandbox.esm import SqsEventSource
 from sandbox.faults import Ec2Faults
+from sandbox.function_url import Caller, FunctionUrlServer
 from sandbox.kubelet import SimulatedKubelet
 from sandbox.scheduler import SimulatedScheduler
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
@@ -37,7 +39,11 @@ FUNCTIONS: Mapping[str, str] = {
     "initialize": "nodeflow.handlers.initialize",
     "cleanup": "nodeflow.handlers.cleanup",
     "gc": "nodeflow.handlers.gc",
+    "webhook": "nodeflow.handlers.webhook",
 }
+# The agent's IAM identity in the sandbox (what IRSA / Pod Identity would hand it).
+AGENT_ACCESS_KEY = "AKIASANDBOXAGENT0001"
+AGENT_SECRET_KEY = "sandbox-agent-secret-key"
 # ASL placeholder -> function suffix.
 LAUNCH_SUBSTITUTIONS: Mapping[str, str] = {
     "LaunchFunctionArn": "launch",
@@ -74,6 +80,10 @@ class LocalNodeflow:
     scheduler: SimulatedScheduler = field(init=False)
     faults: Ec2Faults = field(init=False)
     launch_arn: str = field(init=False)
+    webhook_auth: str = "iam"  # "iam" (Function URL AWS_IAM + SigV4) | "hmac" (Function URL NONE + HMAC)
+    function_url: FunctionUrlServer | None = field(default=None, init=False)
+    event_source: SqsEventSource | None = field(default=None, init=False)
+    agent_role_arn: str = field(default="", init=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False)
     _scaler: Any = field(default=None, init=False)
     _tmp: Any = field(default=None, init=False)
@@ -99,8 +109,15 @@ class LocalNodeflow:
             LAUNCH_ASL,
             {key: arns[self.function_name(suffix)] for key, suffix in LAUNCH_SUBSTITUTIONS.items()},
         )
+        self.agent_role_arn = self.clients.iam.create_role(
+            RoleName=f"nodeflow-{self.cluster_name}-agent", AssumeRolePolicyDocument=json.dumps({"Statement": []})
+        )["Role"]["Arn"]
         settings = {
             "CLUSTER_NAME": self.cluster_name,
+            "EVENT_BUS_NAME": self.world.bus_name,
+            "WEBHOOK_AUTH": self.webhook_auth,
+            "WEBHOOK_HMAC_SECRET_ARN": self.world.hmac_secret_arn,
+            "AGENT_PRINCIPAL_ARNS": self.agent_role_arn,
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "TABLE_NAME": self.world.table_name,
@@ -142,6 +159,8 @@ class LocalNodeflow:
         from nodeflow.handlers import runtime
 
         for step in (
+            lambda: self.event_source.stop() if self.event_source else None,
+            lambda: self.function_url.stop() if self.function_url else None,
             lambda: self.scheduler.stop(),
             lambda: self.kubelet.stop(),
             lambda: self.faults.uninstall(),
@@ -168,6 +187,70 @@ class LocalNodeflow:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # ------------------------------------------------------------------ ingress
+
+    def start_webhook(self) -> FunctionUrlServer:
+        """Serve the webhook function at a Function URL on 127.0.0.1 (AWS_IAM in iam mode)."""
+        account = self.world.account_id
+        caller = Caller(
+            AGENT_SECRET_KEY, f"arn:aws:sts::{account}:assumed-role/nodeflow-{self.cluster_name}-agent/agent", account
+        )
+        self.function_url = FunctionUrlServer(
+            lambda event: self.invoke("webhook", event),
+            auth_type="AWS_IAM" if self.webhook_auth == "iam" else "NONE",
+            region=self.region,
+            credentials={AGENT_ACCESS_KEY: caller},
+        ).start()
+        return self.function_url
+
+    def start_event_source(
+        self, *, window_seconds: float | None = None, batch_size: int | None = None
+    ) -> SqsEventSource:
+        """The provisioner's SQS event-source mapping (the routing module's batching unless overridden)."""
+        from nodeflow.ingress.routing import PROVISIONING_BATCH_SIZE, PROVISIONING_BATCH_WINDOW_SECONDS
+
+        arn = f"arn:aws:sqs:{self.region}:{self.world.account_id}:nodeflow-{self.cluster_name}-provisioning"
+        self.event_source = SqsEventSource(
+            self.clients.sqs,
+            self.world.queue_url,
+            arn,
+            lambda event: self.invoke("provisioner", event),
+            batch_size=batch_size or PROVISIONING_BATCH_SIZE,
+            window_seconds=PROVISIONING_BATCH_WINDOW_SECONDS if window_seconds is None else window_seconds,
+        ).start()
+        return self.event_source
+
+    def agent_env(self, *, hmac_secret_file: str | None = None, **extra: str) -> dict[str, str]:
+        """Environment for the agent process pointed at this sandbox (after ``start_webhook``)."""
+        assert self.function_url is not None, "start_webhook() first"
+        env = {
+            "WEBHOOK_URL": self.function_url.url,
+            "CLUSTER_NAME": self.cluster_name,
+            "KUBE_API_URL": self.kube_server.url,
+            "AWS_REGION": self.region,
+        }
+        if self.webhook_auth == "iam":
+            env.update(AUTH_MODE="iam", AWS_ACCESS_KEY_ID=AGENT_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=AGENT_SECRET_KEY)
+        else:
+            if hmac_secret_file is None:
+                raise ValueError("hmac_secret_file: required in hmac mode (write world.hmac_secret to it)")
+            env.update(AUTH_MODE="hmac", HMAC_SECRET_FILE=hmac_secret_file)
+        env.update(extra)
+        return env
+
+    def queue_messages(self, queue: str = "provisioning") -> list[dict[str, Any]]:
+        """Every message now on a route's queue, left in place (visibility 0), for assertions."""
+        url = self.world.queue_urls()[queue]
+        seen: dict[str, dict[str, Any]] = {}
+        for _ in range(50):
+            out = self.clients.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+            batch = out.get("Messages", [])
+            fresh = [m for m in batch if m["MessageId"] not in seen]
+            if not fresh:
+                break
+            seen.update({m["MessageId"]: m for m in fresh})
+        return list(seen.values())
+
     # ------------------------------------------------------------------ the cluster
 
     def apply(self, objects: Iterable[Mapping[str, Any]]) -> None:
@@ -184,7 +267,7 @@ class LocalNodeflow:
             "id": eid,
             "source": "nodeflow.agent",
             "detail-type": "Pod Unschedulable",
-            "detail": {"pods": list(pods)},
+            "detail": {"cluster": self.cluster_name, "eventId": eid, "kind": "PodUnschedulable", "pods": list(pods)},
         }
         self.clients.sqs.send_message(QueueUrl=self.world.queue_url, MessageBody=json.dumps(body))
         return eid

@@ -56,6 +56,11 @@ class Settings:
     registration_ttl_seconds: int = 900
     initialization_ttl_seconds: int = 900
     gc_grace_seconds: int = 30
+    event_bus_name: str | None = None
+    webhook_auth: str = "iam"
+    webhook_hmac_secret_arn: str | None = None
+    agent_principal_arns: tuple[str, ...] = ()
+    dedup_ttl_seconds: int = 3600
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -72,6 +77,13 @@ class Settings:
         version = env.get("KUBERNETES_VERSION") or None
         if version is not None and not _is_minor_version(version):
             raise SettingsError(f"KUBERNETES_VERSION: expected MAJOR.MINOR such as 1.33, got {version!r}")
+        auth = env.get("WEBHOOK_AUTH") or "iam"
+        if auth not in ("iam", "hmac"):
+            raise SettingsError(f"WEBHOOK_AUTH: expected 'iam' or 'hmac', got {auth!r}")
+        principals = tuple(p.strip() for p in (env.get("AGENT_PRINCIPAL_ARNS") or "").split(",") if p.strip())
+        for p in principals:
+            if not p.startswith("arn:"):
+                raise SettingsError(f"AGENT_PRINCIPAL_ARNS: expected comma-separated IAM role ARNs, got {p!r}")
         return Settings(
             cluster_name=cluster,
             region=region,
@@ -87,6 +99,11 @@ class Settings:
             registration_ttl_seconds=_int(env, "REGISTRATION_TTL_SECONDS", 900),
             initialization_ttl_seconds=_int(env, "INITIALIZATION_TTL_SECONDS", 900),
             gc_grace_seconds=_int(env, "GC_GRACE_SECONDS", 30),
+            event_bus_name=env.get("EVENT_BUS_NAME") or None,
+            webhook_auth=auth,
+            webhook_hmac_secret_arn=env.get("WEBHOOK_HMAC_SECRET_ARN") or None,
+            agent_principal_arns=principals,
+            dedup_ttl_seconds=_int(env, "DEDUP_TTL_SECONDS", 3600),
         )
 
     def require(self, *fields: str) -> Settings:

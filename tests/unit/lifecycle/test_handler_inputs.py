@@ -44,6 +44,12 @@ def test_settings_defaults() -> None:
     s = Settings.from_env(BASE)
     assert (s.registration_ttl_seconds, s.initialization_ttl_seconds, s.gc_grace_seconds) == (900, 900, 30)
     assert s.catalog_source == "aws"
+    assert (s.webhook_auth, s.agent_principal_arns, s.dedup_ttl_seconds) == ("iam", (), 3600)
+    roles = "arn:aws:iam::1:role/a, arn:aws:iam::1:role/b"
+    assert Settings.from_env({**BASE, "AGENT_PRINCIPAL_ARNS": roles}).agent_principal_arns == (
+        "arn:aws:iam::1:role/a",
+        "arn:aws:iam::1:role/b",
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,6 +61,9 @@ def test_settings_defaults() -> None:
         ({**BASE, "KUBERNETES_VERSION": "v1.33"}, "KUBERNETES_VERSION"),
         ({**BASE, "REGISTRATION_TTL_SECONDS": "15m"}, "REGISTRATION_TTL_SECONDS"),
         ({**BASE, "GC_GRACE_SECONDS": "-1"}, "GC_GRACE_SECONDS"),
+        ({**BASE, "WEBHOOK_AUTH": "none"}, "WEBHOOK_AUTH"),
+        ({**BASE, "AGENT_PRINCIPAL_ARNS": "nodeflow-agent"}, "AGENT_PRINCIPAL_ARNS"),
+        ({**BASE, "DEDUP_TTL_SECONDS": "1h"}, "DEDUP_TTL_SECONDS"),
     ],
 )
 def test_bad_settings_name_the_variable(env: dict[str, str], name: str) -> None:

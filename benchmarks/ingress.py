@@ -1,0 +1,155 @@
+"""Ingress latency benchmark, in the local setup: the agent as a subprocess watching the test
+Kubernetes API server, the webhook behind a Function URL on 127.0.0.1 (SigV4 verified), moto
+EventBridge routing to the provisioning queue, an SQS event-source mapping with the deployed
+batching (``nodeflow.ingress.routing``), and the provisioner (in-process, through the Lambda API).
+
+    .venv/bin/python -m benchmarks.ingress [--trials 10] [--burst 200]
+
+1. Single pod, idle cluster (--trials times, 2 s apart): from the status patch that makes a pod
+   unschedulable to (a) its event on the provisioning queue (agent + webhook + bus) and (b) the
+   provisioner's invocation with it (plus the batching window).
+2. Burst: --burst pods turned unschedulable as fast as the API server takes it; time until the
+   last one reached the provisioner, and how many provisioner batches it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+for extra in (str(ROOT / "functions"), str(ROOT)):
+    if extra not in sys.path:
+        sys.path.insert(0, extra)
+
+UNSCHEDULABLE = {
+    "status": {
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}
+        ]
+    }
+}
+
+
+def _pod(name: str) -> dict[str, Any]:
+    from tests.functional.lifecycle.conftest import pending_pods
+
+    pod = pending_pods(name, 1, cpu="250m", memory="256Mi")[0]
+    pod["metadata"]["name"] = name
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def _arrivals(batches: list[Any]) -> dict[str, tuple[float, float]]:
+    """pod name -> (SentTimestamp, invoked_at) of the first batch that carried it."""
+    out: dict[str, tuple[float, float]] = {}
+    for b in batches:
+        for record, sent in zip(b.records, b.sent_at, strict=False):
+            body = json.loads(record["body"])
+            if body.get("detail-type") == "Pod Unschedulable":
+                out.setdefault(body["detail"]["object"]["name"], (sent, b.invoked_at))
+    return out
+
+
+def _stats(values: list[float]) -> str:
+    values = sorted(values)
+    p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
+    return f"{statistics.median(values):.3f} / {p90:.3f} / {values[-1]:.3f}"
+
+
+def run(trials: int, burst: int) -> dict[str, Any]:
+    from kubernetes.client import CoreV1Api
+    from moto import mock_aws
+
+    from nodeflow.ingress.routing import PROVISIONING_BATCH_WINDOW_SECONDS
+    from sandbox.agent import AgentProcess
+    from sandbox.aws import MOCK_CONFIG, Clients
+    from sandbox.nodeflow import LocalNodeflow
+    from tests.functional.lifecycle.conftest import demo_node_pools
+    from tests.kubeapi import KubeAPIServer
+    from tests.kubeapi.crds import karpenter_crds
+
+    kube = KubeAPIServer().start()
+    for crd in karpenter_crds():
+        kube.register_crd(crd)
+    core = CoreV1Api(kube.api_client())
+    try:
+        with mock_aws(config=MOCK_CONFIG):
+            local = LocalNodeflow(Clients.fake(), kube).start()
+            try:
+                local.apply(demo_node_pools())
+                local.start_webhook()
+                source = local.start_event_source()
+                with AgentProcess(local.agent_env()) as agent:
+                    agent.wait_ready()
+                    patched: dict[str, float] = {}
+                    for i in range(trials):
+                        name = f"single-{i:03d}"
+                        kube.create(_pod(name))
+                        time.sleep(0.2)
+                        patched[name] = time.time()
+                        core.patch_namespaced_pod_status(name, "default", UNSCHEDULABLE)
+                        source.wait_for(lambda bs, n=name: n in _arrivals(bs), timeout=30)
+                        time.sleep(2.0)
+                    arrivals = _arrivals(source.snapshot())
+                    to_queue = [arrivals[n][0] - t for n, t in patched.items()]
+                    to_provisioner = [arrivals[n][1] - t for n, t in patched.items()]
+
+                    names = [f"burst-{i:04d}" for i in range(burst)]
+                    for n in names:
+                        kube.create(_pod(n))
+                    time.sleep(0.5)
+                    start = time.time()
+                    for n in names:
+                        core.patch_namespaced_pod_status(n, "default", UNSCHEDULABLE)
+                    patched_all = time.time() - start
+                    source.wait_for(lambda bs: set(names) <= set(_arrivals(bs)), timeout=120)
+                    arrivals = _arrivals(source.snapshot())
+                    last = max(arrivals[n][1] for n in names) - start
+                    burst_batches = len({arrivals[n][1] for n in names})
+                    metrics = agent.metrics()
+            finally:
+                local.stop()
+    finally:
+        kube.stop()
+    return {
+        "window": PROVISIONING_BATCH_WINDOW_SECONDS,
+        "to_queue": to_queue,
+        "to_provisioner": to_provisioner,
+        "burst": burst,
+        "burst_patch_seconds": patched_all,
+        "burst_last": last,
+        "burst_batches": burst_batches,
+        "agent_metrics": {k: v for k, v in metrics.items() if "sent" in k or "dropped" in k},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--burst", type=int, default=200)
+    args = parser.parse_args(argv)
+    r = run(args.trials, args.burst)
+    print(f"Ingress latency, local setup ({args.trials} single-pod trials; median / p90 / max seconds)\n")
+    print("| measured | seconds |")
+    print("| --- | --- |")
+    print(f"| pod unschedulable → event on the provisioning queue (agent + webhook + bus) | {_stats(r['to_queue'])} |")
+    print(
+        f"| pod unschedulable → provisioner invoked (+ {r['window']} s batching window) "
+        f"| {_stats(r['to_provisioner'])} |"
+    )
+    print(
+        f"| burst of {r['burst']} pods: last one at the provisioner, from the first patch "
+        f"(patching took {r['burst_patch_seconds']:.2f} s) | {r['burst_last']:.3f} in {r['burst_batches']} batches |"
+    )
+    print(f"\nagent counters: {r['agent_metrics']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

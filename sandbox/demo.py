@@ -3,9 +3,11 @@
 A moto server (EC2, SSM, IAM, DynamoDB, SQS, Lambda, Step Functions executing the real
 statemachines/launch.asl.json), the test Kubernetes API server with Karpenter's CRDs, and a
 simulated kubelet. The demo applies examples/demo's NodePools and EC2NodeClass, creates the
-Deployments of examples/demo/workloads.yaml with their pods pending, puts a pending-pod event on
-the provisioning queue, runs the provisioner Lambda, and prints each launch execution's trace
-(what the Step Functions console shows) and the nodes launched with their price.
+Deployments of examples/demo/workloads.yaml with their pods pending. The agent (a subprocess)
+forwards them through the webhook's Function URL (SigV4) to EventBridge, whose rule puts them on
+the provisioning queue; an SQS event-source mapping with the deployed batching invokes the
+provisioner. The demo prints each launch execution's trace (what the Step Functions console
+shows) and the nodes launched with their price.
 """
 
 from __future__ import annotations
@@ -43,6 +45,17 @@ def _pending(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         }
         out.append(body)
+    return out
+
+
+def _forwarded(batches: list[Any]) -> set[str]:
+    """Names of the pods whose Pod Unschedulable event reached the provisioner."""
+    out: set[str] = set()
+    for b in batches:
+        for record in b.records:
+            body = json.loads(record["body"])
+            if body.get("detail-type") == "Pod Unschedulable":
+                out.add(body["detail"]["object"]["name"])
     return out
 
 
@@ -99,12 +112,32 @@ def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:
     names = [f"{d['kind']}/{d['metadata']['name']}" for d in pools]
     print(f"applied {', '.join(names)}", file=out)
 
+    from sandbox.agent import AgentProcess
+
+    url = local.start_webhook()
+    source = local.start_event_source()
+    agent = AgentProcess(local.agent_env(BATCH_MAX_WAIT="0.1")).start()
+    try:
+        agent.wait_ready()
+        print(
+            f"agent: watching the API server, forwarding to the webhook's Function URL {url.url} (AWS_IAM, SigV4);"
+            f"\n       EventBridge routes pending pods to the provisioning queue (batching window "
+            f"{source.window_seconds:g} s) and node/pod changes to the disruption queue",
+            file=out,
+        )
+        return _provision(local, agent, source, out, started, catalog)
+    finally:
+        agent.stop()
+
+
+def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float, catalog: Any) -> int:
     deployments = [d for d in _docs(DEMO / "workloads.yaml") if d.get("kind") == "Deployment"]
     pods: list[dict[str, Any]] = []
     for d in deployments:
         pods.extend(_pending(d))
     for ns in sorted({p["metadata"].get("namespace", "default") for p in pods}):
         local.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+    created = time.time()
     local.apply(pods)
     summary = ", ".join(
         f"{d['metadata'].get('namespace', 'default')}/{d['metadata']['name']} x{d['spec']['replicas']}"
@@ -112,19 +145,20 @@ def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:
     )
     print(f"created Deployments {summary}: {len(pods)} pods Pending (Unschedulable)\n", file=out)
 
-    local.send_pending([f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods])
-    t0 = time.perf_counter()
-    result = local.provision()["result"]
-    took = time.perf_counter() - t0
-    timings = result["timings"]
-    print(
-        f"provisioner: {result['pendingPods']} pending pods -> {len(result['nodeClaimsCreated'])} NodeClaims, "
-        f"{len(result['executionsStarted'])} launch executions started in {took:.2f} s "
-        f"(snapshot {timings.get('snapshot', 0):.2f} s, solve {timings.get('solve', 0):.2f} s)",
-        file=out,
-    )
-    if result["unschedulablePods"]:
-        print(f"  {result['unschedulablePods']} pods cannot be served by any NodePool", file=out)
+    names = {p["metadata"]["name"] for p in pods}
+    batches = source.wait_for(lambda bs: names <= _forwarded(bs) and all(b.ok for b in bs), timeout=60)
+    for i, b in enumerate(batches, 1):
+        result = (b.result or {}).get("result") or {}
+        timings = result.get("timings", {})
+        print(
+            f"provisioner batch {i}: {len(b.records)} events, {b.invoked_at - created:.2f} s after the pods were "
+            f"created -> {result.get('pendingPods', 0)} pending pods, {len(result.get('nodeClaimsCreated', []))} "
+            f"NodeClaims, {len(result.get('executionsStarted', []))} launch executions "
+            f"(snapshot {timings.get('snapshot', 0):.2f} s, solve {timings.get('solve', 0):.2f} s)",
+            file=out,
+        )
+        if result.get("unschedulablePods"):
+            print(f"  {result['unschedulablePods']} pods cannot be served by any NodePool", file=out)
 
     done = local.wait_for_executions(timeout=45)
     transitions = invocations = 0
@@ -166,6 +200,22 @@ def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:
             f"{local.dispatch.count()} Lambda invocations in all",
             file=out,
         )
+    # The scheduler binds the pods once their nodes are initialized; the agent reports that too.
+    changes: set[str] = set()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not {"Node Ready", "Pod Bound"} <= changes:
+        changes = {json.loads(m["Body"])["detail-type"] for m in local.queue_messages("disruption")}
+        time.sleep(0.1)
+    counters = agent.metrics()
+    requests = sum(v for k, v in counters.items() if k.startswith("nodeflow_agent_requests_total"))
+    print(
+        f"agent: {counters.get('nodeflow_agent_events_sent_total', 0):.0f} events forwarded in {requests:.0f} "
+        f"requests; the disruption queue got {', '.join(sorted(changes)) or 'nothing'}",
+        file=out,
+    )
+    code = agent.stop()
+    print(f"agent: SIGTERM -> flushed and exited {code}", file=out)
+    ok = ok and code == 0
     print(
         f"demo finished in {time.perf_counter() - started:.1f} s: {'OK' if ok and not leaked else 'FAILED'}", file=out
     )

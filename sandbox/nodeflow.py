@@ -239,16 +239,20 @@ class LocalNodeflow:
         return env
 
     def queue_messages(self, queue: str = "provisioning") -> list[dict[str, Any]]:
-        """Every message now on a route's queue, left in place (visibility 0), for assertions."""
+        """Every message now on a route's queue, left in place, for assertions (each is received once,
+        hidden while the rest are read, then made visible again)."""
         url = self.world.queue_urls()[queue]
         seen: dict[str, dict[str, Any]] = {}
-        for _ in range(50):
-            out = self.clients.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
-            batch = out.get("Messages", [])
-            fresh = [m for m in batch if m["MessageId"] not in seen]
-            if not fresh:
+        while True:
+            out = self.clients.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)
+            batch = [m for m in out.get("Messages", []) if m["MessageId"] not in seen]
+            if not batch:
                 break
-            seen.update({m["MessageId"]: m for m in fresh})
+            seen.update({m["MessageId"]: m for m in batch})
+        for m in seen.values():
+            self.clients.sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+            )
         return list(seen.values())
 
     # ------------------------------------------------------------------ the cluster

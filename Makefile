@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -c "import pathlib, site; pathlib.Path(site.getsitepackages()[0], 'nodeflow-src.pth').write_text('$(CURDIR)/functions\n$(CURDIR)\n')"
+	$(PY) -c "import pathlib, site; pathlib.Path(site.getsitepackages()[0], 'nodeflow-src.pth').write_text('$(CURDIR)/functions\n$(CURDIR)\n$(CURDIR)/agent\n')"
 	touch $(STAMP)
 
 lint: $(STAMP)

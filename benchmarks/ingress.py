@@ -56,6 +56,10 @@ def _arrivals(batches: list[Any]) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _carries(name: str) -> Any:
+    return lambda batches: name in _arrivals(batches)
+
+
 def _stats(values: list[float]) -> str:
     values = sorted(values)
     p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
@@ -94,7 +98,7 @@ def run(trials: int, burst: int) -> dict[str, Any]:
                         time.sleep(0.2)
                         patched[name] = time.time()
                         core.patch_namespaced_pod_status(name, "default", UNSCHEDULABLE)
-                        source.wait_for(lambda bs, n=name: n in _arrivals(bs), timeout=30)
+                        source.wait_for(_carries(name), timeout=30)
                         time.sleep(2.0)
                     arrivals = _arrivals(source.snapshot())
                     to_queue = [arrivals[n][0] - t for n, t in patched.items()]

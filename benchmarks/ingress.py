@@ -84,7 +84,8 @@ def run(trials: int, burst: int) -> dict[str, Any]:
     core = CoreV1Api(kube.api_client())
     try:
         with mock_aws(config=MOCK_CONFIG):
-            local = LocalNodeflow(Clients.fake(), kube).start()
+            quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"}
+            local = LocalNodeflow(Clients.fake(), kube, env=quiet).start()
             try:
                 local.apply(demo_node_pools())
                 local.start_webhook()

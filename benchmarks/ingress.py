@@ -15,7 +15,6 @@ batching (``nodeflow.ingress.routing``), and the provisioner (in-process, throug
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -45,19 +44,10 @@ def _pod(name: str) -> dict[str, Any]:
     return pod
 
 
-def _arrivals(batches: list[Any]) -> dict[str, tuple[float, float]]:
-    """pod name -> (SentTimestamp, invoked_at) of the first batch that carried it."""
-    out: dict[str, tuple[float, float]] = {}
-    for b in batches:
-        for record, sent in zip(b.records, b.sent_at, strict=False):
-            body = json.loads(record["body"])
-            if body.get("detail-type") == "Pod Unschedulable":
-                out.setdefault(body["detail"]["object"]["name"], (sent, b.invoked_at))
-    return out
-
-
 def _carries(name: str) -> Any:
-    return lambda batches: name in _arrivals(batches)
+    from sandbox.esm import unschedulable_pods
+
+    return lambda batches: name in unschedulable_pods(batches)
 
 
 def _stats(values: list[float]) -> str:
@@ -73,6 +63,7 @@ def run(trials: int, burst: int) -> dict[str, Any]:
     from nodeflow.ingress.routing import PROVISIONING_BATCH_WINDOW_SECONDS
     from sandbox.agent import AgentProcess
     from sandbox.aws import MOCK_CONFIG, Clients
+    from sandbox.esm import unschedulable_pods
     from sandbox.nodeflow import LocalNodeflow
     from tests.functional.lifecycle.conftest import demo_node_pools
     from tests.kubeapi import KubeAPIServer
@@ -101,7 +92,7 @@ def run(trials: int, burst: int) -> dict[str, Any]:
                         core.patch_namespaced_pod_status(name, "default", UNSCHEDULABLE)
                         source.wait_for(_carries(name), timeout=30)
                         time.sleep(2.0)
-                    arrivals = _arrivals(source.snapshot())
+                    arrivals = unschedulable_pods(source.snapshot())
                     to_queue = [arrivals[n][0] - t for n, t in patched.items()]
                     to_provisioner = [arrivals[n][1] - t for n, t in patched.items()]
 
@@ -113,8 +104,8 @@ def run(trials: int, burst: int) -> dict[str, Any]:
                     for n in names:
                         core.patch_namespaced_pod_status(n, "default", UNSCHEDULABLE)
                     patched_all = time.time() - start
-                    source.wait_for(lambda bs: set(names) <= set(_arrivals(bs)), timeout=120)
-                    arrivals = _arrivals(source.snapshot())
+                    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=120)
+                    arrivals = unschedulable_pods(source.snapshot())
                     last = max(arrivals[n][1] for n in names) - start
                     burst_batches = len({arrivals[n][1] for n in names})
                     metrics = agent.metrics()

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import yaml
 
 from nodeflow.api.labels import ANNOTATION_NOMINATED_PODS
+from sandbox.esm import unschedulable_pods
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo"
@@ -45,17 +46,6 @@ def _pending(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         }
         out.append(body)
-    return out
-
-
-def _forwarded(batches: list[Any]) -> set[str]:
-    """Names of the pods whose Pod Unschedulable event reached the provisioner."""
-    out: set[str] = set()
-    for b in batches:
-        for record in b.records:
-            body = json.loads(record["body"])
-            if body.get("detail-type") == "Pod Unschedulable":
-                out.add(body["detail"]["object"]["name"])
     return out
 
 
@@ -146,7 +136,7 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     print(f"created Deployments {summary}: {len(pods)} pods Pending (Unschedulable)\n", file=out)
 
     names = {p["metadata"]["name"] for p in pods}
-    batches = source.wait_for(lambda bs: names <= _forwarded(bs) and all(b.ok for b in bs), timeout=60)
+    batches = source.wait_for(lambda bs: names <= set(unschedulable_pods(bs)) and all(b.ok for b in bs), timeout=60)
     for i, b in enumerate(batches, 1):
         result = (b.result or {}).get("result") or {}
         timings = result.get("timings", {})

@@ -12,13 +12,14 @@ the function was invoked, for latency figures.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BatchRecord", "SqsEventSource"]
+__all__ = ["BatchRecord", "SqsEventSource", "unschedulable_pods"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,17 @@ class BatchRecord:
     invoked_at: float  # epoch seconds when the function was invoked
     ok: bool
     result: Any = None
+
+
+def unschedulable_pods(batches: list[BatchRecord]) -> dict[str, tuple[float, float]]:
+    """Pod name -> (SentTimestamp, invoked_at) of the first batch that carried its Pod Unschedulable event."""
+    out: dict[str, tuple[float, float]] = {}
+    for b in batches:
+        for record, sent in zip(b.records, b.sent_at, strict=False):
+            body = json.loads(record["body"])
+            if body.get("detail-type") == "Pod Unschedulable":
+                out.setdefault(body["detail"]["object"]["name"], (sent, b.invoked_at))
+    return out
 
 
 @dataclass

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from nodeflow.aws.errors import Throttled, aws_errors
 
-__all__ = ["EVENT_PARTITION", "NONCE_PARTITION", "SeenRecords"]
+__all__ = ["EVENT_PARTITION", "NONCE_PARTITION", "SeenRecords", "batch_write"]
 
 NONCE_PARTITION = "nonce"
 EVENT_PARTITION = "event-id"
@@ -122,19 +122,21 @@ class SeenRecords:
         self._batch({"DeleteRequest": {"Key": {"pk": {"S": EVENT_PARTITION}, "sk": {"S": i}}}} for i in ids)
 
     def _batch(self, requests: Iterable[dict[str, Any]]) -> None:
-        items = list(requests)
-        for i in range(0, len(items), 25):
-            pending: dict[str, Any] = {self.table_name: items[i : i + 25]}
-            for _ in range(8):
-                with aws_errors():
-                    out = self.dynamodb.batch_write_item(RequestItems=pending)
-                pending = out.get("UnprocessedItems") or {}
-                if not pending:
-                    break
-            else:
-                raise Throttled(
-                    "DynamoDB left items unprocessed after 8 attempts", code="ProvisionedThroughputExceeded"
-                )
+        batch_write(self.dynamodb, self.table_name, list(requests))
+
+
+def batch_write(dynamodb: Any, table_name: str, requests: list[dict[str, Any]]) -> None:
+    """BatchWriteItem in chunks of 25, re-sending unprocessed items (8 attempts per chunk)."""
+    for i in range(0, len(requests), 25):
+        pending: dict[str, Any] = {table_name: requests[i : i + 25]}
+        for _ in range(8):
+            with aws_errors():
+                out = dynamodb.batch_write_item(RequestItems=pending)
+            pending = out.get("UnprocessedItems") or {}
+            if not pending:
+                break
+        else:
+            raise Throttled("DynamoDB left items unprocessed after 8 attempts", code="ProvisionedThroughputExceeded")
 
 
 def _cancellation_reasons(exc: Exception) -> list[str] | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nodeflow.aws.dedup import batch_write
 from nodeflow.aws.errors import Offering, aws_errors
 
 __all__ = ["PARTITION", "UNAVAILABLE_TTL_SECONDS", "UnavailableOfferings"]
@@ -63,14 +64,7 @@ class UnavailableOfferings:
             for t, z, c in keys
             if t and z and c
         ]
-        for i in range(0, len(requests), 25):
-            pending: dict[str, Any] = {self.table_name: requests[i : i + 25]}
-            for _ in range(8):
-                with aws_errors():
-                    out = self.dynamodb.batch_write_item(RequestItems=pending)
-                pending = out.get("UnprocessedItems") or {}
-                if not pending:
-                    break
+        batch_write(self.dynamodb, self.table_name, requests)
         return len(requests)
 
     def current(self, now: datetime) -> frozenset[tuple[str, str, str]]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sandbox.agent import AgentProcess
-from sandbox.esm import BatchRecord
+from sandbox.esm import unschedulable_pods
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.ingress.conftest import event, pending_pods, post
 
@@ -60,16 +60,6 @@ def _unschedulable_later(local: LocalNodeflow, name: str, replicas: int, cpu: st
     return names
 
 
-def _pods_in(batches: list[BatchRecord]) -> set[str]:
-    out = set()
-    for b in batches:
-        for r in b.records:
-            body = json.loads(r["body"])
-            if body.get("detail-type") == "Pod Unschedulable":
-                out.add(body["detail"]["object"]["name"])
-    return out
-
-
 def _claims(local: LocalNodeflow) -> list[dict[str, Any]]:
     return local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
 
@@ -89,7 +79,7 @@ def test_unschedulable_pods_reach_the_provisioner_and_get_a_node(wired: tuple[Lo
     names = _unschedulable_later(local, "web", 3)
     source = local.event_source
     assert source is not None
-    batches = source.wait_for(lambda bs: set(names) <= _pods_in(bs), timeout=30)
+    batches = source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=30)
     assert all(b.ok for b in batches), [b.result for b in batches]
     claims = _wait(lambda: _claims(local), what="a NodeClaim")
     nominated = set(json.loads(claims[0]["metadata"]["annotations"]["nodeflow.io/nominated-pods"]))
@@ -140,6 +130,6 @@ def test_a_webhook_outage_is_buffered_then_delivered(wired: tuple[LocalNodeflow,
     url.recover()
     source = local.event_source
     assert source is not None
-    source.wait_for(lambda bs: set(names) <= _pods_in(bs), timeout=30)
+    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=30)
     _wait(lambda: _claims(local), what="a NodeClaim")
     assert agent.stop() == 0

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import boto3
 
-from nodeflow.ingress.routing import ROUTES, Route, event_pattern
+from nodeflow.ingress.routing import AWS_ROUTES, ROUTES, event_pattern
 
 if TYPE_CHECKING:
     from moto.core.config import DefaultConfig
@@ -253,13 +253,19 @@ class AwsWorld:
     bus_name: str = ""
     disruption_queue_url: str = ""
     disruption_dlq_url: str = ""
+    interruption_queue_url: str = ""
+    interruption_dlq_url: str = ""
     hmac_secret_arn: str = ""
     hmac_secret: str = ""
     rule_names: list[str] = field(default_factory=list)
 
     def queue_urls(self) -> dict[str, str]:
         """Route queue name (``nodeflow.ingress.routing.Route.queue``) -> queue URL."""
-        return {"provisioning": self.queue_url, "disruption": self.disruption_queue_url}
+        return {
+            "provisioning": self.queue_url,
+            "disruption": self.disruption_queue_url,
+            "interruption": self.interruption_queue_url,
+        }
 
     @property
     def zones(self) -> list[str]:
@@ -353,12 +359,27 @@ def build_world(
 
     queue_url, dlq_url = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-provisioning")
     disruption_url, disruption_dlq = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-disruption")
+    interruption_url, interruption_dlq = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-interruption")
 
     # ingress: the bus, its rules to the queues, the webhook's HMAC secret
     bus_name = f"nodeflow-{cluster_name}"
     clients.events.create_event_bus(Name=bus_name)
-    queues = {"provisioning": queue_url, "disruption": disruption_url}
-    rule_names = [_route(clients, bus_name, cluster_name, route, queues[route.queue]) for route in ROUTES]
+    queues = {"provisioning": queue_url, "disruption": disruption_url, "interruption": interruption_url}
+    rule_names = [
+        _route(
+            clients,
+            bus_name,
+            cluster_name,
+            route.name,
+            event_pattern(cluster_name, route.detail_types),
+            queues[route.queue],
+        )
+        for route in ROUTES
+    ]
+    rule_names += [
+        _route(clients, "default", cluster_name, route.name, dict(route.pattern), queues[route.queue])
+        for route in AWS_ROUTES
+    ]
     hmac_secret = secrets.token_hex(32)
     secret_arn: str = clients.secretsmanager.create_secret(
         Name=f"nodeflow-{cluster_name}-webhook-hmac", SecretString=hmac_secret
@@ -391,6 +412,8 @@ def build_world(
         bus_name=bus_name,
         disruption_queue_url=disruption_url,
         disruption_dlq_url=disruption_dlq,
+        interruption_queue_url=interruption_url,
+        interruption_dlq_url=interruption_dlq,
         hmac_secret_arn=secret_arn,
         hmac_secret=hmac_secret,
         rule_names=rule_names,
@@ -411,17 +434,14 @@ def _queue_with_dlq(clients: Clients, name: str) -> tuple[str, str]:
     return url, dlq_url
 
 
-def _route(clients: Clients, bus_name: str, cluster_name: str, route: Route, queue_url: str) -> str:
+def _route(
+    clients: Clients, bus_name: str, cluster_name: str, route: str, pattern: dict[str, Any], queue_url: str
+) -> str:
     """One EventBridge rule on ``bus_name`` with the queue as its target (what the CDK stack creates)."""
-    name = f"nodeflow-{cluster_name}-{route.name}"
-    clients.events.put_rule(
-        Name=name,
-        EventBusName=bus_name,
-        EventPattern=json.dumps(event_pattern(cluster_name, route.detail_types)),
-        State="ENABLED",
-    )
+    name = f"nodeflow-{cluster_name}-{route}"
+    clients.events.put_rule(Name=name, EventBusName=bus_name, EventPattern=json.dumps(pattern), State="ENABLED")
     arn = clients.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    clients.events.put_targets(Rule=name, EventBusName=bus_name, Targets=[{"Id": route.queue, "Arn": arn}])
+    clients.events.put_targets(Rule=name, EventBusName=bus_name, Targets=[{"Id": "queue", "Arn": arn}])
     return name
 
 

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from nodeflow.aws.errors import aws_errors
 
-__all__ = ["start_execution"]
+__all__ = ["start_execution", "start_workflow"]
 
 
 def start_execution(sfn: Any, state_machine_arn: str, name: str, payload: Mapping[str, Any]) -> bool:
@@ -23,3 +23,27 @@ def start_execution(sfn: Any, state_machine_arn: str, name: str, payload: Mappin
                 return False
             raise
     return True
+
+
+_ENDED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+
+
+def start_workflow(
+    sfn: Any, state_machine_arn: str, name: str, payload: Mapping[str, Any], *, attempts: int = 5
+) -> tuple[bool, str]:
+    """Start the workflow for ``name`` unless one is running or succeeded; returns (started, execution name).
+
+    The first execution is named ``name``; an execution name stays taken after the run ends, so when the
+    last one failed, timed out or was aborted the next is ``name-2``, ``name-3``, ... (a retry after a
+    failure is possible, a second start while one runs or after success is a no-op).
+    """
+    arn_base = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
+    for i in range(1, attempts + 1):
+        candidate = name if i == 1 else f"{name}-{i}"
+        if start_execution(sfn, state_machine_arn, candidate, payload):
+            return True, candidate
+        with aws_errors():
+            status = sfn.describe_execution(executionArn=f"{arn_base}:{candidate}")["status"]
+        if status not in _ENDED:
+            return False, candidate  # running, pending or succeeded: nothing to do
+    return False, f"{name}-{attempts}"

@@ -57,6 +57,7 @@ class Settings:
     initialization_ttl_seconds: int = 900
     gc_grace_seconds: int = 30
     event_bus_name: str | None = None
+    terminate_state_machine_arn: str | None = None
     webhook_auth: str = "iam"
     webhook_hmac_secret_arn: str | None = None
     agent_principal_arns: tuple[str, ...] = ()
@@ -100,6 +101,7 @@ class Settings:
             initialization_ttl_seconds=_int(env, "INITIALIZATION_TTL_SECONDS", 900),
             gc_grace_seconds=_int(env, "GC_GRACE_SECONDS", 30),
             event_bus_name=env.get("EVENT_BUS_NAME") or None,
+            terminate_state_machine_arn=env.get("TERMINATE_STATE_MACHINE_ARN") or None,
             webhook_auth=auth,
             webhook_hmac_secret_arn=env.get("WEBHOOK_HMAC_SECRET_ARN") or None,
             agent_principal_arns=principals,

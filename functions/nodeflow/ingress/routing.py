@@ -22,9 +22,11 @@ from typing import Any
 from nodeflow.ingress.protocol import DETAIL_TYPES, SOURCE
 
 __all__ = [
+    "AWS_ROUTES",
     "PROVISIONING_BATCH_SIZE",
     "PROVISIONING_BATCH_WINDOW_SECONDS",
     "ROUTES",
+    "AwsRoute",
     "Route",
     "event_pattern",
 ]
@@ -38,7 +40,7 @@ class Route:
     """An EventBridge rule: events of ``detail_types`` from the agent go to queue ``queue``."""
 
     name: str
-    queue: str  # "provisioning" | "disruption"
+    queue: str  # "provisioning" | "interruption" | "disruption"
     detail_types: tuple[str, ...]
 
 
@@ -52,6 +54,9 @@ ROUTES: tuple[Route, ...] = (
             DETAIL_TYPES[k] for k in ("PodUnschedulable", "NodePoolChanged", "EC2NodeClassChanged", "NodeClaimDeleted")
         ),
     ),
+    # A NodeClaim or Node deleted by a user (kubectl delete) waits on its termination finalizer: the
+    # interruption Lambda starts the terminate workflow for it.
+    Route("deletions", "interruption", tuple(DETAIL_TYPES[k] for k in ("NodeClaimDeleting", "NodeDeleting"))),
     # Everything disruption decisions depend on: node state, pool/class/claim changes, pod
     # placement (consolidateAfter timers).
     Route(
@@ -75,6 +80,49 @@ ROUTES: tuple[Route, ...] = (
                 "NodeClaimDeleted",
             )
         ),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AwsRoute:
+    """An EventBridge rule on the account's *default* bus (where AWS services put their events)."""
+
+    name: str
+    queue: str
+    pattern: Mapping[str, Any]
+
+
+# Interruption events (Karpenter's four rules), to the interruption queue. The Lambda filters by
+# instance: events for instances nodeflow does not own are ignored there.
+AWS_ROUTES: tuple[AwsRoute, ...] = (
+    AwsRoute(
+        "spot-interruption",
+        "interruption",
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    ),
+    AwsRoute(
+        "rebalance-recommendation",
+        "interruption",
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+    ),
+    AwsRoute(
+        "instance-state-change",
+        "interruption",
+        {
+            "source": ["aws.ec2"],
+            "detail-type": ["EC2 Instance State-change Notification"],
+            "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]},
+        },
+    ),
+    AwsRoute(
+        "scheduled-change",
+        "interruption",
+        {
+            "source": ["aws.health"],
+            "detail-type": ["AWS Health Event"],
+            "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+        },
     ),
 )
 

@@ -1,0 +1,119 @@
+"""A stand-in for the ReplicaSet controller and kube-scheduler's "no fit" verdict: pods owned by a
+ReplicaSet that disappear (evicted, deleted) are replaced by new pods from the same template, which
+the scheduler leaves Pending with ``PodScheduled=False/Unschedulable`` (the local cluster has no
+scheduler placing pods on existing nodes). With it, a drained node's pods come back as pending pods,
+and the agent and the provisioner take it from there.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from nodeflow.kube.client import PODS, KubeClient
+
+__all__ = ["SimulatedReplicaSets"]
+
+LOG = logging.getLogger(__name__)
+_UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/0 nodes are available: no node fits the pod",
+}
+
+
+@dataclass
+class _Owned:
+    namespace: str
+    replicas: int
+    template: dict[str, Any]
+
+
+def _owner_uid(pod: dict[str, Any]) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "ReplicaSet":
+            return str(ref.get("uid"))
+    return None
+
+
+class SimulatedReplicaSets:
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.owned: dict[str, _Owned] = {}
+        self.created: list[str] = []  # "namespace/name" of replacement pods
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def track_existing(self) -> SimulatedReplicaSets:
+        """Keep the current number of pods of every ReplicaSet (the desired replicas)."""
+        for pod in self.kube.list_items(PODS):
+            uid = _owner_uid(pod)
+            if uid is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            meta = pod["metadata"]
+            entry = self.owned.get(uid)
+            if entry is None:
+                template = copy.deepcopy(pod)
+                template["spec"].pop("nodeName", None)
+                self.owned[uid] = _Owned(meta.get("namespace", "default"), 1, template)
+            else:
+                entry.replicas += 1
+        return self
+
+    def step(self) -> int:
+        live: dict[str, int] = {}
+        for pod in self.kube.list_items(PODS):
+            uid = _owner_uid(pod)
+            if uid is not None and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                live[uid] = live.get(uid, 0) + 1
+        made = 0
+        for uid, owned in self.owned.items():
+            for _ in range(owned.replicas - live.get(uid, 0)):
+                self._create(owned)
+                made += 1
+        return made
+
+    def _create(self, owned: _Owned) -> None:
+        body = copy.deepcopy(owned.template)
+        meta = body["metadata"]
+        base = meta["name"].rsplit("-", 1)[0]
+        meta["name"] = f"{base}-{secrets.token_hex(3)[:5]}"
+        for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
+            meta.pop(key, None)
+        body.pop("status", None)
+        self.kube.create(PODS, body, namespace=owned.namespace)
+        self.kube.patch(
+            PODS,
+            meta["name"],
+            {"status": {"conditions": [_UNSCHEDULABLE]}},
+            namespace=owned.namespace,
+            subresource="status",
+        )
+        self.created.append(f"{owned.namespace}/{meta['name']}")
+
+    def run_in_background(self, interval: float = 0.1) -> SimulatedReplicaSets:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, args=(interval,), name="replicasets", daemon=True)
+            self._thread.start()
+        return self
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception as exc:
+                LOG.exception("simulated ReplicaSet controller step failed")
+                self.errors.append(exc)
+            self._stop.wait(interval)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None

@@ -196,6 +196,7 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     while time.monotonic() < deadline and not {"Node Ready", "Pod Bound"} <= changes:
         changes = {json.loads(m["Body"])["detail-type"] for m in local.queue_messages("disruption")}
         time.sleep(0.1)
+    ok = _interrupt(local, out, catalog) and ok
     counters = agent.metrics()
     requests = sum(v for k, v in counters.items() if k.startswith("nodeflow_agent_requests_total"))
     print(
@@ -206,10 +207,145 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     code = agent.stop()
     print(f"agent: SIGTERM -> flushed and exited {code}", file=out)
     ok = ok and code == 0
+    leaked = len(local.instances(("pending", "running"))) - len(
+        local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+    )
     print(
         f"demo finished in {time.perf_counter() - started:.1f} s: {'OK' if ok and not leaked else 'FAILED'}", file=out
     )
     return 0 if ok and leaked == 0 else 1
+
+
+def _wait(predicate: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    return None
+
+
+def _interrupt(local: Any, out: TextIO, catalog: Any) -> bool:
+    """A spot interruption of one node, end to end: AWS's warning on the default bus -> interruption
+    queue -> interruption Lambda -> terminate workflow (taint, drain, terminate) -> the evicted pods
+    come back Pending (simulated ReplicaSet controller) -> agent -> provisioner -> a new node."""
+    from nodeflow.kube.client import KubeClient
+    from sandbox.replicasets import SimulatedReplicaSets
+    from sandbox.stepfunctions import wait_for_execution
+    from tests.fixtures.aws_events import SPOT, variant
+
+    claims = local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+    spot = [c for c in claims if (c["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type") == "spot"]
+    if not spot:
+        print("\nspot interruption: no spot node to interrupt", file=out)
+        return False
+    pods_on = {
+        c["metadata"]["name"]: [
+            p
+            for p in local.kube_server.objects("v1", "Pod")
+            if p["spec"].get("nodeName") == (c.get("status") or {}).get("nodeName")
+        ]
+        for c in spot
+    }
+    victim = max(spot, key=lambda c: len(pods_on[c["metadata"]["name"]]))
+    name = victim["metadata"]["name"]
+    labels = victim["metadata"].get("labels") or {}
+    instance = str(victim["status"]["providerID"]).rsplit("/", 1)[-1]
+    before = {c["metadata"]["name"] for c in claims}
+    replicasets = SimulatedReplicaSets(KubeClient(local.kube_server.api_client())).track_existing()
+    replicasets.run_in_background(0.1)
+    local.start_interruption_source()
+    try:
+        t0 = time.perf_counter()
+        local.send_aws_event(variant(SPOT, instance_id=instance, detail={"instance-action": "terminate"}))
+        print(
+            f"\nspot interruption: EC2 Spot Instance Interruption Warning for {instance} "
+            f"({labels.get('node.kubernetes.io/instance-type')}, {len(pods_on[name])} pods) put on the default bus",
+            file=out,
+        )
+        arn = f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+        done = _wait(lambda: _described(local, arn), 30)
+        if done is None:
+            print("  no terminate execution started", file=out)
+            return False
+        done = wait_for_execution(local.clients.sfn, arn, timeout=60)
+        trace = local.trace(arn)
+        print("\n" + trace.render(), file=out)
+        moved = len(pods_on[name])
+        fresh = _wait(
+            lambda: [
+                c
+                for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+                if c["metadata"]["name"] not in before
+            ],
+            60,
+        )
+        launched = local.wait_for_executions(timeout=60)
+        bound = _wait(
+            lambda: (
+                len(replicasets.created) >= moved
+                and all(
+                    (local.kube_server.get("v1", "Pod", key.split("/")[1], key.split("/")[0]) or {})
+                    .get("spec", {})
+                    .get("nodeName")
+                    for key in replicasets.created
+                )
+            ),
+            60,
+        )
+        state = local.clients.ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0][
+            "State"
+        ]["Name"]
+        unavailable = (
+            labels.get("node.kubernetes.io/instance-type"),
+            labels.get("topology.kubernetes.io/zone"),
+            "spot",
+        ) in _unavailable(local)
+        current = {c["metadata"]["name"]: c for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+        fresh = [current.get(c["metadata"]["name"], c) for c in fresh or []]
+        new = ", ".join(
+            f"{c['metadata']['name']} ({(c['metadata'].get('labels') or {}).get('node.kubernetes.io/instance-type')}, "
+            f"{(c['metadata'].get('labels') or {}).get('karpenter.sh/capacity-type')})"
+            for c in fresh
+        )
+        print(
+            f"  terminate {done['status']}: node drained, instance {instance} {state}, NodeClaim and Node gone; "
+            f"offering marked unavailable: {'yes' if unavailable else 'no'}",
+            file=out,
+        )
+        print(
+            f"  {len(replicasets.created)} evicted pods came back Pending -> agent -> provisioner -> "
+            f"{new or 'nothing'}; "
+            f"all bound again {time.perf_counter() - t0:.1f} s after the warning"
+            if bound
+            else "  pods NOT bound again",
+            file=out,
+        )
+        return bool(
+            done["status"] == "SUCCEEDED"
+            and state in ("shutting-down", "terminated")
+            and fresh
+            and bound
+            and all(d["status"] == "SUCCEEDED" for d in launched)
+        )
+    finally:
+        replicasets.stop()
+
+
+def _described(local: Any, arn: str) -> Any:
+    try:
+        return local.clients.sfn.describe_execution(executionArn=arn)
+    except Exception:
+        return None
+
+
+def _unavailable(local: Any) -> frozenset[tuple[str, str, str]]:
+    from datetime import UTC, datetime
+
+    from nodeflow.aws.offerings import UnavailableOfferings
+
+    return UnavailableOfferings(local.clients.dynamodb, local.world.table_name).current(datetime.now(UTC))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from sandbox.kubelet import SimulatedKubelet
 from sandbox.scheduler import SimulatedScheduler
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
-__all__ = ["FUNCTIONS", "LAUNCH_ASL", "LocalNodeflow"]
+__all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow"]
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_ASL = ROOT / "statemachines" / "launch.asl.json"
@@ -40,6 +40,11 @@ FUNCTIONS: Mapping[str, str] = {
     "cleanup": "nodeflow.handlers.cleanup",
     "gc": "nodeflow.handlers.gc",
     "webhook": "nodeflow.handlers.webhook",
+    "taint": "nodeflow.handlers.taint",
+    "drain": "nodeflow.handlers.drain",
+    "terminate": "nodeflow.handlers.terminate",
+    "finalize": "nodeflow.handlers.finalize",
+    "interruption": "nodeflow.handlers.interruption",
 }
 # The agent's IAM identity in the sandbox (what IRSA / Pod Identity would hand it).
 AGENT_ACCESS_KEY = "AKIASANDBOXAGENT0001"
@@ -50,6 +55,13 @@ LAUNCH_SUBSTITUTIONS: Mapping[str, str] = {
     "RegisterFunctionArn": "register",
     "InitializeFunctionArn": "initialize",
     "CleanupFunctionArn": "cleanup",
+}
+TERMINATE_ASL = ROOT / "statemachines" / "terminate.asl.json"
+TERMINATE_SUBSTITUTIONS: Mapping[str, str] = {
+    "TaintFunctionArn": "taint",
+    "DrainFunctionArn": "drain",
+    "TerminateFunctionArn": "terminate",
+    "RemoveFinalizerFunctionArn": "finalize",
 }
 
 
@@ -80,9 +92,11 @@ class LocalNodeflow:
     scheduler: SimulatedScheduler = field(init=False)
     faults: Ec2Faults = field(init=False)
     launch_arn: str = field(init=False)
+    terminate_arn: str = field(init=False)
     webhook_auth: str = "iam"  # "iam" (Function URL AWS_IAM + SigV4) | "hmac" (Function URL NONE + HMAC)
     function_url: FunctionUrlServer | None = field(default=None, init=False)
     event_source: SqsEventSource | None = field(default=None, init=False)
+    interruption_source: SqsEventSource | None = field(default=None, init=False)
     agent_role_arn: str = field(default="", init=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False)
     _scaler: Any = field(default=None, init=False)
@@ -109,6 +123,13 @@ class LocalNodeflow:
             LAUNCH_ASL,
             {key: arns[self.function_name(suffix)] for key, suffix in LAUNCH_SUBSTITUTIONS.items()},
         )
+        self.terminate_arn = create_state_machine(
+            self.world,
+            self.clients,
+            f"nodeflow-{self.cluster_name}-terminate",
+            TERMINATE_ASL,
+            {key: arns[self.function_name(suffix)] for key, suffix in TERMINATE_SUBSTITUTIONS.items()},
+        )
         self.agent_role_arn = self.clients.iam.create_role(
             RoleName=f"nodeflow-{self.cluster_name}-agent", AssumeRolePolicyDocument=json.dumps({"Statement": []})
         )["Role"]["Arn"]
@@ -122,6 +143,7 @@ class LocalNodeflow:
             "AWS_DEFAULT_REGION": self.region,
             "TABLE_NAME": self.world.table_name,
             "LAUNCH_STATE_MACHINE_ARN": self.launch_arn,
+            "TERMINATE_STATE_MACHINE_ARN": self.terminate_arn,
             "PROVISIONING_QUEUE_URL": self.world.queue_url,
             "KUBECONFIG": str(kubeconfig),
             "CATALOG_SOURCE": "offline",
@@ -160,6 +182,7 @@ class LocalNodeflow:
 
         for step in (
             lambda: self.event_source.stop() if self.event_source else None,
+            lambda: self.interruption_source.stop() if self.interruption_source else None,
             lambda: self.function_url.stop() if self.function_url else None,
             lambda: self.scheduler.stop(),
             lambda: self.kubelet.stop(),
@@ -219,6 +242,19 @@ class LocalNodeflow:
             window_seconds=PROVISIONING_BATCH_WINDOW_SECONDS if window_seconds is None else window_seconds,
         ).start()
         return self.event_source
+
+    def start_interruption_source(self, *, batch_size: int = 10) -> SqsEventSource:
+        """The interruption function's SQS event-source mapping (no batching window; partial batch responses)."""
+        arn = f"arn:aws:sqs:{self.region}:{self.world.account_id}:nodeflow-{self.cluster_name}-interruption"
+        self.interruption_source = SqsEventSource(
+            self.clients.sqs,
+            self.world.interruption_queue_url,
+            arn,
+            lambda event: self.invoke("interruption", event),
+            batch_size=batch_size,
+            window_seconds=0.0,
+        ).start()
+        return self.interruption_source
 
     def agent_env(self, *, hmac_secret_file: str | None = None, **extra: str) -> dict[str, str]:
         """Environment for the agent process pointed at this sandbox (after ``start_webhook``)."""
@@ -314,6 +350,66 @@ class LocalNodeflow:
                 self.clients.sqs.delete_message(QueueUrl=self.world.queue_url, ReceiptHandle=r["receiptHandle"])
         return result
 
+    def send_aws_event(self, event: Mapping[str, Any]) -> None:
+        """Put an AWS-style event (an EventBridge envelope, e.g. an AWS sample event) on the account's default
+        bus, as EC2 or AWS Health would: the rules of ``nodeflow.ingress.routing.AWS_ROUTES`` take it to the
+        interruption queue when their patterns match. (moto, unlike AWS, accepts an ``aws.*`` Source from
+        PutEvents.)"""
+        entry: dict[str, Any] = {
+            "Source": event["source"],
+            "DetailType": event["detail-type"],
+            "Detail": json.dumps(event.get("detail") or {}),
+            "Resources": [str(r) for r in event.get("resources") or []],
+        }
+        out = self.clients.events.put_events(Entries=[entry])
+        if out.get("FailedEntryCount"):
+            raise RuntimeError(f"put_events refused the event: {out['Entries']}")
+
+    def drain_interruption_queue(self, *, max_messages: int = 10) -> dict[str, Any]:
+        """Receive what is on the interruption queue and invoke the interruption function with it as an SQS
+        event, then delete every message it did not list in ``batchItemFailures`` (the event-source mapping
+        with ReportBatchItemFailures; a function error deletes nothing). The function's response, plus
+        ``"records"``: the SQS records it was given."""
+        url = self.world.interruption_queue_url
+        arn = f"arn:aws:sqs:{self.region}:{self.world.account_id}:nodeflow-{self.cluster_name}-interruption"
+        out = self.clients.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=max_messages, AttributeNames=["All"], VisibilityTimeout=30
+        )
+        messages = out.get("Messages", [])
+        records = [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": self.region,
+            }
+            for m in messages
+        ]
+        if not records:
+            return {"batchItemFailures": [], "records": []}
+        try:
+            result = self.invoke("interruption", {"Records": records})
+        except RuntimeError:
+            for m in messages:  # a failed invocation: the messages come back after their visibility timeout
+                self.clients.sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
+            raise
+        failed = {str(f.get("itemIdentifier")) for f in result.get("batchItemFailures", [])}
+        for m in messages:
+            if m["MessageId"] in failed:
+                # visible again at once (the real mapping leaves it for the visibility timeout)
+                self.clients.sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
+            else:
+                self.clients.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        return {**result, "records": records}
+
     def collect_garbage(self) -> dict[str, Any]:
         return self.invoke("gc", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
 
@@ -339,6 +435,35 @@ class LocalNodeflow:
         for e in self.executions():
             left = max(0.1, deadline - time.monotonic())
             done.append(wait_for_execution(self.clients.sfn, e["executionArn"], timeout=left))
+        return sorted(done, key=lambda d: d["name"])
+
+    def terminate(self, claim_name: str, reason: str = "Test") -> str:
+        """Start the terminate workflow for a NodeClaim as the other functions do (a second start while one
+        runs is a no-op); returns the execution's ARN."""
+        from nodeflow.aws.sfn import start_workflow
+
+        payload = {"nodeClaim": claim_name, "reason": reason}
+        _, name = start_workflow(self.clients.sfn, self.terminate_arn, claim_name, payload)
+        return f"{self.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+
+    def terminate_executions(self) -> list[dict[str, Any]]:
+        """Every execution of the terminate workflow."""
+        out: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"stateMachineArn": self.terminate_arn}
+        while True:
+            page = self.clients.sfn.list_executions(**kwargs)
+            out.extend(page.get("executions", []))
+            if not page.get("nextToken"):
+                return out
+            kwargs["nextToken"] = page["nextToken"]
+
+    def wait_for_terminations(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until every terminate execution has finished; their final descriptions, by name."""
+        deadline = time.monotonic() + timeout
+        done = [
+            wait_for_execution(self.clients.sfn, e["executionArn"], timeout=max(0.1, deadline - time.monotonic()))
+            for e in self.terminate_executions()
+        ]
         return sorted(done, key=lambda d: d["name"])
 
     def trace(self, execution_arn: str) -> Any:

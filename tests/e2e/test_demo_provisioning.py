@@ -1,4 +1,4 @@
-"""`make demo` as a user runs it: the provisioning path end to end in a fresh process."""
+"""`make demo` as a user runs it: the provisioning path and a spot interruption end to end, in a fresh process."""
 
 from __future__ import annotations
 
@@ -32,7 +32,15 @@ def test_demo_provisions_every_pending_pod() -> None:
     )
     assert launched, out
     assert sum(int(row[3]) for row in launched) == 16  # every pending pod has a node
-    assert out.count(": SUCCEEDED in ") == len(launched)
+    launch_traces = re.findall(r"^execution nodeflow-demo-launch:\S+: SUCCEEDED in ", out, re.M)
+    assert len(launch_traces) == len(launched)
+    # the spot interruption, end to end
+    assert re.search(r"^execution nodeflow-demo-terminate:default-\w{5}: SUCCEEDED in ", out, re.M), out
+    for state in ("Taint", "Drain", "Terminate", "RemoveFinalizer"):
+        assert re.search(rf"^ *\d+ +{state} +Task ", out, re.M), state
+    assert re.search(r"terminate SUCCEEDED: node drained, instance i-\w+ (terminated|shutting-down)", out)
+    assert "offering marked unavailable: yes" in out
+    assert re.search(r"\d+ evicted pods came back Pending -> agent -> provisioner -> default-\w{5} ", out)
     assert "Launch " in out
     assert "Initialized " in out
     assert re.search(r"demo finished in [\d.]+ s: OK", out)

@@ -31,6 +31,12 @@ ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-rel
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
 TAINT_UNREGISTERED = "karpenter.sh/unregistered"
 FINALIZER_TERMINATION = "karpenter.sh/termination"
+# The time a terminating NodeClaim's drain ends: its deletionTimestamp + spec.terminationGracePeriod (RFC 3339).
+ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+# A node being drained leaves external load balancers (Karpenter sets it to "karpenter").
+LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
+# Static pods' mirror objects: read-only, never evicted.
+ANNOTATION_MIRROR_POD = "kubernetes.io/config.mirror"
 # nodeflow's own: the pods (namespace/name, JSON list) a NodeClaim was created for. While the
 # NodeClaim is not initialized those pods count as placed on it, so no batch provisions them twice.
 ANNOTATION_NOMINATED_PODS = "nodeflow.io/nominated-pods"

@@ -10,9 +10,21 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodeflow.api.errors import format_validation_error
-from nodeflow.lifecycle.errors import as_workflow_error
+from nodeflow.lifecycle.errors import as_termination_error, as_workflow_error
 
-__all__ = ["InvalidInput", "LaunchOutput", "StepInput", "logger", "metrics", "parse", "tracer", "workflow_step"]
+__all__ = [
+    "InvalidInput",
+    "LaunchOutput",
+    "StepInput",
+    "TaintOutput",
+    "TerminationInput",
+    "logger",
+    "metrics",
+    "parse",
+    "termination_step",
+    "tracer",
+    "workflow_step",
+]
 
 logger = Logger(service="nodeflow")
 tracer = Tracer(service="nodeflow")
@@ -49,6 +61,27 @@ class StepInput(BaseModel):
     error: dict[str, Any] | None = None
 
 
+class TaintOutput(BaseModel):
+    """What the terminate workflow's Taint step found (kept in the execution's state as ``taint``)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    node: str | None = Field(default=None, max_length=253)
+    provider_id: str | None = Field(default=None, alias="providerID", max_length=512)
+
+
+class TerminationInput(BaseModel):
+    """What the terminate workflow passes to each step (the execution's state)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    node_claim: str = Field(
+        alias="nodeClaim", min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )
+    reason: str | None = Field(default=None, max_length=256)
+    taint: TaintOutput | None = None
+
+
 def parse(model: type[M], event: Any) -> M:
     try:
         return model.model_validate(event)
@@ -58,13 +91,21 @@ def parse(model: type[M], event: Any) -> M:
 
 def workflow_step(fn: F) -> F:
     """Re-raise adapter errors as the workflow errors the state machine names (Retry/Catch)."""
+    return _mapping_errors(fn, as_workflow_error)
 
+
+def termination_step(fn: F) -> F:
+    """``workflow_step`` for the terminate workflow (AWS errors retrying cannot fix: ``TerminationFailed``)."""
+    return _mapping_errors(fn, as_termination_error)
+
+
+def _mapping_errors(fn: F, mapper: Callable[[BaseException], BaseException]) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            mapped = as_workflow_error(exc)
+            mapped = mapper(exc)
             if mapped is exc:
                 raise
             logger.warning("step failed", extra={"error": type(mapped).__name__, "cause": str(exc)})

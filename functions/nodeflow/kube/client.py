@@ -37,6 +37,7 @@ __all__ = [
     "PVS",
     "STORAGE_CLASSES",
     "STRATEGIC_MERGE_PATCH",
+    "VOLUME_ATTACHMENTS",
     "KubeClient",
     "Resource",
 ]
@@ -81,6 +82,7 @@ PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
 EVENTS = Resource("", "v1", "events", "Event", True)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
+VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 NODE_POOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)
 NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False)

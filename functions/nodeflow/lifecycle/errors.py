@@ -16,8 +16,10 @@ __all__ = [
     "NodeClaimGone",
     "NodeClassNotReady",
     "RegistrationTimeout",
+    "TerminationFailed",
     "Transient",
     "WorkflowError",
+    "as_termination_error",
     "as_workflow_error",
 ]
 
@@ -54,6 +56,11 @@ class InitializationTimeout(WorkflowError):
     """The node registered but did not become initialized within the TTL."""
 
 
+class TerminationFailed(WorkflowError):
+    """A terminate-workflow error retrying cannot fix (access denied, invalid request, ...). The node keeps its
+    finalizer and the disrupted taint, so a later start of the workflow picks it up again."""
+
+
 def as_workflow_error(exc: BaseException) -> BaseException:
     """The workflow error for an adapter error (others are returned unchanged)."""
     if isinstance(exc, WorkflowError):
@@ -67,3 +74,11 @@ def as_workflow_error(exc: BaseException) -> BaseException:
     if isinstance(exc, kube.Unavailable | kube.TooManyRequests | kube.Conflict):
         return Transient(f"Kubernetes {type(exc).__name__}: {exc}")
     return exc
+
+
+def as_termination_error(exc: BaseException) -> BaseException:
+    """``as_workflow_error`` for the terminate workflow: AWS errors retrying cannot fix are ``TerminationFailed``."""
+    mapped = as_workflow_error(exc)
+    if isinstance(mapped, LaunchFailed | NoCapacity) and not isinstance(exc, WorkflowError):
+        return TerminationFailed(str(mapped))
+    return mapped

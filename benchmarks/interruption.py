@@ -1,0 +1,143 @@
+"""Interruption benchmark, in the local setup: moto in-process (EventBridge default bus and its
+rules, SQS, Step Functions executing the real terminate.asl.json), the test Kubernetes API server,
+handlers in-process, the simulated kubelet and scheduler, the interruption function behind an SQS
+event-source mapping (no batching window).
+
+    .venv/bin/python -m benchmarks.interruption [--nodes 4] [--pods-per-node 6]
+
+For each node (one at a time): the AWS sample "EC2 Spot Instance Interruption Warning" for its
+instance is put on the default bus; measured from that PutEvents to the first eviction request the
+API server receives, and to the end of the terminate execution; plus the execution's state
+transitions and Lambda invocations (DESIGN budget for a whole lifecycle: 25 / 10, of which launch
+uses 11 / 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import threading
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+for extra in (str(ROOT / "functions"), str(ROOT)):
+    if extra not in sys.path:
+        sys.path.insert(0, extra)
+
+
+def _instance_id(claim: dict[str, Any]) -> str:
+    return str(claim["status"]["providerID"]).rsplit("/", 1)[-1]
+
+
+def run(nodes: int, pods_per_node: int) -> dict[str, Any]:
+    from moto import mock_aws
+
+    from sandbox.aws import MOCK_CONFIG, Clients
+    from sandbox.nodeflow import LocalNodeflow
+    from sandbox.stepfunctions import quiet_engine_logs, wait_for_execution
+    from tests.fixtures.aws_events import SPOT, variant
+    from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+    from tests.kubeapi import KubeAPIServer
+    from tests.kubeapi.crds import karpenter_crds
+
+    kube = KubeAPIServer().start()
+    for crd in karpenter_crds():
+        kube.register_crd(crd)
+    evictions: list[float] = []
+    lock = threading.Lock()
+
+    def hook(method: str, path: str, query: dict[str, str]) -> None:
+        if method == "POST" and path.endswith("/eviction"):
+            with lock:
+                evictions.append(time.time())
+
+    rows: list[dict[str, Any]] = []
+    quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"}
+    try:
+        with mock_aws(config=MOCK_CONFIG), quiet_engine_logs():
+            local = LocalNodeflow(Clients.fake(), kube, env=quiet, wait_scale=0.01).start()
+            try:
+                local.apply(demo_node_pools())
+                # one node per Deployment: pods that fill a 2-vCPU node
+                for i in range(nodes):
+                    local.apply(pending_pods(f"svc{i}", pods_per_node, cpu="250m", memory="256Mi"))
+                    local.send_pending([f"default/svc{i}"])
+                    local.provision()
+                    local.wait_for_executions(timeout=60)
+                claims = [
+                    c for c in kube.objects("karpenter.sh/v1", "NodeClaim") if c.get("status", {}).get("nodeName")
+                ]
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and any(
+                    not p["spec"].get("nodeName") for p in kube.objects("v1", "Pod", "default")
+                ):
+                    time.sleep(0.05)
+                local.start_interruption_source()
+                kube.before_request = hook
+                for claim in claims:
+                    with lock:
+                        evictions.clear()
+                    event = variant(SPOT, instance_id=_instance_id(claim), detail={"instance-action": "terminate"})
+                    t0 = time.time()
+                    local.send_aws_event(event)
+                    arn = (
+                        f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{claim['metadata']['name']}"
+                    )
+                    deadline = time.monotonic() + 60
+                    while time.monotonic() < deadline:
+                        try:
+                            done = wait_for_execution(local.clients.sfn, arn, timeout=60)
+                            break
+                        except Exception:
+                            time.sleep(0.05)
+                    ended = time.time()
+                    trace = local.trace(arn)
+                    with lock:
+                        first = min(evictions) if evictions else float("nan")
+                    rows.append(
+                        {
+                            "status": done["status"],
+                            "to_eviction": first - t0,
+                            "to_end": ended - t0,
+                            "transitions": trace.transitions,
+                            "invocations": trace.task_invocations,
+                            "evictions": len(evictions),
+                        }
+                    )
+                kube.before_request = None
+            finally:
+                local.stop()
+    finally:
+        kube.stop()
+    return {"rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--pods-per-node", type=int, default=6)
+    args = parser.parse_args(argv)
+    rows = run(args.nodes, args.pods_per_node)["rows"]
+    print(f"Spot interruption → drain → terminate, local setup ({len(rows)} nodes, waits scaled by 0.01)\n")
+    print("| node | status | event → first eviction (s) | event → terminated (s) | transitions | invocations |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for i, r in enumerate(rows, 1):
+        print(
+            f"| {i} | {r['status']} | {r['to_eviction']:.3f} | {r['to_end']:.3f} | {r['transitions']} "
+            f"| {r['invocations']} |"
+        )
+    if rows:
+        print(
+            f"\nmedian event → first eviction {statistics.median(r['to_eviction'] for r in rows):.3f} s; "
+            f"transitions / invocations per terminated node: "
+            f"{statistics.mean(r['transitions'] for r in rows):.1f} / "
+            f"{statistics.mean(r['invocations'] for r in rows):.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""Lambda (SQS, the interruption queue, ReportBatchItemFailures): AWS interruption events and the
+agent's NodeClaim / Node deletions -> events, unavailable offerings, terminate workflows.
+
+Unknown and malformed messages are logged and dropped (retrying cannot make them readable); a message
+whose handling failed (Kubernetes or AWS unavailable, ...) is returned in ``batchItemFailures`` so SQS
+delivers it again, and after the queue's maxReceiveCount moves it to the dead-letter queue. A message is
+deleted only once it is handled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from nodeflow.aws.sfn import start_workflow
+from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.runtime import runtime
+from nodeflow.interruption.messages import Message, Rejected, parse_message
+from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch
+
+
+def deps() -> InterruptionDeps:
+    rt = runtime()
+    s = rt.settings.require("terminate_state_machine_arn", "table_name")
+    arn = s.terminate_state_machine_arn or ""
+    sfn = rt.client("stepfunctions")
+    offerings = rt.offerings
+
+    def start_termination(node_claim: str, reason: str) -> bool:
+        started, execution = start_workflow(sfn, arn, node_claim, {"nodeClaim": node_claim, "reason": reason})
+        logger.info(
+            "termination started" if started else "termination already running or done",
+            extra={"nodeClaim": node_claim, "reason": reason, "execution": execution},
+        )
+        return started
+
+    return InterruptionDeps(
+        kube=rt.kube,
+        recorder=rt.recorder,
+        mark_unavailable=offerings.mark,
+        start_termination=start_termination,
+        now=rt.now,
+    )
+
+
+def _log_rejected(message_id: str, rejected: Rejected) -> None:
+    extra = {
+        "messageId": message_id,
+        "status": rejected.status,
+        "reason": rejected.reason,
+        "eventId": rejected.envelope_id,
+        "source": rejected.source,
+        "detailType": rejected.detail_type,
+    }
+    if rejected.status == "ignored":
+        logger.info("ignoring an interruption-queue message", extra=extra)
+    else:
+        logger.warning("dropping an interruption-queue message", extra=extra)
+
+
+def _metrics(counts: Counter[str], result: BatchResult) -> None:
+    for outcome in result.outcomes:
+        counts[f"Received{outcome.kind}"] += 1
+        counts["TerminationsStarted"] += len(outcome.started)
+        counts["OfferingsMarkedUnavailable"] += outcome.offerings_marked
+        counts["Ignored"] += len(outcome.ignored)  # instances / objects not ours, or not being deleted
+        counts["FailedMessages"] += outcome.error is not None
+    for name, value in sorted(counts.items()):
+        metrics.add_metric(name=name, unit="Count", value=value)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = [r for r in event.get("Records") or [] if isinstance(r, dict)]
+    counts: Counter[str] = Counter()
+    messages: list[tuple[str, Message]] = []
+    for record in records:
+        message_id = str(record.get("messageId") or "")
+        parsed = parse_message(record.get("body"))
+        if isinstance(parsed, Rejected):
+            _log_rejected(message_id, parsed)
+            counts[f"Dropped{parsed.status.capitalize()}"] += 1
+            continue
+        messages.append((message_id, parsed))
+    result = handle_batch(deps(), messages) if messages else BatchResult()
+    _metrics(counts, result)
+    for outcome in result.outcomes:
+        if outcome.error is not None:
+            logger.warning("interruption message failed; SQS will deliver it again", extra=outcome.to_json())
+        elif outcome.ignored and not outcome.node_claims:
+            logger.info("interruption message is not about this cluster's nodes", extra=outcome.to_json())
+        else:
+            logger.info("interruption message handled", extra=outcome.to_json())
+    return {
+        "batchItemFailures": [{"itemIdentifier": mid} for mid in result.failed],
+        "result": result.to_json(),
+    }

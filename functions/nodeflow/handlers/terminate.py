@@ -1,0 +1,19 @@
+"""Lambda: the terminate workflow's Terminate step (TerminateInstances; done once the instance shuts down)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodeflow.handlers.common import TerminationInput, logger, parse, termination_step, tracer
+from nodeflow.handlers.taint import deps
+from nodeflow.lifecycle.termination import terminate
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@termination_step
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    step = parse(TerminationInput, event)
+    result = terminate(deps(), step.node_claim, step.taint.provider_id if step.taint else None)
+    logger.info("instance terminating", extra=result)
+    return result

@@ -1,0 +1,401 @@
+"""The terminate workflow's steps: Taint -> Drain (polled) -> Terminate -> RemoveFinalizer.
+
+One execution per node, named after its NodeClaim. Every step reads the cluster afresh and is
+idempotent: re-running any of them (a retry, a second execution after a failed one) is safe.
+
+- **Taint**: DELETE the NodeClaim and its Node (both carry ``karpenter.sh/termination``, so they get a
+  deletionTimestamp and stay; the NodeClaim's is the terminationGracePeriod clock), add the
+  ``karpenter.sh/disrupted:NoSchedule`` taint and the exclude-from-external-load-balancers label.
+- **Drain**: apply ``nodeflow.lifecycle.drain`` (evict through the Eviction API, delete for the
+  deadline), set the NodeClaim's ``Drained`` and ``VolumesDetached`` conditions and say how long the
+  workflow waits before the next look. Skipped when the instance is gone already.
+- **Terminate**: TerminateInstances for the NodeClaim's instance(s); done once they are shutting down.
+- **RemoveFinalizer**: drop the finalizer from the Node, then the NodeClaim: both go away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from nodeflow.api import labels as wk
+from nodeflow.api.karpenter import NodeClaim
+from nodeflow.api.meta import Taint
+from nodeflow.aws import ec2 as ec2x
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, PVCS, VOLUME_ATTACHMENTS, KubeClient
+from nodeflow.kube.events import (
+    NORMAL,
+    REASON_DISRUPTION_TERMINATING,
+    REASON_EVICTED,
+    REASON_FAILED_DRAINING,
+    WARNING,
+    EventRecorder,
+    ObjectRef,
+)
+from nodeflow.kube.status import set_condition
+from nodeflow.kube.writes import add_finalizer, add_taints, delete, evict, get_node_claim, remove_finalizer
+from nodeflow.lifecycle import drain as plan
+
+__all__ = [
+    "CONDITION_DRAINED",
+    "CONDITION_INSTANCE_TERMINATING",
+    "CONDITION_VOLUMES_DETACHED",
+    "DISRUPTED_TAINT",
+    "TerminationDeps",
+    "drain",
+    "remove_finalizers",
+    "taint",
+    "terminate",
+]
+
+CONDITION_DRAINED = "Drained"
+CONDITION_VOLUMES_DETACHED = "VolumesDetached"
+CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
+REASON_TERMINATION_GRACE_PERIOD_EXPIRING = "TerminationGracePeriodExpiring"
+REASON_AWAITING_VOLUME_DETACHMENT = "AwaitingVolumeDetachment"
+REASON_INSTANCE_TERMINATING = "InstanceTerminating"
+DISRUPTED_TAINT = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
+EXCLUDE_LB_VALUE = "karpenter"  # what Karpenter sets the label to
+TERMINATION_WAIT_SECONDS = 5
+_GONE_STATES = frozenset({"shutting-down", "terminated"})
+_LISTED = 10  # pod keys listed in a step's output (the execution state stays small)
+
+
+@dataclass(frozen=True)
+class TerminationDeps:
+    kube: KubeClient
+    ec2_client: Callable[[], Any]  # built on first use: Taint and RemoveFinalizer never call EC2
+    recorder: EventRecorder
+    now: Callable[[], datetime]
+    cluster_name: str
+
+    @property
+    def ec2(self) -> Any:
+        return self.ec2_client()
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _claim(deps: TerminationDeps, name: str) -> NodeClaim | None:
+    try:
+        return get_node_claim(deps.kube, name)
+    except kerr.NotFound:
+        return None
+
+
+def _provider_id(claim: NodeClaim | None) -> str | None:
+    return claim.status.provider_id if claim is not None and claim.status else None
+
+
+def _instance_id(provider_id: str | None) -> str | None:
+    return provider_id.rsplit("/", 1)[-1] if provider_id and provider_id.startswith("aws://") else None
+
+
+def _node(deps: TerminationDeps, claim: NodeClaim | None, name: str | None = None) -> dict[str, Any] | None:
+    """The NodeClaim's Node: by status.nodeName (or ``name``) when its providerID agrees, else by providerID."""
+    provider = _provider_id(claim)
+    name = (claim.status.node_name if claim is not None and claim.status else None) or name
+    if name:
+        try:
+            found = deps.kube.get(NODES, name)
+        except kerr.NotFound:
+            found = None
+        if found is not None:
+            node_provider = (found.get("spec") or {}).get("providerID")
+            if not provider or not node_provider or node_provider == provider:
+                return found
+    if provider:
+        matching = [n for n in deps.kube.list_items(NODES) if (n.get("spec") or {}).get("providerID") == provider]
+        matching.sort(key=lambda n: n["metadata"].get("creationTimestamp", ""))
+        return matching[0] if matching else None
+    return None
+
+
+def _deadline(claim: NodeClaim) -> datetime | None:
+    """When the drain must end: the termination-timestamp annotation, else deletionTimestamp + TGP."""
+    annotated = plan.parse_time(claim.metadata.annotation(wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP))
+    if annotated is not None:
+        return annotated
+    return plan.drain_deadline(claim.metadata.deletion_timestamp, claim.spec.termination_grace_period_seconds)
+
+
+def _stamp(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _node_ref(node: Mapping[str, Any]) -> ObjectRef:
+    meta = node.get("metadata") or {}
+    return ObjectRef("Node", str(meta.get("name") or ""), None, meta.get("uid"))
+
+
+def _pod_ref(pod: plan.DrainPod) -> ObjectRef:
+    return ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
+
+
+def _deleting(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _set_conditions(deps: TerminationDeps, claim: NodeClaim, updates: Sequence[tuple[str, str, str, str]]) -> None:
+    """Set (type, status, reason, message) conditions on the NodeClaim; written only when one changes."""
+    current = (
+        [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in (claim.status.conditions or [])]
+        if claim.status
+        else []
+    )
+    have = {c.get("type"): (c.get("status"), c.get("reason"), c.get("message") or "") for c in current}
+    if all(have.get(kind) == (status, reason, message) for kind, status, reason, message in updates):
+        return
+    conditions = current
+    for kind, status, reason, message in updates:
+        conditions = set_condition(
+            conditions, kind, status, reason, message, now=deps.now(), generation=claim.metadata.generation
+        )
+    with contextlib.suppress(kerr.NotFound):  # gone meanwhile: nothing to record it on
+        deps.kube.patch(NODE_CLAIMS, claim.name, {"status": {"conditions": conditions}}, subresource="status")
+
+
+def _keys(pods: Iterable[plan.DrainPod]) -> list[str]:
+    return [p.key for p in pods][:_LISTED]
+
+
+# --- Taint ------------------------------------------------------------------------------------
+
+
+def taint(deps: TerminationDeps, claim_name: str, reason: str | None = None) -> dict[str, Any]:
+    """Start the termination: delete the NodeClaim and Node (finalizers keep them), taint and label the Node."""
+    why = reason or "Deleted"
+    claim = _claim(deps, claim_name)
+    if claim is None:
+        return {"nodeClaim": claim_name, "gone": True, "node": None, "providerID": None}
+    if claim.metadata.deletion_timestamp is None:
+        if wk.FINALIZER_TERMINATION not in (claim.metadata.finalizers or []):
+            add_finalizer(deps.kube, NODE_CLAIMS, claim_name)  # so the DELETE waits for the drain
+        delete(deps.kube, NODE_CLAIMS, claim_name)
+        claim = _claim(deps, claim_name)
+        if claim is None:
+            return {"nodeClaim": claim_name, "gone": True, "node": None, "providerID": None}
+    deadline = _deadline(claim)
+    if deadline is not None and claim.metadata.annotation(wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP) is None:
+        deps.kube.patch(
+            NODE_CLAIMS,
+            claim_name,
+            {"metadata": {"annotations": {wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP: _stamp(deadline)}}},
+        )
+
+    node = _node(deps, claim)
+    node_name = str(node["metadata"]["name"]) if node is not None else None
+    if node is not None and node_name is not None:
+        try:
+            _taint_node(deps, node, node_name)
+        except kerr.NotFound:  # the Node went away meanwhile: nothing to drain there
+            node_name = None
+        else:
+            deps.recorder.record(_node_ref(node), NORMAL, REASON_DISRUPTION_TERMINATING, f"Disrupting Node: {why}")
+    deps.recorder.record(ObjectRef.of(claim), NORMAL, REASON_DISRUPTION_TERMINATING, f"Disrupting NodeClaim: {why}")
+    if deadline is not None:
+        expiring = f"All pods will be deleted by {_stamp(deadline)}"
+        deps.recorder.record(ObjectRef.of(claim), WARNING, REASON_TERMINATION_GRACE_PERIOD_EXPIRING, expiring)
+    return {
+        "nodeClaim": claim_name,
+        "gone": False,
+        "node": node_name,
+        "providerID": _provider_id(claim),
+        "reason": why,
+        "deadline": _stamp(deadline) if deadline is not None else None,
+    }
+
+
+def _taint_node(deps: TerminationDeps, node: Mapping[str, Any], name: str) -> None:
+    """Taint, label and delete the Node (its finalizer keeps it until RemoveFinalizer)."""
+    add_taints(deps.kube, name, [DISRUPTED_TAINT])
+    labels = node["metadata"].get("labels") or {}
+    if wk.LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS not in labels:
+        exclude = {wk.LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS: EXCLUDE_LB_VALUE}
+        deps.kube.patch(NODES, name, {"metadata": {"labels": exclude}})
+    if not _deleting(node):
+        if wk.FINALIZER_TERMINATION not in (node["metadata"].get("finalizers") or []):
+            add_finalizer(deps.kube, NODES, name)
+        delete(deps.kube, NODES, name)
+
+
+# --- Drain ------------------------------------------------------------------------------------
+
+
+def _instance_gone(deps: TerminationDeps, claim: NodeClaim) -> bool:
+    """True when no instance of the NodeClaim is pending or running any more (or none was ever launched)."""
+    iid = _instance_id(_provider_id(claim))
+    if iid is not None and ec2x.describe_instance_states(deps.ec2, [iid]):
+        return False
+    return not ec2x.list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim.name)
+
+
+def _ignored_volumes(deps: TerminationDeps, pods: Iterable[plan.DrainPod]) -> set[str]:
+    """PersistentVolumes used by pods that stay on the node (their attachments never go)."""
+    volumes: set[str] = set()
+    for pod in pods:
+        for claim_name in pod.claims:
+            try:
+                pvc = deps.kube.get(PVCS, claim_name, pod.namespace)
+            except kerr.NotFound:
+                continue
+            volume = (pvc.get("spec") or {}).get("volumeName")
+            if volume:
+                volumes.add(str(volume))
+    return volumes
+
+
+def drain(deps: TerminationDeps, claim_name: str, node_name: str | None = None) -> dict[str, Any]:
+    """One drain pass; ``{"state": "draining" | "detaching" | "done" | "gone", "waitSeconds": n, ...}``."""
+    claim = _claim(deps, claim_name)
+    if claim is None:
+        return {"state": "gone", "waitSeconds": 0}
+    now = deps.now()
+    if _instance_gone(deps, claim):
+        gone = ("True", "InstanceTerminated", "the instance is gone: nothing to drain")
+        _set_conditions(deps, claim, [(CONDITION_DRAINED, *gone), (CONDITION_VOLUMES_DETACHED, *gone)])
+        return {"state": "done", "waitSeconds": 0, "instanceGone": True}
+
+    node = _node(deps, claim, node_name)  # none (never registered, or deleted): no pods of ours to drain
+    name = str(node["metadata"]["name"]) if node is not None else None
+    raw_pods = deps.kube.list_items(PODS, field_selector=f"spec.nodeName={name}") if name else []
+    deadline = _deadline(claim)
+    decided = plan.plan_drain((plan.pod_from_manifest(p) for p in raw_pods), now, deadline)
+
+    deleted: list[plan.DrainPod] = []
+    for d in decided.delete:
+        try:
+            accepted = delete(
+                deps.kube, PODS, d.pod.name, d.pod.namespace, grace_period_seconds=d.grace_seconds, uid=d.pod.uid
+            )
+        except kerr.Conflict:  # the uid precondition failed: that pod is gone already
+            accepted = False
+        if accepted:
+            deleted.append(d.pod)
+            message = (
+                f"Deleting the pod to accommodate the terminationTime {_stamp(deadline or now)} of the node. "
+                f"The pod was granted {d.grace_seconds} seconds of grace-period of its {d.pod.grace} "
+                "terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation."
+            )
+            deps.recorder.record(_pod_ref(d.pod), WARNING, REASON_TERMINATION_GRACE_PERIOD_EXPIRING, message)
+
+    evicted: list[plan.DrainPod] = []
+    refused: dict[str, str] = {}
+    for pod in decided.evict:
+        try:
+            if evict(deps.kube, pod.namespace, pod.name, uid=pod.uid):
+                evicted.append(pod)
+                deps.recorder.record(_pod_ref(pod), NORMAL, REASON_EVICTED, "Evicted pod")
+        except kerr.TooManyRequests as exc:  # a PodDisruptionBudget says not now: try again next time
+            refused[pod.key] = exc.message
+
+    out: dict[str, Any] = {
+        "node": name,
+        "group": decided.group.label if decided.group is not None else None,
+        "evicted": _keys(evicted),
+        "deleted": _keys(deleted),
+        "waiting": len(decided.waiting),
+        "skipped": len(decided.skipped),
+    }
+    if not decided.done:
+        wait = plan.choose_wait(decided, refused=refused)
+        why = _draining_message(decided, refused)
+        _set_conditions(deps, claim, [(CONDITION_DRAINED, "False", "Draining", why)])
+        if node is not None:
+            deps.recorder.record(_node_ref(node), WARNING, REASON_FAILED_DRAINING, f"Failed to drain node, {why}")
+        return {
+            **out,
+            "state": "draining",
+            "waitSeconds": wait,
+            "blockedByPDB": sorted(refused)[:_LISTED],
+            "doNotDisrupt": _keys(decided.blocked),
+        }
+
+    drained = ("True", "Drained", "")
+    if decided.deadline_passed:
+        elapsed = ("False", "TerminationGracePeriodElapsed", "the termination grace period has elapsed")
+        _set_conditions(deps, claim, [(CONDITION_DRAINED, *drained), (CONDITION_VOLUMES_DETACHED, *elapsed)])
+        return {**out, "state": "done", "waitSeconds": 0, "deadlinePassed": True}
+    attachments = [
+        plan.attachment_from_manifest(a)
+        for a in deps.kube.list_items(VOLUME_ATTACHMENTS)
+        if name and (a.get("spec") or {}).get("nodeName") == name
+    ]
+    ignored = _ignored_volumes(deps, decided.undrainable) if attachments else set()
+    blocking = plan.blocking_attachments(attachments, name or "", ignored)
+    if blocking:
+        message = f"Awaiting deletion of {len(blocking)} VolumeAttachments bound to node"
+        awaiting = ("False", REASON_AWAITING_VOLUME_DETACHMENT, message)
+        _set_conditions(deps, claim, [(CONDITION_DRAINED, *drained), (CONDITION_VOLUMES_DETACHED, *awaiting)])
+        if node is not None:
+            deps.recorder.record(_node_ref(node), WARNING, REASON_AWAITING_VOLUME_DETACHMENT, message)
+        return {
+            **out,
+            "state": "detaching",
+            "waitSeconds": plan.choose_volume_wait(now, deadline),
+            "volumeAttachments": [a.name for a in blocking][:_LISTED],
+        }
+    detached = ("True", "VolumesDetached", "")
+    _set_conditions(deps, claim, [(CONDITION_DRAINED, *drained), (CONDITION_VOLUMES_DETACHED, *detached)])
+    return {**out, "state": "done", "waitSeconds": 0}
+
+
+def _draining_message(decided: plan.DrainPlan, refused: Mapping[str, str]) -> str:
+    parts = []
+    if refused:
+        parts.append(f"{len(refused)} blocked by a PodDisruptionBudget")
+    if decided.blocked:
+        parts.append(f"{len(decided.blocked)} annotated {wk.ANNOTATION_DO_NOT_DISRUPT}")
+    if decided.terminating:
+        parts.append(f"{len(decided.terminating)} terminating")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return f"{len(decided.waiting)} pods are waiting to be evicted{detail}"
+
+
+# --- Terminate --------------------------------------------------------------------------------
+
+
+def terminate(deps: TerminationDeps, claim_name: str, provider_id: str | None = None) -> dict[str, Any]:
+    """TerminateInstances for the NodeClaim's instance(s); ``{"terminated": bool, "instances": {id: state}}``."""
+    claim = _claim(deps, claim_name)
+    ids = {i for i in (_instance_id(_provider_id(claim)), _instance_id(provider_id)) if i}
+    ids |= {i.instance_id for i in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim_name)}
+    states = ec2x.terminate_instances(deps.ec2, ids) if ids else {}
+    done = all(state in _GONE_STATES for state in states.values())
+    if claim is not None:
+        listed = ", ".join(f"{i} ({s})" for i, s in sorted(states.items())) or "no instance"
+        _set_conditions(deps, claim, [(CONDITION_INSTANCE_TERMINATING, "True", REASON_INSTANCE_TERMINATING, "")])
+        deps.recorder.record(
+            ObjectRef.of(claim), NORMAL, REASON_INSTANCE_TERMINATING, f"Terminating instance: {listed}"
+        )
+    return {"terminated": done, "instances": states, "waitSeconds": 0 if done else TERMINATION_WAIT_SECONDS}
+
+
+# --- RemoveFinalizer --------------------------------------------------------------------------
+
+
+def remove_finalizers(deps: TerminationDeps, claim_name: str, node_name: str | None = None) -> dict[str, Any]:
+    """Drop ``karpenter.sh/termination`` from the Node, then the NodeClaim (deleting them if they are not yet)."""
+    claim = _claim(deps, claim_name)
+    node = _node(deps, claim, node_name)
+    node_removed = False
+    if node is not None:
+        name = str(node["metadata"]["name"])
+        if not _deleting(node):
+            delete(deps.kube, NODES, name)
+        node_removed = remove_finalizer(deps.kube, NODES, name)
+    claim_removed = False
+    if claim is not None:
+        if claim.metadata.deletion_timestamp is None:
+            delete(deps.kube, NODE_CLAIMS, claim_name)
+        claim_removed = remove_finalizer(deps.kube, NODE_CLAIMS, claim_name)
+    return {
+        "node": node["metadata"]["name"] if node is not None else None,
+        "nodeFinalized": node_removed,
+        "nodeClaimFinalized": claim_removed,
+    }

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit demo bench catalog clean
+.PHONY: test lint typecheck unit demo bench catalog synth clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-unit: $(STAMP)
+# The pinned CDK CLI (package.json / package-lock.json), for `make synth` and the infra CLI test.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+# Lambda dependencies for arm64 / CPython 3.12, downloaded once; bundling then runs offline.
+$(VENV)/lambda-wheels/.done: requirements.txt $(STAMP)
+	$(PY) -m infra.bundling download
+	touch $@
+
+unit: $(STAMP) node_modules/.package-lock.json
 	$(PY) -m pytest -q
 
 test: lint typecheck unit
@@ -34,5 +43,9 @@ bench: $(STAMP)
 catalog: $(STAMP)
 	$(PY) tools/gen_catalog.py
 
+# Synthesize the stack (cdk.out/): make synth CLUSTER=my-cluster
+synth: $(STAMP) node_modules/.package-lock.json $(VENV)/lambda-wheels/.done
+	npx cdk synth -c clusterName=$(or $(CLUSTER),demo) -q
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules

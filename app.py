@@ -1,13 +1,22 @@
-"""CDK entry point: wires the nodeflow stack (infra/ holds the constructs)."""
+"""CDK entry point: the nodeflow stack for the cluster the context names (``cdk synth -c clusterName=demo``).
+
+Only wiring: the constructs are in infra/ (``infra.stack.build``). A missing or malformed context value stops
+synth with one line naming the key.
+"""
 
 import os
+import sys
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import aws_cdk as cdk
 
-from infra.stack import NodeflowStack
+from infra.config import ConfigError
+from infra.stack import build
 
 app = cdk.App()
-NodeflowStack(app, "Nodeflow")
+try:
+    build(app)
+except ConfigError as exc:
+    sys.exit(f"nodeflow: {exc}")
 app.synth()

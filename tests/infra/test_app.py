@@ -1,21 +1,349 @@
-"""The CDK app synthesizes (an empty stack for now; later issues add the constructs)."""
+"""The synthesized stacks: the resources nodeflow needs, configured the way the sandbox and the handlers expect."""
 
 from __future__ import annotations
 
-import os
+import re
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+import pytest
 
-import aws_cdk as cdk
-from aws_cdk.assertions import Template
+from infra.functions import FUNCTIONS, POWERTOOLS_ENVIRONMENT
+from infra.iam import AGENT_SERVICE_ACCOUNT, CONTROLLER_GROUP
+from infra.queues import QUEUES
+from nodeflow.ingress.routing import (
+    AWS_ROUTES,
+    PROVISIONING_BATCH_SIZE,
+    PROVISIONING_BATCH_WINDOW_SECONDS,
+    ROUTES,
+    event_pattern,
+)
+from tests.infra.conftest import Synthesized
+from tests.infra.helpers import as_list, function_named, ref_of
 
-from infra.stack import NodeflowStack
+ROOT = Path(__file__).resolve().parents[2]
+HANDLERS = ROOT / "functions" / "nodeflow" / "handlers"
+NOT_HANDLERS = {"__init__", "common", "runtime"}
 
 
-def test_stack_synthesizes() -> None:
-    app = cdk.App(context={"aws:cdk:bundling-stacks": []})
-    stack = NodeflowStack(app, "Nodeflow")
-    template = Template.from_stack(stack).to_json()
-    # The default synthesizer's bootstrap check is there, so `cdk deploy` works after `cdk bootstrap`.
-    assert "BootstrapVersion" in template["Parameters"]
-    assert app.synth().get_stack_by_name("Nodeflow").template == template
+def _settings_variables() -> set[str]:
+    """Every environment variable ``nodeflow.handlers.runtime.Settings`` reads."""
+    return set(re.findall(r'env\.get\("([A-Z_]+)"', (HANDLERS / "runtime.py").read_text()))
+
+
+def test_both_stacks_synthesize(synthesized: Synthesized) -> None:
+    assert synthesized.error is None, synthesized.error
+    assert synthesized.stack_name("default") == "Nodeflow-demo"
+    assert synthesized.stack_name("full") == "Nodeflow-prod-east"
+    # The default synthesizer's bootstrap check: `cdk deploy` works after `cdk bootstrap`.
+    assert "BootstrapVersion" in synthesized.template()["Parameters"]
+
+
+def test_every_handler_module_is_a_function_and_back() -> None:
+    modules = {p.stem for p in HANDLERS.glob("*.py")} - NOT_HANDLERS
+    specs = {s.module for s in FUNCTIONS}
+    assert modules - specs == set(), "handlers without a FunctionSpec in infra/functions.py FUNCTIONS"
+    assert specs - modules == set(), "FunctionSpecs without a handler module"
+
+
+def test_table(synthesized: Synthesized) -> None:
+    (table,) = synthesized.resources("default", "AWS::DynamoDB::Table").values()
+    p = table["Properties"]
+    assert p["TableName"] == "nodeflow-demo"
+    assert p["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+    assert p["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+    assert p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert p["SSESpecification"]["SSEEnabled"] is True
+    assert p["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_queues_have_dead_letter_queues_encryption_and_tls(synthesized: Synthesized) -> None:
+    queues = synthesized.resources("default", "AWS::SQS::Queue")
+    by_name = {q["Properties"]["QueueName"]: (lid, q["Properties"]) for lid, q in queues.items()}
+    routed = {r.queue for r in ROUTES} | {r.queue for r in AWS_ROUTES}
+    assert routed <= set(QUEUES)
+    for name, spec in QUEUES.items():
+        _, props = by_name[f"nodeflow-demo-{name}"]
+        dlq_id, dlq = by_name[f"nodeflow-demo-{name}-dlq"]
+        assert props["RedrivePolicy"]["maxReceiveCount"] == spec.max_receive_count
+        assert ref_of(props["RedrivePolicy"]["deadLetterTargetArn"]) == dlq_id
+        assert props["VisibilityTimeout"] == spec.visibility_timeout_seconds
+        assert props["SqsManagedSseEnabled"] is True
+        assert dlq["SqsManagedSseEnabled"] is True
+        assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
+    # Every queue refuses requests without TLS.
+    denied = set()
+    for policy in synthesized.resources("default", "AWS::SQS::QueuePolicy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if st["Effect"] == "Deny" and st.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}:
+                denied |= {ref_of(q) for q in policy["Properties"]["Queues"]}
+    assert denied == set(queues)
+
+
+def _rules(synthesized: Synthesized, which: str) -> dict[str, dict[str, Any]]:
+    return {
+        r["Properties"]["Description"].rsplit("route ", 1)[1]: r["Properties"]
+        for r in synthesized.resources(which, "AWS::Events::Rule").values()
+    }
+
+
+def test_rules_are_the_routing_module_and_each_queue_lets_only_its_rules_in(synthesized: Synthesized) -> None:
+    res = synthesized.resources("default")
+    rules = _rules(synthesized, "default")
+    queue_ids = {
+        q["Properties"]["QueueName"].removeprefix("nodeflow-demo-"): lid
+        for lid, q in res.items()
+        if q["Type"] == "AWS::SQS::Queue"
+    }
+    (bus_id,) = synthesized.resources("default", "AWS::Events::EventBus")
+    assert res[bus_id]["Properties"]["Name"] == "nodeflow-demo"
+    for route in ROUTES:
+        rule = rules[route.name]
+        assert rule["EventPattern"] == event_pattern("demo", route.detail_types)
+        assert ref_of(rule["EventBusName"]) == bus_id
+        assert [ref_of(t["Arn"]) for t in rule["Targets"]] == [queue_ids[route.queue]]
+    for aws_route in AWS_ROUTES:
+        rule = rules[aws_route.name]
+        assert rule["EventPattern"] == dict(aws_route.pattern)
+        assert rule["EventBusName"] == "default"
+        assert [ref_of(t["Arn"]) for t in rule["Targets"]] == [queue_ids[aws_route.queue]]
+    assert len(rules) == len(ROUTES) + len(AWS_ROUTES)
+
+    # The queue policies: events.amazonaws.com may send, only from the rules that target the queue.
+    rule_ids = {lid for lid, r in res.items() if r["Type"] == "AWS::Events::Rule"}
+    allowed: dict[str, set[str]] = {}
+    for policy in synthesized.resources("default", "AWS::SQS::QueuePolicy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if st["Effect"] == "Allow":
+                assert st["Principal"] == {"Service": "events.amazonaws.com"}
+                assert st["Action"] == ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
+                for q in policy["Properties"]["Queues"]:
+                    allowed.setdefault(ref_of(q) or "", set()).add(
+                        ref_of(st["Condition"]["ArnEquals"]["aws:SourceArn"]) or ""
+                    )
+    for lid in rule_ids:
+        for target in res[lid]["Properties"]["Targets"]:
+            assert lid in allowed[ref_of(target["Arn"]) or ""]
+
+
+def test_interruption_off_leaves_the_default_bus_alone(synthesized: Synthesized) -> None:
+    rules = _rules(synthesized, "full")
+    assert set(rules) == {r.name for r in ROUTES}
+    assert all(r["EventBusName"] != "default" for r in rules.values())
+
+
+@pytest.mark.parametrize("which", ["default", "full"])
+def test_functions_runtime_tracing_and_environment(synthesized: Synthesized, which: str) -> None:
+    res = synthesized.resources(which)
+    cluster = synthesized.stacks[which].config.cluster_name
+    readable = _settings_variables() | set(POWERTOOLS_ENVIRONMENT)
+    for spec in FUNCTIONS:
+        _, fn = function_named(res, f"nodeflow-{cluster}-{spec.suffix}")
+        p = fn["Properties"]
+        assert p["Runtime"] == "python3.12"
+        assert p["Architectures"] == ["arm64"]
+        assert p["TracingConfig"] == {"Mode": "Active"}
+        assert p["Handler"] == f"nodeflow.handlers.{spec.module}.handler"
+        assert p["Timeout"] == spec.timeout_seconds
+        env = p["Environment"]["Variables"]
+        assert env["CLUSTER_NAME"] == cluster
+        assert {k: env[k] for k in POWERTOOLS_ENVIRONMENT} == dict(POWERTOOLS_ENVIRONMENT)
+        assert set(env) <= readable, f"{spec.suffix}: variables no handler reads: {set(env) - readable}"
+        # Its own log group, kept a month.
+        log_group = res[ref_of(p["LoggingConfig"]["LogGroup"]) or ""]["Properties"]
+        assert log_group["LogGroupName"] == f"/aws/lambda/nodeflow-{cluster}-{spec.suffix}"
+        assert log_group["RetentionInDays"] == 30
+
+
+EXPECTED_ENV = {
+    "provisioner": {"CATALOG_SOURCE", "TABLE_NAME", "LAUNCH_STATE_MACHINE_ARN"},
+    "launch": {"CATALOG_SOURCE", "TABLE_NAME"},
+    "register": set(),
+    "initialize": set(),
+    "cleanup": {"PROVISIONING_QUEUE_URL"},
+    "gc": {"PROVISIONING_QUEUE_URL"},
+    "webhook": {"TABLE_NAME", "EVENT_BUS_NAME", "WEBHOOK_AUTH", "AGENT_PRINCIPAL_ARNS"},
+    "taint": set(),
+    "drain": set(),
+    "terminate": set(),
+    "finalize": set(),
+    "interruption": {"TABLE_NAME", "TERMINATE_STATE_MACHINE_ARN"},
+}
+KUBE = {"CLUSTER_ENDPOINT", "CLUSTER_CA_DATA", "KUBERNETES_VERSION"}
+
+
+@pytest.mark.parametrize("which", ["default", "full"])
+def test_each_function_gets_what_its_handler_reads(synthesized: Synthesized, which: str) -> None:
+    res = synthesized.resources(which)
+    cluster = synthesized.stacks[which].config.cluster_name
+    assert {s.suffix for s in FUNCTIONS} <= set(EXPECTED_ENV), "add the new function's variables to EXPECTED_ENV"
+    for suffix, expected in EXPECTED_ENV.items():
+        if suffix not in {s.suffix for s in FUNCTIONS}:
+            continue
+        _, fn = function_named(res, f"nodeflow-{cluster}-{suffix}")
+        env = set(fn["Properties"]["Environment"]["Variables"]) - set(POWERTOOLS_ENVIRONMENT) - {"CLUSTER_NAME"}
+        if which == "full":
+            expected = set(expected)
+            if suffix != "webhook":
+                expected |= KUBE
+            if suffix == "launch":
+                expected |= {"CLUSTER_DNS"}
+            if suffix == "webhook":
+                expected |= {"WEBHOOK_HMAC_SECRET_ARN"}
+        assert env == expected, suffix
+    _, webhook = function_named(res, f"nodeflow-{cluster}-webhook")
+    env = webhook["Properties"]["Environment"]["Variables"]
+    if which == "full":
+        assert env["AGENT_PRINCIPAL_ARNS"] == "arn:aws:iam::111122223333:role/prod-nodeflow-agent"
+        assert env["WEBHOOK_AUTH"] == "hmac"
+    else:
+        assert ref_of(env["AGENT_PRINCIPAL_ARNS"]) is not None  # the created agent role
+        assert env["WEBHOOK_AUTH"] == "iam"
+
+
+def test_provisioner_batches_like_the_sandbox_one_at_a_time(synthesized: Synthesized) -> None:
+    res = synthesized.resources("default")
+    lid, fn = function_named(res, "nodeflow-demo-provisioner")
+    assert fn["Properties"]["ReservedConcurrentExecutions"] == 1
+    mappings = synthesized.resources("default", "AWS::Lambda::EventSourceMapping").values()
+    (p,) = [m["Properties"] for m in mappings if ref_of(m["Properties"]["FunctionName"]) == lid]
+    assert ref_of(p["FunctionName"]) == lid
+    assert res[ref_of(p["EventSourceArn"]) or ""]["Properties"]["QueueName"] == "nodeflow-demo-provisioning"
+    assert p["BatchSize"] == PROVISIONING_BATCH_SIZE
+    assert p["MaximumBatchingWindowInSeconds"] == PROVISIONING_BATCH_WINDOW_SECONDS
+    assert p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_interruption_consumes_its_queue_reporting_item_failures(synthesized: Synthesized) -> None:
+    if "interruption" not in {s.suffix for s in FUNCTIONS}:
+        pytest.skip("no interruption function yet")
+    res = synthesized.resources("default")
+    lid, fn = function_named(res, "nodeflow-demo-interruption")
+    assert "ReservedConcurrentExecutions" not in fn["Properties"]
+    mappings = synthesized.resources("default", "AWS::Lambda::EventSourceMapping").values()
+    (p,) = [m["Properties"] for m in mappings if ref_of(m["Properties"]["FunctionName"]) == lid]
+    assert res[ref_of(p["EventSourceArn"]) or ""]["Properties"]["QueueName"] == "nodeflow-demo-interruption"
+    assert p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # Every SQS-triggered function is fed by exactly one mapping, on a queue whose visibility outlasts it.
+    triggered = {s.suffix for s in FUNCTIONS if s.queue is not None}
+    assert len(list(mappings)) == len(triggered)
+    for spec in FUNCTIONS:
+        if spec.queue is not None:
+            assert QUEUES[spec.queue.queue].visibility_timeout_seconds >= 6 * spec.timeout_seconds
+
+
+def test_webhook_function_url_iam_with_a_resource_policy_for_the_agent(synthesized: Synthesized) -> None:
+    res = synthesized.resources("default")
+    lid, _ = function_named(res, "nodeflow-demo-webhook")
+    (url,) = synthesized.resources("default", "AWS::Lambda::Url").values()
+    assert url["Properties"]["AuthType"] == "AWS_IAM"
+    assert ref_of(url["Properties"]["TargetFunctionArn"]) == lid
+    perms = [p["Properties"] for p in synthesized.resources("default", "AWS::Lambda::Permission").values()]
+    agent_role = next(
+        k
+        for k, r in res.items()
+        if r["Type"] == "AWS::IAM::Role" and "in-cluster agent" in r["Properties"].get("Description", "")
+    )
+    assert {(p["Action"], ref_of(p["Principal"])) for p in perms if ref_of(p["FunctionName"]) == lid} == {
+        ("lambda:InvokeFunctionUrl", agent_role),
+        ("lambda:InvokeFunction", agent_role),
+    }
+    assert all(p.get("FunctionUrlAuthType") == "AWS_IAM" or p.get("InvokedViaFunctionUrl") is True for p in perms)
+    # The agent's role: EKS Pod Identity for the agent's ServiceAccount, trusted by this cluster only.
+    trust = res[agent_role]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert set(trust["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    assert "aws:SourceArn" in trust["Condition"]["ArnEquals"]
+    (assoc,) = synthesized.resources("default", "AWS::EKS::PodIdentityAssociation").values()
+    namespace, service_account = AGENT_SERVICE_ACCOUNT
+    assert assoc["Properties"]["Namespace"] == namespace == "nodeflow"
+    assert assoc["Properties"]["ServiceAccount"] == service_account == "nodeflow-agent"
+    assert ref_of(assoc["Properties"]["RoleArn"]) == agent_role
+    assert "WebhookUrl" in synthesized.template()["Outputs"]
+
+
+def test_webhook_hmac_mode_reads_a_generated_secret(synthesized: Synthesized) -> None:
+    res = synthesized.resources("full")
+    (url,) = synthesized.resources("full", "AWS::Lambda::Url").values()
+    assert url["Properties"]["AuthType"] == "NONE"
+    (secret_id,) = synthesized.resources("full", "AWS::SecretsManager::Secret")
+    assert res[secret_id]["Properties"]["GenerateSecretString"]["PasswordLength"] == 64
+    _, fn = function_named(res, "nodeflow-prod_east-webhook")
+    assert ref_of(fn["Properties"]["Environment"]["Variables"]["WEBHOOK_HMAC_SECRET_ARN"]) == secret_id
+    assert synthesized.resources("full", "AWS::EKS::PodIdentityAssociation") == {}
+    assert synthesized.resources("default", "AWS::SecretsManager::Secret") == {}
+
+
+def test_gc_runs_on_an_eventbridge_scheduler_schedule(synthesized: Synthesized) -> None:
+    res = synthesized.resources("default")
+    lid, _ = function_named(res, "nodeflow-demo-gc")
+    (schedule,) = synthesized.resources("default", "AWS::Scheduler::Schedule").values()
+    p = schedule["Properties"]
+    assert p["ScheduleExpression"] == "rate(2 minutes)"
+    assert ref_of(p["Target"]["Arn"]) == lid
+    assert p["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+
+
+def test_lambdas_in_the_configured_vpc(synthesized: Synthesized) -> None:
+    for fn in synthesized.resources("full", "AWS::Lambda::Function").values():
+        vpc = fn["Properties"]["VpcConfig"]
+        assert vpc["SubnetIds"] == ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]
+        assert len(vpc["SecurityGroupIds"]) == 1
+    (group,) = synthesized.resources("full", "AWS::EC2::SecurityGroup").values()
+    assert group["Properties"]["VpcId"] == "vpc-0123456789abcdef0"
+    assert "SecurityGroupIngress" not in group["Properties"]
+    assert all(
+        "VpcConfig" not in fn["Properties"] for fn in synthesized.resources("default", "AWS::Lambda::Function").values()
+    )
+
+
+def test_eks_access_entries_for_the_kube_functions_and_the_nodes(synthesized: Synthesized) -> None:
+    res = synthesized.resources("default")
+    entries = [e["Properties"] for e in synthesized.resources("default", "AWS::EKS::AccessEntry").values()]
+    kube = {s.suffix for s in FUNCTIONS if "kube" in s.uses}
+    standard = [e for e in entries if e["Type"] == "STANDARD"]
+    assert len(standard) == len(kube)
+    for e in standard:
+        assert e["ClusterName"] == "demo"
+        assert e["KubernetesGroups"] == [CONTROLLER_GROUP]
+    roles_with_entries = {ref_of(e["PrincipalArn"]) for e in standard}
+    for suffix in kube:
+        _, fn = function_named(res, f"nodeflow-demo-{suffix}")
+        assert ref_of(fn["Properties"]["Role"]) in roles_with_entries
+    (nodes,) = [e for e in entries if e["Type"] == "EC2_LINUX"]
+    node_role = res[ref_of(nodes["PrincipalArn"]) or ""]["Properties"]
+    assert node_role["RoleName"] == "KarpenterNodeRole-demo"
+    assert node_role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    (profile,) = synthesized.resources("default", "AWS::IAM::InstanceProfile").values()
+    assert [ref_of(r) for r in profile["Properties"]["Roles"]] == [ref_of(nodes["PrincipalArn"])]
+    # Full: no entries, no node role created (nodeRoleName names an existing one).
+    assert synthesized.resources("full", "AWS::EKS::AccessEntry") == {}
+    assert synthesized.resources("full", "AWS::IAM::InstanceProfile") == {}
+    assert all(
+        r["Properties"].get("RoleName") != "prod-east-nodes"
+        for r in synthesized.resources("full", "AWS::IAM::Role").values()
+    )
+
+
+def test_alarms_and_dashboard(synthesized: Synthesized) -> None:
+    alarms = {lid: a["Properties"] for lid, a in synthesized.resources("default", "AWS::CloudWatch::Alarm").items()}
+    described = " | ".join(a["AlarmDescription"] for a in alarms.values())
+    for queue in QUEUES:
+        assert f"{queue} queue failed" in described
+    assert "launch workflow executions failed" in described
+    assert "InsufficientCapacityError" in described
+    assert "the webhook answered 5xx" in described
+    assert "the webhook refused requests" in described
+    url_metrics = {a.get("MetricName") for a in alarms.values()}
+    assert {"Url4xxCount", "Url5xxCount", "ApproximateNumberOfMessagesVisible", "Errors"} <= url_metrics
+    # The capacity-error metric is counted from the CleanUp function's log.
+    (mf,) = synthesized.resources("default", "AWS::Logs::MetricFilter").values()
+    assert mf["Properties"]["FilterPattern"] == '{ $.reason = "InsufficientCapacityError" }'
+    (transformation,) = mf["Properties"]["MetricTransformations"]
+    assert transformation["MetricName"] == "CapacityErrors"
+    assert transformation["Dimensions"] == [{"Key": "FunctionName", "Value": "$.function_name"}]
+    assert len(synthesized.resources("default", "AWS::CloudWatch::Dashboard")) == 1
+    # Alarm actions only when a topic is configured.
+    assert all("AlarmActions" not in a for a in alarms.values())
+    for a in synthesized.resources("full", "AWS::CloudWatch::Alarm").values():
+        assert as_list(a["Properties"]["AlarmActions"]) == ["arn:aws:sns:us-east-1:111122223333:nodeflow-alarms"]

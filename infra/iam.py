@@ -1,0 +1,323 @@
+"""IAM: the permission vocabulary the functions are granted from, the node role and the agent's role.
+
+Least privilege, modelled on Karpenter's controller policy:
+
+- EC2 writes (CreateFleet, RunInstances, CreateLaunchTemplate, CreateTags) only create resources that carry the
+  cluster's ownership tags in the request (``kubernetes.io/cluster/<name>: owned``, ``eks:eks-cluster-name``,
+  ``karpenter.sh/nodepool``), tags only at creation (``ec2:CreateAction``), and use only launch templates that
+  carry them; TerminateInstances only for instances that carry them. Subnets, security groups, images and
+  snapshots are read-only inputs and are not tag-conditioned (an EC2NodeClass may select any).
+- iam:PassRole only for the node role, only to EC2; instance profiles only under the cluster's name prefix and
+  with the cluster's tags (``nodeflow.aws.ec2.instance_profile_name``).
+- ssm only for the public AMI parameters (``/aws/service/...``), pricing:GetProducts, ec2:Describe* in the
+  stack's region, eks:DescribeCluster only for the cluster.
+- DynamoDB per partition (``dynamodb:LeadingKeys``): the offerings cache, the webhook's nonces and event ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aws_cdk import Aws, Stack
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.config import NodeflowConfig
+from nodeflow.aws.ec2 import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL, instance_profile_name
+
+__all__ = [
+    "AGENT_SERVICE_ACCOUNT",
+    "CONTROLLER_GROUP",
+    "DESCRIBE_ACTIONS",
+    "AgentRole",
+    "NodeRole",
+    "Permissions",
+    "access_entry",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+# Kubernetes group the Lambda roles are mapped to by their EKS access entries (bind RBAC to it).
+CONTROLLER_GROUP = "nodeflow-controller"
+NODE_ROLE_MANAGED_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+CATALOG_DESCRIBE_ACTIONS = (
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeSpotPriceHistory",
+)
+LAUNCH_DESCRIBE_ACTIONS = (
+    "ec2:DescribeImages",
+    "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+)
+DESCRIBE_ACTIONS = tuple(sorted({*CATALOG_DESCRIBE_ACTIONS, *LAUNCH_DESCRIBE_ACTIONS}))
+
+
+def _agent_service_account() -> tuple[str, str]:
+    """(namespace, name) of the agent's ServiceAccount, read from its manifest so they cannot drift."""
+    doc = yaml.safe_load((ROOT / "agent" / "manifests" / "10-serviceaccount.yaml").read_text())
+    return doc["metadata"]["namespace"], doc["metadata"]["name"]
+
+
+AGENT_SERVICE_ACCOUNT = _agent_service_account()
+
+
+def cluster_arn(scope: Construct, cluster_name: str) -> str:
+    return Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=cluster_name)
+
+
+def _ec2(resource: str, *, account: str | None = None) -> str:
+    """``arn:<partition>:ec2:<region>:<account>:<resource>/*`` (this account unless told)."""
+    acct = Aws.ACCOUNT_ID if account is None else account
+    return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{acct}:{resource}/*"
+
+
+class Permissions:
+    """Policy statements by capability (``infra.functions`` grants each function the ones its spec names)."""
+
+    def __init__(self, scope: Construct, config: NodeflowConfig, node_role_arn: str) -> None:
+        self.scope = scope
+        self.config = config
+        self.node_role_arn = node_role_arn
+        cluster = config.cluster_name
+        self._owned_request = {
+            "StringEquals": {
+                f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
+                f"aws:RequestTag/{TAG_EKS_CLUSTER}": cluster,
+            },
+            "StringLike": {f"aws:RequestTag/{TAG_NODEPOOL}": "*"},
+        }
+        self._owned_resource = {
+            "StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
+            "StringLike": {f"aws:ResourceTag/{TAG_NODEPOOL}": "*"},
+        }
+
+    def _region(self) -> dict[str, Any]:
+        return {"StringEquals": {"aws:RequestedRegion": Aws.REGION}}
+
+    def cluster_read(self) -> list[iam.PolicyStatement]:
+        """eks:DescribeCluster: the API endpoint and CA, when the context did not give them."""
+        if not self.config.read_cluster_from_eks:
+            return []
+        return [
+            iam.PolicyStatement(
+                sid="DescribeCluster",
+                actions=["eks:DescribeCluster"],
+                resources=[cluster_arn(self.scope, self.config.cluster_name)],
+            )
+        ]
+
+    def catalog(self) -> list[iam.PolicyStatement]:
+        """Instance types, offerings, zones and spot prices (ec2:Describe*), on-demand prices (Pricing API)."""
+        if self.config.catalog_source == "offline":
+            return []
+        return [
+            iam.PolicyStatement(
+                sid="CatalogDescribe",
+                actions=list(CATALOG_DESCRIBE_ACTIONS),
+                resources=["*"],
+                conditions=self._region(),
+            ),
+            iam.PolicyStatement(sid="CatalogPrices", actions=["pricing:GetProducts"], resources=["*"]),
+        ]
+
+    def launch(self) -> list[iam.PolicyStatement]:
+        """Resolve EC2NodeClasses, keep launch templates, CreateFleet, instance profiles for spec.role."""
+        cluster = self.config.cluster_name
+        created = [
+            _ec2("fleet"),
+            _ec2("instance"),
+            _ec2("volume"),
+            _ec2("network-interface"),
+            _ec2("launch-template"),
+            _ec2("spot-instances-request"),
+        ]
+        profile_prefix = instance_profile_name(cluster, "").rsplit("_", 1)[0]
+        profiles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:instance-profile/{profile_prefix}_*"
+        return [
+            iam.PolicyStatement(
+                sid="LaunchDescribe",
+                actions=list(LAUNCH_DESCRIBE_ACTIONS),
+                resources=["*"],
+                conditions=self._region(),
+            ),
+            # Inputs an EC2NodeClass selects: any subnet or security group (shared VPCs: any account), images.
+            iam.PolicyStatement(
+                sid="LaunchFromSelectedInputs",
+                actions=["ec2:RunInstances", "ec2:CreateFleet"],
+                resources=[
+                    f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}::image/*",
+                    f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}::snapshot/*",
+                    _ec2("subnet", account="*"),
+                    _ec2("security-group", account="*"),
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="LaunchFromOwnedTemplates",
+                actions=["ec2:RunInstances", "ec2:CreateFleet"],
+                resources=[_ec2("launch-template")],
+                conditions=self._owned_resource,
+            ),
+            iam.PolicyStatement(
+                sid="CreateOwnedResources",
+                actions=["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+                resources=created,
+                conditions=self._owned_request,
+            ),
+            iam.PolicyStatement(
+                sid="TagOnCreate",
+                actions=["ec2:CreateTags"],
+                resources=created,
+                conditions={
+                    **self._owned_request,
+                    "StringEquals": {
+                        **self._owned_request["StringEquals"],
+                        "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                    },
+                },
+            ),
+            iam.PolicyStatement(
+                sid="AmiParameters",
+                actions=["ssm:GetParameter", "ssm:GetParameters"],
+                resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
+            ),
+            iam.PolicyStatement(
+                sid="PassNodeRole",
+                actions=["iam:PassRole"],
+                resources=[self.node_role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            ),
+            iam.PolicyStatement(sid="ReadInstanceProfiles", actions=["iam:GetInstanceProfile"], resources=[profiles]),
+            iam.PolicyStatement(
+                sid="CreateInstanceProfiles",
+                actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+                resources=[profiles],
+                conditions={
+                    "StringEquals": {
+                        f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
+                        f"aws:RequestTag/{TAG_EKS_CLUSTER}": cluster,
+                    },
+                    "StringLike": {f"aws:RequestTag/{TAG_NODECLASS}": "*"},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="ManageInstanceProfileRoles",
+                actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
+                resources=[profiles],
+                conditions={
+                    "StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
+                    "StringLike": {f"aws:ResourceTag/{TAG_NODECLASS}": "*"},
+                },
+            ),
+        ]
+
+    def describe_instances(self) -> list[iam.PolicyStatement]:
+        """Find the cluster's instances (by their tags) and their states."""
+        return [
+            iam.PolicyStatement(
+                sid="DescribeInstances",
+                actions=["ec2:DescribeInstances"],
+                resources=["*"],
+                conditions=self._region(),
+            )
+        ]
+
+    def terminate(self) -> list[iam.PolicyStatement]:
+        """Find the cluster's instances and terminate those nodeflow launched (by their tags)."""
+        return [
+            *self.describe_instances(),
+            iam.PolicyStatement(
+                sid="TerminateOwnedInstances",
+                actions=["ec2:TerminateInstances"],
+                resources=[_ec2("instance")],
+                conditions=self._owned_resource,
+            ),
+        ]
+
+
+class NodeRole(Construct):
+    """The role nodes run with (EC2NodeClass ``spec.role``): created with an instance profile, or imported."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: NodeflowConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.created = config.create_node_role
+        self.instance_profile: iam.CfnInstanceProfile | None = None
+        if config.create_node_role:
+            role = iam.Role(
+                self,
+                "Role",
+                role_name=config.node_role_name,
+                assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+                description=f"nodeflow {config.cluster_name}: nodes (EC2NodeClass spec.role)",
+                managed_policies=[
+                    iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in NODE_ROLE_MANAGED_POLICIES
+                ],
+            )
+            self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[role.role_name])
+            self.role: iam.IRole = role
+        else:
+            self.role = iam.Role.from_role_name(self, "Role", config.node_role_name)
+
+
+class AgentRole(Construct):
+    """The in-cluster agent's identity: the role given by ``agentRoleArn``, else one for EKS Pod Identity with
+    its association (namespace and service account from ``agent/manifests``)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: NodeflowConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.created = config.agent_role_arn is None
+        if config.agent_role_arn is not None:
+            self.role_arn = config.agent_role_arn
+            return
+        account = Stack.of(self).account
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal(
+                "pods.eks.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnEquals": {"aws:SourceArn": cluster_arn(self, config.cluster_name)},
+                },
+            ).with_session_tags(),
+            description=f"nodeflow {config.cluster_name}: the in-cluster agent (EKS Pod Identity)",
+        )
+        namespace, service_account = AGENT_SERVICE_ACCOUNT
+        eks.CfnPodIdentityAssociation(
+            self,
+            "PodIdentity",
+            cluster_name=config.cluster_name,
+            namespace=namespace,
+            service_account=service_account,
+            role_arn=role.role_arn,
+        )
+        self.role_arn = role.role_arn
+
+
+def access_entry(scope: Construct, construct_id: str, config: NodeflowConfig, role: iam.IRole) -> eks.CfnAccessEntry:
+    """Map a Lambda role into the cluster as a member of ``CONTROLLER_GROUP`` (RBAC binds that group)."""
+    return eks.CfnAccessEntry(
+        scope,
+        construct_id,
+        cluster_name=config.cluster_name,
+        principal_arn=role.role_arn,
+        type="STANDARD",
+        kubernetes_groups=[CONTROLLER_GROUP],
+    )
+
+
+def node_access_entry(scope: Construct, construct_id: str, config: NodeflowConfig, role: iam.IRole) -> None:
+    """Let nodes with the created node role join the cluster (EKS access entry of type EC2_LINUX)."""
+    eks.CfnAccessEntry(
+        scope, construct_id, cluster_name=config.cluster_name, principal_arn=role.role_arn, type="EC2_LINUX"
+    )

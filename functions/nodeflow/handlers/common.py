@@ -70,6 +70,14 @@ class TaintOutput(BaseModel):
     provider_id: str | None = Field(default=None, alias="providerID", max_length=512)
 
 
+class DrainOutput(BaseModel):
+    """The previous Drain pass, as far as the next pass needs it."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    held_passes: int = Field(default=0, alias="heldPasses", ge=0, le=1000)
+
+
 class TerminationInput(BaseModel):
     """What the terminate workflow passes to each step (the execution's state)."""
 
@@ -80,6 +88,7 @@ class TerminationInput(BaseModel):
     )
     reason: str | None = Field(default=None, max_length=256)
     taint: TaintOutput | None = None
+    drain: DrainOutput | None = None
 
 
 def parse(model: type[M], event: Any) -> M:

@@ -15,7 +15,8 @@ from nodeflow.lifecycle.termination import drain
 @termination_step
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(TerminationInput, event)
-    result = drain(deps(), step.node_claim, step.taint.node if step.taint else None)
+    held = step.drain.held_passes if step.drain else 0
+    result = drain(deps(), step.node_claim, step.taint.node if step.taint else None, held_passes=held)
     if result.get("evicted"):
         metrics.add_metric(name="PodsEvicted", unit="Count", value=len(result["evicted"]))
     if result.get("deleted"):

@@ -35,6 +35,7 @@ __all__ = [
     "BLOCKED_WAIT_SECONDS",
     "CRITICAL_PRIORITY_CLASSES",
     "DEFAULT_GRACE_SECONDS",
+    "HELD_MAX_WAIT_SECONDS",
     "MAX_WAIT_SECONDS",
     "MIN_WAIT_SECONDS",
     "STUCK_TERMINATING",
@@ -50,6 +51,7 @@ __all__ = [
     "choose_volume_wait",
     "choose_wait",
     "drain_deadline",
+    "held_only",
     "parse_time",
     "plan_drain",
     "pod_from_manifest",
@@ -62,6 +64,10 @@ STUCK_TERMINATING = timedelta(minutes=1)  # Karpenter's IsStuckTerminating buffe
 MIN_WAIT_SECONDS = 2
 MAX_WAIT_SECONDS = 30
 BLOCKED_WAIT_SECONDS = 10  # nothing in flight: a PodDisruptionBudget or do-not-disrupt holds the drain
+# Only do-not-disrupt pods hold the drain and no terminationGracePeriod will end it: that can last for
+# days, so the wait doubles per such pass up to this (keeps an indefinitely held node at ~300
+# transitions a day instead of ~26,000).
+HELD_MAX_WAIT_SECONDS = 300
 VOLUME_WAIT_SECONDS = 5  # the attach/detach controller usually detaches within seconds
 
 
@@ -250,7 +256,14 @@ def _until(later: datetime, now: datetime) -> float:
     return (later - now).total_seconds()
 
 
-def choose_wait(plan: DrainPlan, *, refused: Collection[str] = ()) -> int:
+def held_only(plan: DrainPlan, *, refused: Collection[str] = ()) -> bool:
+    """Nothing in flight, nothing refused by a PDB, no deadline: only do-not-disrupt pods hold the drain."""
+    if plan.done or plan.deadline is not None or not plan.blocked:
+        return False
+    return not (plan.evict or plan.delete or plan.terminating or refused)
+
+
+def choose_wait(plan: DrainPlan, *, refused: Collection[str] = (), held_passes: int = 0) -> int:
     """Seconds to wait before the next Drain call (0 when the drain is done).
 
     Pods evicted or deleted now, and pods already terminating, are given until the longest of their
@@ -260,6 +273,8 @@ def choose_wait(plan: DrainPlan, *, refused: Collection[str] = ()) -> int:
     """
     if plan.done:
         return 0
+    if held_passes and held_only(plan, refused=refused):
+        return int(min(HELD_MAX_WAIT_SECONDS, BLOCKED_WAIT_SECONDS * 2 ** min(held_passes, 16)))
     now = plan.now
     in_flight = [float(p.grace) for p in plan.evict if p.key not in refused]
     in_flight += [float(d.grace_seconds) for d in plan.delete]

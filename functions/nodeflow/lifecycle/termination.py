@@ -250,8 +250,13 @@ def _ignored_volumes(deps: TerminationDeps, pods: Iterable[plan.DrainPod]) -> se
     return volumes
 
 
-def drain(deps: TerminationDeps, claim_name: str, node_name: str | None = None) -> dict[str, Any]:
-    """One drain pass; ``{"state": "draining" | "detaching" | "done" | "gone", "waitSeconds": n, ...}``."""
+def drain(
+    deps: TerminationDeps, claim_name: str, node_name: str | None = None, *, held_passes: int = 0
+) -> dict[str, Any]:
+    """One drain pass; ``{"state": "draining" | "detaching" | "done" | "gone", "waitSeconds": n, ...}``.
+
+    ``held_passes``: how many passes in a row only do-not-disrupt pods held the drain (from the previous
+    pass's ``heldPasses``); such a drain is looked at less and less often (``drain.HELD_MAX_WAIT_SECONDS``)."""
     claim = _claim(deps, claim_name)
     if claim is None:
         return {"state": "gone", "waitSeconds": 0}
@@ -303,7 +308,8 @@ def drain(deps: TerminationDeps, claim_name: str, node_name: str | None = None) 
         "skipped": len(decided.skipped),
     }
     if not decided.done:
-        wait = plan.choose_wait(decided, refused=refused)
+        held = plan.held_only(decided, refused=refused)
+        wait = plan.choose_wait(decided, refused=refused, held_passes=held_passes if held else 0)
         why = _draining_message(decided, refused)
         _set_conditions(deps, claim, [(CONDITION_DRAINED, "False", "Draining", why)])
         if node is not None:
@@ -314,6 +320,7 @@ def drain(deps: TerminationDeps, claim_name: str, node_name: str | None = None) 
             "waitSeconds": wait,
             "blockedByPDB": sorted(refused)[:_LISTED],
             "doNotDisrupt": _keys(decided.blocked),
+            "heldPasses": held_passes + 1 if held else 0,
         }
 
     drained = ("True", "Drained", "")

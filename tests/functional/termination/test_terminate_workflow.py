@@ -248,6 +248,13 @@ def test_do_not_disrupt_without_a_grace_period_blocks_the_termination(local: Loc
     assert claim["metadata"]["deletionTimestamp"]
     assert any("annotated karpenter.sh/do-not-disrupt" in e["message"] for e in events(local, "FailedDraining"))
     assert visits(local, arn, "Terminate") == 0
+    # held only by do-not-disrupt: each pass waits longer (10, 20, 40, ... s, up to 300 s)
+    passes = [
+        (i.result["heldPasses"], i.result["waitSeconds"])
+        for i in local.dispatch.invocations
+        if i.function_name == local.function_name("drain") and isinstance(i.result, dict) and "heldPasses" in i.result
+    ]
+    assert passes[:3] == [(1, 10), (2, 20), (3, 40)], passes
 
     local.clients.sfn.stop_execution(executionArn=arn)
     assert finished(local, arn)["status"] == "ABORTED"

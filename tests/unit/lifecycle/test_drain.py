@@ -168,6 +168,24 @@ def test_do_not_disrupt_without_a_deadline_blocks_the_drain() -> None:
     assert d.choose_wait(alone) == d.BLOCKED_WAIT_SECONDS
 
 
+def test_a_drain_held_only_by_do_not_disrupt_backs_off() -> None:
+    keep = pod("batch", do_not_disrupt=True)
+    alone = d.plan_drain([keep], NOW)
+    assert d.held_only(alone)
+    waits = [d.choose_wait(alone, held_passes=n) for n in range(8)]
+    assert waits == [10, 20, 40, 80, 160, 300, 300, 300]
+    # anything else in play: no backoff (a PDB refusal, a pod leaving, a deadline)
+    with_web = d.plan_drain([keep, pod("web")], NOW)
+    assert not d.held_only(with_web)
+    assert not d.held_only(with_web, refused={"default/web"})
+    assert d.choose_wait(with_web, refused={"default/web"}, held_passes=5) == d.BLOCKED_WAIT_SECONDS
+    leaving = pod("old", deletion_timestamp=NOW + timedelta(seconds=20))
+    assert not d.held_only(d.plan_drain([keep, leaving], NOW))
+    with_deadline = d.plan_drain([keep], NOW, NOW + timedelta(hours=1))
+    assert not d.held_only(with_deadline)
+    assert d.choose_wait(with_deadline, held_passes=5) <= d.MAX_WAIT_SECONDS
+
+
 def test_with_a_deadline_pods_are_deleted_at_deadline_minus_their_grace() -> None:
     deadline = NOW + timedelta(seconds=100)
     keep = pod("batch", do_not_disrupt=True, grace_seconds=60)

@@ -173,6 +173,31 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         queue=QueueTrigger("interruption"),
     ),
     FunctionSpec(
+        "disruption",
+        "Disruption: one round (expiration, emptiness, drift, consolidation) -> terminate workflows",
+        timeout_seconds=180,  # two snapshots and rounds around the 15 s validation wait
+        memory_mb=2048,  # the consolidation simulation is CPU-bound
+        uses=(
+            "kube",
+            "catalog",
+            "offerings:read",
+            "start:terminate",
+            "watch:terminate",
+            "start:launch",
+            "start:replace",
+            "watch:replace",
+        ),
+        queue=QueueTrigger("disruption"),
+        schedule_minutes=1,
+        reserved_concurrency=1,  # one round at a time
+    ),
+    FunctionSpec(
+        "replace",
+        "Replace workflow steps: wait for replacement NodeClaims, terminate the candidates, or roll back",
+        timeout_seconds=50,
+        uses=("kube", "start:terminate", "watch:terminate"),
+    ),
+    FunctionSpec(
         "webhook",
         "Ingress: accept the agent's signed events and put them on the bus",
         timeout_seconds=30,

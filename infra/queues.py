@@ -30,7 +30,7 @@ class QueueSpec:
 # its pollers and those receives count: a higher max_receive_count keeps throttled batches out of the DLQ.
 QUEUES: Mapping[str, QueueSpec] = {
     "provisioning": QueueSpec(visibility_timeout_seconds=720, max_receive_count=10),
-    "disruption": QueueSpec(visibility_timeout_seconds=360, max_receive_count=5),
+    "disruption": QueueSpec(visibility_timeout_seconds=1080, max_receive_count=5),
     "interruption": QueueSpec(visibility_timeout_seconds=360, max_receive_count=5),
 }
 

@@ -52,6 +52,7 @@ WORKFLOWS: tuple[WorkflowSpec, ...] = (
             "CleanupFunctionArn": "cleanup",
         },
     ),
+    WorkflowSpec("replace", STATEMACHINES / "replace.asl.json", {"ReplaceFunctionArn": "replace"}),
     WorkflowSpec(
         "terminate",
         STATEMACHINES / "terminate.asl.json",

@@ -196,7 +196,16 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     while time.monotonic() < deadline and not {"Node Ready", "Pod Bound"} <= changes:
         changes = {json.loads(m["Body"])["detail-type"] for m in local.queue_messages("disruption")}
         time.sleep(0.1)
-    ok = _interrupt(local, out, catalog) and ok
+    from nodeflow.kube.client import KubeClient
+    from sandbox.replicasets import SimulatedReplicaSets
+
+    replicasets = SimulatedReplicaSets(KubeClient(local.kube_server.api_client())).track_existing()
+    replicasets.run_in_background(0.1)
+    try:
+        ok = _interrupt(local, out, catalog, replicasets) and ok
+        ok = _consolidate(local, out, catalog, replicasets) and ok
+    finally:
+        replicasets.stop()
     counters = agent.metrics()
     requests = sum(v for k, v in counters.items() if k.startswith("nodeflow_agent_requests_total"))
     print(
@@ -226,12 +235,10 @@ def _wait(predicate: Any, timeout: float) -> Any:
     return None
 
 
-def _interrupt(local: Any, out: TextIO, catalog: Any) -> bool:
+def _interrupt(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
     """A spot interruption of one node, end to end: AWS's warning on the default bus -> interruption
     queue -> interruption Lambda -> terminate workflow (taint, drain, terminate) -> the evicted pods
     come back Pending (simulated ReplicaSet controller) -> agent -> provisioner -> a new node."""
-    from nodeflow.kube.client import KubeClient
-    from sandbox.replicasets import SimulatedReplicaSets
     from sandbox.stepfunctions import wait_for_execution
     from tests.fixtures.aws_events import SPOT, variant
 
@@ -253,8 +260,6 @@ def _interrupt(local: Any, out: TextIO, catalog: Any) -> bool:
     labels = victim["metadata"].get("labels") or {}
     instance = str(victim["status"]["providerID"]).rsplit("/", 1)[-1]
     before = {c["metadata"]["name"] for c in claims}
-    replicasets = SimulatedReplicaSets(KubeClient(local.kube_server.api_client())).track_existing()
-    replicasets.run_in_background(0.1)
     local.start_interruption_source()
     try:
         t0 = time.perf_counter()
@@ -330,7 +335,75 @@ def _interrupt(local: Any, out: TextIO, catalog: Any) -> bool:
             and all(d["status"] == "SUCCEEDED" for d in launched)
         )
     finally:
-        replicasets.stop()
+        pass
+
+
+def _cluster_price(local: Any, catalog: Any) -> float:
+    total = 0.0
+    for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim"):
+        labels = c["metadata"].get("labels") or {}
+        price = _price(
+            catalog,
+            labels.get("node.kubernetes.io/instance-type", ""),
+            labels.get("topology.kubernetes.io/zone", ""),
+            labels.get("karpenter.sh/capacity-type", ""),
+        )
+        total += price or 0.0
+    return total
+
+
+def _consolidate(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
+    """Scale shop/web down to zero and let the disruption Lambda remove the nodes left empty, one round at a
+    time within the NodePool's disruption budget (10% by default: one node per round here)."""
+    from datetime import UTC, datetime, timedelta
+
+    from nodeflow.handlers import runtime
+    from sandbox.stepfunctions import wait_for_execution
+
+    before = _cluster_price(local, catalog)
+    nodes_before = len(local.kube_server.objects("karpenter.sh/v1", "NodeClaim"))
+    gone = replicasets.scale("shop", "web", 0)
+    print(
+        f"\nconsolidation: Deployment shop/web scaled to 0 ({len(gone)} pods deleted); "
+        f"{nodes_before} nodes, ${before:.4f}/hour",
+        file=out,
+    )
+    rt = runtime.runtime()
+    saved_clock = rt.clock
+    rt.clock = lambda: datetime.now(UTC) + timedelta(minutes=5)  # consolidateAfter (1m) has elapsed
+    deleted = 0
+    try:
+        for i in range(1, 11):
+            result = local.invoke("disruption", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
+            cmd = result["result"]["command"]
+            if cmd is None:
+                print(f"  round {i}: nothing to disrupt", file=out)
+                break
+            what = f"{cmd['method']} ({cmd['reason']}): {', '.join(cmd['candidates'])} -> {cmd['decision']}"
+            if cmd["reason"] != "Empty":
+                print(
+                    f"  round {i}: would do {what}, saving ${cmd['savedPerHour']:.4f}/hour - not run here: moved "
+                    "pods need kube-scheduler, which the local cluster does not have",
+                    file=out,
+                )
+                break
+            print(f"  round {i}: {what}, saves ${cmd['savedPerHour']:.4f}/hour", file=out)
+            for claim in result["result"]["executed"]:
+                arn = f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{claim}"
+                done = wait_for_execution(local.clients.sfn, arn, timeout=60)
+                if done["status"] != "SUCCEEDED":
+                    print(f"  terminate {claim}: {done['status']}", file=out)
+                    return False
+                deleted += 1
+    finally:
+        rt.clock = saved_clock
+    after = _cluster_price(local, catalog)
+    print(
+        f"  {deleted} empty nodes removed: {nodes_before - deleted} nodes, ${after:.4f}/hour "
+        f"(saved ${before - after:.4f}/hour)",
+        file=out,
+    )
+    return deleted > 0 and after < before
 
 
 def _described(local: Any, arn: str) -> Any:

@@ -45,6 +45,8 @@ FUNCTIONS: Mapping[str, str] = {
     "terminate": "nodeflow.handlers.terminate",
     "finalize": "nodeflow.handlers.finalize",
     "interruption": "nodeflow.handlers.interruption",
+    "disruption": "nodeflow.handlers.disruption",
+    "replace": "nodeflow.handlers.replace",
 }
 # The agent's IAM identity in the sandbox (what IRSA / Pod Identity would hand it).
 AGENT_ACCESS_KEY = "AKIASANDBOXAGENT0001"
@@ -57,6 +59,8 @@ LAUNCH_SUBSTITUTIONS: Mapping[str, str] = {
     "CleanupFunctionArn": "cleanup",
 }
 TERMINATE_ASL = ROOT / "statemachines" / "terminate.asl.json"
+REPLACE_ASL = ROOT / "statemachines" / "replace.asl.json"
+REPLACE_SUBSTITUTIONS: Mapping[str, str] = {"ReplaceFunctionArn": "replace"}
 TERMINATE_SUBSTITUTIONS: Mapping[str, str] = {
     "TaintFunctionArn": "taint",
     "DrainFunctionArn": "drain",
@@ -93,6 +97,7 @@ class LocalNodeflow:
     faults: Ec2Faults = field(init=False)
     launch_arn: str = field(init=False)
     terminate_arn: str = field(init=False)
+    replace_arn: str = field(init=False)
     webhook_auth: str = "iam"  # "iam" (Function URL AWS_IAM + SigV4) | "hmac" (Function URL NONE + HMAC)
     function_url: FunctionUrlServer | None = field(default=None, init=False)
     event_source: SqsEventSource | None = field(default=None, init=False)
@@ -130,6 +135,13 @@ class LocalNodeflow:
             TERMINATE_ASL,
             {key: arns[self.function_name(suffix)] for key, suffix in TERMINATE_SUBSTITUTIONS.items()},
         )
+        self.replace_arn = create_state_machine(
+            self.world,
+            self.clients,
+            f"nodeflow-{self.cluster_name}-replace",
+            REPLACE_ASL,
+            {key: arns[self.function_name(suffix)] for key, suffix in REPLACE_SUBSTITUTIONS.items()},
+        )
         self.agent_role_arn = self.clients.iam.create_role(
             RoleName=f"nodeflow-{self.cluster_name}-agent", AssumeRolePolicyDocument=json.dumps({"Statement": []})
         )["Role"]["Arn"]
@@ -144,6 +156,8 @@ class LocalNodeflow:
             "TABLE_NAME": self.world.table_name,
             "LAUNCH_STATE_MACHINE_ARN": self.launch_arn,
             "TERMINATE_STATE_MACHINE_ARN": self.terminate_arn,
+            "REPLACE_STATE_MACHINE_ARN": self.replace_arn,
+            "DISRUPTION_VALIDATION_SECONDS": "0",  # tests and the demo do not wait 15 s (override in env)
             "PROVISIONING_QUEUE_URL": self.world.queue_url,
             "KUBECONFIG": str(kubeconfig),
             "CATALOG_SOURCE": "offline",

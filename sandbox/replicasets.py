@@ -66,6 +66,24 @@ class SimulatedReplicaSets:
                 entry.replicas += 1
         return self
 
+    def scale(self, namespace: str, prefix: str, replicas: int) -> list[str]:
+        """Scale the ReplicaSet whose pods are named ``prefix-...`` to ``replicas``: the newest extra pods
+        are deleted (as the controller does); returns their names."""
+        pods = [
+            p
+            for p in self.kube.list_items(PODS, namespace=namespace)
+            if p["metadata"]["name"].startswith(f"{prefix}-") and not p["metadata"].get("deletionTimestamp")
+        ]
+        uid = next((u for u in (_owner_uid(p) for p in pods) if u is not None), None)
+        if uid is None or uid not in self.owned:
+            return []
+        self.owned[uid].replicas = replicas
+        pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]), reverse=True)
+        gone = [p["metadata"]["name"] for p in pods[: max(0, len(pods) - replicas)]]
+        for name in gone:
+            self.kube.delete(PODS, name, namespace)
+        return gone
+
     def step(self) -> int:
         live: dict[str, int] = {}
         for pod in self.kube.list_items(PODS):

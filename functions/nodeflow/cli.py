@@ -1,8 +1,9 @@
-"""Command line: ``python -m nodeflow plan|explain -f PATH [-f PATH ...]``.
+"""Command line: ``python -m nodeflow plan|explain|disrupt -f PATH [-f PATH ...]``.
 
 ``plan`` reads Karpenter v1 NodePools and EC2NodeClasses with workloads, nodes and
 NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their price.
 ``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
+``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
 Exit codes: 0 done, 2 bad input (manifests, region, unknown pod), 1 the catalog could not be had.
 """
 
@@ -12,9 +13,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from nodeflow.api.quantity import format_milli
+
+if TYPE_CHECKING:
+    from nodeflow.api.manifests import Manifests
+    from nodeflow.catalog.model import CatalogData
 from nodeflow.scheduling.types import SchedulingInput, SchedulingResult
 
 EXIT_OK = 0
@@ -40,7 +45,40 @@ def _parser() -> argparse.ArgumentParser:
     _common(explain)
     explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pending pod, e.g. shop/web-7d4b9c-x2k8q")
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    disrupt = commands.add_parser(
+        "disrupt",
+        help="show what nodeflow would disrupt now (empty, drifted, underutilized, expired nodes), offline",
+        description=DISRUPT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(disrupt)
+    disrupt.add_argument(
+        "--dry-run", action="store_true", required=True, help="only say what would be done (required: nothing is done)"
+    )
+    disrupt.add_argument("--now", help="the time to decide at, RFC 3339 (default: the current time)")
+    disrupt.add_argument(
+        "--spot-to-spot", action="store_true", help="allow spot-to-spot consolidation (Karpenter's feature gate)"
+    )
+    disrupt.add_argument("-o", "--output", choices=("text", "json"), default="text")
     return parser
+
+
+DISRUPT_HELP = """\
+Decide one round of voluntary disruption for the nodes, NodeClaims, bound pods, NodePools,
+EC2NodeClasses and PodDisruptionBudgets in Kubernetes manifests, in Karpenter's order:
+emptiness, drift, multi-node consolidation, single-node consolidation (at most one command),
+plus the nodes past expireAfter (forceful, not limited by budgets).
+
+JSON output (-o json):
+  {"now": RFC 3339,
+   "command": null | {"reason": "Empty"|"Drifted"|"Underutilized", "method": str,
+       "decision": "delete"|"replace", "candidates": [node name],
+       "replacements": [NodeClaim plan as in `plan -o json`],
+       "moves": [{"pod": "ns/name", "node": name} | {"pod": "ns/name", "replacement": index}],
+       "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float},
+   "expirations": [{"node": name, "nodeClaim": name, "expiredAt": RFC 3339}],
+   "blocked": [{"node": name, "event": "DisruptionBlocked"|"Unconsolidatable", "message": str}]}
+"""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +149,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)
         return EXIT_CATALOG
 
+    if args.command == "disrupt":
+        return _disrupt(manifests, catalog, args, out, err)
     policy = "Ignore" if args.ignore_preferences else "Respect"
     inp = build_input(ClusterState.from_manifests(manifests), catalog, policy, args.min_values_policy)
     if args.command == "explain":
@@ -145,6 +185,56 @@ def _explain(inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: T
     print(f"pod {why.pod}: {'goes to ' + why.placement if why.placement else 'cannot be scheduled'}", file=out)
     for pool, reason in sorted(why.per_pool.items()):
         print(f"  {pool}: {reason}", file=out)
+    return EXIT_OK
+
+
+def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from datetime import UTC, datetime
+
+    from nodeflow.disruption.model import Settings, Snapshot
+    from nodeflow.disruption.round import decide
+    from nodeflow.plan import ClusterState
+
+    if args.now:
+        try:
+            now = datetime.fromisoformat(args.now)
+        except ValueError:
+            print(f"error: --now: {args.now!r} is not an RFC 3339 time (e.g. 2026-11-21T12:00:00Z)", file=err)
+            return EXIT_INPUT
+        now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    else:
+        now = datetime.now(UTC)
+    snapshot = Snapshot(state=ClusterState.from_manifests(manifests), pdbs=tuple(manifests.pdbs))
+    result = decide(snapshot, catalog, now, settings=Settings(spot_to_spot_consolidation=args.spot_to_spot))
+    if args.output == "json":
+        json.dump({"now": now.isoformat(), **result.to_json()}, out, indent=2)
+        out.write("\n")
+        return EXIT_OK
+    command = result.command
+    if command is None:
+        print("nothing to disrupt now", file=out)
+    else:
+        print(
+            f"{command.decision.upper()} {', '.join(command.candidates)} ({command.reason.value}, {command.method})",
+            file=out,
+        )
+        for i, r in enumerate(command.replacements):
+            print(
+                f"  replacement {i}: {r.nodepool} {r.instance_types[0]} (+{len(r.instance_types) - 1} options) "
+                f"{r.capacity_type} {','.join(r.zones)} ${r.price:.4f}/hour",
+                file=out,
+            )
+        for move in command.moves:
+            where = move.node if move.node is not None else f"replacement {move.replacement}"
+            print(f"  move {move.pod} -> {where}", file=out)
+        print(
+            f"  $/hour: {command.price_before:.4f} -> {command.price_after:.4f}, saved {command.saved:.4f}",
+            file=out,
+        )
+    for e in result.expirations:
+        print(f"EXPIRED {e.node} (NodeClaim {e.node_claim}, at {e.expired_at.isoformat()}): terminate", file=out)
+    for b in result.blocked:
+        print(f"{b.kind.value} {b.node}: {b.message}", file=out)
     return EXIT_OK
 
 

@@ -51,7 +51,7 @@ from nodeflow.scheduling.types import (
     SchedulingResult,
 )
 
-__all__ = ["ClusterState", "build_input", "node_class_settings", "plan"]
+__all__ = ["ClusterState", "build_input", "convert_pods", "node_class_settings", "plan"]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Device names an AMI family boots from, when no mapping says rootVolume: true.
@@ -345,6 +345,19 @@ def _claim_input(
         nodepool=pool_name,
         in_flight=True,
     )
+
+
+def convert_pods(state: ClusterState, pods: Iterable[Pod]) -> dict[str, PodInput]:
+    """``pods`` (bound or not) as solver input, keyed "namespace/name", converted as ``build_input``
+    converts pending pods (used by disruption to simulate moving the pods of a node)."""
+    pod_namespaces = {p.metadata.namespace or "default" for p in state.pods}
+    convert = _Converter(
+        namespace_labels=namespace_label_map(state.namespaces, pod_namespaces),
+        pvcs={c.key: c for c in state.pvcs},
+        pvs={v.metadata.name or "": v for v in state.pvs},
+        classes={c.metadata.name or "": c for c in state.storage_classes},
+    )
+    return {p.key: convert.pod(p) for p in pods}
 
 
 def build_input(

@@ -41,6 +41,13 @@ def test_demo_provisions_every_pending_pod() -> None:
     assert re.search(r"terminate SUCCEEDED: node drained, instance i-\w+ (terminated|shutting-down)", out)
     assert "offering marked unavailable: yes" in out
     assert re.search(r"\d+ evicted pods came back Pending -> agent -> provisioner -> default-\w{5} ", out)
+    # consolidation after scaling shop/web to zero: empty nodes go, one per round (10% budget)
+    assert "Deployment shop/web scaled to 0" in out
+    assert re.search(r"round 1: emptiness \(Empty\): ip-\S+ -> delete, saves \$[\d.]+/hour", out), out
+    saved = re.search(r"(\d+) empty nodes removed: \d+ nodes, \$[\d.]+/hour \(saved \$([\d.]+)/hour\)", out)
+    assert saved, out
+    assert int(saved.group(1)) >= 1
+    assert float(saved.group(2)) > 0
     assert "Launch " in out
     assert "Initialized " in out
     assert re.search(r"demo finished in [\d.]+ s: OK", out)

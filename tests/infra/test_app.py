@@ -168,6 +168,14 @@ EXPECTED_ENV = {
     "terminate": set(),
     "finalize": set(),
     "interruption": {"TABLE_NAME", "TERMINATE_STATE_MACHINE_ARN"},
+    "disruption": {
+        "CATALOG_SOURCE",
+        "TABLE_NAME",
+        "TERMINATE_STATE_MACHINE_ARN",
+        "LAUNCH_STATE_MACHINE_ARN",
+        "REPLACE_STATE_MACHINE_ARN",
+    },
+    "replace": {"TERMINATE_STATE_MACHINE_ARN"},
 }
 KUBE = {"CLUSTER_ENDPOINT", "CLUSTER_CA_DATA", "KUBERNETES_VERSION"}
 
@@ -274,14 +282,15 @@ def test_webhook_hmac_mode_reads_a_generated_secret(synthesized: Synthesized) ->
     assert synthesized.resources("default", "AWS::SecretsManager::Secret") == {}
 
 
-def test_gc_runs_on_an_eventbridge_scheduler_schedule(synthesized: Synthesized) -> None:
+def test_gc_and_disruption_run_on_eventbridge_scheduler_schedules(synthesized: Synthesized) -> None:
     res = synthesized.resources("default")
-    lid, _ = function_named(res, "nodeflow-demo-gc")
-    (schedule,) = synthesized.resources("default", "AWS::Scheduler::Schedule").values()
-    p = schedule["Properties"]
-    assert p["ScheduleExpression"] == "rate(2 minutes)"
-    assert ref_of(p["Target"]["Arn"]) == lid
-    assert p["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    schedules = [s["Properties"] for s in synthesized.resources("default", "AWS::Scheduler::Schedule").values()]
+    assert len(schedules) == 2
+    for name, expression in (("gc", "rate(2 minutes)"), ("disruption", "rate(1 minute)")):
+        lid, _ = function_named(res, f"nodeflow-demo-{name}")
+        (p,) = [s for s in schedules if ref_of(s["Target"]["Arn"]) == lid]
+        assert p["ScheduleExpression"] == expression
+        assert p["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
 
 
 def test_lambdas_in_the_configured_vpc(synthesized: Synthesized) -> None:

@@ -15,6 +15,7 @@ RBAC = Path(__file__).resolve().parents[2] / "infra" / "cluster" / "controller-r
 
 
 def _docs() -> dict[str, dict[str, Any]]:
+    """Kind -> document (each kind appears once)."""
     return {d["kind"]: d for d in yaml.safe_load_all(RBAC.read_text()) if d}
 
 
@@ -34,7 +35,7 @@ def test_binding_names_the_stacks_access_entry_group() -> None:
 
 
 def test_every_resource_the_adapter_reads_is_readable() -> None:
-    resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource)]
+    resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource) and v is not kube.CONFIG_MAPS]
     assert len(resources) >= 10
     for r in resources:
         assert {"get", "list"} <= _verbs(r.group, r.plural), r.plural
@@ -50,3 +51,16 @@ def test_the_writes_the_handlers_make_are_allowed() -> None:
     assert _verbs("", "pods/eviction") == {"create"}
     assert {"create", "patch"} <= _verbs("", "events")
     assert "delete" not in _verbs("", "persistentvolumes")  # never more than needed
+
+
+def test_the_pause_switch_is_readable_and_nothing_else_of_configmaps() -> None:
+    from nodeflow.lifecycle.disruption import PAUSE_CONFIG_MAP
+
+    docs = _docs()
+    assert "configmaps" not in {r for rule in docs["ClusterRole"]["rules"] for r in rule["resources"]}
+    role, binding = docs["Role"], docs["RoleBinding"]
+    assert role["metadata"]["namespace"] == "nodeflow"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [PAUSE_CONFIG_MAP], "verbs": ["get"]}
+    ]
+    assert binding["subjects"][0]["name"] == CONTROLLER_GROUP

@@ -179,6 +179,23 @@ EXPECTED_ACTIONS = {
         "sqs:DeleteMessage",
         "sqs:GetQueueAttributes",
     },
+    "disruption": {
+        "eks:DescribeCluster",
+        "ec2:DescribeAvailabilityZones",
+        "ec2:DescribeInstanceTypeOfferings",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeSpotPriceHistory",
+        "pricing:GetProducts",
+        "dynamodb:Query",
+        "states:StartExecution",
+        "states:DescribeExecution",
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueUrl",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    },
+    "replace": {"eks:DescribeCluster", "states:StartExecution", "states:DescribeExecution"},
 }
 BASE = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 

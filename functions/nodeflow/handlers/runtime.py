@@ -40,6 +40,13 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise SettingsError(f"{name}: expected true or false, got {raw!r}")
+    return raw == "true"
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     cluster_name: str
@@ -58,6 +65,10 @@ class Settings:
     gc_grace_seconds: int = 30
     event_bus_name: str | None = None
     terminate_state_machine_arn: str | None = None
+    replace_state_machine_arn: str | None = None
+    nodeflow_namespace: str = "nodeflow"
+    spot_to_spot_consolidation: bool = False
+    disruption_validation_seconds: int = 15
     webhook_auth: str = "iam"
     webhook_hmac_secret_arn: str | None = None
     agent_principal_arns: tuple[str, ...] = ()
@@ -102,6 +113,10 @@ class Settings:
             gc_grace_seconds=_int(env, "GC_GRACE_SECONDS", 30),
             event_bus_name=env.get("EVENT_BUS_NAME") or None,
             terminate_state_machine_arn=env.get("TERMINATE_STATE_MACHINE_ARN") or None,
+            replace_state_machine_arn=env.get("REPLACE_STATE_MACHINE_ARN") or None,
+            nodeflow_namespace=env.get("NODEFLOW_NAMESPACE") or "nodeflow",
+            spot_to_spot_consolidation=_flag(env, "SPOT_TO_SPOT_CONSOLIDATION"),
+            disruption_validation_seconds=_int(env, "DISRUPTION_VALIDATION_SECONDS", 15),
             webhook_auth=auth,
             webhook_hmac_secret_arn=env.get("WEBHOOK_HMAC_SECRET_ARN") or None,
             agent_principal_arns=principals,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 __all__ = [
+    "CONFIG_MAPS",
     "DAEMON_SETS",
     "EC2_NODE_CLASSES",
     "EVENTS",
@@ -80,6 +81,7 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
 EVENTS = Resource("", "v1", "events", "Event", True)
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False)

@@ -1,0 +1,165 @@
+"""Inputs and results of the disruption decisions: plain frozen data.
+
+PURE (DESIGN.md rule 1): nothing here, or anywhere in ``nodeflow.disruption``, calls boto3 or the
+Kubernetes API or reads the clock; the caller passes ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from nodeflow.api.core import PodDisruptionBudget
+from nodeflow.plan import ClusterState
+from nodeflow.scheduling.types import NodeClaimPlan
+
+__all__ = [
+    "ANNOTATION_EC2NODECLASS_HASH",
+    "ANNOTATION_SECURITY_GROUP_IDS",
+    "ANNOTATION_SUBNET_ID",
+    "BlockKind",
+    "Blocked",
+    "Command",
+    "Expiration",
+    "Move",
+    "Reason",
+    "RoundResult",
+    "Settings",
+    "Snapshot",
+]
+
+# Where the instance behind a NodeClaim was launched (subnet drift and security-group drift are judged
+# on these). The adapter fills them from DescribeInstances; manifests may carry them as annotations.
+ANNOTATION_SUBNET_ID = "nodeflow.io/subnet-id"
+ANNOTATION_SECURITY_GROUP_IDS = "nodeflow.io/security-group-ids"  # comma-separated
+ANNOTATION_EC2NODECLASS_HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
+
+
+class Reason(StrEnum):
+    """Why a node is disrupted (Karpenter's disruption reasons, as budgets name them)."""
+
+    EMPTY = "Empty"
+    DRIFTED = "Drifted"
+    UNDERUTILIZED = "Underutilized"
+
+
+class BlockKind(StrEnum):
+    """The event a blocked candidate gets."""
+
+    BLOCKED = "DisruptionBlocked"  # a blocker: do-not-disrupt, PDB, not initialized, deleting, budget
+    UNCONSOLIDATABLE = "Unconsolidatable"  # no cheaper way to run its pods was found
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Cluster-wide disruption settings (Karpenter's feature gates and constants)."""
+
+    spot_to_spot_consolidation: bool = False
+    multi_node_candidates: int = 100  # Karpenter's MultiNodeConsolidation candidate limit
+    spot_to_spot_min_types: int = 15  # cheaper instance types needed for spot-to-spot replacement
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The cluster as the disruption decisions see it.
+
+    ``state`` holds nodes, NodeClaims, pods (bound ones with ``spec.nodeName``), NodePools and
+    EC2NodeClasses. ``last_pod_events`` (node name -> time) overrides when a pod last arrived on or
+    left a node; without it the time is the NodeClaim's ``status.lastPodEventTime``, else the latest
+    creationTimestamp of the node's pods, else the node's creationTimestamp (see ``candidates``).
+    """
+
+    state: ClusterState
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    last_pod_events: Mapping[str, datetime] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One pod leaving a candidate: to an existing node (``node``) or a replacement (``replacement``)."""
+
+    pod: str
+    node: str | None = None
+    replacement: int | None = None  # index into Command.replacements
+
+    def to_json(self) -> dict[str, Any]:
+        if self.node is not None:
+            return {"pod": self.pod, "node": self.node}
+        return {"pod": self.pod, "replacement": self.replacement}
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One voluntary disruption: delete ``candidates``, launching ``replacements`` first."""
+
+    reason: Reason
+    method: str  # "emptiness" | "drift" | "multi-node consolidation" | "single-node consolidation"
+    candidates: tuple[str, ...]  # node names
+    replacements: tuple[NodeClaimPlan, ...]
+    moves: tuple[Move, ...]
+    price_before: float  # $/hour of the candidates
+    price_after: float  # $/hour of the replacements
+
+    @property
+    def saved(self) -> float:
+        return self.price_before - self.price_after
+
+    @property
+    def decision(self) -> str:
+        return "replace" if self.replacements else "delete"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason.value,
+            "method": self.method,
+            "decision": self.decision,
+            "candidates": list(self.candidates),
+            "replacements": [r.to_json() for r in self.replacements],
+            "moves": [m.to_json() for m in self.moves],
+            "pricePerHourBefore": round(self.price_before, 6),
+            "pricePerHourAfter": round(self.price_after, 6),
+            "savedPerHour": round(self.saved, 6),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A candidate that was not disrupted, and why (the event's message names the blocker)."""
+
+    node: str
+    kind: BlockKind
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "event": self.kind.value, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Expiration:
+    """A node whose NodeClaim outlived expireAfter: terminated forcefully, budgets do not apply."""
+
+    node: str
+    node_claim: str
+    expired_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "nodeClaim": self.node_claim, "expiredAt": self.expired_at.isoformat()}
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    """At most one voluntary command, the forceful expirations, and the blocked candidates."""
+
+    command: Command | None
+    expirations: tuple[Expiration, ...] = ()
+    blocked: tuple[Blocked, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "command": self.command.to_json() if self.command is not None else None,
+            "expirations": [e.to_json() for e in self.expirations],
+            "blocked": [b.to_json() for b in self.blocked],
+        }

@@ -1,0 +1,205 @@
+"""One round of disruption: ``decide(snapshot, catalog, now, ...)`` -> ``RoundResult``.
+
+Expiration first and apart: every node whose NodeClaim is older than its ``spec.expireAfter`` is
+returned in ``expirations`` (forceful: no budget, no blocker, no replacement simulation).
+
+Then at most ONE voluntary command, trying in Karpenter's order and stopping at the first found:
+1. emptiness: every unblocked candidate holding only DaemonSet/mirror pods whose last pod event is
+   at least consolidateAfter ago (policy WhenEmpty or WhenEmptyOrUnderutilized), as many as the
+   budgets (reason Empty) allow, deleted together;
+2. drift (reason Drifted): the first drifted, unblocked candidate within budget whose pods can be
+   rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere);
+3. multi-node consolidation (reason Underutilized, policy WhenEmptyOrUnderutilized, consolidateAfter
+   elapsed): the first up to ``multi_node_candidates`` eligible candidates in disruption-cost order,
+   within budget; binary search for the longest prefix (at least 2) that can be deleted or replaced
+   by one cheaper node;
+4. single-node consolidation: the first eligible candidate, in the same order, that can.
+
+Candidates are ordered by disruption cost (Karpenter: sum of the pods' eviction costs, from the
+pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from nodeflow.catalog.model import CatalogData
+from nodeflow.disruption.budgets import allowed
+from nodeflow.disruption.candidates import Candidate, build_candidates
+from nodeflow.disruption.consolidation import Simulator, consolidate, moves_of
+from nodeflow.disruption.drift import drift_reason
+from nodeflow.disruption.model import (
+    Blocked,
+    BlockKind,
+    Command,
+    Expiration,
+    Reason,
+    RoundResult,
+    Settings,
+    Snapshot,
+)
+from nodeflow.plan import build_input, convert_pods
+
+__all__ = ["decide"]
+
+
+class _Budgets:
+    """Remaining disruptions per (NodePool, reason) for this round."""
+
+    def __init__(self, snapshot: Snapshot, candidates: Sequence[Candidate], now: datetime) -> None:
+        self.now = now
+        self.pools = {p.name: p for p in snapshot.state.node_pools}
+        self.total: dict[str, int] = {}
+        self.disrupting: dict[str, int] = {}
+        for c in candidates:
+            self.total[c.pool_name] = self.total.get(c.pool_name, 0) + 1
+            if c.deleting:
+                self.disrupting[c.pool_name] = self.disrupting.get(c.pool_name, 0) + 1
+        self.cache: dict[tuple[str, Reason], int] = {}
+
+    def left(self, pool: str, reason: Reason) -> int:
+        key = (pool, reason)
+        if key not in self.cache:
+            budgets = self.pools[pool].spec.disruption.budgets
+            self.cache[key] = allowed(
+                budgets, reason.value, self.total.get(pool, 0), self.disrupting.get(pool, 0), self.now
+            )
+        return self.cache[key]
+
+    def within(self, candidates: Sequence[Candidate], reason: Reason, blocked: list[Blocked]) -> list[Candidate]:
+        """The candidates the budgets allow together (in order); the others are reported blocked."""
+        taken: dict[str, int] = {}
+        out: list[Candidate] = []
+        for c in candidates:
+            if taken.get(c.pool_name, 0) < self.left(c.pool_name, reason):
+                taken[c.pool_name] = taken.get(c.pool_name, 0) + 1
+                out.append(c)
+            else:
+                message = f"disruption budget of NodePool {c.pool_name} allows no more {reason.value} disruptions now"
+                blocked.append(Blocked(c.name, BlockKind.BLOCKED, message))
+        return out
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _expirations(candidates: Sequence[Candidate], now: datetime) -> list[Expiration]:
+    out: list[Expiration] = []
+    for c in candidates:
+        seconds = c.claim.spec.expire_after_seconds
+        created = c.claim.metadata.creation_timestamp
+        if seconds is None or created is None or c.deleting:
+            continue
+        at = _aware(created) + timedelta(seconds=seconds)
+        if at <= now:
+            out.append(Expiration(c.name, c.claim.name, at))
+    return sorted(out, key=lambda e: (e.expired_at, e.node))
+
+
+def _settled(c: Candidate, now: datetime) -> bool:
+    """consolidateAfter has passed since the node's last pod event (never with consolidateAfter Never)."""
+    after = c.pool.spec.disruption.consolidate_after_seconds
+    if after is None:
+        return False
+    return c.last_pod_event is None or c.last_pod_event + timedelta(seconds=after) <= now
+
+
+def decide(
+    snapshot: Snapshot,
+    catalog: CatalogData,
+    now: datetime,
+    unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    settings: Settings | None = None,
+) -> RoundResult:
+    """At most one round of disruption for ``snapshot`` at ``now`` (see the module docstring).
+
+    ``unavailable`` holds (instance type, zone, capacity type) offerings not to use for replacements.
+    """
+    now = _aware(now)
+    settings = settings or Settings()
+    candidates = build_candidates(snapshot, catalog, now)
+    expirations = _expirations(candidates, now)
+    expired = {e.node for e in expirations}
+    live = [c for c in candidates if c.name not in expired and not c.deleting]
+    blocked: list[Blocked] = [Blocked(c.name, BlockKind.BLOCKED, c.blocker) for c in live if c.blocker]
+    usable = [c for c in live if c.blocker is None]
+    budgets = _Budgets(snapshot, candidates, now)
+
+    def done(command: Command | None) -> RoundResult:
+        taken = set(command.candidates) if command is not None else set()
+        first: dict[str, Blocked] = {}
+        for b in blocked:  # one entry per node: the first blocker found
+            if b.node not in taken:
+                first.setdefault(b.node, b)
+        return RoundResult(command, tuple(expirations), tuple(first.values()))
+
+    # 1. emptiness
+    empty = [c for c in usable if not c.movable and _settled(c, now)]
+    chosen = budgets.within(empty, Reason.EMPTY, blocked)
+    if chosen:
+        before = sum(c.price or 0.0 for c in chosen)
+        return done(Command(Reason.EMPTY, "emptiness", tuple(c.name for c in chosen), (), (), before, 0.0))
+
+    base = build_input(snapshot.state, catalog, unavailable=unavailable)
+    bound = [p for c in candidates for p in c.movable]
+    sim = Simulator(base=base, pods=convert_pods(snapshot.state, bound))
+
+    # 2. drift
+    classes = {nc.name: nc for nc in snapshot.state.node_classes}
+    drifted = [
+        c
+        for c in usable
+        if drift_reason(
+            c.claim, c.pool, classes.get(c.pool.spec.template.spec.node_class_ref.name), c.node.metadata.labels
+        )
+    ]
+    for c in budgets.within(drifted, Reason.DRIFTED, blocked):
+        result = sim.run([c])
+        if result.unschedulable:
+            first = result.unschedulable[0]
+            blocked.append(Blocked(c.name, BlockKind.BLOCKED, f"drifted, but pod {first.pod} could not be rescheduled"))
+            continue
+        after = sum(nc.price for nc in result.node_claims)
+        command = Command(
+            Reason.DRIFTED, "drift", (c.name,), result.node_claims, moves_of(result), c.price or 0.0, after
+        )
+        return done(command)
+
+    # 3. multi-node and 4. single-node consolidation
+    eligible = [
+        c
+        for c in usable
+        if c.pool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" and _settled(c, now)
+    ]
+    eligible = budgets.within(eligible, Reason.UNDERUTILIZED, blocked)
+    multi = _multi_node(
+        eligible[: settings.multi_node_candidates],
+        lambda cs: consolidate(cs, sim, settings, "multi-node consolidation"),
+    )
+    if multi is not None:
+        return done(multi)
+    for c in eligible:
+        outcome = consolidate([c], sim, settings, "single-node consolidation")
+        if isinstance(outcome, Command):
+            return done(outcome)
+        blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, outcome))
+    return done(None)
+
+
+def _multi_node(
+    candidates: Sequence[Candidate], attempt: Callable[[Sequence[Candidate]], Command | str]
+) -> Command | None:
+    """Binary search for the longest prefix (>= 2 nodes) of ``candidates`` that consolidates."""
+    low, high = 2, len(candidates)
+    best: Command | None = None
+    while low <= high:
+        mid = (low + high) // 2
+        outcome = attempt(candidates[:mid])
+        if isinstance(outcome, Command):
+            best = outcome
+            low = mid + 1
+        else:
+            high = mid - 1
+    return best

@@ -1,0 +1,58 @@
+"""Lambda (every minute from EventBridge Scheduler, and on the disruption queue's cluster changes):
+one round of voluntary disruption, plus expiration. The queue's messages are only a trigger."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from nodeflow.aws.sfn import start_execution, start_workflow
+from nodeflow.disruption.model import Settings as DisruptionSettings
+from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.runtime import runtime
+from nodeflow.lifecycle.disruption import DisruptionDeps, run
+
+
+def deps() -> DisruptionDeps:
+    rt = runtime()
+    s = rt.settings.require(
+        "terminate_state_machine_arn", "launch_state_machine_arn", "replace_state_machine_arn", "table_name"
+    )
+    sfn, arn = rt.client("stepfunctions"), s.terminate_state_machine_arn or ""
+
+    def start(claim: str, reason: str) -> bool:
+        return start_workflow(sfn, arn, claim, {"nodeClaim": claim, "reason": reason})[0]
+
+    def launch(claim: str) -> bool:
+        return start_execution(sfn, s.launch_state_machine_arn or "", claim, {"nodeClaim": claim})
+
+    def replace(name: str, payload: Mapping[str, Any]) -> bool:
+        return start_workflow(sfn, s.replace_state_machine_arn or "", name, payload)[0]
+
+    return DisruptionDeps(
+        kube=rt.kube,
+        catalog=rt.catalog,
+        unavailable=rt.offerings.current,
+        start_terminate=start,
+        recorder=rt.recorder,
+        now=rt.now,
+        sleep=time.sleep,
+        namespace=s.nodeflow_namespace,
+        settings=DisruptionSettings(spot_to_spot_consolidation=s.spot_to_spot_consolidation),
+        validation_seconds=float(s.disruption_validation_seconds),
+        start_launch=launch,
+        start_replace=replace,
+    )
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    outcome = run(deps())
+    metrics.add_metric(name="NodesExpired", unit="Count", value=len(outcome.expired))
+    metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
+    metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))
+    logger.info("disruption round", extra=outcome.to_json())
+    return {"batchItemFailures": [], "result": outcome.to_json()}

@@ -1,0 +1,152 @@
+"""The disruption Lambda's work: one round of ``nodeflow.disruption.decide`` on a fresh snapshot.
+
+- A cluster-wide pause (incident response) stops everything voluntary: ConfigMap
+  ``nodeflow-disruption`` in the nodeflow namespace with ``paused: "true"`` (``kubectl -n nodeflow
+  create configmap nodeflow-disruption --from-literal=paused=true``; delete it to resume).
+  Expiration is forceful in Karpenter and is not paused.
+- Expired nodes (``expireAfter``) get a terminate workflow each (reason ``Expired``).
+- Blocked candidates get their event (``DisruptionBlocked`` / ``Unconsolidatable``) naming the blocker.
+- The voluntary command is re-validated after ``VALIDATION_SECONDS`` (15 s, as Karpenter): a second
+  snapshot and round must propose the same nodes for the same reason, else nothing is done.
+- Commands that only delete nodes (empty nodes; pods that fit elsewhere) are executed by starting
+  the terminate workflow of each candidate (taint, drain, terminate), with ``DisruptionTerminating``
+  events. Commands with replacement NodeClaims go through ``lifecycle/replace.py``: candidates
+  tainted, replacements created and launched, and the ``replace`` workflow waits for them to be
+  initialized before terminating the candidates (or un-taints them if a replacement fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodeflow.api.karpenter import NodePool
+from nodeflow.catalog.model import CatalogData
+from nodeflow.disruption.model import Command, RoundResult, Settings, Snapshot
+from nodeflow.disruption.round import decide
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.client import CONFIG_MAPS, KubeClient
+from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
+from nodeflow.kube.snapshot import take_snapshot
+from nodeflow.lifecycle.replace import ReplaceDeps, start
+
+__all__ = ["PAUSE_CONFIG_MAP", "VALIDATION_SECONDS", "DisruptionDeps", "DisruptionOutcome", "paused", "run"]
+
+VALIDATION_SECONDS = 15.0
+PAUSE_CONFIG_MAP = "nodeflow-disruption"
+
+
+@dataclass(frozen=True)
+class DisruptionDeps:
+    kube: KubeClient
+    catalog: CatalogData
+    unavailable: Callable[[datetime], frozenset[tuple[str, str, str]]]
+    start_terminate: Callable[[str, str], bool]  # (NodeClaim name, reason) -> started
+    recorder: EventRecorder
+    now: Callable[[], datetime]
+    sleep: Callable[[float], None]
+    namespace: str = "nodeflow"
+    settings: Settings = field(default_factory=Settings)
+    validation_seconds: float = VALIDATION_SECONDS
+    start_launch: Callable[[str], bool] = lambda _name: False
+    start_replace: Callable[[str, Mapping[str, Any]], bool] = lambda _name, _input: False
+
+
+@dataclass
+class DisruptionOutcome:
+    paused: str | None = None
+    expired: list[str] = field(default_factory=list)
+    blocked: list[dict[str, Any]] = field(default_factory=list)
+    command: dict[str, Any] | None = None
+    executed: list[str] = field(default_factory=list)  # NodeClaims whose termination started
+    replacing: dict[str, Any] | None = None  # the replace workflow's input, when the command replaces nodes
+    skipped: str | None = None  # why the command was not executed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "paused": self.paused,
+            "expired": self.expired,
+            "blocked": self.blocked,
+            "command": self.command,
+            "executed": self.executed,
+            "replacing": self.replacing,
+            "skipped": self.skipped,
+        }
+
+
+def paused(kube: KubeClient, namespace: str) -> str | None:
+    """The pause switch: the ConfigMap's ``reason`` (or "paused") when ``paused`` is "true", else None."""
+    try:
+        cm = kube.get(CONFIG_MAPS, PAUSE_CONFIG_MAP, namespace)
+    except kerr.NotFound:
+        return None
+    data: Mapping[str, str] = cm.get("data") or {}
+    if str(data.get("paused", "")).strip().lower() != "true":
+        return None
+    return str(data.get("reason") or "paused")
+
+
+@dataclass(frozen=True)
+class _Round:
+    result: RoundResult
+    claims: dict[str, str]  # node name -> NodeClaim name
+    pools: dict[str, NodePool]
+
+
+def _round(deps: DisruptionDeps) -> _Round:
+    snap = take_snapshot(deps.kube)
+    snapshot = Snapshot(state=snap.state, pdbs=snap.pdbs)
+    claims = {c.status.node_name: c.name for c in snap.node_claims if c.status is not None and c.status.node_name}
+    result = decide(snapshot, deps.catalog, deps.now(), deps.unavailable(deps.now()), deps.settings)
+    return _Round(result, claims, {p.name: p for p in snap.node_pools})
+
+
+def _same(a: Command, b: Command | None) -> bool:
+    return b is not None and a.reason == b.reason and set(a.candidates) == set(b.candidates)
+
+
+def run(deps: DisruptionDeps) -> DisruptionOutcome:
+    out = DisruptionOutcome()
+    first = _round(deps)
+    for e in first.result.expirations:
+        if deps.start_terminate(e.node_claim, "Expired"):
+            out.expired.append(e.node_claim)
+    out.paused = paused(deps.kube, deps.namespace)
+    if out.paused is not None:
+        return out
+    for b in first.result.blocked:
+        deps.recorder.record(ObjectRef("Node", b.node), NORMAL, b.kind.value, b.message)
+        out.blocked.append(b.to_json())
+    command = first.result.command
+    if command is None:
+        return out
+    out.command = command.to_json()
+    deps.sleep(deps.validation_seconds)
+    again = _round(deps)
+    if not _same(command, again.result.command) or paused(deps.kube, deps.namespace) is not None:
+        out.skipped = "the cluster changed during the validation wait; the next round decides again"
+        return out
+    command = again.result.command or command
+    if command.replacements:
+        replace = ReplaceDeps(
+            kube=deps.kube,
+            recorder=deps.recorder,
+            now=deps.now,
+            start_terminate=deps.start_terminate,
+            start_launch=deps.start_launch,
+            start_replace=deps.start_replace,
+        )
+        out.replacing = start(replace, command, again.claims, again.pools)
+        return out
+    for node in command.candidates:
+        claim = again.claims.get(node)
+        if claim is None:
+            continue
+        deps.recorder.record(
+            ObjectRef("Node", node), NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.reason.value}"
+        )
+        if deps.start_terminate(claim, command.reason.value):
+            out.executed.append(claim)
+    return out

@@ -1,0 +1,214 @@
+"""The disruption Lambda against the real workflows: a Deployment scaled down leaves an empty node,
+which one round (after consolidateAfter) terminates through the terminate workflow; the pause switch
+stops voluntary disruption; expired nodes are terminated whatever the switch says."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from nodeflow.api.labels import ANNOTATION_NOMINATED_PODS, LABEL_INSTANCE_TYPE
+from nodeflow.handlers import runtime
+from sandbox.nodeflow import LocalNodeflow
+from sandbox.stepfunctions import wait_for_execution
+from tests.functional.lifecycle.conftest import pending_pods
+
+
+def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+TOGETHER = {  # all replicas on one node (required pod affinity to themselves by hostname)
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}  # spot-to-spot consolidation is off by default
+
+
+def _launch(local: LocalNodeflow, app: str, pods: int, cpu: str = "1", **spec: Any) -> dict[str, Any]:
+    local.apply(pending_pods(app, pods, cpu=cpu, memory="1Gi", **spec))
+    local.send_pending([f"default/{app}"])
+    created = local.provision()["result"]["nodeClaimsCreated"]
+    assert len(created) == 1, created
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", created[0])
+    node = claim["status"]["nodeName"]
+    nominated = {k.split("/", 1)[1] for k in json.loads(claim["metadata"]["annotations"][ANNOTATION_NOMINATED_PODS])}
+    _wait(
+        lambda: all(
+            p["spec"].get("nodeName") == node
+            for p in local.kube_server.objects("v1", "Pod", "default")
+            if p["metadata"]["name"] in nominated
+        ),
+        what="the scheduler binding the pods",
+    )
+    return claim
+
+
+def _later(minutes: float) -> None:
+    """The handlers' clock, ``minutes`` ahead (consolidateAfter and expireAfter elapse without waiting)."""
+    runtime.runtime().clock = lambda: datetime.now(UTC) + timedelta(minutes=minutes)
+
+
+def _scale_down(local: LocalNodeflow, app: str) -> None:
+    for p in local.kube_server.objects("v1", "Pod", "default"):
+        if p["metadata"]["name"].startswith(app):
+            local.kube_server.cluster.delete(
+                local.kube_server.resource_for("v1", "Pod"), "default", p["metadata"]["name"]
+            )
+
+
+def _execution(local: LocalNodeflow, name: str) -> str:
+    return f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+
+
+def test_an_empty_node_is_terminated_after_consolidate_after(local: LocalNodeflow) -> None:
+    keep = _launch(local, "web", 2)
+    empty = _launch(local, "batch", 2)
+    _scale_down(local, "batch")
+
+    first = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert first["executed"] == []  # consolidateAfter (1m) has not elapsed since the node's last pod event
+
+    _later(5)
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["command"]["reason"] == "Empty", result
+    assert result["executed"] == [empty["metadata"]["name"]]
+    done = wait_for_execution(local.clients.sfn, _execution(local, empty["metadata"]["name"]), timeout=60)
+    assert done["status"] == "SUCCEEDED", local.trace(done["executionArn"]).render()
+    names = {c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+    assert names == {keep["metadata"]["name"]}
+    reasons = {e.get("reason") for e in local.kube_server.objects("v1", "Event", "default")}
+    assert "DisruptionTerminating" in reasons
+
+
+def test_the_pause_switch_stops_voluntary_disruption(local: LocalNodeflow) -> None:
+    _launch(local, "web", 2)
+    empty = _launch(local, "batch", 2)
+    _scale_down(local, "batch")
+    _later(5)
+    local.apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "nodeflow-disruption", "namespace": "nodeflow"},
+                "data": {"paused": "true", "reason": "incident 42"},
+            },
+        ]
+    )
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["paused"] == "incident 42"
+    assert result["executed"] == []
+    assert result["command"] is None
+    assert local.terminate_executions() == []
+    # resumed: the ConfigMap says so (or is deleted)
+    local.kube_server.cluster.delete(
+        local.kube_server.resource_for("v1", "ConfigMap"), "nodeflow", "nodeflow-disruption"
+    )
+    resumed = local.invoke("disruption", {"Records": []})["result"]
+    assert resumed["executed"] == [empty["metadata"]["name"]]
+
+
+def test_expired_nodes_are_terminated_even_when_paused(local: LocalNodeflow) -> None:
+    claim = _launch(local, "web", 1)
+    local.apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "nodeflow-disruption", "namespace": "nodeflow"},
+                "data": {"paused": "true"},
+            },
+        ]
+    )
+    _later(721 * 60)  # expireAfter: 720h
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["expired"] == [claim["metadata"]["name"]]
+    assert result["paused"] == "paused"
+    done = wait_for_execution(local.clients.sfn, _execution(local, claim["metadata"]["name"]), timeout=60)
+    assert done["status"] == "SUCCEEDED"
+    assert '"Expired"' in done["input"]
+
+
+def test_an_underused_node_is_replaced_by_a_cheaper_one(local: LocalNodeflow) -> None:
+    old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)  # one node
+    pods = sorted(
+        p["metadata"]["name"]
+        for p in local.kube_server.objects("v1", "Pod", "default")
+        if p["metadata"]["name"].startswith("web")
+    )
+    for name in pods[1:]:  # the Deployment scaled down to one replica
+        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _later(5)
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["command"] is not None, result
+    assert result["command"]["reason"] == "Underutilized", result
+    replacing = result["replacing"]
+    assert replacing is not None, result
+    (new,) = replacing["replacements"]
+    assert [c["nodeClaim"] for c in replacing["candidates"]] == [old["metadata"]["name"]]
+    arn = f"{local.replace_arn.replace(':stateMachine:', ':execution:', 1)}:{replacing['name']}"
+    done = wait_for_execution(local.clients.sfn, arn, timeout=90)
+    assert done["status"] == "SUCCEEDED", local.trace(arn).render()
+    states = [s.name for s in local.trace(arn).states]
+    assert states[-2:] == ["TerminateCandidates", "Replaced"]
+    # the old node goes through the terminate workflow; the replacement stays
+    term = wait_for_execution(local.clients.sfn, _execution(local, old["metadata"]["name"]), timeout=60)
+    assert term["status"] == "SUCCEEDED"
+    names = {c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+    assert names == {new}
+    reasons = {e.get("reason") for e in local.kube_server.objects("v1", "Event", "default")}
+    assert {"DisruptionLaunching", "DisruptionTerminating"} <= reasons
+
+
+def test_a_failed_replacement_rolls_back_and_the_node_stays(local: LocalNodeflow) -> None:
+    old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
+    pods = sorted(
+        p["metadata"]["name"]
+        for p in local.kube_server.objects("v1", "Pod", "default")
+        if p["metadata"]["name"].startswith("web")
+    )
+    for name in pods[1:]:
+        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _later(5)
+    # no capacity for the replacement: its launch fails and CleanUp removes it
+    original = local.dispatch.handlers[local.function_name("launch")]
+
+    def everything_exhausted(event: Any, context: Any) -> Any:
+        claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", event["nodeClaim"])
+        types = next(r["values"] for r in claim["spec"]["requirements"] if r["key"] == LABEL_INSTANCE_TYPE)
+        local.faults.exhaust((t, z) for t in types for z in local.world.subnets)
+        return original(event, context)
+
+    local.dispatch.register(local.function_name("launch"), everything_exhausted)
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    replacing = result["replacing"]
+    assert replacing is not None, result
+    arn = f"{local.replace_arn.replace(':stateMachine:', ':execution:', 1)}:{replacing['name']}"
+    done = wait_for_execution(local.clients.sfn, arn, timeout=90)
+    assert done["status"] == "FAILED"
+    assert done.get("error") == "ReplacementFailed" or "ReplacementFailed" in str(done)
+    node = local.kube_server.get("v1", "Node", old["status"]["nodeName"])
+    assert not any(t.get("key") == "karpenter.sh/disrupted" for t in node["spec"].get("taints") or [])
+    names = {c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+    assert names == {old["metadata"]["name"]}
+    assert local.terminate_executions() == [] or all(
+        e["name"] != old["metadata"]["name"] for e in local.terminate_executions()
+    )

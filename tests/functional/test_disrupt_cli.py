@@ -1,0 +1,108 @@
+"""`python -m nodeflow disrupt --dry-run` as a subprocess on examples/disruption (text and JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "disruption"
+NOW = "2026-11-21T12:00:00Z"
+
+
+def disrupt(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "functions")}
+    return subprocess.run(
+        [sys.executable, "-m", "nodeflow", "disrupt", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def scenario(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    pool, case = EXAMPLES / "nodepool.yaml", EXAMPLES / f"{name}.yaml"
+    return disrupt("--dry-run", "-f", str(pool), "-f", str(case), "--now", NOW, *extra)
+
+
+def scenario_json(name: str) -> dict[str, Any]:
+    proc = scenario(name, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def test_empty_node_is_deleted() -> None:
+    result = scenario_json("empty")
+    command = result["command"]
+    assert command["reason"] == "Empty"
+    assert command["decision"] == "delete"
+    assert command["candidates"] == ["idle-1"]
+    assert command["savedPerHour"] > 0
+    text = scenario("empty").stdout
+    assert "DELETE idle-1 (Empty, emptiness)" in text
+    assert "saved" in text
+
+
+def test_fragmented_cluster_is_consolidated() -> None:
+    result = scenario_json("fragmented")
+    command = result["command"]
+    assert command["reason"] == "Underutilized"
+    assert command["method"] == "multi-node consolidation"
+    assert len(command["candidates"]) == 2
+    moved = {m["pod"]: m for m in command["moves"]}
+    assert set(moved) == {f"default/web-{n[-1]}" for n in command["candidates"]}
+    assert command["savedPerHour"] > 0
+    assert command["pricePerHourAfter"] < command["pricePerHourBefore"]
+    text = scenario("fragmented").stdout
+    assert "move default/web-" in text
+
+
+def test_drifted_node_is_replaced() -> None:
+    command = scenario_json("drifted")["command"]
+    assert command["reason"] == "Drifted"
+    assert command["decision"] == "replace"
+    assert command["candidates"] == ["old-ami-1"]
+    (replacement,) = command["replacements"]
+    assert replacement["nodePool"] == "general"
+    assert command["moves"] == [{"pod": "default/batch-0", "replacement": 0}]
+    assert "REPLACE old-ami-1 (Drifted, drift)" in scenario("drifted").stdout
+
+
+def test_expired_nodes_are_listed() -> None:
+    result = scenario_json("drifted")
+    assert result["expirations"] == []
+    later = disrupt("--dry-run", "-f", str(EXAMPLES), "--now", "2027-01-01T00:00:00Z", "-o", "json")
+    assert later.returncode == 0, later.stderr
+    expired = {e["node"] for e in json.loads(later.stdout)["expirations"]}
+    assert {"idle-1", "frag-1", "old-ami-1"} <= expired
+
+
+def test_bad_input_names_the_problem() -> None:
+    proc = disrupt("--dry-run", "-f", str(EXAMPLES), "--now", "yesterday")
+    assert proc.returncode == 2
+    assert "--now" in proc.stderr
+    proc = disrupt("-f", str(EXAMPLES))
+    assert proc.returncode == 2
+    assert "--dry-run" in proc.stderr
+
+
+def test_bad_manifest_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\n"
+        "spec:\n  template:\n    spec:\n      requirements: []\n"
+        "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: d}\n"
+        "  disruption:\n    budgets: [{nodes: lots}]\n"
+    )
+    proc = disrupt("--dry-run", "-f", str(bad), "--now", NOW)
+    assert proc.returncode == 2
+    assert "bad.yaml" in proc.stderr
+    assert "nodes" in proc.stderr

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from nodeflow.disruption.model import BlockKind, Reason, Settings
+from nodeflow.disruption.round import decide
+
+from .builders import CATALOG, NOW, node, pod, pool, snapshot
+
+ALL = [{"nodes": "100%"}]
+
+
+def test_delete_when_pods_fit_on_other_nodes() -> None:
+    s = snapshot([node("a"), node("b")], [pod("p1", "a"), pod("p2", "b")], pools=[pool(budgets=[{"nodes": "1"}])])
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.reason is Reason.UNDERUTILIZED
+    assert command.method == "single-node consolidation"
+    assert command.decision == "delete"
+    assert command.price_after == 0
+    (move,) = command.moves
+    assert move.node is not None
+    assert move.node not in command.candidates
+
+
+def test_replace_with_one_cheaper_node() -> None:
+    s = snapshot([node("big", "m5.4xlarge")], [pod("p", "big", "1", "2Gi")], pools=[pool(budgets=ALL)])
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.decision == "replace"
+    (replacement,) = command.replacements
+    assert replacement.price < command.price_before
+    assert command.saved > 0
+    assert command.moves[0].replacement == 0
+    prices = CATALOG.on_demand_prices
+    assert all(prices[t] < command.price_before for t in replacement.instance_types)
+
+
+def test_no_replacement_that_is_not_cheaper() -> None:
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]}]
+    s = snapshot(
+        [node("right", "m5.large")], [pod("p", "right", "1500m", "6Gi")], pools=[pool(budgets=ALL, extra=only)]
+    )
+    result = decide(s, CATALOG, NOW)
+    assert result.command is None
+    (blocked,) = result.blocked
+    assert blocked.kind is BlockKind.UNCONSOLIDATABLE
+
+
+def test_unavailable_offerings_are_not_used_for_replacements() -> None:
+    s = snapshot([node("big", "m5.4xlarge")], [pod("p", "big", "1", "2Gi")], pools=[pool(budgets=ALL)])
+    first = decide(s, CATALOG, NOW).command
+    assert first is not None
+    assert first.replacements
+    cheapest = first.replacements[0].instance_types[0]
+    gone = frozenset((cheapest, z, "on-demand") for z in ("us-east-1a", "us-east-1b"))
+    second = decide(s, CATALOG, NOW, unavailable=gone).command
+    assert second is not None
+    assert second.replacements
+    assert cheapest not in second.replacements[0].instance_types
+
+
+def test_multi_node_consolidation_merges_nodes() -> None:
+    nodes = [node(f"n{i}", "m5.xlarge") for i in range(4)]
+    pods = [pod(f"p{i}", f"n{i}", "1500m", "4Gi") for i in range(4)]
+    command = decide(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), CATALOG, NOW).command
+    assert command is not None
+    assert command.method == "multi-node consolidation"
+    assert len(command.candidates) >= 2
+    assert len(command.replacements) <= 1
+    assert command.price_after < command.price_before
+    assert {m.pod for m in command.moves} == {f"default/p{n[1:]}" for n in command.candidates}
+
+
+def test_multi_node_respects_the_candidate_limit() -> None:
+    nodes = [node(f"n{i}", "m5.xlarge") for i in range(4)]
+    pods = [pod(f"p{i}", f"n{i}", "500m", "1Gi") for i in range(4)]
+    s = snapshot(nodes, pods, pools=[pool(budgets=ALL)])
+    command = decide(s, CATALOG, NOW, settings=Settings(multi_node_candidates=2)).command
+    assert command is not None
+    assert len(command.candidates) <= 2
+
+
+def test_pods_that_fit_nowhere_block_consolidation() -> None:
+    s = snapshot(
+        [node("a", "m5.xlarge")],
+        [pod("huge", "a", "3", "12Gi", labels={"app": "x"})],
+        pools=[
+            pool(
+                budgets=ALL,
+                extra=[{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}],
+            )
+        ],
+    )
+    result = decide(s, CATALOG, NOW)
+    assert result.command is None
+    assert result.blocked[0].kind is BlockKind.UNCONSOLIDATABLE
+
+
+def test_spot_to_spot_is_off_by_default() -> None:
+    s = snapshot(
+        [node("s", "m5.4xlarge", capacity="spot")], [pod("p", "s")], pools=[pool(budgets=ALL, capacity=("spot",))]
+    )
+    result = decide(s, CATALOG, NOW)
+    assert result.command is None
+    assert "spot-to-spot" in result.blocked[0].message
+    on = decide(s, CATALOG, NOW, settings=Settings(spot_to_spot_consolidation=True)).command
+    assert on is not None
+    assert on.replacements[0].capacity_type == "spot"
+    assert len(on.replacements[0].instance_types) >= 15
+
+
+def test_spot_to_spot_needs_enough_cheaper_types() -> None:
+    s = snapshot(
+        [node("s", "m5.4xlarge", capacity="spot")], [pod("p", "s")], pools=[pool(budgets=ALL, capacity=("spot",))]
+    )
+    strict = Settings(spot_to_spot_consolidation=True, spot_to_spot_min_types=10_000)
+    result = decide(s, CATALOG, NOW, settings=strict)
+    assert result.command is None
+    assert "cheaper spot instance types" in result.blocked[0].message
+
+
+def test_on_demand_to_spot_replacement_is_allowed() -> None:
+    s = snapshot(
+        [node("od", "m5.4xlarge")], [pod("p", "od")], pools=[pool(budgets=ALL, capacity=("spot", "on-demand"))]
+    )
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.replacements[0].capacity_type == "spot"

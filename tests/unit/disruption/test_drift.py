@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+from nodeflow.disruption.drift import drift_reason
+from nodeflow.disruption.model import Reason
+from nodeflow.disruption.round import decide
+from nodeflow.lifecycle.claims import nodepool_hash
+
+from .builders import CATALOG, NOW, node, node_class, pod, pool, snapshot
+
+ALL = [{"nodes": "100%"}]
+
+
+def test_no_drift_when_everything_matches() -> None:
+    p = pool()
+    n, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": nodepool_hash(p)})
+    assert drift_reason(c, p, node_class(), n.metadata.labels) is None
+
+
+def test_nodepool_hash_drift() -> None:
+    p = pool(labels={"team": "b"})
+    _, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": nodepool_hash(pool())})
+    assert "template changed" in (drift_reason(c, p, node_class()) or "")
+
+
+def test_nodepool_hash_of_another_version_is_not_compared() -> None:
+    _, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": "1", "karpenter.sh/nodepool-hash-version": "v1"})
+    assert drift_reason(c, pool(), node_class()) is None
+
+
+def test_ec2nodeclass_hash_drift() -> None:
+    cls = node_class(annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "2"})
+    _, c = node("a", claim_annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "1"})
+    assert "EC2NodeClass default changed" in (drift_reason(c, pool(), cls) or "")
+
+
+def test_ami_drift() -> None:
+    _, c = node("a", image="ami-old")
+    assert "AMI ami-old" in (drift_reason(c, pool(), node_class()) or "")
+
+
+def test_subnet_and_security_group_drift() -> None:
+    _, c = node("a", claim_annotations={"nodeflow.io/subnet-id": "subnet-z"})
+    assert "subnet subnet-z" in (drift_reason(c, pool(), node_class()) or "")
+    _, c = node("a", claim_annotations={"nodeflow.io/subnet-id": "subnet-a", "nodeflow.io/security-group-ids": "sg-2"})
+    assert "security groups" in (drift_reason(c, pool(), node_class()) or "")
+
+
+def test_requirement_drift() -> None:
+    n, c = node("a", "m5.2xlarge")
+    p = pool(extra=[{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}])
+    assert "m5.2xlarge" in (drift_reason(c, p, node_class(), n.metadata.labels) or "")
+    spot_only = pool(capacity=("spot",))
+    assert drift_reason(c, spot_only, node_class(), n.metadata.labels) is not None
+
+
+def test_drifted_node_is_replaced() -> None:
+    s = snapshot(
+        [node("old", "m5.large", image="ami-old")], [pod("p", "old", "1500m", "6Gi")], pools=[pool(budgets=ALL)]
+    )
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.reason is Reason.DRIFTED
+    assert command.method == "drift"
+    assert command.candidates == ("old",)
+    assert len(command.replacements) == 1
+    assert command.moves[0].replacement == 0
+
+
+def test_drifted_empty_node_is_deleted_when_pods_fit_elsewhere() -> None:
+    s = snapshot(
+        [node("old", image="ami-old"), node("new")],
+        [pod("p", "old"), pod("q", "new")],
+        pools=[pool(budgets=ALL, after="Never")],
+    )
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.reason is Reason.DRIFTED
+    assert command.replacements == ()
+    assert command.moves[0].node == "new"
+
+
+def test_drift_one_at_a_time_under_a_budget_of_one() -> None:
+    nodes = [node(f"old{i}", "m5.large", image="ami-old") for i in range(3)]
+    pods = [pod(f"p{i}", f"old{i}", "1500m", "6Gi") for i in range(3)]
+    result = decide(snapshot(nodes, pods, pools=[pool(budgets=[{"nodes": "1"}], after="Never")]), CATALOG, NOW)
+    assert result.command is not None
+    assert len(result.command.candidates) == 1
+    assert len([b for b in result.blocked if "budget" in b.message]) == 2

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node
-from nodeflow.api.karpenter import EC2NodeClass
+from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
-from nodeflow.kube.client import NODE_POOLS, KubeClient
+from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, KubeClient
 from nodeflow.kube.errors import NotFound
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
     "node_pool_resources",
     "node_pool_status",
     "set_condition",
+    "set_node_claim_conditions",
     "update_node_pool_statuses",
     "write_node_pool_status",
 ]
@@ -229,3 +230,28 @@ def update_node_pool_statuses(
             continue
         written[name] = status
     return written
+
+
+def set_node_claim_conditions(
+    kube: KubeClient, claim: NodeClaim, updates: Sequence[tuple[str, str, str, str]], *, now: datetime
+) -> bool:
+    """Set (type, status, reason, message) conditions on the NodeClaim's status; written only when one
+    changes (False when nothing was written or the NodeClaim is gone)."""
+    current = (
+        [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in (claim.status.conditions or [])]
+        if claim.status
+        else []
+    )
+    have = {c.get("type"): (c.get("status"), c.get("reason"), c.get("message") or "") for c in current}
+    if all(have.get(kind) == (status, reason, message) for kind, status, reason, message in updates):
+        return False
+    conditions = current
+    for kind, status, reason, message in updates:
+        conditions = set_condition(
+            conditions, kind, status, reason, message, now=now, generation=claim.metadata.generation
+        )
+    try:
+        kube.patch(NODE_CLAIMS, claim.name, {"status": {"conditions": conditions}}, subresource="status")
+    except NotFound:  # gone meanwhile: nothing to record it on
+        return False
+    return True

@@ -19,20 +19,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from nodeflow.api.karpenter import NodePool
 from nodeflow.catalog.model import CatalogData
+from nodeflow.disruption.candidates import build_candidates
+from nodeflow.disruption.drift import drift_reason
 from nodeflow.disruption.model import Command, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
+from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.lifecycle.replace import ReplaceDeps, start
 
-__all__ = ["PAUSE_CONFIG_MAP", "VALIDATION_SECONDS", "DisruptionDeps", "DisruptionOutcome", "paused", "run"]
+__all__ = [
+    "PAUSE_CONFIG_MAP",
+    "VALIDATION_SECONDS",
+    "DisruptionDeps",
+    "DisruptionOutcome",
+    "mark_conditions",
+    "paused",
+    "run",
+]
 
 VALIDATION_SECONDS = 15.0
 PAUSE_CONFIG_MAP = "nodeflow-disruption"
@@ -93,6 +104,7 @@ class _Round:
     result: RoundResult
     claims: dict[str, str]  # node name -> NodeClaim name
     pools: dict[str, NodePool]
+    snapshot: Snapshot
 
 
 def _round(deps: DisruptionDeps) -> _Round:
@@ -100,7 +112,41 @@ def _round(deps: DisruptionDeps) -> _Round:
     snapshot = Snapshot(state=snap.state, pdbs=snap.pdbs)
     claims = {c.status.node_name: c.name for c in snap.node_claims if c.status is not None and c.status.node_name}
     result = decide(snapshot, deps.catalog, deps.now(), deps.unavailable(deps.now()), deps.settings)
-    return _Round(result, claims, {p.name: p for p in snap.node_pools})
+    return _Round(result, claims, {p.name: p for p in snap.node_pools}, snapshot)
+
+
+def mark_conditions(deps: DisruptionDeps, snapshot: Snapshot) -> int:
+    """Karpenter's NodeClaim conditions: ``Drifted`` (True with why, while it is) and ``Consolidatable``
+    (consolidateAfter has passed since the node's last pod event and the policy allows consolidating it).
+    Written only when they change; returns how many NodeClaims were written."""
+    now = deps.now()
+    classes = {nc.name: nc for nc in snapshot.state.node_classes}
+    written = 0
+    for c in build_candidates(snapshot, deps.catalog, now):
+        if c.deleting:
+            continue
+        why = drift_reason(
+            c.claim, c.pool, classes.get(c.pool.spec.template.spec.node_class_ref.name), c.node.metadata.labels
+        )
+        drifted = ("True", "Drifted", why) if why else ("False", "NotDrifted", "")
+        after = c.pool.spec.disruption.consolidate_after_seconds
+        settled = after is not None and (c.last_pod_event is None or c.last_pod_event + timedelta(seconds=after) <= now)
+        empty = not c.movable
+        allowed = c.pool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" or empty
+        consolidatable = (
+            ("True", "Consolidatable", "")
+            if settled and allowed
+            else (
+                "False",
+                "NotConsolidatable",
+                "consolidateAfter has not passed" if not settled else "policy WhenEmpty",
+            )
+        )
+        if set_node_claim_conditions(
+            deps.kube, c.claim, [("Drifted", *drifted), ("Consolidatable", *consolidatable)], now=now
+        ):
+            written += 1
+    return written
 
 
 def _same(a: Command, b: Command | None) -> bool:
@@ -110,6 +156,7 @@ def _same(a: Command, b: Command | None) -> bool:
 def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out = DisruptionOutcome()
     first = _round(deps)
+    mark_conditions(deps, first.snapshot)
     for e in first.result.expirations:
         if deps.start_terminate(e.node_claim, "Expired"):
             out.expired.append(e.node_claim)

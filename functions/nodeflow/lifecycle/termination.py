@@ -15,7 +15,6 @@ idempotent: re-running any of them (a retry, a second execution after a failed o
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from nodeflow.kube.events import (
     EventRecorder,
     ObjectRef,
 )
-from nodeflow.kube.status import set_condition
+from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_finalizer, add_taints, delete, evict, get_node_claim, remove_finalizer
 from nodeflow.lifecycle import drain as plan
 
@@ -142,22 +141,7 @@ def _deleting(obj: Mapping[str, Any]) -> bool:
 
 
 def _set_conditions(deps: TerminationDeps, claim: NodeClaim, updates: Sequence[tuple[str, str, str, str]]) -> None:
-    """Set (type, status, reason, message) conditions on the NodeClaim; written only when one changes."""
-    current = (
-        [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in (claim.status.conditions or [])]
-        if claim.status
-        else []
-    )
-    have = {c.get("type"): (c.get("status"), c.get("reason"), c.get("message") or "") for c in current}
-    if all(have.get(kind) == (status, reason, message) for kind, status, reason, message in updates):
-        return
-    conditions = current
-    for kind, status, reason, message in updates:
-        conditions = set_condition(
-            conditions, kind, status, reason, message, now=deps.now(), generation=claim.metadata.generation
-        )
-    with contextlib.suppress(kerr.NotFound):  # gone meanwhile: nothing to record it on
-        deps.kube.patch(NODE_CLAIMS, claim.name, {"status": {"conditions": conditions}}, subresource="status")
+    set_node_claim_conditions(deps.kube, claim, updates, now=deps.now())
 
 
 def _keys(pods: Iterable[plan.DrainPod]) -> list[str]:

@@ -72,6 +72,13 @@ def _scale_down(local: LocalNodeflow, app: str) -> None:
             )
 
 
+def _settle(local: LocalNodeflow) -> None:
+    """Wait for every workflow the test started (nothing may keep writing into the next test's cluster)."""
+    for arn in (local.replace_arn, local.terminate_arn, local.launch_arn):
+        for e in local.clients.sfn.list_executions(stateMachineArn=arn)["executions"]:
+            wait_for_execution(local.clients.sfn, e["executionArn"], timeout=90)
+
+
 def _execution(local: LocalNodeflow, name: str) -> str:
     return f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
 
@@ -123,6 +130,7 @@ def test_the_pause_switch_stops_voluntary_disruption(local: LocalNodeflow) -> No
     )
     resumed = local.invoke("disruption", {"Records": []})["result"]
     assert resumed["executed"] == [empty["metadata"]["name"]]
+    _settle(local)
 
 
 def test_expired_nodes_are_terminated_even_when_paused(local: LocalNodeflow) -> None:
@@ -209,6 +217,125 @@ def test_a_failed_replacement_rolls_back_and_the_node_stays(local: LocalNodeflow
     assert not any(t.get("key") == "karpenter.sh/disrupted" for t in node["spec"].get("taints") or [])
     names = {c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
     assert names == {old["metadata"]["name"]}
-    assert local.terminate_executions() == [] or all(
-        e["name"] != old["metadata"]["name"] for e in local.terminate_executions()
+    assert all(e["name"] != old["metadata"]["name"] for e in local.terminate_executions())
+    _settle(local)
+
+
+def _underused(local: LocalNodeflow) -> tuple[dict[str, Any], str]:
+    """One on-demand node left with one of its four pods: single-node consolidation would replace it."""
+    node = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
+    pods = sorted(
+        p["metadata"]["name"]
+        for p in local.kube_server.objects("v1", "Pod", "default")
+        if p["metadata"]["name"].startswith("web")
     )
+    for name in pods[1:]:
+        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _later(5)
+    return node, pods[0]
+
+
+def _events(local: LocalNodeflow, reason: str) -> list[str]:
+    return [e.get("message", "") for e in local.kube_server.objects("v1", "Event") if e.get("reason") == reason]
+
+
+def test_a_do_not_disrupt_pod_protects_its_node(local: LocalNodeflow) -> None:
+    node, pod = _underused(local)
+    kube = local.kube_server
+    body = kube.get("v1", "Pod", pod, "default")
+    body["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+    kube.cluster.update(kube.resource_for("v1", "Pod"), "default", pod, body)
+    blocked = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert blocked["command"] is None, blocked
+    assert any(b["node"] == node["status"]["nodeName"] and "do-not-disrupt" in b["message"] for b in blocked["blocked"])
+    assert any("do-not-disrupt" in m for m in _events(local, "DisruptionBlocked"))
+    # the annotation removed: the node is consolidated
+    body = kube.get("v1", "Pod", pod, "default")
+    del body["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"]
+    kube.cluster.update(kube.resource_for("v1", "Pod"), "default", pod, body)
+    freed = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert freed["command"] is not None
+    assert freed["command"]["candidates"] == [node["status"]["nodeName"]]
+    _settle(local)
+
+
+def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) -> None:
+    node, pod = _underused(local)
+    kube = local.kube_server
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    from nodeflow.kube.client import PDBS, PODS, KubeClient
+
+    client = KubeClient(kube.api_client())
+    ready = {"type": "Ready", "status": "True"}
+    client.patch(PODS, pod, {"status": {"conditions": [ready]}}, namespace="default", subresource="status")
+    client.create(PDBS, pdb, namespace="default")
+    _wait(
+        lambda: (
+            (kube.get("policy/v1", "PodDisruptionBudget", "web", "default").get("status") or {}).get(
+                "disruptionsAllowed"
+            )
+            == 0
+        ),
+        what="the PDB status",
+    )
+    blocked = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert blocked["command"] is None, blocked
+    assert any(
+        b["node"] == node["status"]["nodeName"] and "PodDisruptionBudget" in b["message"] for b in blocked["blocked"]
+    ), blocked["blocked"]
+    # the budget relaxed (maxUnavailable 1): now it may go
+    body = kube.get("policy/v1", "PodDisruptionBudget", "web", "default")
+    body["spec"] = {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    kube.cluster.update(kube.resource_for("policy/v1", "PodDisruptionBudget"), "default", "web", body)
+    _wait(
+        lambda: (
+            (kube.get("policy/v1", "PodDisruptionBudget", "web", "default").get("status") or {}).get(
+                "disruptionsAllowed"
+            )
+            == 1
+        ),
+        what="the PDB status",
+    )
+    freed = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert freed["command"] is not None, freed
+    assert freed["command"]["candidates"] == [node["status"]["nodeName"]]
+    _settle(local)
+
+
+def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNodeflow) -> None:
+    a = _launch(local, "web", 1)
+    b = _launch(local, "batch", 1)
+    kube = local.kube_server
+    pool = kube.get("karpenter.sh/v1", "NodePool", "default")
+    pool["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "payments"
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
+    kube.cluster.update(kube.resource_for("karpenter.sh/v1", "NodePool"), None, "default", pool)
+    first = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert first["command"] is not None, first
+    assert first["command"]["reason"] == "Drifted"
+    assert len(first["command"]["candidates"]) == 1
+    claims = {c["metadata"]["name"]: c for c in kube.objects("karpenter.sh/v1", "NodeClaim")}
+    for name in (a["metadata"]["name"], b["metadata"]["name"]):
+        conditions = {c["type"]: c for c in claims[name]["status"]["conditions"]}
+        assert conditions["Drifted"]["status"] == "True", conditions.get("Drifted")
+    # the first node is being disrupted (tainted karpenter.sh/disrupted): the budget of 1 is used up
+    second = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert second["command"] is None or second["command"]["reason"] != "Drifted", second
+    # once it is gone, the other drifted node is next
+    (gone,) = first["command"]["candidates"]
+    by_node = {c["status"]["nodeName"]: c["metadata"]["name"] for c in (a, b)}
+    if first["replacing"]:
+        arn = f"{local.replace_arn.replace(':stateMachine:', ':execution:', 1)}:{first['replacing']['name']}"
+        assert wait_for_execution(local.clients.sfn, arn, timeout=90)["status"] == "SUCCEEDED"
+    done = wait_for_execution(local.clients.sfn, _execution(local, by_node[gone]), timeout=60)
+    assert done["status"] == "SUCCEEDED"
+    third = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert third["command"] is not None, third
+    assert third["command"]["reason"] == "Drifted"
+    assert third["command"]["candidates"] == [n for n in by_node if n != gone]
+    _settle(local)

@@ -11,7 +11,7 @@ from nodeflow.aws.sfn import start_execution, start_workflow
 from nodeflow.disruption.model import Settings as DisruptionSettings
 from nodeflow.handlers.common import logger, metrics, tracer
 from nodeflow.handlers.runtime import runtime
-from nodeflow.lifecycle.disruption import DisruptionDeps, run
+from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
 
 
 def deps() -> DisruptionDeps:
@@ -50,9 +50,11 @@ def deps() -> DisruptionDeps:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    outcome = run(deps())
+    d = deps()
+    timers = record_pod_events(d, pod_events(event.get("Records") or []))
+    outcome = run(d)
     metrics.add_metric(name="NodesExpired", unit="Count", value=len(outcome.expired))
     metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))
     logger.info("disruption round", extra=outcome.to_json())
-    return {"batchItemFailures": [], "result": outcome.to_json()}
+    return {"batchItemFailures": [], "result": {**outcome.to_json(), "podEventTimers": timers}}

@@ -17,9 +17,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodeflow.api.karpenter import NodePool
@@ -29,7 +31,7 @@ from nodeflow.disruption.drift import drift_reason
 from nodeflow.disruption.model import Command, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.kube import errors as kerr
-from nodeflow.kube.client import CONFIG_MAPS, KubeClient
+from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
@@ -42,6 +44,8 @@ __all__ = [
     "DisruptionOutcome",
     "mark_conditions",
     "paused",
+    "pod_events",
+    "record_pod_events",
     "run",
 ]
 
@@ -85,6 +89,52 @@ class DisruptionOutcome:
             "replacing": self.replacing,
             "skipped": self.skipped,
         }
+
+
+POD_EVENT_KINDS = frozenset({"Pod Bound", "Pod Deleted"})
+
+
+def pod_events(records: Iterable[Mapping[str, Any]]) -> dict[str, datetime]:
+    """Node name -> the latest pod event on it, from the disruption queue's SQS records (the agent's
+    ``Pod Bound`` / ``Pod Deleted`` events as EventBridge delivers them). Other or unreadable records
+    are ignored: the queue is also a trigger."""
+    out: dict[str, datetime] = {}
+    for record in records:
+        try:
+            body = json.loads(str(record.get("body") or ""))
+            if not isinstance(body, dict) or body.get("detail-type") not in POD_EVENT_KINDS:
+                continue
+            detail = body.get("detail") or {}
+            node = str((detail.get("object") or {}).get("nodeName") or "")
+            at = datetime.fromisoformat(str(detail.get("observedAt") or "").replace("Z", "+00:00"))
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if node and at.tzinfo is not None and (node not in out or at > out[node]):
+            out[node] = at
+    return out
+
+
+def record_pod_events(deps: DisruptionDeps, events: Mapping[str, datetime]) -> list[str]:
+    """Move each NodeClaim's ``status.lastPodEventTime`` (the consolidateAfter timer) forward to the
+    latest pod event on its node; returns the NodeClaims written."""
+    if not events:
+        return []
+    written: list[str] = []
+    for claim in deps.kube.list_items(NODE_CLAIMS):
+        status = claim.get("status") or {}
+        at = events.get(str(status.get("nodeName") or ""))
+        if at is None:
+            continue
+        current = status.get("lastPodEventTime")
+        if current and datetime.fromisoformat(str(current).replace("Z", "+00:00")) >= at:
+            continue
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with contextlib.suppress(kerr.NotFound):
+            deps.kube.patch(
+                NODE_CLAIMS, claim["metadata"]["name"], {"status": {"lastPodEventTime": stamp}}, subresource="status"
+            )
+            written.append(str(claim["metadata"]["name"]))
+    return written
 
 
 def paused(kube: KubeClient, namespace: str) -> str | None:

@@ -339,3 +339,37 @@ def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNod
     assert third["command"]["reason"] == "Drifted"
     assert third["command"]["candidates"] == [n for n in by_node if n != gone]
     _settle(local)
+
+
+def test_pod_events_from_the_queue_restart_the_consolidate_after_timer(local: LocalNodeflow) -> None:
+    _launch(local, "web", 2)
+    empty = _launch(local, "batch", 2)
+    node = empty["status"]["nodeName"]
+    _scale_down(local, "batch")
+    _later(5)
+    deleted_at = datetime.now(UTC) + timedelta(minutes=5)  # "now" for the handlers: the pods just went
+    record = {
+        "messageId": "m-1",
+        "body": json.dumps(
+            {
+                "source": "nodeflow.agent",
+                "detail-type": "Pod Deleted",
+                "detail": {
+                    "kind": "PodDeleted",
+                    "observedAt": deleted_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "object": {"namespace": "default", "name": "batch-x", "uid": "u-1", "nodeName": node},
+                },
+            }
+        ),
+    }
+    waiting = local.invoke("disruption", {"Records": [record, {"messageId": "m-2", "body": "not json"}]})["result"]
+    assert waiting["podEventTimers"] == [empty["metadata"]["name"]]
+    assert waiting["executed"] == []  # consolidateAfter (1m) counts from the pod deletion
+    claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", empty["metadata"]["name"])
+    assert claim["status"]["lastPodEventTime"] == deleted_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = {c["type"]: c["status"] for c in claim["status"]["conditions"]}
+    assert conditions["Consolidatable"] == "False"
+    _later(7)  # two minutes after the deletion
+    ready = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert ready["executed"] == [empty["metadata"]["name"]]
+    _settle(local)

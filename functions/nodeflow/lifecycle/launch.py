@@ -23,6 +23,7 @@ from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, render_user_data
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.disruption.model import ANNOTATION_SECURITY_GROUP_IDS, ANNOTATION_SUBNET_ID
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import EventRecorder
@@ -305,8 +306,20 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
         if instance.unavailable_offerings:
             deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
         it = next((t for t in options.instance_types if t.name == instance.instance_type), None)
+        where = {
+            ANNOTATION_SUBNET_ID: options.subnets.get(instance.zone or "", ""),
+            ANNOTATION_SECURITY_GROUP_IDS: ",".join(sorted(g.id for g in resolved.security_groups)),
+        }
         _write_launched(
-            deps, claim, instance.instance_id, instance.instance_type, instance.zone, instance.capacity_type, it, ami.id
+            deps,
+            claim,
+            instance.instance_id,
+            instance.instance_type,
+            instance.zone,
+            instance.capacity_type,
+            it,
+            ami.id,
+            {k: v for k, v in where.items() if v},
         )
         return _result(
             claim,
@@ -398,8 +411,10 @@ def _write_launched(
     capacity_type: str,
     it: InstanceType | None,
     image_id: str | None,
+    annotations: Mapping[str, str] | None = None,
 ) -> None:
-    """Labels (instance type, zone, capacity type and the type's labels) and status of a launched claim."""
+    """Labels (instance type, zone, capacity type and the type's labels), annotations (where it was
+    launched: subnet and security groups, judged by drift) and status of a launched claim."""
     labels = {
         **(dict(it.labels) if it is not None else {}),
         wk.LABEL_INSTANCE_TYPE: instance_type,
@@ -407,7 +422,10 @@ def _write_launched(
     }
     if zone:
         labels[wk.LABEL_ZONE] = zone
-    deps.kube.patch(NODE_CLAIMS, claim.name, {"metadata": {"labels": labels}})
+    meta: dict[str, Any] = {"labels": labels}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    deps.kube.patch(NODE_CLAIMS, claim.name, {"metadata": meta})
     old = claim.status.model_dump(by_alias=True, exclude_none=True, mode="json") if claim.status else {}
     conditions = set_condition(
         old.get("conditions", []),

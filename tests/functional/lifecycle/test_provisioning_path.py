@@ -68,6 +68,10 @@ def test_pending_pods_become_initialized_nodes(local: LocalNodeflow) -> None:
         labels = claim["metadata"]["labels"]
         assert labels[wk.LABEL_INSTANCE_TYPE] == inst["InstanceType"]
         assert labels[wk.LABEL_ZONE] == inst["Placement"]["AvailabilityZone"]
+        # where it was launched, for subnet and security-group drift
+        annotations = claim["metadata"]["annotations"]
+        assert annotations["nodeflow.io/subnet-id"] == local.world.subnets[inst["Placement"]["AvailabilityZone"]]
+        assert annotations["nodeflow.io/security-group-ids"] == local.world.security_group_id
 
     node_by_name = {n["metadata"]["name"]: n for n in nodes(local)}
     for claim in by_name.values():

@@ -36,6 +36,13 @@ TOGETHER = {  # all replicas on one node (required pod affinity to themselves by
 }
 
 
+AWAY_FROM_WEB = {  # never on a node with web pods: the batch node can be emptied on its own
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}  # spot-to-spot consolidation is off by default
 
 
@@ -85,7 +92,7 @@ def _execution(local: LocalNodeflow, name: str) -> str:
 
 def test_an_empty_node_is_terminated_after_consolidate_after(local: LocalNodeflow) -> None:
     keep = _launch(local, "web", 2)
-    empty = _launch(local, "batch", 2)
+    empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
     _scale_down(local, "batch")
 
     first = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
@@ -105,7 +112,7 @@ def test_an_empty_node_is_terminated_after_consolidate_after(local: LocalNodeflo
 
 def test_the_pause_switch_stops_voluntary_disruption(local: LocalNodeflow) -> None:
     _launch(local, "web", 2)
-    empty = _launch(local, "batch", 2)
+    empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
     _scale_down(local, "batch")
     _later(5)
     local.apply(
@@ -307,10 +314,23 @@ def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) ->
     _settle(local)
 
 
+APART = {  # one replica per node (required pod anti-affinity by hostname)
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
 def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNodeflow) -> None:
-    a = _launch(local, "web", 1)
-    b = _launch(local, "batch", 1)
+    local.apply(pending_pods("web", 2, cpu="1", memory="1Gi", affinity=APART))
+    local.send_pending(["default/web"])
+    created = local.provision()["result"]["nodeClaimsCreated"]
+    assert len(created) == 2, created
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
     kube = local.kube_server
+    a, b = (kube.get("karpenter.sh/v1", "NodeClaim", name) for name in created)
     pool = kube.get("karpenter.sh/v1", "NodePool", "default")
     pool["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "payments"
     pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
@@ -343,7 +363,12 @@ def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNod
 
 def test_pod_events_from_the_queue_restart_the_consolidate_after_timer(local: LocalNodeflow) -> None:
     _launch(local, "web", 2)
-    empty = _launch(local, "batch", 2)
+    kube = local.kube_server
+    for p in kube.objects("v1", "Pod", "default"):  # the web node stays: only the batch node's timer is in play
+        if p["metadata"]["name"].startswith("web"):
+            p["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+            kube.cluster.update(kube.resource_for("v1", "Pod"), "default", p["metadata"]["name"], p)
+    empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
     node = empty["status"]["nodeName"]
     _scale_down(local, "batch")
     _later(5)
@@ -364,7 +389,7 @@ def test_pod_events_from_the_queue_restart_the_consolidate_after_timer(local: Lo
     }
     waiting = local.invoke("disruption", {"Records": [record, {"messageId": "m-2", "body": "not json"}]})["result"]
     assert waiting["podEventTimers"] == [empty["metadata"]["name"]]
-    assert waiting["executed"] == []  # consolidateAfter (1m) counts from the pod deletion
+    assert waiting["executed"] == [], waiting  # consolidateAfter (1m) counts from the pod deletion
     claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", empty["metadata"]["name"])
     assert claim["status"]["lastPodEventTime"] == deleted_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions = {c["type"]: c["status"] for c in claim["status"]["conditions"]}

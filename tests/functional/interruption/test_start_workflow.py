@@ -5,6 +5,7 @@ after one succeeded."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,7 +54,19 @@ def sfn(aws_env: None) -> Iterator[tuple[Any, str]]:
             yield client, arn
         finally:
             for e in client.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
-                client.stop_execution(executionArn=e["executionArn"])
+                _stop(client, e["executionArn"])
+
+
+def _stop(client: Any, execution_arn: str) -> None:
+    """StopExecution; moto raises AttributeError when the execution's worker has not started yet (a race
+    under load), so retry briefly."""
+    for _ in range(100):
+        try:
+            client.stop_execution(executionArn=execution_arn)
+            return
+        except AttributeError:
+            time.sleep(0.02)
+    client.stop_execution(executionArn=execution_arn)
 
 
 def _execution(arn: str, name: str) -> str:
@@ -81,7 +94,7 @@ def test_no_second_start_while_running_or_after_success(sfn: tuple[Any, str]) ->
     # with that execution, without an error)
     assert start_workflow(client, arn, "c", {"outcome": "wait"}) == (False, "c")
     assert start_workflow(client, arn, "c", {"outcome": "other"}) == (False, "c")
-    client.stop_execution(executionArn=_execution(arn, "c"))
+    _stop(client, _execution(arn, "c"))
     assert _finish(client, arn, "c") == "ABORTED"
     assert start_workflow(client, arn, "c", {"outcome": "succeed"}) == (True, "c-2")  # after an abort
     assert _finish(client, arn, "c-2") == "SUCCEEDED"

@@ -8,17 +8,15 @@ and the agent and the provisioner take it from there.
 from __future__ import annotations
 
 import copy
-import logging
 import secrets
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from nodeflow.kube.client import PODS, KubeClient
+from sandbox.background import BackgroundLoop
 
 __all__ = ["SimulatedReplicaSets"]
 
-LOG = logging.getLogger(__name__)
 _UNSCHEDULABLE = {
     "type": "PodScheduled",
     "status": "False",
@@ -41,14 +39,12 @@ def _owner_uid(pod: dict[str, Any]) -> str | None:
     return None
 
 
-class SimulatedReplicaSets:
+class SimulatedReplicaSets(BackgroundLoop):
     def __init__(self, kube: KubeClient) -> None:
+        super().__init__("replicasets")
         self.kube = kube
         self.owned: dict[str, _Owned] = {}
         self.created: list[str] = []  # "namespace/name" of replacement pods
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def track_existing(self) -> SimulatedReplicaSets:
         """Keep the current number of pods of every ReplicaSet (the desired replicas)."""
@@ -114,24 +110,3 @@ class SimulatedReplicaSets:
             subresource="status",
         )
         self.created.append(f"{owned.namespace}/{meta['name']}")
-
-    def run_in_background(self, interval: float = 0.1) -> SimulatedReplicaSets:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, args=(interval,), name="replicasets", daemon=True)
-            self._thread.start()
-        return self
-
-    def _loop(self, interval: float) -> None:
-        while not self._stop.is_set():
-            try:
-                self.step()
-            except Exception as exc:
-                LOG.exception("simulated ReplicaSet controller step failed")
-                self.errors.append(exc)
-            self._stop.wait(interval)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None

@@ -8,26 +8,21 @@ would see them again.
 from __future__ import annotations
 
 import json
-import logging
-import threading
 from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, PODS, KubeClient
+from sandbox.background import BackgroundLoop
 
 __all__ = ["SimulatedScheduler"]
 
-LOG = logging.getLogger(__name__)
 
-
-class SimulatedScheduler:
+class SimulatedScheduler(BackgroundLoop):
     def __init__(self, kube: KubeClient) -> None:
+        super().__init__("scheduler")
         self.kube = kube
         self.bound: list[tuple[str, str]] = []  # (pod key, node)
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def step(self) -> int:
         done = 0
@@ -68,24 +63,3 @@ class SimulatedScheduler:
         except kerr.Conflict:
             return False
         return True
-
-    def run_in_background(self, interval: float = 0.05) -> SimulatedScheduler:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, args=(interval,), name="scheduler", daemon=True)
-            self._thread.start()
-        return self
-
-    def _loop(self, interval: float) -> None:
-        while not self._stop.is_set():
-            try:
-                self.step()
-            except Exception as exc:
-                LOG.exception("simulated scheduler step failed")
-                self.errors.append(exc)
-            self._stop.wait(interval)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None

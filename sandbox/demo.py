@@ -261,81 +261,76 @@ def _interrupt(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
     instance = str(victim["status"]["providerID"]).rsplit("/", 1)[-1]
     before = {c["metadata"]["name"] for c in claims}
     local.start_interruption_source()
-    try:
-        t0 = time.perf_counter()
-        local.send_aws_event(variant(SPOT, instance_id=instance, detail={"instance-action": "terminate"}))
-        print(
-            f"\nspot interruption: EC2 Spot Instance Interruption Warning for {instance} "
-            f"({labels.get('node.kubernetes.io/instance-type')}, {len(pods_on[name])} pods) put on the default bus",
-            file=out,
-        )
-        arn = f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
-        done = _wait(lambda: _described(local, arn), 30)
-        if done is None:
-            print("  no terminate execution started", file=out)
-            return False
-        done = wait_for_execution(local.clients.sfn, arn, timeout=60)
-        trace = local.trace(arn)
-        print("\n" + trace.render(), file=out)
-        moved = len(pods_on[name])
-        fresh = _wait(
-            lambda: [
-                c
-                for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
-                if c["metadata"]["name"] not in before
-            ],
-            60,
-        )
-        launched = local.wait_for_executions(timeout=60)
-        bound = _wait(
-            lambda: (
-                len(replicasets.created) >= moved
-                and all(
-                    (local.kube_server.get("v1", "Pod", key.split("/")[1], key.split("/")[0]) or {})
-                    .get("spec", {})
-                    .get("nodeName")
-                    for key in replicasets.created
-                )
-            ),
-            60,
-        )
-        state = local.clients.ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0][
-            "State"
-        ]["Name"]
-        unavailable = (
-            labels.get("node.kubernetes.io/instance-type"),
-            labels.get("topology.kubernetes.io/zone"),
-            "spot",
-        ) in _unavailable(local)
-        current = {c["metadata"]["name"]: c for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
-        fresh = [current.get(c["metadata"]["name"], c) for c in fresh or []]
-        new = ", ".join(
-            f"{c['metadata']['name']} ({(c['metadata'].get('labels') or {}).get('node.kubernetes.io/instance-type')}, "
-            f"{(c['metadata'].get('labels') or {}).get('karpenter.sh/capacity-type')})"
-            for c in fresh
-        )
-        print(
-            f"  terminate {done['status']}: node drained, instance {instance} {state}, NodeClaim and Node gone; "
-            f"offering marked unavailable: {'yes' if unavailable else 'no'}",
-            file=out,
-        )
-        print(
-            f"  {len(replicasets.created)} evicted pods came back Pending -> agent -> provisioner -> "
-            f"{new or 'nothing'}; "
-            f"all bound again {time.perf_counter() - t0:.1f} s after the warning"
-            if bound
-            else "  pods NOT bound again",
-            file=out,
-        )
-        return bool(
-            done["status"] == "SUCCEEDED"
-            and state in ("shutting-down", "terminated")
-            and fresh
-            and bound
-            and all(d["status"] == "SUCCEEDED" for d in launched)
-        )
-    finally:
-        pass
+    t0 = time.perf_counter()
+    local.send_aws_event(variant(SPOT, instance_id=instance, detail={"instance-action": "terminate"}))
+    print(
+        f"\nspot interruption: EC2 Spot Instance Interruption Warning for {instance} "
+        f"({labels.get('node.kubernetes.io/instance-type')}, {len(pods_on[name])} pods) put on the default bus",
+        file=out,
+    )
+    arn = f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+    done = _wait(lambda: _described(local, arn), 30)
+    if done is None:
+        print("  no terminate execution started", file=out)
+        return False
+    done = wait_for_execution(local.clients.sfn, arn, timeout=60)
+    trace = local.trace(arn)
+    print("\n" + trace.render(), file=out)
+    moved = len(pods_on[name])
+    fresh = _wait(
+        lambda: [
+            c for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim") if c["metadata"]["name"] not in before
+        ],
+        60,
+    )
+    launched = local.wait_for_executions(timeout=60)
+    bound = _wait(
+        lambda: (
+            len(replicasets.created) >= moved
+            and all(
+                (local.kube_server.get("v1", "Pod", key.split("/")[1], key.split("/")[0]) or {})
+                .get("spec", {})
+                .get("nodeName")
+                for key in replicasets.created
+            )
+        ),
+        60,
+    )
+    state = local.clients.ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"][
+        "Name"
+    ]
+    unavailable = (
+        labels.get("node.kubernetes.io/instance-type"),
+        labels.get("topology.kubernetes.io/zone"),
+        "spot",
+    ) in _unavailable(local)
+    current = {c["metadata"]["name"]: c for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+    fresh = [current.get(c["metadata"]["name"], c) for c in fresh or []]
+    new = ", ".join(
+        f"{c['metadata']['name']} ({(c['metadata'].get('labels') or {}).get('node.kubernetes.io/instance-type')}, "
+        f"{(c['metadata'].get('labels') or {}).get('karpenter.sh/capacity-type')})"
+        for c in fresh
+    )
+    print(
+        f"  terminate {done['status']}: node drained, instance {instance} {state}, NodeClaim and Node gone; "
+        f"offering marked unavailable: {'yes' if unavailable else 'no'}",
+        file=out,
+    )
+    print(
+        f"  {len(replicasets.created)} evicted pods came back Pending -> agent -> provisioner -> "
+        f"{new or 'nothing'}; "
+        f"all bound again {time.perf_counter() - t0:.1f} s after the warning"
+        if bound
+        else "  pods NOT bound again",
+        file=out,
+    )
+    return bool(
+        done["status"] == "SUCCEEDED"
+        and state in ("shutting-down", "terminated")
+        and fresh
+        and bound
+        and all(d["status"] == "SUCCEEDED" for d in launched)
+    )
 
 
 def _cluster_price(local: Any, catalog: Any) -> float:

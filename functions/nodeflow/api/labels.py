@@ -40,6 +40,11 @@ ANNOTATION_MIRROR_POD = "kubernetes.io/config.mirror"
 # nodeflow's own: the pods (namespace/name, JSON list) a NodeClaim was created for. While the
 # NodeClaim is not initialized those pods count as placed on it, so no batch provisions them twice.
 ANNOTATION_NOMINATED_PODS = "nodeflow.io/nominated-pods"
+# Where the instance behind a NodeClaim was launched (written by Launch; subnet and security-group
+# drift are judged on these).
+ANNOTATION_SUBNET_ID = "nodeflow.io/subnet-id"
+ANNOTATION_SECURITY_GROUP_IDS = "nodeflow.io/security-group-ids"  # comma-separated
+ANNOTATION_EC2NODECLASS_HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
 # nodeflow's own: the id of the event batch that created a NodeClaim.
 ANNOTATION_BATCH = "nodeflow.io/batch"
 # Taints a node carries only while it comes up (not held against pods for nodes not yet

@@ -13,6 +13,11 @@ from enum import StrEnum
 from typing import Any
 
 from nodeflow.api.core import PodDisruptionBudget
+from nodeflow.api.labels import (  # re-exported: the drift rules read them
+    ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_SECURITY_GROUP_IDS,
+    ANNOTATION_SUBNET_ID,
+)
 from nodeflow.plan import ClusterState
 from nodeflow.scheduling.types import NodeClaimPlan
 
@@ -30,12 +35,6 @@ __all__ = [
     "Settings",
     "Snapshot",
 ]
-
-# Where the instance behind a NodeClaim was launched (subnet drift and security-group drift are judged
-# on these). The adapter fills them from DescribeInstances; manifests may carry them as annotations.
-ANNOTATION_SUBNET_ID = "nodeflow.io/subnet-id"
-ANNOTATION_SECURITY_GROUP_IDS = "nodeflow.io/security-group-ids"  # comma-separated
-ANNOTATION_EC2NODECLASS_HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
 
 
 class Reason(StrEnum):

@@ -23,7 +23,6 @@ from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, render_user_data
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
-from nodeflow.disruption.model import ANNOTATION_SECURITY_GROUP_IDS, ANNOTATION_SUBNET_ID
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import EventRecorder
@@ -307,8 +306,8 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
         it = next((t for t in options.instance_types if t.name == instance.instance_type), None)
         where = {
-            ANNOTATION_SUBNET_ID: options.subnets.get(instance.zone or "", ""),
-            ANNOTATION_SECURITY_GROUP_IDS: ",".join(sorted(g.id for g in resolved.security_groups)),
+            wk.ANNOTATION_SUBNET_ID: options.subnets.get(instance.zone or "", ""),
+            wk.ANNOTATION_SECURITY_GROUP_IDS: ",".join(sorted(g.id for g in resolved.security_groups)),
         }
         _write_launched(
             deps,

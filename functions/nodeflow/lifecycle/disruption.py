@@ -10,9 +10,11 @@
   snapshot and round must propose the same nodes for the same reason, else nothing is done.
 - Commands that only delete nodes (empty nodes; pods that fit elsewhere) are executed by starting
   the terminate workflow of each candidate (taint, drain, terminate), with ``DisruptionTerminating``
-  events. Commands with replacement NodeClaims go through ``lifecycle/replace.py``: candidates
-  tainted, replacements created and launched, and the ``replace`` workflow waits for them to be
-  initialized before terminating the candidates (or un-taints them if a replacement fails).
+  events; each candidate is tainted ``karpenter.sh/disrupted`` before its workflow starts, so a
+  round that runs meanwhile counts it against the budget. Commands with replacement NodeClaims go
+  through ``lifecycle/replace.py``: candidates tainted, replacements created and launched, and the
+  ``replace`` workflow waits for them to be initialized before terminating the candidates (or
+  un-taints them if a replacement fails).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
-from nodeflow.lifecycle.replace import ReplaceDeps, start
+from nodeflow.kube.writes import add_taints, remove_taints
+from nodeflow.lifecycle.replace import DISRUPTED, ReplaceDeps, start
 
 __all__ = [
     "PAUSE_CONFIG_MAP",
@@ -241,9 +244,21 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         claim = again.claims.get(node)
         if claim is None:
             continue
+        # Marked before its workflow starts (as Karpenter taints before it orchestrates): the next round
+        # counts the node against the budget even if the workflow has not run its first step yet.
+        try:
+            add_taints(deps.kube, node, [DISRUPTED])
+        except kerr.NotFound:  # gone meanwhile: nothing to disrupt
+            continue
+        try:
+            started = deps.start_terminate(claim, command.reason.value)
+        except Exception:
+            with contextlib.suppress(kerr.KubeError):  # not started: the node stays schedulable
+                remove_taints(deps.kube, node, [DISRUPTED])
+            raise
         deps.recorder.record(
             ObjectRef("Node", node), NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.reason.value}"
         )
-        if deps.start_terminate(claim, command.reason.value):
+        if started:
             out.executed.append(claim)
     return out

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from nodeflow.api.labels import ANNOTATION_NOMINATED_PODS, LABEL_INSTANCE_TYPE
 from nodeflow.handlers import runtime
 from sandbox.nodeflow import LocalNodeflow
@@ -323,7 +325,8 @@ APART = {  # one replica per node (required pod anti-affinity by hostname)
 }
 
 
-def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNodeflow) -> None:
+def _web_apart(local: LocalNodeflow) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two web pods on two nodes (anti-affinity), both bound; returns the two NodeClaims."""
     local.apply(pending_pods("web", 2, cpu="1", memory="1Gi", affinity=APART))
     local.send_pending(["default/web"])
     created = local.provision()["result"]["nodeClaimsCreated"]
@@ -331,9 +334,68 @@ def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNod
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
     kube = local.kube_server
     a, b = (kube.get("karpenter.sh/v1", "NodeClaim", name) for name in created)
+    nodes = {a["status"]["nodeName"], b["status"]["nodeName"]}
+    _wait(
+        lambda: {p["spec"].get("nodeName") for p in kube.objects("v1", "Pod", "default")} == nodes,
+        what="the scheduler binding one web pod on each node",
+    )
+    return a, b
+
+
+def _budget_of_one(local: LocalNodeflow) -> dict[str, Any]:
+    kube = local.kube_server
+    pool = kube.get("karpenter.sh/v1", "NodePool", "default")
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
+    kube.cluster.update(kube.resource_for("karpenter.sh/v1", "NodePool"), None, "default", pool)
+    return pool
+
+
+def _taints(local: LocalNodeflow, node: str) -> list[str]:
+    return [t["key"] for t in local.kube_server.get("v1", "Node", node)["spec"].get("taints") or []]
+
+
+IDLE_WORKFLOW = json.dumps(  # stands in for the terminate workflow: starts, does nothing
+    {"StartAt": "Idle", "States": {"Idle": {"Type": "Wait", "Seconds": 1, "End": True}}}
+)
+
+
+def test_a_node_being_deleted_counts_against_the_budget_before_its_workflow_runs(local: LocalNodeflow) -> None:
+    a, b = _web_apart(local)
+    _budget_of_one(local)
+    _scale_down(local, "web")
+    _later(5)
+    # the terminate workflow has not run a step yet when the next round comes (here: never does)
+    local.clients.sfn.update_state_machine(stateMachineArn=local.terminate_arn, definition=IDLE_WORKFLOW)
+    first = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert first["command"]["reason"] == "Empty", first
+    (node,) = first["command"]["candidates"]
+    assert len(first["executed"]) == 1
+    assert "karpenter.sh/disrupted" in _taints(local, node)  # marked by the round itself
+    second = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert second["command"] is None, second  # the budget of 1 is taken by the node being deleted
+    (other,) = {a["status"]["nodeName"], b["status"]["nodeName"]} - {node}
+    assert [x["node"] for x in second["blocked"]] == [other], second
+    _settle(local)
+
+
+def test_a_candidate_whose_workflow_cannot_start_is_untainted(local: LocalNodeflow) -> None:
+    _web_apart(local)
+    _scale_down(local, "web")
+    _later(5)
+    local.clients.sfn.delete_state_machine(stateMachineArn=local.terminate_arn)
+    with pytest.raises(RuntimeError, match="StateMachineDoesNotExist"):
+        local.invoke("disruption", {"source": "aws.scheduler"})
+    for n in local.kube_server.objects("v1", "Node"):
+        assert "karpenter.sh/disrupted" not in _taints(local, n["metadata"]["name"])
+    assert local.clients.sfn.list_executions(stateMachineArn=local.launch_arn)["executions"]
+
+
+def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNodeflow) -> None:
+    a, b = _web_apart(local)
+    kube = local.kube_server
+    _budget_of_one(local)
     pool = kube.get("karpenter.sh/v1", "NodePool", "default")
     pool["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "payments"
-    pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
     kube.cluster.update(kube.resource_for("karpenter.sh/v1", "NodePool"), None, "default", pool)
     first = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert first["command"] is not None, first

@@ -10,7 +10,8 @@ there), which keeps a round over a full cluster fast.
 ``consolidate`` turns a simulation into a command or a reason why not:
 - every pod placed on other nodes: DELETE the candidates (saving their whole price);
 - the pods need exactly ONE new NodeClaim whose cheapest option is strictly cheaper than the
-  candidates together: REPLACE them with it, its instance types narrowed to those strictly cheaper;
+  candidates together: REPLACE them with it, its instance types narrowed to those strictly cheaper
+  (which must still meet the NodePool's minValues, unless ``minValuesPolicy`` is BestEffort);
 - spot-to-spot replacement (all candidates spot, replacement spot) only with the setting on, for one
   candidate at a time, and when at least ``spot_to_spot_min_types`` cheaper types exist;
 - anything else (pods left unschedulable, two or more new nodes, no saving): not consolidatable.
@@ -26,7 +27,7 @@ from nodeflow.api import labels as wk
 from nodeflow.catalog.model import InstanceType
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command, Move, Reason, Settings
-from nodeflow.scheduling.solver import solve, type_matches
+from nodeflow.scheduling.solver import min_values_violation, solve, type_matches
 from nodeflow.scheduling.types import NodeClaimPlan, NodeInput, PodInput, SchedulingInput, SchedulingResult
 
 __all__ = ["Simulator", "consolidate", "moves_of", "type_prices"]
@@ -136,6 +137,16 @@ def type_prices(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, float]:
     return out
 
 
+def _narrowed_min_values(plan: NodeClaimPlan, types: Sequence[str], base: SchedulingInput) -> str | None:
+    """Karpenter's rule: a replacement narrowed to cheaper types must still span the NodePool's
+    minValues (unless the policy is BestEffort)."""
+    if base.min_values_policy == "BestEffort" or not any(r.min_values for r in plan.requirements.values()):
+        return None
+    pool = next((p for p in base.nodepools if p.name == plan.nodepool), None)
+    by_name: dict[str, InstanceType] = {it.name: it for it in pool.instance_types} if pool else {}
+    return min_values_violation(plan.requirements, [by_name[t] for t in types if t in by_name])
+
+
 def consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:
     """A delete or replace command for ``candidates`` together, or why there is none."""
     unknown = [c.name for c in candidates if c.price is None]
@@ -176,6 +187,9 @@ def consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Setti
             )
     if not cheaper:
         return "no cheaper replacement instance type"
+    violation = _narrowed_min_values(plan, cheaper, sim.base)
+    if violation is not None:
+        return f"the cheaper instance types do not meet the NodePool's minValues ({violation})"
     plan = dataclasses.replace(plan, instance_types=cheaper)
     return Command(
         Reason.UNDERUTILIZED, method, tuple(c.name for c in candidates), (plan,), moves_of(result), before, plan.price

@@ -562,7 +562,7 @@ class _Solver:
                         continue
                     saving = small.price + big.price - prices[first]
                     strict = big.pool.min_values and self.strict_min_values
-                    if strict and _min_values_violation(reqs, _fitting(types, first, used)) is not None:
+                    if strict and min_values_violation(reqs, _fitting(types, first, used)) is not None:
                         continue
                     best, plan = (-saving, big.index), (big, reqs, types, prices, first, used)
                 if plan is None:
@@ -1129,7 +1129,7 @@ class _Solver:
                     continue
                 used = res.add(claim.used, group.requests, take)
                 strict = claim.pool.min_values and self.strict_min_values
-                if strict and _min_values_violation(reqs, _fitting(types, i, used)) is not None:
+                if strict and min_values_violation(reqs, _fitting(types, i, used)) is not None:
                     continue
                 if types is not claim.types:
                     claim.start = 0
@@ -1211,7 +1211,7 @@ class _Solver:
             return 0
         used = res.add(claim.used, group.requests, take)
         strict = claim.pool.min_values and self.strict_min_values
-        if strict and _min_values_violation(reqs, _fitting(types, first, used)) is not None:
+        if strict and min_values_violation(reqs, _fitting(types, first, used)) is not None:
             return 0
         claim.requirements, claim.types, claim.prices, claim.start = reqs, types, prices, first
         claim.used = used
@@ -1359,7 +1359,7 @@ class _Solver:
             take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
             if take <= 0 or (together and take < count):
                 fitting = _fitting(types, 0, res.add(pool.daemon, group.requests, max(take, 1)))
-                return _min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
+                return min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
             best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
         partial = take < caps[best]
         if remaining is not None:
@@ -1401,7 +1401,7 @@ class _Solver:
         minValues distinct values; 0 when even one pod cannot."""
         for candidate in sorted({c for c in caps if c < take} | {take}, reverse=True):
             used = res.add(daemon, group.requests, candidate)
-            if _min_values_violation(reqs, _fitting(types, 0, used)) is None:
+            if min_values_violation(reqs, _fitting(types, 0, used)) is None:
                 return candidate
         return 0
 
@@ -1516,7 +1516,7 @@ def _fitting(types: Sequence[InstanceType], first: int, used: Mapping[str, int])
     return out
 
 
-def _min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> str | None:
+def min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> str | None:
     """Karpenter's minValues: a NodeClaim's instance types must span that many distinct values."""
     for key, req in sorted(reqs.items()):
         if not req.min_values:

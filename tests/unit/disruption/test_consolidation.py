@@ -125,3 +125,28 @@ def test_on_demand_to_spot_replacement_is_allowed() -> None:
     command = decide(s, CATALOG, NOW).command
     assert command is not None
     assert command.replacements[0].capacity_type == "spot"
+
+
+def _types_with_min_values(types: list[str], min_values: int) -> list[dict[str, object]]:
+    return [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types, "minValues": min_values}]
+
+
+def test_a_replacement_narrowed_below_min_values_is_not_made() -> None:
+    # only m5.large is cheaper than the m5.xlarge: one instance type where the NodePool wants two
+    extra = _types_with_min_values(["m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge"], 2)
+    s = snapshot([node("n", "m5.xlarge")], [pod("p", "n", "1", "2Gi")], pools=[pool(budgets=ALL, extra=extra)])
+    result = decide(s, CATALOG, NOW)
+    assert result.command is None
+    (blocked,) = result.blocked
+    assert blocked.kind is BlockKind.UNCONSOLIDATABLE
+    assert "minValues" in blocked.message
+    assert "node.kubernetes.io/instance-type needs 2" in blocked.message
+
+
+def test_a_replacement_that_still_meets_min_values_is_made() -> None:
+    extra = _types_with_min_values(["m5.large", "c5.large", "m5.xlarge", "m5.2xlarge"], 2)
+    s = snapshot([node("n", "m5.xlarge")], [pod("p", "n", "1", "2Gi")], pools=[pool(budgets=ALL, extra=extra)])
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    (replacement,) = command.replacements
+    assert set(replacement.instance_types) == {"m5.large", "c5.large"}

@@ -12,12 +12,14 @@ Alarms (each notifies ``alarmTopicArn`` when given):
 - the webhook answers 5xx (its store or the bus failed) or many 4xx (a misconfigured or unauthorized agent):
   the Function URL's own Url4xxCount / Url5xxCount, which include requests IAM auth refused before the handler.
 
-Custom metrics come from the handlers' Powertools Metrics: namespace ``nodeflow``, dimension
-``service=nodeflow`` (``nodeflow.handlers.common``).
+Custom metrics come from the handlers' Powertools Metrics: namespace ``nodeflow``, dimensions
+``service=nodeflow`` and ``cluster=<clusterName>`` (``nodeflow.handlers.common``), so clusters sharing an
+account and region keep their own metrics.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from aws_cdk import Duration
@@ -37,7 +39,6 @@ from nodeflow.lifecycle.cleanup import failure_reason
 __all__ = ["METRICS_NAMESPACE", "Monitoring"]
 
 METRICS_NAMESPACE = "nodeflow"
-_DIMENSIONS = {"service": "nodeflow"}
 # The event reason CleanUp logs for a NodeClaim that found no capacity (``nodeflow.lifecycle.cleanup``).
 CAPACITY_ERROR_REASON = failure_reason({"Error": "NoCapacity"})[0]
 CAPACITY_ERROR_RATE_THRESHOLD = 0.2
@@ -45,9 +46,14 @@ ALARMED_FUNCTION_ERRORS = ("provisioner", "gc", "webhook", "interruption")
 _PERIOD = Duration.minutes(5)
 
 
-def custom_metric(name: str, statistic: str = "Sum", period: Duration = _PERIOD) -> cloudwatch.Metric:
+def custom_metric(cluster: str, name: str, statistic: str = "Sum", period: Duration = _PERIOD) -> cloudwatch.Metric:
+    """A handler metric of this cluster (Powertools: dimension ``service``, default dimension ``cluster``)."""
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE, metric_name=name, dimensions_map=_DIMENSIONS, statistic=statistic, period=period
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": "nodeflow", "cluster": cluster},
+        statistic=statistic,
+        period=period,
     )
 
 
@@ -91,7 +97,7 @@ class Monitoring(Construct):
             statistic="Sum",
             period=Duration.minutes(15),
         )
-        created = custom_metric("NodeClaimsCreated", period=Duration.minutes(15))
+        created = custom_metric(config.cluster_name, "NodeClaimsCreated", period=Duration.minutes(15))
         capacity_rate = cloudwatch.MathExpression(
             expression="IF(created > 0, errors / created, 0)",
             using_metrics={"errors": capacity_errors, "created": created},
@@ -208,6 +214,7 @@ class Monitoring(Construct):
         functions: Functions,
         machines: Mapping[str, sfn.StateMachine],
     ) -> cloudwatch.Dashboard:
+        metric = functools.partial(custom_metric, config.cluster_name)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=config.name("dashboard", limit=255))
         width = 8
         dashboard.add_widgets(
@@ -216,26 +223,26 @@ class Monitoring(Construct):
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Provisioning",
-                left=[custom_metric("PendingPods", "Maximum"), custom_metric("NodeClaimsCreated")],
-                right=[custom_metric("InstancesLaunched"), custom_metric("LaunchFailures")],
+                left=[metric("PendingPods", "Maximum"), metric("NodeClaimsCreated")],
+                right=[metric("InstancesLaunched"), metric("LaunchFailures")],
                 width=width,
             ),
             cloudwatch.GraphWidget(
                 title="Capacity errors",
                 left=[self.capacity_errors.with_(period=_PERIOD)],
-                right=[custom_metric("LeakedInstancesTerminated")],
+                right=[metric("LeakedInstancesTerminated")],
                 width=width,
             ),
             cloudwatch.GraphWidget(
                 title="Termination",
-                left=[custom_metric("TerminationsStarted"), custom_metric("NodesTerminated")],
-                right=[custom_metric("PodsEvicted"), custom_metric("OfferingsMarkedUnavailable")],
+                left=[metric("TerminationsStarted"), metric("NodesTerminated")],
+                right=[metric("PodsEvicted"), metric("OfferingsMarkedUnavailable")],
                 width=width,
             ),
             cloudwatch.GraphWidget(
                 title="Webhook responses",
-                left=[custom_metric("Webhook2xx"), custom_metric("Webhook4xx"), custom_metric("Webhook5xx")],
-                right=[custom_metric("EventsAccepted"), custom_metric("EventsDuplicate")],
+                left=[metric("Webhook2xx"), metric("Webhook4xx"), metric("Webhook5xx")],
+                right=[metric("EventsAccepted"), metric("EventsDuplicate")],
                 width=width,
             ),
         )

@@ -352,6 +352,23 @@ def test_alarms_and_dashboard(synthesized: Synthesized) -> None:
     assert transformation["MetricName"] == "CapacityErrors"
     assert transformation["Dimensions"] == [{"Key": "FunctionName", "Value": "$.function_name"}]
     assert len(synthesized.resources("default", "AWS::CloudWatch::Dashboard")) == 1
+    # The handlers' metrics are read with the dimensions Powertools writes: service and this cluster.
+    created = [
+        m["MetricStat"]["Metric"]
+        for a in alarms.values()
+        for m in a.get("Metrics", [])
+        if m.get("MetricStat", {}).get("Metric", {}).get("MetricName") == "NodeClaimsCreated"
+    ]
+    assert created
+    for metric in created:
+        assert metric["Namespace"] == "nodeflow"
+        assert sorted(metric["Dimensions"], key=lambda d: d["Name"]) == [
+            {"Name": "cluster", "Value": "demo"},
+            {"Name": "service", "Value": "nodeflow"},
+        ]
+    (dashboard,) = synthesized.resources("default", "AWS::CloudWatch::Dashboard").values()
+    body = "".join(p for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1] if isinstance(p, str))
+    assert '"nodeflow","PendingPods","cluster","demo","service","nodeflow"' in body, body[:2000]
     # Alarm actions only when a topic is configured.
     assert all("AlarmActions" not in a for a in alarms.values())
     for a in synthesized.resources("full", "AWS::CloudWatch::Alarm").values():

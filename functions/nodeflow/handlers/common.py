@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -29,6 +30,8 @@ __all__ = [
 logger = Logger(service="nodeflow")
 tracer = Tracer(service="nodeflow")
 metrics = Metrics(namespace="nodeflow", service="nodeflow")
+if _cluster := os.environ.get("CLUSTER_NAME", "").strip():  # clusters sharing an account keep their own metrics
+    metrics.set_default_dimensions(cluster=_cluster)
 
 M = TypeVar("M", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])

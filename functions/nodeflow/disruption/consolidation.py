@@ -116,11 +116,16 @@ def moves_of(result: SchedulingResult) -> tuple[Move, ...]:
     return tuple(sorted(moves, key=lambda m: m.pod))
 
 
+def _pool_types(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, InstanceType]:
+    """The instance types of ``plan``'s NodePool by name."""
+    pool = next((p for p in base.nodepools if p.name == plan.nodepool), None)
+    return {it.name: it for it in pool.instance_types} if pool else {}
+
+
 def type_prices(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, float]:
     """The $/hour of each of ``plan``'s instance types, cheapest available offering of its capacity
     type in its zones."""
-    pool = next((p for p in base.nodepools if p.name == plan.nodepool), None)
-    by_name: dict[str, InstanceType] = {it.name: it for it in pool.instance_types} if pool else {}
+    by_name = _pool_types(plan, base)
     zones = set(plan.zones)
     out: dict[str, float] = {}
     for name in plan.instance_types:
@@ -142,8 +147,7 @@ def _narrowed_min_values(plan: NodeClaimPlan, types: Sequence[str], base: Schedu
     minValues (unless the policy is BestEffort)."""
     if base.min_values_policy == "BestEffort" or not any(r.min_values for r in plan.requirements.values()):
         return None
-    pool = next((p for p in base.nodepools if p.name == plan.nodepool), None)
-    by_name: dict[str, InstanceType] = {it.name: it for it in pool.instance_types} if pool else {}
+    by_name = _pool_types(plan, base)
     return min_values_violation(plan.requirements, [by_name[t] for t in types if t in by_name])
 
 

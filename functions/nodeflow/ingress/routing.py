@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodeflow.ingress.protocol import DETAIL_TYPES, SOURCE
+from nodeflow.ingress.protocol import DETAIL_TYPES, KINDS, SOURCE
 
 __all__ = [
     "AWS_ROUTES",
@@ -58,29 +58,8 @@ ROUTES: tuple[Route, ...] = (
     # interruption Lambda starts the terminate workflow for it.
     Route("deletions", "interruption", tuple(DETAIL_TYPES[k] for k in ("NodeClaimDeleting", "NodeDeleting"))),
     # Everything disruption decisions depend on: node state, pool/class/claim changes, pod
-    # placement (consolidateAfter timers).
-    Route(
-        "cluster-changes",
-        "disruption",
-        tuple(
-            DETAIL_TYPES[k]
-            for k in (
-                "PodBound",
-                "PodDeleted",
-                "NodeReady",
-                "NodeNotReady",
-                "NodeDeleting",
-                "NodeDeleted",
-                "NodePoolChanged",
-                "NodePoolDeleted",
-                "EC2NodeClassChanged",
-                "EC2NodeClassDeleted",
-                "NodeClaimChanged",
-                "NodeClaimDeleting",
-                "NodeClaimDeleted",
-            )
-        ),
-    ),
+    # placement (consolidateAfter timers): every kind but a pod turning unschedulable.
+    Route("cluster-changes", "disruption", tuple(DETAIL_TYPES[k] for k in KINDS if k != "PodUnschedulable")),
 )
 
 

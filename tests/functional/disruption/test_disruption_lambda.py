@@ -81,6 +81,13 @@ def _scale_down(local: LocalNodeflow, app: str) -> None:
             )
 
 
+def _pdb_allows(kube: Any) -> Any:
+    """The web PodDisruptionBudget's status.disruptionsAllowed (None until the controller writes it)."""
+    return (kube.get("policy/v1", "PodDisruptionBudget", "web", "default").get("status") or {}).get(
+        "disruptionsAllowed"
+    )
+
+
 def _settle(local: LocalNodeflow) -> None:
     """Wait for every workflow the test started (nothing may keep writing into the next test's cluster)."""
     for arn in (local.replace_arn, local.terminate_arn, local.launch_arn):
@@ -283,15 +290,7 @@ def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) ->
     ready = {"type": "Ready", "status": "True"}
     client.patch(PODS, pod, {"status": {"conditions": [ready]}}, namespace="default", subresource="status")
     client.create(PDBS, pdb, namespace="default")
-    _wait(
-        lambda: (
-            (kube.get("policy/v1", "PodDisruptionBudget", "web", "default").get("status") or {}).get(
-                "disruptionsAllowed"
-            )
-            == 0
-        ),
-        what="the PDB status",
-    )
+    _wait(lambda: _pdb_allows(kube) == 0, what="the PDB status")
     blocked = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert blocked["command"] is None, blocked
     assert any(
@@ -301,15 +300,7 @@ def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) ->
     body = kube.get("policy/v1", "PodDisruptionBudget", "web", "default")
     body["spec"] = {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
     kube.cluster.update(kube.resource_for("policy/v1", "PodDisruptionBudget"), "default", "web", body)
-    _wait(
-        lambda: (
-            (kube.get("policy/v1", "PodDisruptionBudget", "web", "default").get("status") or {}).get(
-                "disruptionsAllowed"
-            )
-            == 1
-        ),
-        what="the PDB status",
-    )
+    _wait(lambda: _pdb_allows(kube) == 1, what="the PDB status")
     freed = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert freed["command"] is not None, freed
     assert freed["command"]["candidates"] == [node["status"]["nodeName"]]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 
-__all__ = ["NEVER", "DurationError", "format_duration", "parse_duration"]
+__all__ = ["MAX_SECONDS", "NEVER", "DurationError", "format_duration", "parse_duration", "shift"]
 
 NEVER = "Never"
+# Go's time.Duration is int64 nanoseconds (about 292 years); ParseDuration refuses anything longer.
+MAX_SECONDS = (2**63 - 1) / 1e9
 
 _UNITS = {
     "ns": 1e-9,
@@ -53,7 +56,19 @@ def parse_duration(value: str) -> float | None:
             raise DurationError(f"invalid duration {value!r} (expected e.g. 30s, 10m, 720h, 1h30m or Never)")
         total += float(match[1]) * _UNITS[match[2]]
         pos = match.end()
+    if total > MAX_SECONDS:
+        raise DurationError(f"invalid duration {value!r}: out of range (at most 2562047h, as in Go)")
     return sign * total
+
+
+def shift(when: datetime, seconds: float) -> datetime:
+    """``when`` + ``seconds``, saturating at the ends of the calendar instead of raising OverflowError
+    (a deadline past year 9999 is "never"; one before year 1 is "always")."""
+    try:
+        return when + timedelta(seconds=seconds)
+    except OverflowError:
+        edge = datetime.max if seconds > 0 else datetime.min
+        return edge.replace(tzinfo=when.tzinfo)
 
 
 def format_duration(seconds: float | None) -> str:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod, PodDisruptionBudget
-from nodeflow.api.duration import parse_duration
+from nodeflow.api.duration import parse_duration, shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.model import Snapshot
@@ -78,7 +78,7 @@ def do_not_disrupt_active(annotations: Mapping[str, str] | None, since: datetime
         return value
     if seconds is None or since is None:
         return value
-    return value if _aware(since) + timedelta(seconds=seconds) > now else None
+    return value if shift(_aware(since), seconds) > now else None
 
 
 def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
@@ -121,21 +121,26 @@ def _lifetime_remaining(claim: NodeClaim, now: datetime) -> float:
     created = claim.metadata.creation_timestamp
     if seconds is None or created is None or seconds <= 0:
         return 1.0
-    left = (_aware(created) + timedelta(seconds=seconds) - now).total_seconds()
+    left = (shift(_aware(created), seconds) - now).total_seconds()
     return max(0.0, min(1.0, left / seconds))
 
 
-def _last_event(snapshot: Snapshot, node: Node, claim: NodeClaim, pods: Sequence[Pod]) -> datetime | None:
+def _last_event(
+    snapshot: Snapshot, node: Node, claim: NodeClaim, pods: Sequence[Pod], now: datetime
+) -> datetime | None:
+    """The first of these that is known and not in the future (a future time is not trusted: it would hold
+    the node for ever): the round's own record, ``status.lastPodEventTime``, the newest pod, the node."""
     name = node.metadata.name or ""
-    if name in snapshot.last_pod_events:
-        return _aware(snapshot.last_pod_events[name])
-    if claim.status is not None and claim.status.last_pod_event_time is not None:
-        return _aware(claim.status.last_pod_event_time)
-    times = [p.metadata.creation_timestamp for p in pods if p.metadata.creation_timestamp is not None]
+    recorded = snapshot.last_pod_events.get(name)
+    status_time = claim.status.last_pod_event_time if claim.status is not None else None
+    for t in (recorded, status_time):
+        if t is not None and _aware(t) <= now:
+            return _aware(t)
+    times = [_aware(p.metadata.creation_timestamp) for p in pods if p.metadata.creation_timestamp is not None]
     if times:
-        return _aware(max(_aware(t) for t in times))
+        return min(max(times), now)
     created = node.metadata.creation_timestamp or claim.metadata.creation_timestamp
-    return _aware(created) if created is not None else None
+    return min(_aware(created), now) if created is not None else None
 
 
 def _initialized(node: Node, claim: NodeClaim) -> bool:
@@ -208,7 +213,7 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
                 movable=movable,
                 price=price,
                 capacity_type=ct,
-                last_pod_event=_last_event(snapshot, node, claim, pods),
+                last_pod_event=_last_event(snapshot, node, claim, pods, now),
                 disruption_cost=cost,
                 deleting=is_deleting(node, claim),
                 blocker=_blocker(node, claim, pods, movable, snapshot, now),

@@ -22,8 +22,9 @@ pod-deletion-cost annotation and priority, times the fraction of the node's life
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
+from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import Candidate, build_candidates
@@ -92,7 +93,7 @@ def _expirations(candidates: Sequence[Candidate], now: datetime) -> list[Expirat
         created = c.claim.metadata.creation_timestamp
         if seconds is None or created is None or c.deleting:
             continue
-        at = _aware(created) + timedelta(seconds=seconds)
+        at = shift(_aware(created), seconds)
         if at <= now:
             out.append(Expiration(c.name, c.claim.name, at))
     return sorted(out, key=lambda e: (e.expired_at, e.node))
@@ -103,7 +104,7 @@ def _settled(c: Candidate, now: datetime) -> bool:
     after = c.pool.spec.disruption.consolidate_after_seconds
     if after is None:
         return False
-    return c.last_pod_event is None or c.last_pod_event + timedelta(seconds=after) <= now
+    return c.last_pod_event is None or shift(c.last_pod_event, after) <= now
 
 
 def decide(

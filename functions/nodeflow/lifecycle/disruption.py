@@ -23,9 +23,10 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
+from nodeflow.api.duration import shift
 from nodeflow.api.karpenter import NodePool
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.candidates import build_candidates
@@ -117,19 +118,32 @@ def pod_events(records: Iterable[Mapping[str, Any]]) -> dict[str, datetime]:
     return out
 
 
+def _stored_time(value: Any) -> datetime | None:
+    try:
+        at = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def record_pod_events(deps: DisruptionDeps, events: Mapping[str, datetime]) -> list[str]:
     """Move each NodeClaim's ``status.lastPodEventTime`` (the consolidateAfter timer) forward to the
-    latest pod event on its node; returns the NodeClaims written."""
+    latest pod event on its node; returns the NodeClaims written.
+
+    Event times are untrusted: one later than now counts as now (the time it was received), and a stored
+    time later than now (or unreadable) is replaced, so no time past "now" is ever kept."""
     if not events:
         return []
+    now = deps.now()
     written: list[str] = []
     for claim in deps.kube.list_items(NODE_CLAIMS):
         status = claim.get("status") or {}
         at = events.get(str(status.get("nodeName") or ""))
         if at is None:
             continue
-        current = status.get("lastPodEventTime")
-        if current and datetime.fromisoformat(str(current).replace("Z", "+00:00")) >= at:
+        at = min(at, now)
+        current = _stored_time(status.get("lastPodEventTime")) if status.get("lastPodEventTime") else None
+        if current is not None and at <= current <= now:
             continue
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with contextlib.suppress(kerr.NotFound):
@@ -183,7 +197,7 @@ def mark_conditions(deps: DisruptionDeps, snapshot: Snapshot) -> int:
         )
         drifted = ("True", "Drifted", why) if why else ("False", "NotDrifted", "")
         after = c.pool.spec.disruption.consolidate_after_seconds
-        settled = after is not None and (c.last_pod_event is None or c.last_pod_event + timedelta(seconds=after) <= now)
+        settled = after is not None and (c.last_pod_event is None or shift(c.last_pod_event, after) <= now)
         empty = not c.movable
         allowed = c.pool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" or empty
         consolidatable = (

@@ -451,3 +451,61 @@ def test_pod_events_from_the_queue_restart_the_consolidate_after_timer(local: Lo
     ready = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert ready["executed"] == [empty["metadata"]["name"]]
     _settle(local)
+
+
+FAR_FUTURE = "9999-12-31T23:59:59Z"
+
+
+def _pod_event(node: str, at: str, kind: str = "Pod Bound") -> dict[str, Any]:
+    return {
+        "messageId": f"m-{kind}-{at}",
+        "body": json.dumps(
+            {
+                "source": "nodeflow.agent",
+                "detail-type": kind,
+                "detail": {
+                    "kind": kind.replace(" ", ""),
+                    "observedAt": at,
+                    "object": {"namespace": "default", "name": "p", "uid": "u-1", "nodeName": node},
+                },
+            }
+        ),
+    }
+
+
+def test_a_pod_event_from_the_far_future_never_stalls_disruption(local: LocalNodeflow) -> None:
+    """Event times are untrusted: one from year 9999 (or days ahead) is clamped to the receive time, a
+    lastPodEventTime already in the future is replaced, no round raises, and expiration keeps working."""
+    claim = _launch(local, "web", 1)
+    name, node = claim["metadata"]["name"], claim["status"]["nodeName"]
+
+    def stored() -> datetime:
+        status = local.kube_server.get("karpenter.sh/v1", "NodeClaim", name)["status"]
+        return datetime.fromisoformat(status["lastPodEventTime"].replace("Z", "+00:00"))
+
+    days_ahead = (datetime.now(UTC) + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for at in (FAR_FUTURE, days_ahead):
+        before = datetime.now(UTC).replace(microsecond=0)
+        result = local.invoke("disruption", {"Records": [_pod_event(node, at)]})["result"]
+        assert result["podEventTimers"] == [name]
+        assert before - timedelta(seconds=1) <= stored() <= datetime.now(UTC), at
+
+    # A time already stored in the future (written by hand, or before this fix) is not trusted either.
+    local.kube_server.cluster.patch(
+        local.kube_server.resource_for("karpenter.sh/v1", "NodeClaim"),
+        None,
+        name,
+        "application/merge-patch+json",
+        json.dumps({"status": {"lastPodEventTime": FAR_FUTURE}}).encode(),
+        subresource="status",
+    )
+    again = local.invoke("disruption", {"source": "aws.scheduler"})["result"]  # no OverflowError
+    assert again["command"] is None
+    moved = local.invoke("disruption", {"Records": [_pod_event(node, FAR_FUTURE, "Pod Deleted")]})["result"]
+    assert moved["podEventTimers"] == [name]
+    assert stored() <= datetime.now(UTC)
+
+    _later(721 * 60)  # expireAfter 720h still ends the node
+    expired = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert expired["expired"] == [name]
+    _settle(local)

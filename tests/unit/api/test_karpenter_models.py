@@ -1374,3 +1374,19 @@ def test_meta_models() -> None:
         NodeSelectorRequirement(key="a", operator="Gt", values=["x"])
     with pytest.raises(pydantic.ValidationError, match="Input should be"):
         NodeSelectorRequirement.model_validate({"key": "a", "operator": "Gte", "values": ["1"]})
+
+
+def test_durations_beyond_go_range_are_refused_and_time_arithmetic_saturates() -> None:
+    from datetime import UTC, datetime
+
+    from nodeflow.api.duration import MAX_SECONDS, shift
+
+    assert parse_duration("2562047h") == 2562047 * 3600
+    for text in ("2562048h", "99999999999h", "1" + "0" * 30 + "s"):
+        with pytest.raises(DurationError, match="out of range"):
+            parse_duration(text)
+    late = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    assert shift(late, 3600) == datetime.max.replace(tzinfo=UTC)
+    assert shift(datetime(1, 1, 1, tzinfo=UTC), -60) == datetime.min.replace(tzinfo=UTC)
+    assert shift(datetime(2026, 1, 1, tzinfo=UTC), MAX_SECONDS).year == 2318
+    assert shift(datetime(2026, 1, 1, tzinfo=UTC), 1e30) == datetime.max.replace(tzinfo=UTC)

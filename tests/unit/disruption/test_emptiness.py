@@ -73,3 +73,16 @@ def test_when_empty_policy_deletes_empty_nodes_only() -> None:
     assert command is not None
     assert command.reason is Reason.EMPTY
     assert command.candidates == ("b",)
+
+
+def test_a_last_pod_event_in_the_future_is_not_trusted() -> None:
+    """A future lastPodEventTime (an event time from a bad clock, or year 9999) would hold the node for ever
+    and used to overflow the timer arithmetic: it is ignored in favour of the next source (the node's age)."""
+    from datetime import UTC, datetime
+
+    s = snapshot([node("idle")], [], pools=[pool(after="10m", budgets=[{"nodes": "1"}])])
+    for future in (datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), NOW + timedelta(days=3)):
+        bad = Snapshot(s.state, last_pod_events={"idle": future})
+        command = decide(bad, CATALOG, NOW).command
+        assert command is not None, future
+        assert command.reason is Reason.EMPTY

@@ -36,9 +36,13 @@ __all__ = [
     "verify",
 ]
 
-_NONCE = re.compile(r"^[0-9a-f]{32}$")
-_ASSUMED_ROLE = re.compile(r"^arn:(?P<part>[^:]+):sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/.+$")
-_ROLE = re.compile(r"^arn:(?P<part>[^:]+):iam::(?P<account>\d{12}):role/(?:.*/)?(?P<role>[^/]+)$")
+# fullmatch, ASCII only: ``str.isdigit`` and ``\d`` accept digits (``"²"``, ``"\u0661"``) that ``int()`` rejects
+# or reads differently, and ``$`` matches before a trailing newline.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_NONCE = re.compile(r"[0-9a-f]{32}")
+_SIGNATURE = re.compile(r"v1=[0-9a-f]{64}")
+_ASSUMED_ROLE = re.compile(r"^arn:(?P<part>[^:]+):sts::(?P<account>[0-9]{12}):assumed-role/(?P<role>[^/]+)/.+$")
+_ROLE = re.compile(r"^arn:(?P<part>[^:]+):iam::(?P<account>[0-9]{12}):role/(?:.*/)?(?P<role>[^/]+)$")
 
 
 class AuthError(Exception):
@@ -87,14 +91,22 @@ def _freshness(headers: Mapping[str, str], now: float) -> tuple[str, int]:
     nonce = headers.get(HEADER_NONCE, "")
     if not raw_ts or not nonce:
         raise Unauthorized(f"missing {HEADER_TIMESTAMP} or {HEADER_NONCE} header")
-    if not raw_ts.isdigit():
-        raise Unauthorized(f"{HEADER_TIMESTAMP}: expected Unix seconds, got {raw_ts[:20]!r}")
-    if not _NONCE.match(nonce):
+    if not _TIMESTAMP.fullmatch(raw_ts):
+        raise Unauthorized(f"{HEADER_TIMESTAMP}: expected Unix seconds in ASCII digits, got {raw_ts[:20]!r}")
+    if not _NONCE.fullmatch(nonce):
         raise Unauthorized(f"{HEADER_NONCE}: expected 32 lowercase hex characters")
     ts = int(raw_ts)
     if abs(now - ts) > TIMESTAMP_SKEW_SECONDS:
         raise Forbidden(f"request timestamp {ts} is more than {TIMESTAMP_SKEW_SECONDS}s from the webhook's clock")
     return nonce, ts
+
+
+def _caller(request_context: object) -> str:
+    """``requestContext.authorizer.iam.userArn``, or "" when any part is missing or not what AWS sends."""
+    authorizer = request_context.get("authorizer") if isinstance(request_context, Mapping) else None
+    iam = authorizer.get("iam") if isinstance(authorizer, Mapping) else None
+    arn = iam.get("userArn") if isinstance(iam, Mapping) else None
+    return arn if isinstance(arn, str) else ""
 
 
 def verify(
@@ -117,15 +129,14 @@ def verify(
         if not signature:
             raise Unauthorized(f"missing {HEADER_SIGNATURE} header")
         nonce, ts = _freshness(headers, now)
-        if not signature.startswith("v1=") or not secrets:
+        if not _SIGNATURE.fullmatch(signature) or not secrets:  # (compare_digest refuses non-ASCII str)
             raise Forbidden("signature does not verify")
         raw_ts = headers[HEADER_TIMESTAMP]
         if not any(hmac.compare_digest(hmac_signature(s, raw_ts, nonce, body), signature) for s in secrets):
             raise Forbidden("signature does not verify")
         return Verified(nonce=nonce, timestamp=ts, principal="hmac")
     if mode == "iam":
-        iam = ((request_context or {}).get("authorizer") or {}).get("iam") or {}
-        caller = str(iam.get("userArn") or "")
+        caller = _caller(request_context)
         if not caller:
             raise Unauthorized("request is not IAM-signed (no caller in requestContext.authorizer.iam)")
         nonce, ts = _freshness(headers, now)

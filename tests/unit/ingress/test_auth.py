@@ -104,3 +104,59 @@ def test_principals_normalize_roles_and_sessions() -> None:
 def test_unknown_mode_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="WEBHOOK_AUTH"):
         verify("none", _headers(), BODY, None, now=NOW)
+
+
+# --- hostile headers: never an exception other than AuthError --------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw_ts",
+    [
+        "²",  # str.isdigit() accepts it, int() does not
+        "".join(chr(0x0660 + int(d)) for d in str(NOW)),  # Arabic-Indic digits: int() reads them as NOW
+        "".join(chr(0xFF10 + int(d)) for d in str(NOW)),  # full-width digits
+        "9" * 5000,  # more digits than int() converts
+        "+1790000000",
+        "1790000000\n",
+        " 1790000000",
+        "1.79e9",
+        "",
+    ],
+)
+@pytest.mark.parametrize("mode", ["hmac", "iam"])
+def test_a_timestamp_header_of_anything_but_ascii_digits_is_401(raw_ts: str, mode: str) -> None:
+    headers = _headers() | {"x-nodeflow-timestamp": raw_ts}
+    headers["x-nodeflow-signature"] = hmac_signature("s3cret", raw_ts, NONCE, BODY)  # correctly signed
+    context = _iam("arn:aws:sts::123456789012:assumed-role/agent/s")
+    with pytest.raises(Unauthorized, match="x-nodeflow-timestamp"):
+        verify(mode, headers, BODY, context, now=NOW, secrets=["s3cret"])
+
+
+def test_a_nonce_with_a_trailing_newline_is_401() -> None:
+    nonce = NONCE + "\n"
+    headers = _headers(nonce=nonce, **{"x-nodeflow-signature": hmac_signature("s3cret", str(NOW), nonce, BODY)})
+    with pytest.raises(Unauthorized, match="32 lowercase hex"):
+        verify("hmac", headers, BODY, None, now=NOW, secrets=["s3cret"])
+
+
+@pytest.mark.parametrize(
+    "signature", ["v1=é", "v1=" + "é" * 64, "v1=" + "A" * 64, "v1=\x00", "v2=00", "v1=" + "0" * 65]
+)
+def test_a_malformed_signature_is_403_not_an_exception(signature: str) -> None:
+    with pytest.raises(Forbidden, match="does not verify"):
+        verify("hmac", _headers(**{"x-nodeflow-signature": signature}), BODY, None, now=NOW, secrets=["s3cret"])
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        "a string",
+        {"authorizer": "a string"},
+        {"authorizer": {"iam": ["a", "list"]}},
+        {"authorizer": {"iam": {"userArn": 12}}},
+        {"authorizer": {"iam": {"userArn": ""}}},
+    ],
+)
+def test_an_odd_request_context_is_unauthorized(context: object) -> None:
+    with pytest.raises(Unauthorized, match="not IAM-signed"):
+        verify("iam", _headers(), BODY, context, now=NOW)  # type: ignore[arg-type]

@@ -3,96 +3,19 @@ reaches the bus, and that a failure never leaves a claim that would swallow the 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from nodeflow.aws.bus import MAX_ENTRIES, BusEntry, entry_size, put_entries
-from nodeflow.aws.errors import Throttled
-from nodeflow.ingress.auth import hmac_signature
 from nodeflow.ingress.protocol import DETAIL_TYPES, KINDS, MAX_BODY_BYTES
 from nodeflow.ingress.routing import ROUTES, event_pattern
-from nodeflow.ingress.webhook import WebhookConfig, WebhookDeps, handle
-
-NOW = 1_790_000_000.0
-SECRET = "s3cret"
-
-
-@dataclass
-class FakeStore:
-    nonces: set[str] = field(default_factory=set)
-    events: dict[str, str] = field(default_factory=dict)  # id -> "pending" | "done"
-    fail_claims: bool = False
-
-    def claim_nonce(self, nonce: str, now: float, ttl: int) -> bool:
-        if nonce in self.nonces:
-            return False
-        self.nonces.add(nonce)
-        return True
-
-    def claim(self, ids: Sequence[str], now: float) -> list[str]:
-        if self.fail_claims:
-            raise Throttled("store throttled")
-        fresh = [i for i in dict.fromkeys(ids) if i not in self.events]
-        self.events.update(dict.fromkeys(fresh, "pending"))
-        return fresh
-
-    def confirm(self, ids: Sequence[str], now: float) -> None:
-        self.events.update(dict.fromkeys(ids, "done"))
-
-    def release(self, ids: Sequence[str]) -> None:
-        for i in ids:
-            self.events.pop(i, None)
-
-
-@dataclass
-class FakeBus:
-    entries: list[BusEntry] = field(default_factory=list)
-    fail: set[str] = field(default_factory=set)  # keys to fail
-
-    def publish(self, entries: Sequence[BusEntry]) -> list[tuple[str, str]]:
-        ok = [e for e in entries if e.key not in self.fail]
-        self.entries.extend(ok)
-        return [(e.key, "InternalFailure: boom") for e in entries if e.key in self.fail]
-
-
-def _deps(store: FakeStore, bus: FakeBus, mode: str = "hmac") -> WebhookDeps:
-    return WebhookDeps(
-        config=WebhookConfig(cluster="demo", auth_mode=mode),
-        now=lambda: NOW,
-        secrets=lambda: [SECRET],
-        claim_nonce=store.claim_nonce,
-        claim_events=store.claim,
-        confirm_events=store.confirm,
-        release_events=store.release,
-        publish=bus.publish,
-    )
-
-
-def _event(eid: str, kind: str = "NodeReady", **obj: Any) -> dict[str, Any]:
-    o = {"name": "n1", "uid": "u1", **obj}
-    if kind.startswith("Pod"):
-        o.setdefault("namespace", "default")
-    if kind == "PodUnschedulable":
-        o.setdefault("spec", {})
-    return {"id": eid * 16, "kind": kind, "time": "2026-11-21T10:00:00Z", "object": o}
-
-
-def _request(
-    body: bytes | dict[str, Any], *, nonce: str = "a" * 32, ts: int = int(NOW), method: str = "POST", **headers: str
-) -> dict[str, Any]:
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    h = {
-        "Content-Type": "application/json",
-        "X-Nodeflow-Timestamp": str(ts),
-        "X-Nodeflow-Nonce": nonce,
-        "X-Nodeflow-Signature": hmac_signature(SECRET, str(ts), nonce, raw),
-        **headers,
-    }
-    return {"requestContext": {"http": {"method": method}}, "headers": h, "body": raw.decode(errors="replace")}
+from nodeflow.ingress.webhook import handle
+from tests.unit.ingress.fakes import NOW, FakeBus, FakeStore
+from tests.unit.ingress.fakes import deps as _deps
+from tests.unit.ingress.fakes import event as _event
+from tests.unit.ingress.fakes import request as _request
 
 
 def test_accepted_events_carry_the_detail_type_of_their_kind() -> None:

@@ -18,6 +18,10 @@ hold the instance. No boto3, no Kubernetes client, no clock: the caller passes `
   DELETED at ``deadline - its terminationGracePeriodSeconds`` so it can use its whole grace period
   before the instance goes; past the deadline everything left is deleted and the drain is done.
   Without a deadline a do-not-disrupt pod blocks the drain for as long as it runs.
+- A pass that is only held (``held_only``: PodDisruptionBudget refusals and/or do-not-disrupt pods, nothing
+  evicted, deleted or terminating) waits ``backoff_wait(n)`` for the n-th such pass in a row: 10, 20, 40, ...
+  up to ``HELD_MAX_WAIT_SECONDS`` (never past a pod's deletion time or the deadline). Any progress resets n.
+  A drain may be held for any length of time: n is not bounded, only the arithmetic is clamped.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "Group",
     "Skip",
     "attachment_from_manifest",
+    "backoff_wait",
     "blocking_attachments",
     "choose_volume_wait",
     "choose_wait",
@@ -64,10 +69,10 @@ STUCK_TERMINATING = timedelta(minutes=1)  # Karpenter's IsStuckTerminating buffe
 MIN_WAIT_SECONDS = 2
 MAX_WAIT_SECONDS = 30
 BLOCKED_WAIT_SECONDS = 10  # nothing in flight: a PodDisruptionBudget or do-not-disrupt holds the drain
-# Only do-not-disrupt pods hold the drain and no terminationGracePeriod will end it: that can last for
-# days, so the wait doubles per such pass up to this (keeps an indefinitely held node at ~300
-# transitions a day instead of ~26,000).
+# Only PodDisruptionBudgets and do-not-disrupt pods hold the drain: that can last for days, so the wait doubles
+# per such pass up to this (keeps an indefinitely held node at ~300 transitions a day instead of ~26,000).
 HELD_MAX_WAIT_SECONDS = 300
+_BACKOFF_DOUBLINGS = 5  # BLOCKED_WAIT_SECONDS * 2**5 >= HELD_MAX_WAIT_SECONDS: more doublings change nothing
 VOLUME_WAIT_SECONDS = 5  # the attach/detach controller usually detaches within seconds
 
 
@@ -257,24 +262,52 @@ def _until(later: datetime, now: datetime) -> float:
 
 
 def held_only(plan: DrainPlan, *, refused: Collection[str] = ()) -> bool:
-    """Nothing in flight, nothing refused by a PDB, no deadline: only do-not-disrupt pods hold the drain."""
-    if plan.done or plan.deadline is not None or not plan.blocked:
+    """The pass made no progress and only PodDisruptionBudgets (``refused``: the pod keys whose eviction got a
+    429) and/or do-not-disrupt pods hold the drain: every eviction was refused, nothing was deleted, nothing is
+    terminating. A deadline does not matter here (``choose_wait`` never waits past it)."""
+    if plan.done or not (plan.blocked or refused):
         return False
-    return not (plan.evict or plan.delete or plan.terminating or refused)
+    if plan.delete or plan.terminating:
+        return False
+    return all(p.key in refused for p in plan.evict)
+
+
+def backoff_wait(held_passes: int) -> int:
+    """The wait after the ``held_passes``-th held pass in a row (0 for the first): 10, 20, 40, ... up to
+    ``HELD_MAX_WAIT_SECONDS``. Any non-negative count is fine (only the exponent is clamped)."""
+    doublings = min(max(0, held_passes), _BACKOFF_DOUBLINGS)
+    return int(min(HELD_MAX_WAIT_SECONDS, BLOCKED_WAIT_SECONDS * 2**doublings))
+
+
+def _not_past_deadline(plan: DrainPlan, wait: float) -> float:
+    """``wait`` cut at the next pod's deletion time and the deadline (when there is one)."""
+    if plan.deadline is None:
+        return wait
+    deleted = {d.pod.key for d in plan.delete}
+    upcoming = [
+        plan.deadline - timedelta(seconds=p.grace)
+        for p in plan.waiting
+        if not p.is_terminating and p.key not in deleted
+    ]
+    upcoming.append(plan.deadline)
+    return min(wait, min(_until(t, plan.now) for t in upcoming))
 
 
 def choose_wait(plan: DrainPlan, *, refused: Collection[str] = (), held_passes: int = 0) -> int:
     """Seconds to wait before the next Drain call (0 when the drain is done).
 
-    Pods evicted or deleted now, and pods already terminating, are given until the longest of their
-    grace periods; evictions ``refused`` (pod keys a PodDisruptionBudget blocked) and do-not-disrupt pods
-    are looked at again after ``BLOCKED_WAIT_SECONDS``; with a deadline, never past the next pod's
-    deletion time or the deadline. Bounded to [MIN_WAIT_SECONDS, MAX_WAIT_SECONDS].
+    A pass that is ``held_only`` waits ``backoff_wait(held_passes)`` (``held_passes``: the held passes in a
+    row before this one). Otherwise pods evicted or deleted now, and pods already terminating, are given until
+    the longest of their grace periods; evictions ``refused`` (pod keys a PodDisruptionBudget blocked) and
+    do-not-disrupt pods are looked at again after ``BLOCKED_WAIT_SECONDS``. With a deadline, never past the
+    next pod's deletion time or the deadline. Bounded to [MIN_WAIT_SECONDS, MAX_WAIT_SECONDS], or to
+    [MIN_WAIT_SECONDS, HELD_MAX_WAIT_SECONDS] when held.
     """
     if plan.done:
         return 0
-    if held_passes and held_only(plan, refused=refused):
-        return int(min(HELD_MAX_WAIT_SECONDS, BLOCKED_WAIT_SECONDS * 2 ** min(held_passes, 16)))
+    if held_only(plan, refused=refused):
+        held = _not_past_deadline(plan, float(backoff_wait(held_passes)))
+        return int(max(MIN_WAIT_SECONDS, min(HELD_MAX_WAIT_SECONDS, math.ceil(held))))
     now = plan.now
     in_flight = [float(p.grace) for p in plan.evict if p.key not in refused]
     in_flight += [float(d.grace_seconds) for d in plan.delete]
@@ -285,16 +318,7 @@ def choose_wait(plan: DrainPlan, *, refused: Collection[str] = (), held_passes: 
     wait = max(in_flight) if in_flight else float(BLOCKED_WAIT_SECONDS)
     if held:
         wait = min(wait, float(BLOCKED_WAIT_SECONDS))
-    if plan.deadline is not None:
-        deleted = {d.pod.key for d in plan.delete}
-        upcoming = [
-            plan.deadline - timedelta(seconds=p.grace)
-            for p in plan.waiting
-            if not p.is_terminating and p.key not in deleted
-        ]
-        upcoming.append(plan.deadline)
-        wait = min(wait, min(_until(t, now) for t in upcoming))
-    return _clamp(wait)
+    return _clamp(_not_past_deadline(plan, wait))
 
 
 def choose_volume_wait(now: datetime, deadline: datetime | None) -> int:

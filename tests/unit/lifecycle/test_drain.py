@@ -3,6 +3,7 @@ terminationGracePeriod, deletion timing, the wait the workflow takes, the Volume
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -174,16 +175,97 @@ def test_a_drain_held_only_by_do_not_disrupt_backs_off() -> None:
     assert d.held_only(alone)
     waits = [d.choose_wait(alone, held_passes=n) for n in range(8)]
     assert waits == [10, 20, 40, 80, 160, 300, 300, 300]
-    # anything else in play: no backoff (a PDB refusal, a pod leaving, a deadline)
+    # anything in flight: no backoff (an eviction let through, a pod leaving, a deletion for the deadline)
     with_web = d.plan_drain([keep, pod("web")], NOW)
-    assert not d.held_only(with_web)
-    assert not d.held_only(with_web, refused={"default/web"})
-    assert d.choose_wait(with_web, refused={"default/web"}, held_passes=5) == d.BLOCKED_WAIT_SECONDS
+    assert not d.held_only(with_web)  # web was evicted
+    assert d.choose_wait(with_web, held_passes=5) == d.BLOCKED_WAIT_SECONDS
     leaving = pod("old", deletion_timestamp=NOW + timedelta(seconds=20))
     assert not d.held_only(d.plan_drain([keep, leaving], NOW))
-    with_deadline = d.plan_drain([keep], NOW, NOW + timedelta(hours=1))
-    assert not d.held_only(with_deadline)
-    assert d.choose_wait(with_deadline, held_passes=5) <= d.MAX_WAIT_SECONDS
+    due = d.plan_drain([keep, pod("web", grace_seconds=30)], NOW, NOW + timedelta(seconds=20))
+    assert due.delete
+    assert not d.held_only(due)
+
+
+def test_a_drain_held_by_pod_disruption_budgets_backs_off_and_resets_on_progress() -> None:
+    web, api = pod("web"), pod("api")
+    plan = d.plan_drain([web, api], NOW)
+    every = {"default/web", "default/api"}
+    assert d.held_only(plan, refused=every)
+    assert [d.choose_wait(plan, refused=every, held_passes=n) for n in range(7)] == [10, 20, 40, 80, 160, 300, 300]
+    # PDB refusals and do-not-disrupt pods together: held as well
+    mixed = d.plan_drain([web, pod("batch", do_not_disrupt=True)], NOW)
+    assert d.held_only(mixed, refused={"default/web"})
+    assert d.choose_wait(mixed, refused={"default/web"}, held_passes=3) == 80
+    # progress (one eviction let through): not held, the Karpenter-like short wait; the caller resets its count
+    assert not d.held_only(plan, refused={"default/web"})
+    assert d.choose_wait(plan, refused={"default/web"}, held_passes=6) == d.BLOCKED_WAIT_SECONDS
+    # nothing refused, nothing blocked: not held
+    assert not d.held_only(plan)
+
+
+@pytest.mark.parametrize("held_passes", [0, 1, 4, 5, 6, 1000, 1001, 5000, 10**6, 10**30])
+def test_the_backoff_takes_any_count(held_passes: int) -> None:
+    expected = min(d.HELD_MAX_WAIT_SECONDS, d.BLOCKED_WAIT_SECONDS * 2 ** min(held_passes, 5))
+    assert d.backoff_wait(held_passes) == expected
+    keep = d.plan_drain([pod("batch", do_not_disrupt=True)], NOW)
+    assert d.choose_wait(keep, held_passes=held_passes) == expected
+
+
+def test_a_held_drain_never_waits_past_a_deletion_time_or_the_deadline() -> None:
+    keep = pod("batch", do_not_disrupt=True, grace_seconds=60)
+    deadline = NOW + timedelta(hours=1)
+    plan = d.plan_drain([keep], NOW, deadline)
+    assert d.held_only(plan)  # a deadline far away: backs off too
+    assert d.choose_wait(plan, held_passes=5) == d.HELD_MAX_WAIT_SECONDS
+    # 100 s before batch is due (deadline - its 60 s grace): the wait ends then
+    near = d.plan_drain([keep], deadline - timedelta(seconds=160), deadline)
+    assert d.choose_wait(near, held_passes=5) == 100
+    # a PDB-held pod with a short grace: the wait ends at its deletion time
+    web = pod("web", grace_seconds=10)
+    soon = d.plan_drain([web], deadline - timedelta(seconds=45), deadline)
+    assert d.held_only(soon, refused={"default/web"})
+    assert d.choose_wait(soon, refused={"default/web"}, held_passes=4) == 35
+    later = d.plan_drain([web], deadline - timedelta(seconds=9.5), deadline)
+    assert later.delete
+    assert not d.held_only(later, refused={"default/web"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pods=st.lists(
+        st.builds(
+            DrainPod,
+            namespace=st.just("default"),
+            name=st.text(alphabet="abcdef", min_size=1, max_size=3),
+            do_not_disrupt=st.booleans(),
+            grace_seconds=st.one_of(st.none(), st.integers(0, 600)),
+            deletion_timestamp=st.one_of(st.none(), st.integers(0, 50).map(lambda s: NOW - timedelta(seconds=s))),
+        ),
+        max_size=6,
+        unique_by=lambda p: p.name,
+    ),
+    refuse=st.booleans(),
+    held_passes=st.integers(0, 10**9),
+    deadline_in=st.one_of(st.none(), st.integers(-10, 100_000)),
+)
+def test_the_wait_is_bounded_for_any_held_count(
+    pods: list[DrainPod], refuse: bool, held_passes: int, deadline_in: int | None
+) -> None:
+    deadline = None if deadline_in is None else NOW + timedelta(seconds=deadline_in)
+    plan = d.plan_drain(pods, NOW, deadline)
+    refused = {p.key for p in plan.evict} if refuse else set()
+    wait = d.choose_wait(plan, refused=refused, held_passes=held_passes)
+    if plan.done:
+        assert wait == 0
+        return
+    assert d.MIN_WAIT_SECONDS <= wait <= d.HELD_MAX_WAIT_SECONDS
+    if not d.held_only(plan, refused=refused):
+        assert wait <= d.MAX_WAIT_SECONDS
+    if deadline is not None:  # never oversleeps a deletion time (beyond the minimum wait)
+        deleted = {x.pod.key for x in plan.delete}  # deleted now: in flight, waited for by their grace
+        waiting = [p for p in plan.waiting if not p.is_terminating and p.key not in deleted]
+        due = min([deadline] + [deadline - timedelta(seconds=p.grace) for p in waiting])
+        assert wait <= max(d.MIN_WAIT_SECONDS, math.ceil((due - NOW).total_seconds()))
 
 
 def test_with_a_deadline_pods_are_deleted_at_deadline_minus_their_grace() -> None:

@@ -125,3 +125,84 @@ def test_unknown_state_machine_is_a_typed_error(sfn: tuple[Any, str]) -> None:
     client, arn = sfn
     with pytest.raises(InvalidRequest, match="StateMachineDoesNotExist"):
         start_workflow(client, arn.replace(":terminate", ":missing"), "c", {})
+
+
+# --- chains of continued executions (<root>_c2, <root>_c3, ...: a long execution handing over) -------------
+
+
+def _chain(client: Any, arn: str, root: str, outcomes: list[str]) -> None:
+    """Executions ``root``, ``root_c2``, ... as a workflow leaves them: every earlier one succeeded (it handed
+    over), the last one has ``outcomes[-1]``."""
+    for g, outcome in enumerate(outcomes, 1):
+        name = root if g == 1 else f"{root}_c{g}"
+        client.start_execution(stateMachineArn=arn, name=name, input=json.dumps({"outcome": outcome}))
+        if outcome != "wait":
+            _finish(client, arn, name)
+
+
+def _count(client: Any, operation: str) -> Any:
+    calls: list[int] = []
+    client.meta.events.register(f"before-call.sfn.{operation}", lambda **_: calls.append(1))
+    return lambda: len(calls)
+
+
+def test_a_start_while_the_latest_continuation_runs_is_a_no_op(sfn: tuple[Any, str]) -> None:
+    client, arn = sfn
+    _chain(client, arn, "c", ["succeed", "succeed", "wait"])
+    starts = _count(client, "StartExecution")
+    assert start_workflow(client, arn, "c", {"outcome": "wait"}) == (False, "c_c3")
+    assert starts() == 0
+    _stop(client, _execution(arn, "c_c3"))
+    assert _finish(client, arn, "c_c3") == "ABORTED"
+    # the latest continuation failed: the next run starts (and it is a chain of its own)
+    assert start_workflow(client, arn, "c", {"outcome": "wait"}) == (True, "c-2")
+    assert start_workflow(client, arn, "c", {"outcome": "wait"}) == (False, "c-2")
+
+
+def test_a_chain_that_ended_in_success_is_done(sfn: tuple[Any, str]) -> None:
+    client, arn = sfn
+    _chain(client, arn, "c", ["succeed", "succeed"])
+    assert start_workflow(client, arn, "c", {"outcome": "wait"}) == (False, "c_c2")
+    _chain(client, arn, "d", ["succeed", "fail"])
+    assert start_workflow(client, arn, "d", {"outcome": "succeed"}) == (True, "d-2")
+
+
+def test_a_long_chain_is_found_in_few_lookups(sfn: tuple[Any, str]) -> None:
+    client, arn = sfn
+    _chain(client, arn, "c", ["succeed"] * 12 + ["wait"])
+    lookups = _count(client, "DescribeExecution")
+    assert start_workflow(client, arn, "c", {"outcome": "wait"}) == (False, "c_c13")
+    assert lookups() <= 9  # generations 1, 2, 4, 8, 16, then 12, 14, 13 (not 14 one by one)
+
+
+def test_a_hand_over_between_two_lookups_is_followed(sfn: tuple[Any, str]) -> None:
+    """c_c3 ends (having started c_c4) after start_workflow saw c_c4 missing and before it looked at c_c3."""
+    client, arn = sfn
+    _chain(client, arn, "c", ["succeed", "succeed", "succeed"])
+    seen: list[str] = []
+
+    def hand_over(params: dict[str, Any], **_: Any) -> None:
+        name = params["executionArn"].rsplit(":", 1)[-1]
+        seen.append(name)
+        if name == "c_c3" and "c_c4" in seen and len(seen) == 4:  # looked up: c, c_c2, c_c4 (missing), c_c3
+            client.start_execution(stateMachineArn=arn, name="c_c4", input=json.dumps({"outcome": "wait"}))
+
+    client.meta.events.register("before-parameter-build.sfn.DescribeExecution", hand_over)
+    assert start_workflow(client, arn, "c", {"outcome": "succeed"}) == (False, "c_c4")
+    assert seen[:4] == ["c", "c_c2", "c_c4", "c_c3"]
+    names = sorted(e["name"] for e in client.list_executions(stateMachineArn=arn)["executions"])
+    assert names == ["c", "c_c2", "c_c3", "c_c4"]  # no second run
+
+
+def test_names_stay_within_the_limit(sfn: tuple[Any, str]) -> None:
+    client, arn = sfn
+    claim = "p" * 240 + "-abcde"  # a valid NodeClaim name of 246 characters
+    started, first = start_workflow(client, arn, claim, {"outcome": "fail"})
+    assert started
+    assert len(first) == 80
+    assert _finish(client, arn, first) == "FAILED"
+    started, second = start_workflow(client, arn, claim, {"outcome": "wait"})
+    assert started
+    assert len(second) == 80
+    assert second != first
+    assert start_workflow(client, arn, claim, {"outcome": "wait"}) == (False, second)

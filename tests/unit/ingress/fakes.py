@@ -150,7 +150,7 @@ def event(eid: str, kind: str = "NodeReady", **obj: Any) -> dict[str, Any]:
         o.setdefault("namespace", "default")
     if kind == "PodUnschedulable":
         o.setdefault("spec", {})
-    return {"id": eid * 16, "kind": kind, "time": "2026-11-21T10:00:00Z", "object": o}
+    return {"id": eid * 16, "kind": kind, "time": "2026-09-21T14:00:00Z", "object": o}
 
 
 def request(

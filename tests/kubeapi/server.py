@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.kubeapi.cluster import APIError, Cluster, Gone, bad_request, method_not_allowed
+from tests.kubeapi.rbac import ADMIN, Authorizer, Decision, DecisionLog, Tokens, forbidden, request_attributes
 from tests.kubeapi.resources import Obj, ResourceType
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ SERVER_VERSION: Obj = {
 }
 
 _NOT_FOUND = APIError(404, "NotFound", "the server could not find the requested resource", {})
+#: the token of ``api_client()`` and ``kubeconfig()``: a cluster admin (system:masters) when RBAC is on
+ADMIN_TOKEN = "nodeflow-test"
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 
 
@@ -82,6 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
+            self._authorize(method, path, query)
             hook = self.server.kube.before_request
             if hook is not None:
                 hook(method, path, query)
@@ -92,6 +96,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         except Exception as e:  # pragma: no cover - a bug in the test server should be visible, not a hang
             self._send_json(500, APIError(500, "InternalError", f"test API server error: {e!r}").status())
+
+    def _authorize(self, method: str, path: str, query: dict[str, str]) -> None:
+        """With RBAC on: who is asking (token, impersonation headers), and may they (403 if not)."""
+        kube = self.server.kube
+        authorizer = kube.rbac
+        if authorizer is None:
+            return
+        user = kube.tokens.authenticate(
+            self.headers.get("Authorization"),
+            self.headers.get("Impersonate-User"),
+            self.headers.get_all("Impersonate-Group") or [],
+        )
+        attrs = request_attributes(method, path, query)
+        decision = authorizer.authorize(user, attrs)
+        kube.decisions.append(decision)
+        if not decision.allowed:
+            raise forbidden(user, attrs)
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -348,6 +369,10 @@ class KubeAPIServer:
         self.requests: list[tuple[str, str, str]] = []
         #: called as hook(method, path, query) before each request; raise APIError to inject a failure
         self.before_request: Callable[[str, str, dict[str, str]], None] | None = None
+        #: RBAC (``enable_rbac``): None accepts every request, with any or no token
+        self.rbac: Authorizer | None = None
+        self.tokens = Tokens()
+        self.decisions = DecisionLog()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -391,6 +416,30 @@ class KubeAPIServer:
         self.cluster.reset()
         self.requests.clear()
         self.before_request = None
+        self.disable_rbac()
+
+    # ------------------------------------------------------------------- RBAC
+
+    def enable_rbac(self, authorizer: Authorizer, tokens: Tokens | None = None) -> KubeAPIServer:
+        """Authenticate and authorize every request from now on (``tests/kubeapi/rbac.py``). ``tokens`` adds to
+        the admin token of ``api_client()`` / ``kubeconfig()``; every decision is kept in ``decisions``."""
+        users = Tokens({ADMIN_TOKEN: ADMIN})
+        if tokens is not None:
+            users.users.update(tokens.users)
+            users.impersonators |= tokens.impersonators
+        self.tokens = users
+        self.decisions.clear()
+        self.rbac = authorizer
+        return self
+
+    def disable_rbac(self) -> None:
+        """Accept every request again (``reset()`` does this too); the decisions made are kept until the next
+        ``enable_rbac``."""
+        self.rbac = None
+
+    def denied(self) -> list[Decision]:
+        """The requests RBAC refused since it was enabled."""
+        return [d for d in self.decisions.items() if not d.allowed]
 
     # ------------------------------------------------------------------ setup
 
@@ -446,20 +495,20 @@ class KubeAPIServer:
         """How many recorded requests had this method and path (and a query containing ``query_contains``)."""
         return sum(1 for m, p, q in self.requests if m == method and p == path and query_contains in q)
 
-    def api_client(self) -> kubernetes.client.ApiClient:
+    def api_client(self, token: str = ADMIN_TOKEN) -> kubernetes.client.ApiClient:
         import kubernetes.client
 
         config = kubernetes.client.Configuration(host=self.url)
-        config.api_key = {"BearerToken": "nodeflow-test"}
+        config.api_key = {"BearerToken": token}
         config.api_key_prefix = {"BearerToken": "Bearer"}
         return kubernetes.client.ApiClient(config)
 
-    def kubeconfig(self, namespace: str = "default") -> Obj:
+    def kubeconfig(self, namespace: str = "default", token: str = ADMIN_TOKEN) -> Obj:
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "kubeapi", "cluster": {"server": self.url}}],
-            "users": [{"name": "kubeapi", "user": {"token": "nodeflow-test"}}],
+            "users": [{"name": "kubeapi", "user": {"token": token}}],
             "contexts": [
                 {"name": "kubeapi", "context": {"cluster": "kubeapi", "user": "kubeapi", "namespace": namespace}}
             ],
@@ -467,10 +516,10 @@ class KubeAPIServer:
             "preferences": {},
         }
 
-    def write_kubeconfig(self, path: str | os.PathLike[str]) -> str:
+    def write_kubeconfig(self, path: str | os.PathLike[str], token: str = ADMIN_TOKEN) -> str:
         """Write a kubeconfig for ``kubernetes.config.load_kube_config`` (JSON is YAML) and return its path."""
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.kubeconfig(), f, indent=2)
+            json.dump(self.kubeconfig(token=token), f, indent=2)
         return os.fspath(path)
 
     # -------------------------------------------------------------- discovery

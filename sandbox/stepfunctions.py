@@ -20,7 +20,7 @@ import traceback
 import types
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -133,13 +133,24 @@ class LambdaDispatch:
     a handler's result as JSON, or for an exception ``{"errorType": <class name>, "errorMessage": ...}`` with
     is_error set — the Step Functions engine uses ``errorType`` as the error name Retry/Catch match on.
     Every invocation is recorded (thread-safe): ``invocations``, ``count()``.
+
+    ``invocation_context(function_name)``, when set, returns a context manager the handler runs in: what a
+    function's runtime knows that the process does not, e.g. its identity towards the Kubernetes API (the
+    sandbox makes each handler's requests impersonate its function's RBAC groups). It is entered in the
+    invoking thread; threads the handler starts see it only if they copy the context
+    (``contextvars.copy_context().run``).
     """
 
     _active: LambdaDispatch | None = None
     _install_lock = threading.Lock()
 
-    def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
+    def __init__(
+        self,
+        handlers: Mapping[str, Handler] | None = None,
+        invocation_context: Callable[[str], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self.handlers: dict[str, Handler] = dict(handlers or {})
+        self.invocation_context = invocation_context
         self._lock = threading.Lock()
         self._invocations: list[Invocation] = []
         self.unknown: list[str] = []  # names invoked without a handler
@@ -211,8 +222,10 @@ class LambdaDispatch:
         started, t0 = time.time(), time.perf_counter()
         error: str | None = None
         result: Any = None
+        around = self.invocation_context
         try:
-            result = handler(payload, context)
+            with around(name) if around is not None else nullcontext():
+                result = handler(payload, context)
             try:
                 body = json.dumps(result)
             except (TypeError, ValueError) as exc:

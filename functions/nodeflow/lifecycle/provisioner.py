@@ -9,6 +9,7 @@ after its NodeClaim, so it starts at most once.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -135,7 +136,7 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
                 functools.partial(deps.recorder.failed_scheduling, pods[u.pod], why or "no NodePool can serve it")
             )
     with ThreadPoolExecutor(max_workers=EVENT_WORKERS) as executor:
-        for future in [executor.submit(call) for call in calls]:
+        for future in [executor.submit(contextvars.copy_context().run, call) for call in calls]:  # as the caller
             try:
                 future.result()
             except kerr.KubeError:  # an event that cannot be written is not worth failing the batch

@@ -40,6 +40,8 @@ CONTEXT_KEYS: Mapping[str, str] = {
     "createNodeRole": "true/false: create nodeRoleName with its instance profile (default true)",
     "eksAccessEntries": "true/false: create EKS access entries for the Lambda and node roles (default true)",
     "webhookAuth": "iam (Function URL AWS_IAM, SigV4; default) or hmac (shared secret in Secrets Manager)",
+    "webhookConcurrency": "reserved concurrency of the webhook function, 1-1000 (default 10): caps what a flood of "
+    "requests can cost (in hmac mode its URL is public); more concurrent requests get 429 and the agent retries",
     "catalogSource": "aws (live instance types and prices; default) or offline (the bundled snapshot)",
     "alarmTopicArn": "SNS topic ARN the alarms notify (optional)",
 }
@@ -52,6 +54,8 @@ _ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
 _VERSION = re.compile(r"^1\.\d{1,3}$")
 _ENDPOINT = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[\w./-]*)?$")
+WEBHOOK_CONCURRENCY_DEFAULT = 10
+WEBHOOK_CONCURRENCY_RANGE = (1, 1000)
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
 
@@ -80,6 +84,20 @@ def _bool(key: str, raw: Any, default: bool) -> bool:
     if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
         return raw.strip().lower() in _TRUE
     raise ConfigError(f"context {key}: expected true or false, got {raw!r}")
+
+
+def _whole(key: str, raw: Any, default: int, bounds: tuple[int, int]) -> int:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str) and raw.strip().isdigit():
+        value = int(raw.strip())
+    low, high = bounds
+    if value is None or not low <= value <= high:
+        raise ConfigError(f"context {key}: expected a whole number from {low} to {high}, got {raw!r}")
+    return value
 
 
 def _choice(key: str, raw: Any, choices: tuple[str, ...]) -> str:
@@ -125,6 +143,7 @@ class NodeflowConfig:
     create_node_role: bool = True
     eks_access_entries: bool = True
     webhook_auth: str = "iam"
+    webhook_concurrency: int = WEBHOOK_CONCURRENCY_DEFAULT
     catalog_source: str = "aws"
     alarm_topic_arn: str | None = None
 
@@ -195,6 +214,9 @@ class NodeflowConfig:
             create_node_role=create_role,
             eks_access_entries=_bool("eksAccessEntries", get("eksAccessEntries"), True),
             webhook_auth=_choice("webhookAuth", get("webhookAuth"), ("iam", "hmac")),
+            webhook_concurrency=_whole(
+                "webhookConcurrency", get("webhookConcurrency"), WEBHOOK_CONCURRENCY_DEFAULT, WEBHOOK_CONCURRENCY_RANGE
+            ),
             catalog_source=_choice("catalogSource", get("catalogSource"), ("aws", "offline")),
             alarm_topic_arn=_matching("alarmTopicArn", get("alarmTopicArn"), _TOPIC_ARN, "an SNS topic ARN"),
         )

@@ -5,13 +5,17 @@ when a handler has no spec or a spec no handler). A spec names what the function
 environment variables the handler reads (``nodeflow.handlers.runtime.Settings``) and the IAM statements it
 needs, nothing else:
 
-    kube              the Kubernetes API: EKS access entry (group ``nodeflow-controller``), eks:DescribeCluster
-                      unless clusterEndpoint/clusterCa are given; CLUSTER_ENDPOINT, CLUSTER_CA_DATA,
-                      KUBERNETES_VERSION
+    kube              the Kubernetes API: an EKS access entry of its own, in the function's Kubernetes groups
+                      (``infra.cluster_rbac.FUNCTION_GROUPS``, bound by infra/cluster/controller-rbac.yaml),
+                      eks:DescribeCluster unless clusterEndpoint/clusterCa are given; CLUSTER_ENDPOINT,
+                      CLUSTER_CA_DATA, KUBERNETES_VERSION
     catalog           instance types and prices (ec2:Describe*, pricing); CATALOG_SOURCE
     offerings:read    the unavailable-offerings cache (Query on its partition); TABLE_NAME
     offerings:write   ... and marking offerings (BatchWriteItem on its partition); TABLE_NAME
-    ec2:launch        launch templates, CreateFleet, instance profiles, PassRole (node role); CLUSTER_DNS
+    nodeclass         resolve EC2NodeClasses: subnets, security groups, AMIs (incl. the public SSM parameters of
+                      aliases), the instance profile for spec.role (get, create, add the role: PassRole, node role)
+    fleet             launch templates, CreateFleet/RunInstances with the cluster's tags, PassRole (node role);
+                      CLUSTER_DNS
     ec2:read          DescribeInstances (the cluster's instances and their states)
     ec2:terminate     DescribeInstances, TerminateInstances (owned instances)
     requeue           sqs:SendMessage to the provisioning queue; PROVISIONING_QUEUE_URL
@@ -21,15 +25,23 @@ needs, nothing else:
     start:<workflow>  states:StartExecution on that state machine; <WORKFLOW>_STATE_MACHINE_ARN
     watch:<workflow>  states:DescribeExecution on its executions (``start_workflow`` retries after a failure)
 
+A step of a workflow that starts that same workflow (the drain hands a long drain over to a new terminate
+execution) gets its ARN built from the state machine's name: a reference would make the state machine (which
+references the function) and the function depend on each other.
+
 Triggers: ``queue`` (an SQS event source on a route queue, with ReportBatchItemFailures), ``schedule``
-(EventBridge Scheduler), ``url`` (the Function URL; AWS_IAM in iam mode, with a resource policy for the
-agent's role). Every function: Python 3.12 on arm64, X-Ray active, Powertools settings, its own role and log
-group (no managed policies, except Lambda's ENI policy in a VPC), optionally in the configured VPC.
+(EventBridge Scheduler: a retry policy within the schedule's period, then the ``schedules`` delivery DLQ; an
+asynchronous invocation that was not run within the period is dropped, not replayed after the next run),
+``url`` (the Function URL; AWS_IAM in iam mode, with a resource policy for the agent's role; reserved
+concurrency ``webhookConcurrency``, so a flood of requests cannot take the account's concurrency).
+
+Every function: Python 3.12 on arm64, X-Ray active, Powertools settings, its own role and log group (no managed
+policies, except Lambda's ENI policy in a VPC), optionally in the configured VPC.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
@@ -45,6 +57,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.bundling import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME
+from infra.cluster_rbac import FUNCTION_GROUPS, groups_of
 from infra.config import ConfigError, NodeflowConfig
 from infra.data import Data
 from infra.events import Events
@@ -57,6 +70,7 @@ from nodeflow.ingress.routing import PROVISIONING_BATCH_SIZE, PROVISIONING_BATCH
 __all__ = ["FUNCTIONS", "LOG_RETENTION", "POWERTOOLS_ENVIRONMENT", "FunctionSpec", "Functions", "QueueTrigger"]
 
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+SCHEDULE_RETRY_ATTEMPTS = 3
 POWERTOOLS_ENVIRONMENT: Mapping[str, str] = {
     "POWERTOOLS_SERVICE_NAME": "nodeflow",
     "POWERTOOLS_METRICS_NAMESPACE": "nodeflow",
@@ -69,7 +83,8 @@ USES = frozenset(
         "catalog",
         "offerings:read",
         "offerings:write",
-        "ec2:launch",
+        "nodeclass",
+        "fleet",
         "ec2:read",
         "ec2:terminate",
         "requeue",
@@ -113,7 +128,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "Provision pending pods: snapshot, solve, create NodeClaims, start one launch execution each",
         timeout_seconds=120,
         memory_mb=2048,  # the solver is CPU-bound; memory buys CPU
-        uses=("kube", "catalog", "offerings:read", "start:launch"),
+        uses=("kube", "catalog", "offerings:read", "nodeclass", "start:launch"),
         queue=QueueTrigger(
             "provisioning",
             batch_size=PROVISIONING_BATCH_SIZE,
@@ -126,7 +141,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "Launch step: CreateFleet for one NodeClaim, capacity fallbacks, NodeClaim status",
         timeout_seconds=240,
         memory_mb=1024,
-        uses=("kube", "catalog", "offerings:write", "ec2:launch"),
+        uses=("kube", "catalog", "offerings:write", "nodeclass", "fleet"),
     ),
     FunctionSpec("register", "Register step: sync the Node with its NodeClaim", timeout_seconds=50, uses=("kube",)),
     FunctionSpec("initialize", "Initialize step: wait for a ready node", timeout_seconds=50, uses=("kube",)),
@@ -138,9 +153,9 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         "gc",
-        "Garbage collection: leaked instances and NodeClaims whose instance is gone",
+        "Garbage collection: leaked instances and NodeClaims whose instance is gone, EC2NodeClass readiness",
         timeout_seconds=110,
-        uses=("kube", "ec2:terminate", "requeue"),
+        uses=("kube", "ec2:terminate", "requeue", "nodeclass"),
         schedule_minutes=2,
     ),
     # The terminate workflow (statemachines/terminate.asl.json): one execution per node.
@@ -151,7 +166,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "drain",
         "Drain step: evict pods group by group within PodDisruptionBudgets, wait for volumes",
         timeout_seconds=100,
-        uses=("kube", "ec2:read"),
+        uses=("kube", "ec2:read", "start:terminate", "watch:terminate"),  # a long drain continues in a new execution
     ),
     FunctionSpec(
         "terminate",
@@ -214,6 +229,14 @@ def _check_specs(specs: tuple[FunctionSpec, ...]) -> None:
                 raise ValueError(f"infra.functions: {spec.module} uses unknown {use!r} (known: {sorted(USES)})")
         if spec.queue is not None and spec.queue.queue not in QUEUES:
             raise ValueError(f"infra.functions: {spec.module} is triggered by unknown queue {spec.queue.queue!r}")
+        if ("kube" in spec.uses) != (spec.suffix in FUNCTION_GROUPS):
+            raise ValueError(
+                f"infra.functions: {spec.suffix} uses 'kube' only with Kubernetes groups in "
+                "infra/cluster_rbac.py FUNCTION_GROUPS, and groups only with 'kube'"
+            )
+    unknown = sorted(set(FUNCTION_GROUPS) - {s.suffix for s in specs})
+    if unknown:
+        raise ValueError(f"infra.cluster_rbac: FUNCTION_GROUPS names functions that do not exist: {unknown}")
 
 
 _check_specs(FUNCTIONS)
@@ -336,10 +359,14 @@ class Functions(Construct):
                     [NONCE_PARTITION, EVENT_PARTITION],
                 )
             )
-        if "ec2:launch" in uses:
-            statements += permissions.launch()
+        if "nodeclass" in uses:
+            statements += permissions.nodeclass()
+        if "fleet" in uses:
+            statements += permissions.fleet()
             if config.cluster_dns is not None:
                 environment["CLUSTER_DNS"] = config.cluster_dns
+        if uses & {"nodeclass", "fleet"}:
+            statements.append(permissions.pass_node_role())
         if "ec2:terminate" in uses:
             statements += permissions.terminate()
         elif "ec2:read" in uses:
@@ -374,14 +401,15 @@ class Functions(Construct):
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
             environment=environment,
-            reserved_concurrent_executions=spec.reserved_concurrency,
+            # The Function URL's function: the configured cap (in hmac mode anyone can call the URL).
+            reserved_concurrent_executions=config.webhook_concurrency if spec.url else spec.reserved_concurrency,
             **self._vpc_placement,  # type: ignore[arg-type]
         )
         log_group.grant_write(role)
         self.functions[spec.suffix] = fn
         self.roles[spec.suffix] = role
         if "kube" in uses and config.eks_access_entries:
-            access_entry(self, f"{cid}AccessEntry", config, role)
+            access_entry(self, f"{cid}AccessEntry", config, role, groups_of(spec.suffix))
 
         if spec.queue is not None:
             queue = queues[spec.queue.queue]
@@ -402,6 +430,10 @@ class Functions(Construct):
                 )
             )
         if spec.schedule_minutes is not None:
+            period = Duration.minutes(spec.schedule_minutes)
+            # Lambda's own queue for asynchronous invocations (throttled, or failed) keeps an event no longer than
+            # the period and does not retry it: the next scheduled run comes instead.
+            fn.configure_async_invoke(max_event_age=period, retry_attempts=0)
             self.schedules[spec.suffix] = scheduler.Schedule(
                 self,
                 f"{cid}Schedule",
@@ -413,8 +445,11 @@ class Functions(Construct):
                     input=scheduler.ScheduleTargetInput.from_object(
                         {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}
                     ),
-                    retry_attempts=0,  # the next run comes soon enough
-                    max_event_age=Duration.minutes(spec.schedule_minutes),
+                    # Scheduler retries an invocation it could not make (throttled, Lambda unavailable) within the
+                    # period; then the event goes to the DLQ, which alarms (the schedule is not running).
+                    retry_attempts=SCHEDULE_RETRY_ATTEMPTS,
+                    max_event_age=period,
+                    dead_letter_queue=queues.delivery_dead_letter_queues["schedules"],
                 ),
             )
         if spec.url:
@@ -445,8 +480,13 @@ class Functions(Construct):
 
     # ------------------------------------------------------------------ workflows
 
-    def connect_workflows(self, machines: Mapping[str, sfn.StateMachine]) -> None:
-        """Give the functions that use ``start:<workflow>`` / ``watch:<workflow>`` its ARN and permission."""
+    def connect_workflows(
+        self, machines: Mapping[str, sfn.StateMachine], steps: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        """Give the functions that use ``start:<workflow>`` / ``watch:<workflow>`` its ARN and permission.
+        ``steps``: workflow -> the functions its tasks call (``Workflows.invokes``); such a function gets the ARN
+        of its own workflow built from the state machine's name (a reference would be a dependency cycle)."""
+        steps = steps or {}
         for suffix, spec in self.specs.items():
             fn = self.functions[suffix]
             for use in spec.uses:
@@ -456,7 +496,20 @@ class Functions(Construct):
                 machine = machines.get(workflow)
                 if machine is None:
                     raise ConfigError(f"infra: {suffix} uses {use!r} but there is no {workflow!r} workflow")
-                if kind == "start":
+                if kind == "start" and suffix in steps.get(workflow, ()):
+                    arn = Stack.of(self).format_arn(
+                        service="states",
+                        resource="stateMachine",
+                        resource_name=self.config.name(workflow, limit=80),
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                    fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", arn)
+                    self.roles[suffix].add_to_policy(
+                        iam.PolicyStatement(
+                            sid=f"Continue{workflow.capitalize()}", actions=["states:StartExecution"], resources=[arn]
+                        )
+                    )
+                elif kind == "start":
                     fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", machine.state_machine_arn)
                     machine.grant_start_execution(fn)
                 else:

@@ -16,6 +16,7 @@ Least privilege, modelled on Karpenter's controller policy:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,6 @@ from nodeflow.aws.ec2 import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL, insta
 
 __all__ = [
     "AGENT_SERVICE_ACCOUNT",
-    "CONTROLLER_GROUP",
     "DESCRIBE_ACTIONS",
     "AgentRole",
     "NodeRole",
@@ -39,8 +39,6 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
-# Kubernetes group the Lambda roles are mapped to by their EKS access entries (bind RBAC to it).
-CONTROLLER_GROUP = "nodeflow-controller"
 NODE_ROLE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
@@ -53,13 +51,9 @@ CATALOG_DESCRIBE_ACTIONS = (
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeSpotPriceHistory",
 )
-LAUNCH_DESCRIBE_ACTIONS = (
-    "ec2:DescribeImages",
-    "ec2:DescribeInstances",
-    "ec2:DescribeLaunchTemplates",
-    "ec2:DescribeSecurityGroups",
-    "ec2:DescribeSubnets",
-)
+NODECLASS_DESCRIBE_ACTIONS = ("ec2:DescribeImages", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets")
+FLEET_DESCRIBE_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeLaunchTemplates")
+LAUNCH_DESCRIBE_ACTIONS = tuple(sorted({*NODECLASS_DESCRIBE_ACTIONS, *FLEET_DESCRIBE_ACTIONS}))
 DESCRIBE_ACTIONS = tuple(sorted({*CATALOG_DESCRIBE_ACTIONS, *LAUNCH_DESCRIBE_ACTIONS}))
 
 
@@ -131,9 +125,61 @@ class Permissions:
             iam.PolicyStatement(sid="CatalogPrices", actions=["pricing:GetProducts"], resources=["*"]),
         ]
 
-    def launch(self) -> list[iam.PolicyStatement]:
-        """Resolve EC2NodeClasses, keep launch templates, CreateFleet, instance profiles for spec.role."""
+    def pass_node_role(self) -> iam.PolicyStatement:
+        """iam:PassRole for the node role, to EC2 only: launching with its instance profile, and adding it to one."""
+        return iam.PolicyStatement(
+            sid="PassNodeRole",
+            actions=["iam:PassRole"],
+            resources=[self.node_role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        )
+
+    def nodeclass(self) -> list[iam.PolicyStatement]:
+        """Resolve EC2NodeClasses (subnets, security groups, AMIs incl. the public SSM parameters of aliases) and
+        the instance profile for spec.role (get, create with the cluster's tags, add the role). With
+        ``pass_node_role`` (adding a role to a profile passes it)."""
         cluster = self.config.cluster_name
+        profile_prefix = instance_profile_name(cluster, "").rsplit("_", 1)[0]
+        profiles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:instance-profile/{profile_prefix}_*"
+        return [
+            iam.PolicyStatement(
+                sid="NodeClassDescribe",
+                actions=list(NODECLASS_DESCRIBE_ACTIONS),
+                resources=["*"],
+                conditions=self._region(),
+            ),
+            iam.PolicyStatement(
+                sid="AmiParameters",
+                actions=["ssm:GetParameter", "ssm:GetParameters"],
+                resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
+            ),
+            iam.PolicyStatement(sid="ReadInstanceProfiles", actions=["iam:GetInstanceProfile"], resources=[profiles]),
+            iam.PolicyStatement(
+                sid="CreateInstanceProfiles",
+                actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+                resources=[profiles],
+                conditions={
+                    "StringEquals": {
+                        f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
+                        f"aws:RequestTag/{TAG_EKS_CLUSTER}": cluster,
+                    },
+                    "StringLike": {f"aws:RequestTag/{TAG_NODECLASS}": "*"},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="ManageInstanceProfileRoles",
+                actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
+                resources=[profiles],
+                conditions={
+                    "StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
+                    "StringLike": {f"aws:ResourceTag/{TAG_NODECLASS}": "*"},
+                },
+            ),
+        ]
+
+    def fleet(self) -> list[iam.PolicyStatement]:
+        """Keep launch templates and launch with CreateFleet / RunInstances, only with the cluster's tags. With
+        ``pass_node_role`` (the instance profile's role)."""
         created = [
             _ec2("fleet"),
             _ec2("instance"),
@@ -142,12 +188,10 @@ class Permissions:
             _ec2("launch-template"),
             _ec2("spot-instances-request"),
         ]
-        profile_prefix = instance_profile_name(cluster, "").rsplit("_", 1)[0]
-        profiles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:instance-profile/{profile_prefix}_*"
         return [
             iam.PolicyStatement(
-                sid="LaunchDescribe",
-                actions=list(LAUNCH_DESCRIBE_ACTIONS),
+                sid="FleetDescribe",
+                actions=list(FLEET_DESCRIBE_ACTIONS),
                 resources=["*"],
                 conditions=self._region(),
             ),
@@ -184,39 +228,6 @@ class Permissions:
                         **self._owned_request["StringEquals"],
                         "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
                     },
-                },
-            ),
-            iam.PolicyStatement(
-                sid="AmiParameters",
-                actions=["ssm:GetParameter", "ssm:GetParameters"],
-                resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
-            ),
-            iam.PolicyStatement(
-                sid="PassNodeRole",
-                actions=["iam:PassRole"],
-                resources=[self.node_role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-            ),
-            iam.PolicyStatement(sid="ReadInstanceProfiles", actions=["iam:GetInstanceProfile"], resources=[profiles]),
-            iam.PolicyStatement(
-                sid="CreateInstanceProfiles",
-                actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
-                resources=[profiles],
-                conditions={
-                    "StringEquals": {
-                        f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
-                        f"aws:RequestTag/{TAG_EKS_CLUSTER}": cluster,
-                    },
-                    "StringLike": {f"aws:RequestTag/{TAG_NODECLASS}": "*"},
-                },
-            ),
-            iam.PolicyStatement(
-                sid="ManageInstanceProfileRoles",
-                actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
-                resources=[profiles],
-                conditions={
-                    "StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
-                    "StringLike": {f"aws:ResourceTag/{TAG_NODECLASS}": "*"},
                 },
             ),
         ]
@@ -304,15 +315,20 @@ class AgentRole(Construct):
         self.role_arn = role.role_arn
 
 
-def access_entry(scope: Construct, construct_id: str, config: NodeflowConfig, role: iam.IRole) -> eks.CfnAccessEntry:
-    """Map a Lambda role into the cluster as a member of ``CONTROLLER_GROUP`` (RBAC binds that group)."""
+def access_entry(
+    scope: Construct, construct_id: str, config: NodeflowConfig, role: iam.IRole, groups: Sequence[str]
+) -> eks.CfnAccessEntry:
+    """Map a Lambda role into the cluster as a member of ``groups`` (``infra.cluster_rbac.FUNCTION_GROUPS``;
+    infra/cluster/controller-rbac.yaml binds each). No access policy: RBAC alone decides."""
+    if not groups:
+        raise ValueError(f"infra.iam: access entry {construct_id} needs at least one Kubernetes group")
     return eks.CfnAccessEntry(
         scope,
         construct_id,
         cluster_name=config.cluster_name,
         principal_arn=role.role_arn,
         type="STANDARD",
-        kubernetes_groups=[CONTROLLER_GROUP],
+        kubernetes_groups=list(groups),
     )
 
 

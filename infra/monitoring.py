@@ -2,7 +2,8 @@
 
 Alarms (each notifies ``alarmTopicArn`` when given):
 
-- a dead-letter queue holds messages (one alarm per DLQ);
+- a dead-letter queue holds messages (one alarm per DLQ: the route queues', and the delivery DLQs of the
+  EventBridge rules and the EventBridge Scheduler schedules, ``infra.queues.DELIVERY_DLQS``);
 - a workflow execution failed, timed out or was aborted (one alarm per state machine; for launch these are the
   launch failures: the CleanUp step ran and the NodeClaim was deleted);
 - capacity errors: more than a fifth of the NodeClaims created in 15 minutes ended in
@@ -33,7 +34,7 @@ from constructs import Construct
 
 from infra.config import NodeflowConfig
 from infra.functions import Functions
-from infra.queues import Queues
+from infra.queues import DELIVERY_DLQS, Queues
 from nodeflow.lifecycle.cleanup import failure_reason
 
 __all__ = ["METRICS_NAMESPACE", "Monitoring"]
@@ -122,6 +123,13 @@ class Monitoring(Construct):
                 dlq.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic="Maximum"),
                 threshold=1,
                 description=f"messages of the {name} queue failed {name} processing and wait in its DLQ",
+            )
+        for name, dlq in queues.delivery_dead_letter_queues.items():
+            self._alarm(
+                f"{name.capitalize()}DeliveryDeadLetters",
+                dlq.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic="Maximum"),
+                threshold=1,
+                description=f"{DELIVERY_DLQS[name]} wait in {config.name(f'{name}-dlq', limit=80)}",
             )
 
         # --- workflows ----------------------------------------------------------------------------------------
@@ -268,7 +276,7 @@ class Monitoring(Construct):
                 ],
                 right=[
                     q.metric_approximate_number_of_messages_visible(period=_PERIOD, label=f"{name} DLQ")
-                    for name, q in queues.dead_letter_queues.items()
+                    for name, q in {**queues.dead_letter_queues, **queues.delivery_dead_letter_queues}.items()
                 ],
                 width=width,
             ),

@@ -1,7 +1,11 @@
-"""SQS: one queue per route destination (``nodeflow.ingress.routing``), each with a dead-letter queue.
+"""SQS: one queue per route destination (``nodeflow.ingress.routing``), each with a dead-letter queue, and the
+dead-letter queues of deliveries that never reached a queue or a function.
 
-All queues are encrypted (SSE-SQS, which EventBridge can deliver to without a key policy) and refuse
-non-TLS requests. A message that fails ``max_receive_count`` times moves to the DLQ, which alarms.
+All queues are encrypted (SSE-SQS, which EventBridge and EventBridge Scheduler can deliver to without a key
+policy) and refuse non-TLS requests. A message that fails ``max_receive_count`` times moves to its route's DLQ.
+``DELIVERY_DLQS``: events an EventBridge rule could not put on its target queue within the retry policy
+(``infra.events``), and scheduled runs EventBridge Scheduler could not invoke (``infra.functions``). Every DLQ
+alarms (``infra.monitoring``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from constructs import Construct
 from infra.config import NodeflowConfig
 from nodeflow.ingress.routing import AWS_ROUTES, ROUTES
 
-__all__ = ["QUEUES", "QueueSpec", "Queues"]
+__all__ = ["DELIVERY_DLQS", "QUEUES", "QueueSpec", "Queues"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,12 @@ QUEUES: Mapping[str, QueueSpec] = {
     "provisioning": QueueSpec(visibility_timeout_seconds=720, max_receive_count=10),
     "disruption": QueueSpec(visibility_timeout_seconds=1080, max_receive_count=5),
     "interruption": QueueSpec(visibility_timeout_seconds=360, max_receive_count=5),
+}
+
+# Delivery DLQ name -> what lands there (the alarm's description).
+DELIVERY_DLQS: Mapping[str, str] = {
+    "events": "events an EventBridge rule could not deliver to its queue (after its retry policy)",
+    "schedules": "scheduled runs EventBridge Scheduler could not invoke (after its retry policy)",
 }
 
 _routed = {r.queue for r in ROUTES} | {r.queue for r in AWS_ROUTES}
@@ -68,6 +78,18 @@ class Queues(Construct):
             )
             self.queues[name] = queue
             self.dead_letter_queues[name] = dlq
+        self.delivery_dead_letter_queues: dict[str, sqs.Queue] = {
+            name: sqs.Queue(
+                self,
+                f"{name.capitalize()}DeliveryDlq",
+                queue_name=config.name(f"{name}-dlq", limit=80),
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=Duration.days(14),
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            for name in DELIVERY_DLQS
+        }
 
     def __getitem__(self, name: str) -> sqs.Queue:
         return self.queues[name]

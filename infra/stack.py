@@ -2,7 +2,7 @@
 
 config     CDK context -> NodeflowConfig (fails synth naming the key)
 data       the DynamoDB table
-queues     provisioning / disruption / interruption queues, each with a DLQ
+queues     provisioning / disruption / interruption queues, each with a DLQ; the events and schedules DLQs
 events     the nodeflow bus, the routing rules (and the AWS interruption rules on the default bus)
 iam        permissions by capability, the node role, the agent's role
 functions  the Lambdas, their roles, triggers (SQS, schedule, Function URL), EKS access entries
@@ -57,7 +57,7 @@ class NodeflowStack(Stack):
             agent=self.agent,
         )
         self.workflows = Workflows(self, "Workflows", config=config, functions=self.functions)
-        self.functions.connect_workflows(self.workflows.machines)
+        self.functions.connect_workflows(self.workflows.machines, self.workflows.invokes)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

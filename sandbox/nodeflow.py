@@ -51,6 +51,9 @@ FUNCTIONS: Mapping[str, str] = {
 # The agent's IAM identity in the sandbox (what IRSA / Pod Identity would hand it).
 AGENT_ACCESS_KEY = "AKIASANDBOXAGENT0001"
 AGENT_SECRET_KEY = "sandbox-agent-secret-key"
+# With RBAC on, the API server's tokens for the handlers (may only impersonate: see _enforce_rbac) and the agent.
+LAMBDA_KUBE_TOKEN = "nodeflow-sandbox-lambda"
+AGENT_KUBE_TOKEN = "nodeflow-sandbox-agent"
 # ASL placeholder -> function suffix.
 LAUNCH_SUBSTITUTIONS: Mapping[str, str] = {
     "LaunchFunctionArn": "launch",
@@ -89,6 +92,7 @@ class LocalNodeflow:
     kubelet_skip: Callable[[str], bool] | None = None
     kubelet_interval: float = 0.1  # how often the simulated kubelet and scheduler look (seconds)
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
+    rbac: bool = True  # the API server enforces the RBAC manifests; handlers act as their functions' groups
 
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
@@ -119,7 +123,9 @@ class LocalNodeflow:
         self.clients = as_clients(self.clients, self.region)
         self.world = build_world(self.clients, cluster_name=self.cluster_name, region=self.region)
         self._tmp = tempfile.TemporaryDirectory(prefix="nodeflow-local-")
-        kubeconfig = self.kube_server.write_kubeconfig(Path(self._tmp.name) / "kubeconfig")
+        kubeconfig = self.kube_server.write_kubeconfig(
+            Path(self._tmp.name) / "kubeconfig", **({"token": LAMBDA_KUBE_TOKEN} if self.rbac else {})
+        )
         arns = create_functions(self.world, self.clients, [self.function_name(s) for s in FUNCTIONS])
         self.launch_arn = create_state_machine(
             self.world,
@@ -174,6 +180,8 @@ class LocalNodeflow:
         runtime.reset()
 
         self.dispatch = LambdaDispatch({self.function_name(s): _handler(m) for s, m in FUNCTIONS.items()}).install()
+        if self.rbac:
+            self._enforce_rbac()
         self._scaler = scale_waits(self.wait_scale)
         self._scaler.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
@@ -192,8 +200,10 @@ class LocalNodeflow:
         return self
 
     def stop(self) -> None:
+        """Stop everything; then, with RBAC on, fail (``PermissionError``) if the API server denied a request."""
         from nodeflow.handlers import runtime
 
+        denied = self._release_rbac() if self.rbac else []
         for step in (
             lambda: self.event_source.stop() if self.event_source else None,
             lambda: self.interruption_source.stop() if self.interruption_source else None,
@@ -217,6 +227,42 @@ class LocalNodeflow:
         runtime.reset()
         if self._tmp is not None:
             self._tmp.cleanup()
+        if denied:
+            raise PermissionError(
+                "the test API server denied requests (infra/cluster/controller-rbac.yaml, infra/cluster_rbac.py):\n  "
+                + "\n  ".join(dict.fromkeys(d.describe() for d in denied))
+            )
+
+    def _enforce_rbac(self) -> None:
+        """The API server enforces infra/cluster/controller-rbac.yaml and the agent's RBAC; each handler invocation
+        impersonates its function's groups (infra/cluster_rbac.py). The handlers' own token may only impersonate,
+        so a request made outside an invocation's context (e.g. from a thread it started) is denied too."""
+        from contextlib import nullcontext
+
+        import yaml
+
+        from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS
+        from tests.kubeapi.impersonation import ClientImpersonation, acting_as
+        from tests.kubeapi.rbac import AUTHENTICATED, Authorizer, Tokens, UserInfo, service_account_user
+
+        agent = ROOT / "agent" / "manifests"
+        account = yaml.safe_load((agent / "10-serviceaccount.yaml").read_text())["metadata"]
+        tokens = Tokens()
+        tokens.add(LAMBDA_KUBE_TOKEN, UserInfo("nodeflow-sandbox-lambda", (AUTHENTICATED,)), impersonate=True)
+        tokens.add(AGENT_KUBE_TOKEN, service_account_user(account["namespace"], account["name"]))
+        self.kube_server.enable_rbac(Authorizer.from_files(CONTROLLER_RBAC, agent / "20-rbac.yaml"), tokens)
+        (Path(self._tmp.name) / "agent-token").write_text(AGENT_KUBE_TOKEN)
+        ClientImpersonation.install()
+        users = {self.function_name(s): UserInfo(self.function_name(s), g) for s, g in FUNCTION_GROUPS.items()}
+        self.dispatch.invocation_context = lambda name: acting_as(users[name]) if name in users else nullcontext()
+
+    def _release_rbac(self) -> list[Any]:
+        from tests.kubeapi.impersonation import ClientImpersonation
+
+        denied: list[Any] = self.kube_server.denied()
+        self.kube_server.disable_rbac()  # first: a handler still running must not be denied once it stops impersonating
+        ClientImpersonation.uninstall()
+        return denied
 
     def __enter__(self) -> LocalNodeflow:
         return self.start()
@@ -279,6 +325,8 @@ class LocalNodeflow:
             "KUBE_API_URL": self.kube_server.url,
             "AWS_REGION": self.region,
         }
+        if self.rbac:  # the agent's ServiceAccount token (its RBAC: agent/manifests/20-rbac.yaml)
+            env["KUBE_TOKEN_FILE"] = str(Path(self._tmp.name) / "agent-token")
         if self.webhook_auth == "iam":
             env.update(AUTH_MODE="iam", AWS_ACCESS_KEY_ID=AGENT_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=AGENT_SECRET_KEY)
         else:

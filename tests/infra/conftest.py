@@ -31,6 +31,7 @@ FULL_CONTEXT: Mapping[str, Any] = {
     "createNodeRole": False,
     "eksAccessEntries": "false",
     "webhookAuth": "hmac",
+    "webhookConcurrency": "3",
     "catalogSource": "offline",
     "alarmTopicArn": "arn:aws:sns:us-east-1:111122223333:nodeflow-alarms",
 }

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from infra.functions import FUNCTIONS, POWERTOOLS_ENVIRONMENT
-from infra.iam import AGENT_SERVICE_ACCOUNT, CONTROLLER_GROUP
-from infra.queues import QUEUES
+from infra.cluster_rbac import FUNCTION_GROUPS
+from infra.events import TARGET_MAX_EVENT_AGE_SECONDS, TARGET_RETRY_ATTEMPTS
+from infra.functions import FUNCTIONS, POWERTOOLS_ENVIRONMENT, SCHEDULE_RETRY_ATTEMPTS
+from infra.iam import AGENT_SERVICE_ACCOUNT
+from infra.queues import DELIVERY_DLQS, QUEUES
 from nodeflow.ingress.routing import (
     AWS_ROUTES,
     PROVISIONING_BATCH_SIZE,
@@ -109,21 +111,50 @@ def test_rules_are_the_routing_module_and_each_queue_lets_only_its_rules_in(synt
         assert [ref_of(t["Arn"]) for t in rule["Targets"]] == [queue_ids[aws_route.queue]]
     assert len(rules) == len(ROUTES) + len(AWS_ROUTES)
 
-    # The queue policies: events.amazonaws.com may send, only from the rules that target the queue.
+    # The queue policies: events.amazonaws.com may send, only from the rules that target the queue (or name it
+    # as their dead-letter queue: SendMessage only).
     rule_ids = {lid for lid, r in res.items() if r["Type"] == "AWS::Events::Rule"}
+    dlq_id = queue_ids["events-dlq"]
     allowed: dict[str, set[str]] = {}
     for policy in synthesized.resources("default", "AWS::SQS::QueuePolicy").values():
         for st in policy["Properties"]["PolicyDocument"]["Statement"]:
             if st["Effect"] == "Allow":
                 assert st["Principal"] == {"Service": "events.amazonaws.com"}
-                assert st["Action"] == ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
-                for q in policy["Properties"]["Queues"]:
-                    allowed.setdefault(ref_of(q) or "", set()).add(
-                        ref_of(st["Condition"]["ArnEquals"]["aws:SourceArn"]) or ""
-                    )
+                (queue,) = [ref_of(q) or "" for q in policy["Properties"]["Queues"]]
+                expected = (
+                    ["sqs:SendMessage"]
+                    if queue == dlq_id
+                    else ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
+                )
+                assert as_list(st["Action"]) == expected
+                allowed.setdefault(queue, set()).add(ref_of(st["Condition"]["ArnEquals"]["aws:SourceArn"]) or "")
     for lid in rule_ids:
         for target in res[lid]["Properties"]["Targets"]:
             assert lid in allowed[ref_of(target["Arn"]) or ""]
+    assert allowed[dlq_id] == rule_ids  # exactly the rules may put undeliverable events in the DLQ
+
+
+@pytest.mark.parametrize("which", ["default", "full"])
+def test_every_rule_target_has_a_retry_policy_and_the_events_dlq(synthesized: Synthesized, which: str) -> None:
+    res = synthesized.resources(which)
+    cluster = synthesized.stacks[which].config.cluster_name
+    (dlq_id,) = [
+        lid
+        for lid, r in res.items()
+        if r["Type"] == "AWS::SQS::Queue" and r["Properties"]["QueueName"] == f"nodeflow-{cluster}-events-dlq"
+    ]
+    dlq = res[dlq_id]["Properties"]
+    assert dlq["SqsManagedSseEnabled"] is True
+    assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
+    rules = synthesized.resources(which, "AWS::Events::Rule")
+    assert rules
+    for lid, rule in rules.items():
+        for target in rule["Properties"]["Targets"]:
+            assert target["RetryPolicy"] == {
+                "MaximumRetryAttempts": TARGET_RETRY_ATTEMPTS,
+                "MaximumEventAgeInSeconds": TARGET_MAX_EVENT_AGE_SECONDS,
+            }, lid
+            assert ref_of(target["DeadLetterConfig"]["Arn"]) == dlq_id, lid
 
 
 def test_interruption_off_leaves_the_default_bus_alone(synthesized: Synthesized) -> None:
@@ -164,7 +195,7 @@ EXPECTED_ENV = {
     "gc": {"PROVISIONING_QUEUE_URL"},
     "webhook": {"TABLE_NAME", "EVENT_BUS_NAME", "WEBHOOK_AUTH", "AGENT_PRINCIPAL_ARNS"},
     "taint": set(),
-    "drain": set(),
+    "drain": {"TERMINATE_STATE_MACHINE_ARN"},  # a long drain continues in a new terminate execution
     "terminate": set(),
     "finalize": set(),
     "interruption": {"TABLE_NAME", "TERMINATE_STATE_MACHINE_ARN"},
@@ -270,6 +301,14 @@ def test_webhook_function_url_iam_with_a_resource_policy_for_the_agent(synthesiz
     assert "WebhookUrl" in synthesized.template()["Outputs"]
 
 
+@pytest.mark.parametrize(("which", "reserved"), [("default", 10), ("full", 3)])
+def test_webhook_has_reserved_concurrency(synthesized: Synthesized, which: str, reserved: int) -> None:
+    """In hmac mode the Function URL is public: a flood of requests must not take the account's concurrency."""
+    cluster = synthesized.stacks[which].config.cluster_name
+    _, fn = function_named(synthesized.resources(which), f"nodeflow-{cluster}-webhook")
+    assert fn["Properties"]["ReservedConcurrentExecutions"] == reserved
+
+
 def test_webhook_hmac_mode_reads_a_generated_secret(synthesized: Synthesized) -> None:
     res = synthesized.resources("full")
     (url,) = synthesized.resources("full", "AWS::Lambda::Url").values()
@@ -290,7 +329,35 @@ def test_gc_and_disruption_run_on_eventbridge_scheduler_schedules(synthesized: S
         lid, _ = function_named(res, f"nodeflow-demo-{name}")
         (p,) = [s for s in schedules if ref_of(s["Target"]["Arn"]) == lid]
         assert p["ScheduleExpression"] == expression
-        assert p["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+        period = int(expression.split("(")[1].split()[0]) * 60
+        # Retried within the period, then kept in the schedules DLQ (which alarms).
+        assert p["Target"]["RetryPolicy"] == {
+            "MaximumRetryAttempts": SCHEDULE_RETRY_ATTEMPTS,
+            "MaximumEventAgeInSeconds": period,
+        }
+        dlq = res[ref_of(p["Target"]["DeadLetterConfig"]["Arn"]) or ""]["Properties"]
+        assert dlq["QueueName"] == "nodeflow-demo-schedules-dlq"
+        assert dlq["SqsManagedSseEnabled"] is True
+        # The schedule's role may send to that DLQ (and invoke the function).
+        role_id = ref_of(p["Target"]["RoleArn"]) or ""
+        sends = [
+            st
+            for r in res.values()
+            if r["Type"] == "AWS::IAM::Policy" and any(ref_of(x) == role_id for x in r["Properties"]["Roles"])
+            for st in r["Properties"]["PolicyDocument"]["Statement"]
+            if "sqs:SendMessage" in as_list(st["Action"])
+        ]
+        assert [ref_of(r) for st in sends for r in as_list(st["Resource"])] == [
+            ref_of(p["Target"]["DeadLetterConfig"]["Arn"])
+        ]
+        # Lambda's asynchronous queue does not replay a run after the next one.
+        (invoke_config,) = [
+            c["Properties"]
+            for c in synthesized.resources("default", "AWS::Lambda::EventInvokeConfig").values()
+            if ref_of(c["Properties"]["FunctionName"]) == lid
+        ]
+        assert invoke_config["MaximumRetryAttempts"] == 0
+        assert invoke_config["MaximumEventAgeInSeconds"] == period
 
 
 def test_lambdas_in_the_configured_vpc(synthesized: Synthesized) -> None:
@@ -312,13 +379,15 @@ def test_eks_access_entries_for_the_kube_functions_and_the_nodes(synthesized: Sy
     kube = {s.suffix for s in FUNCTIONS if "kube" in s.uses}
     standard = [e for e in entries if e["Type"] == "STANDARD"]
     assert len(standard) == len(kube)
+    assert set(FUNCTION_GROUPS) == kube
+    groups_by_role = {ref_of(e["PrincipalArn"]): e["KubernetesGroups"] for e in standard}
     for e in standard:
         assert e["ClusterName"] == "demo"
-        assert e["KubernetesGroups"] == [CONTROLLER_GROUP]
-    roles_with_entries = {ref_of(e["PrincipalArn"]) for e in standard}
+        assert "AccessPolicies" not in e  # RBAC (infra/cluster/controller-rbac.yaml) alone decides
+    # Each function's role has its own entry, with the function's groups (the ones the sandbox enforces).
     for suffix in kube:
         _, fn = function_named(res, f"nodeflow-demo-{suffix}")
-        assert ref_of(fn["Properties"]["Role"]) in roles_with_entries
+        assert groups_by_role[ref_of(fn["Properties"]["Role"])] == list(FUNCTION_GROUPS[suffix]), suffix
     (nodes,) = [e for e in entries if e["Type"] == "EC2_LINUX"]
     node_role = res[ref_of(nodes["PrincipalArn"]) or ""]["Properties"]
     assert node_role["RoleName"] == "KarpenterNodeRole-demo"
@@ -339,6 +408,21 @@ def test_alarms_and_dashboard(synthesized: Synthesized) -> None:
     described = " | ".join(a["AlarmDescription"] for a in alarms.values())
     for queue in QUEUES:
         assert f"{queue} queue failed" in described
+    # The delivery DLQs alarm on their depth, like the route DLQs.
+    queue_names = {
+        lid: q["Properties"]["QueueName"] for lid, q in synthesized.resources("default", "AWS::SQS::Queue").items()
+    }
+    depth_alarmed = {
+        queue_names[ref_of(d["Value"]) or ""]
+        for a in alarms.values()
+        if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+        for d in a["Dimensions"]
+        if d["Name"] == "QueueName"
+    }
+    assert depth_alarmed == {n for n in queue_names.values() if n.endswith("-dlq")}
+    assert {f"nodeflow-demo-{name}-dlq" for name in DELIVERY_DLQS} <= depth_alarmed
+    for description in DELIVERY_DLQS.values():
+        assert description in described
     assert "launch workflow executions failed" in described
     assert "InsufficientCapacityError" in described
     assert "the webhook answered 5xx" in described

@@ -1,66 +1,187 @@
-"""The cluster-side half of the Lambdas' access: the ClusterRole bound to the group the stack's EKS
-access entries use covers every resource the Kubernetes adapter touches, with the verbs it needs."""
+"""The cluster-side half of the Lambdas' access, read as a file: infra/cluster/controller-rbac.yaml binds each group
+of infra/cluster_rbac.py and nothing else, every rule says who needs it, and the privileges that must stay narrow
+do. (What the handlers really call, and that nothing more is granted, is tested by running them against the
+enforcing test API server: test_cluster_rbac_scenario.py and every sandbox functional test.)"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
 from typing import Any
 
 import yaml
 
-from infra.iam import CONTROLLER_GROUP
+from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS, GROUPS
 from nodeflow.kube import client as kube
+from tests.kubeapi.rbac import Attributes, Authorizer, UserInfo
 
-RBAC = Path(__file__).resolve().parents[2] / "infra" / "cluster" / "controller-rbac.yaml"
-
-
-def _docs() -> dict[str, dict[str, Any]]:
-    """Kind -> document (each kind appears once)."""
-    return {d["kind"]: d for d in yaml.safe_load_all(RBAC.read_text()) if d}
+READ = {"get", "list", "watch"}
 
 
-def _verbs(group: str, resource: str) -> set[str]:
-    out: set[str] = set()
-    for rule in _docs()["ClusterRole"]["rules"]:
-        if group in rule["apiGroups"] and resource in rule["resources"]:
-            out |= set(rule["verbs"])
-    return out
+def _docs() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(CONTROLLER_RBAC.read_text()) if d]
 
 
-def test_binding_names_the_stacks_access_entry_group() -> None:
+def _cluster_roles() -> dict[str, list[dict[str, Any]]]:
+    return {d["metadata"]["name"]: d.get("rules") or [] for d in _docs() if d["kind"] == "ClusterRole"}
+
+
+def _members(group: str) -> set[str]:
+    return {fn for fn, groups in FUNCTION_GROUPS.items() if group in groups}
+
+
+def _granted(function: str) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) the function's groups get cluster-wide."""
+    roles = _cluster_roles()
+    return {
+        (g, r, v)
+        for group in FUNCTION_GROUPS[function]
+        for rule in roles.get(group, [])
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def test_every_group_is_bound_to_its_cluster_role_and_nothing_else_is_bound() -> None:
     docs = _docs()
-    binding = docs["ClusterRoleBinding"]
-    assert binding["roleRef"]["name"] == docs["ClusterRole"]["metadata"]["name"]
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": CONTROLLER_GROUP}]
+    roles = _cluster_roles()
+    assert set(roles) == set(GROUPS)
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert {b["metadata"]["name"] for b in bindings} == set(GROUPS)
+    for b in bindings:
+        name = b["metadata"]["name"]
+        assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
+        assert b["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name}]
+    # Only the known kinds, and the file loads as the test API server evaluates it.
+    assert {d["kind"] for d in docs} == {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    authorizer = Authorizer(docs)
+    assert authorizer.groups() == set(GROUPS)
 
 
-def test_every_resource_the_adapter_reads_is_readable() -> None:
-    resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource) and v is not kube.CONFIG_MAPS]
-    assert len(resources) >= 10
-    for r in resources:
-        assert {"get", "list"} <= _verbs(r.group, r.plural), r.plural
+def test_every_group_has_members_and_every_member_group_exists() -> None:
+    used = {g for groups in FUNCTION_GROUPS.values() for g in groups}
+    assert used == set(GROUPS)
+    for fn, groups in FUNCTION_GROUPS.items():
+        assert len(set(groups)) == len(groups), fn
 
 
-def test_the_writes_the_handlers_make_are_allowed() -> None:
-    assert {"create", "patch", "delete", "update"} <= _verbs("karpenter.sh", "nodeclaims")
-    assert {"patch", "update"} <= _verbs("karpenter.sh", "nodeclaims/status")
-    assert {"patch", "update"} <= _verbs("karpenter.sh", "nodepools/status")
-    assert {"patch", "update"} <= _verbs("karpenter.k8s.aws", "ec2nodeclasses/status")
-    assert {"patch", "delete"} <= _verbs("", "nodes")
-    assert "delete" in _verbs("", "pods")
-    assert _verbs("", "pods/eviction") == {"create"}
-    assert {"create", "patch"} <= _verbs("", "events")
-    assert "delete" not in _verbs("", "persistentvolumes")  # never more than needed
+def test_every_rule_says_which_function_needs_it() -> None:
+    """The comment right above each rule names a function of a group the rule is granted to."""
+    lines = CONTROLLER_RBAC.read_text().splitlines()
+    role: str | None = None
+    members: set[str] = set()
+    checked = 0
+    for i, line in enumerate(lines):
+        if line.startswith("kind: "):
+            role = line.split(": ", 1)[1]
+        if line.startswith("  name: ") and role in ("ClusterRole", "Role"):
+            name = line.split(": ", 1)[1]
+            members = _members(name)
+            assert members, f"{role} {name}: no function has this group"
+        if line.startswith("  - apiGroups:"):
+            comment: list[str] = []
+            j = i - 1
+            while j >= 0 and lines[j].strip().startswith("#"):
+                comment.insert(0, lines[j].strip().lstrip("# "))
+                j -= 1
+            assert comment, f"line {i + 1}: a rule without a comment saying who needs it"
+            text = " ".join(comment)
+            named = {fn for fn in FUNCTION_GROUPS if re.search(rf"\b{fn}\b", text)}
+            assert named & members, f"line {i + 1}: the comment names none of {sorted(members)}: {text!r}"
+            checked += 1
+    assert checked >= 20
 
 
-def test_the_pause_switch_is_readable_and_nothing_else_of_configmaps() -> None:
+def test_no_wildcards_no_watch_no_update_no_deletecollection() -> None:
+    for name, rules in _cluster_roles().items():
+        for rule in rules:
+            for key in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[key], (name, rule)
+            assert not set(rule["verbs"]) & {
+                "watch",
+                "update",
+                "deletecollection",
+                "escalate",
+                "bind",
+                "impersonate",
+            }, (
+                name,
+                rule,
+            )
+            assert "nonResourceURLs" not in rule
+
+
+def test_node_pools_and_node_classes_are_only_read_and_their_status_patched() -> None:
+    for fn in FUNCTION_GROUPS:
+        granted = _granted(fn)
+        for group, resource in (("karpenter.sh", "nodepools"), ("karpenter.k8s.aws", "ec2nodeclasses")):
+            assert {v for g, r, v in granted if (g, r) == (group, resource)} <= READ, (fn, resource)
+            assert {v for g, r, v in granted if (g, r) == (group, f"{resource}/status")} <= {"patch"}, (fn, resource)
+
+
+def test_only_the_drain_deletes_or_evicts_pods() -> None:
+    for fn in FUNCTION_GROUPS:
+        granted = _granted(fn)
+        pod_writes = {(r, v) for g, r, v in granted if g == "" and r.startswith("pods") and v not in READ}
+        if fn == "drain":
+            assert pod_writes == {("pods", "delete"), ("pods/eviction", "create")}
+        else:
+            assert pod_writes == set(), fn
+
+
+def test_only_housekeeping_and_termination_delete_nodes_and_node_claims() -> None:
+    deleting = {fn for fn in FUNCTION_GROUPS if ("", "nodes", "delete") in _granted(fn)}
+    assert deleting == {"cleanup", "gc", "taint", "finalize"}
+    deleting_claims = {fn for fn in FUNCTION_GROUPS if ("karpenter.sh", "nodeclaims", "delete") in _granted(fn)}
+    assert deleting_claims == {"cleanup", "gc", "taint", "finalize"}
+    creating = {fn for fn in FUNCTION_GROUPS if ("karpenter.sh", "nodeclaims", "create") in _granted(fn)}
+    assert creating == {"provisioner", "disruption"}
+
+
+def test_the_pause_switch_is_readable_by_the_disruption_function_only() -> None:
     from nodeflow.lifecycle.disruption import PAUSE_CONFIG_MAP
 
     docs = _docs()
-    assert "configmaps" not in {r for rule in docs["ClusterRole"]["rules"] for r in rule["resources"]}
-    role, binding = docs["Role"], docs["RoleBinding"]
-    assert role["metadata"]["namespace"] == "nodeflow"
+    assert all("configmaps" not in r["resources"] for rules in _cluster_roles().values() for r in rules)
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "nodeflow"
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [PAUSE_CONFIG_MAP], "verbs": ["get"]}
     ]
-    assert binding["subjects"][0]["name"] == CONTROLLER_GROUP
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "nodeflow-disruption",
+    }
+    assert [s["name"] for s in binding["subjects"]] == ["nodeflow-disruption"]
+    assert _members("nodeflow-disruption") == {"disruption"}
+    # As the API server evaluates it: that one ConfigMap, in that namespace, only read.
+    authorizer = Authorizer(docs)
+    user = UserInfo("disruption", FUNCTION_GROUPS["disruption"])
+
+    def may(verb: str, namespace: str, name: str | None) -> bool:
+        attrs = Attributes(verb, "/", True, "", "configmaps", "", namespace, name)
+        return authorizer.authorize(user, attrs).allowed
+
+    assert may("get", "nodeflow", PAUSE_CONFIG_MAP)
+    assert not may("get", "default", PAUSE_CONFIG_MAP)
+    assert not may("get", "nodeflow", "other")
+    assert not may("list", "nodeflow", None)
+    assert not may("patch", "nodeflow", PAUSE_CONFIG_MAP)
+
+
+def test_every_resource_the_adapter_names_is_granted_to_some_function() -> None:
+    """A resource in nodeflow.kube.client that no group may touch would be dead code or a missing grant."""
+    resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource) and v is not kube.CONFIG_MAPS]
+    assert len(resources) >= 10
+    granted = {(g, r) for fn in FUNCTION_GROUPS for g, r, _ in _granted(fn)}
+    for r in resources:
+        assert (r.group, r.plural) in granted, r.plural
+
+
+def test_bindings_name_groups_only() -> None:
+    """No binding names a user or a service account: a function gets exactly what its groups get."""
+    for d in _docs():
+        for s in d.get("subjects") or []:
+            assert s["kind"] == "Group", d["metadata"]["name"]

@@ -46,6 +46,12 @@ ROOT = Path(__file__).resolve().parents[2]
         ({"clusterName": "c", "createNodeRole": "nope"}, "createNodeRole"),
         ({"clusterName": "c", "eksAccessEntries": 2}, "eksAccessEntries"),
         ({"clusterName": "c", "webhookAuth": "basic"}, "webhookAuth"),
+        ({"clusterName": "c", "webhookConcurrency": "0"}, "webhookConcurrency"),
+        ({"clusterName": "c", "webhookConcurrency": 1001}, "webhookConcurrency"),
+        ({"clusterName": "c", "webhookConcurrency": "ten"}, "webhookConcurrency"),
+        ({"clusterName": "c", "webhookConcurrency": "-5"}, "webhookConcurrency"),
+        ({"clusterName": "c", "webhookConcurrency": 2.5}, "webhookConcurrency"),
+        ({"clusterName": "c", "webhookConcurrency": True}, "webhookConcurrency"),
         ({"clusterName": "c", "catalogSource": "s3"}, "catalogSource"),
         ({"clusterName": "c", "alarmTopicArn": "arn:aws:sqs:us-east-1:123456789012:q"}, "alarmTopicArn"),
     ],
@@ -61,6 +67,7 @@ def test_defaults_with_only_the_cluster_name() -> None:
     assert config.read_cluster_from_eks
     assert (config.interruption, config.create_node_role, config.eks_access_entries) == (True, True, True)
     assert (config.webhook_auth, config.catalog_source) == ("iam", "aws")
+    assert config.webhook_concurrency == 10
     assert config.stack_name == "Nodeflow-demo"
 
 
@@ -113,3 +120,11 @@ def test_app_py_without_a_cluster_name_exits_naming_the_key(tmp_path: Path) -> N
         "nodeflow: context clusterName: required (the EKS cluster's name), e.g. -c clusterName=demo"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_webhook_concurrency_from_the_cli_or_cdk_json() -> None:
+    assert NodeflowConfig.from_mapping({"clusterName": "c", "webhookConcurrency": "25"}).webhook_concurrency == 25
+    assert NodeflowConfig.from_mapping({"clusterName": "c", "webhookConcurrency": 1}).webhook_concurrency == 1
+    assert NodeflowConfig.from_mapping({"clusterName": "c", "webhookConcurrency": ""}).webhook_concurrency == 10
+    with pytest.raises(ConfigError, match=r"^context webhookConcurrency: expected a whole number from 1 to 1000"):
+        NodeflowConfig.from_mapping({"clusterName": "c", "webhookConcurrency": "0"})

@@ -65,21 +65,26 @@ def test_resource_star_only_for_actions_without_resource_level_permissions(
 def test_pass_role_only_for_the_node_role_only_to_ec2(synthesized: Synthesized, which: str) -> None:
     res = synthesized.resources(which)
     passes = [st for st in _all_statements(synthesized, which) if "iam:PassRole" in actions_of(st)]
-    assert len(passes) == 1
-    (st,) = passes
-    assert st["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
-    (resource,) = as_list(st["Resource"])
-    if which == "default":
-        node_role = ref_of(resource)
-        assert res[node_role or ""]["Properties"]["RoleName"] == "KarpenterNodeRole-demo"
-    else:
-        assert resource == {
-            "Fn::Join": [
-                "",
-                ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":role/prod-east-nodes"],
-            ]
-        }
-    assert passes[0] in _function_role_statements(synthesized, which, "launch")
+    # the functions that resolve EC2NodeClasses (adding the role to an instance profile) or launch, one each
+    passing = [s.suffix for s in FUNCTIONS if {"nodeclass", "fleet"} & set(s.uses)]
+    assert sorted(passing) == ["gc", "launch", "provisioner"]
+    assert len(passes) == len(passing)
+    for st in passes:
+        assert actions_of(st) == ["iam:PassRole"]
+        assert st["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+        (resource,) = as_list(st["Resource"])
+        if which == "default":
+            node_role = ref_of(resource)
+            assert res[node_role or ""]["Properties"]["RoleName"] == "KarpenterNodeRole-demo"
+        else:
+            assert resource == {
+                "Fn::Join": [
+                    "",
+                    ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":role/prod-east-nodes"],
+                ]
+            }
+    for suffix in passing:
+        assert any(st in passes for st in _function_role_statements(synthesized, which, suffix)), suffix
 
 
 @pytest.mark.parametrize("which", WHICH)
@@ -118,9 +123,11 @@ def test_ec2_writes_are_conditioned_on_the_cluster_tags(synthesized: Synthesized
     }
 
 
-def test_instance_profiles_and_ssm_are_scoped(synthesized: Synthesized) -> None:
-    launch = _function_role_statements(synthesized, "default", "launch")
-    for st in launch:
+@pytest.mark.parametrize("suffix", ["launch", "provisioner", "gc"])
+def test_instance_profiles_and_ssm_are_scoped(synthesized: Synthesized, suffix: str) -> None:
+    stmts = _function_role_statements(synthesized, "default", suffix)
+    assert any("iam:AddRoleToInstanceProfile" in actions_of(st) for st in stmts)
+    for st in stmts:
         acts = actions_of(st)
         if any(a.startswith("iam:") and a != "iam:PassRole" for a in acts):
             (resource,) = as_list(st["Resource"])
@@ -135,9 +142,24 @@ def test_instance_profiles_and_ssm_are_scoped(synthesized: Synthesized) -> None:
             assert st["Condition"]["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/demo"] == "owned"
 
 
+# Resolving EC2NodeClasses (the "nodeclass" use: launch, provisioner, gc).
+NODECLASS_ACTIONS = {
+    "ec2:DescribeImages",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ssm:GetParameter",
+    "ssm:GetParameters",
+    "iam:PassRole",
+    "iam:GetInstanceProfile",
+    "iam:CreateInstanceProfile",
+    "iam:TagInstanceProfile",
+    "iam:AddRoleToInstanceProfile",
+    "iam:RemoveRoleFromInstanceProfile",
+}
 # function -> the AWS actions its role may have (beyond logs for its own log group and X-Ray)
 EXPECTED_ACTIONS = {
     "provisioner": {
+        *NODECLASS_ACTIONS,
         "eks:DescribeCluster",
         "ec2:DescribeAvailabilityZones",
         "ec2:DescribeInstanceTypeOfferings",
@@ -164,7 +186,12 @@ EXPECTED_ACTIONS = {
     },
     "webhook": {"events:PutEvents", "dynamodb:PutItem", "dynamodb:BatchWriteItem"},
     "taint": {"eks:DescribeCluster"},
-    "drain": {"eks:DescribeCluster", "ec2:DescribeInstances"},
+    "drain": {
+        "eks:DescribeCluster",
+        "ec2:DescribeInstances",
+        "states:StartExecution",  # a long drain continues in a new terminate execution
+        "states:DescribeExecution",
+    },
     "terminate": {"eks:DescribeCluster", "ec2:DescribeInstances", "ec2:TerminateInstances"},
     "finalize": {"eks:DescribeCluster"},
     "interruption": {
@@ -207,9 +234,15 @@ def test_each_function_role_has_only_what_its_handler_calls(synthesized: Synthes
         if suffix not in present:
             continue
         assert _actions(_function_role_statements(synthesized, "default", suffix)) == expected | BASE, suffix
-    assert _actions(_function_role_statements(synthesized, "default", "gc")) == _actions(
-        _function_role_statements(synthesized, "default", "cleanup")
+    # gc: cleanup's actions and resolving EC2NodeClasses
+    assert (
+        _actions(_function_role_statements(synthesized, "default", "gc"))
+        == _actions(_function_role_statements(synthesized, "default", "cleanup")) | NODECLASS_ACTIONS
     )
+    # launch: resolving its EC2NodeClass and launching (fleet)
+    launch = _actions(_function_role_statements(synthesized, "default", "launch"))
+    assert launch >= NODECLASS_ACTIONS
+    assert {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags"} <= launch
     # Endpoint and CA given, offline catalog: no eks:DescribeCluster, no catalog reads.
     full = _actions(_function_role_statements(synthesized, "full", "provisioner"))
     assert "eks:DescribeCluster" not in full
@@ -247,6 +280,7 @@ def test_dynamodb_access_is_per_partition(synthesized: Synthesized) -> None:
         "provisioner": [PARTITION],
         "launch": [PARTITION],
         "interruption": [PARTITION],
+        "disruption": [PARTITION],
         "webhook": [NONCE_PARTITION, EVENT_PARTITION],
     }
     for suffix, partitions in expected.items():

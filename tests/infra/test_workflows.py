@@ -169,11 +169,17 @@ def test_functions_that_start_a_workflow_get_its_arn_and_start_execution(synthes
             for st in role_statements(res, ref_of(fn["Properties"]["Role"]) or "")
             if "states:StartExecution" in actions_of(st)
         ]
-        for workflow in starts:
+        stack = synthesized.stacks[which]
+        own = {w for w in starts if spec.suffix in stack.workflows.invokes[w]}  # a step starting its own workflow
+        for workflow in starts - own:
             assert ref_of(env[f"{workflow.upper()}_STATE_MACHINE_ARN"]) == machine_ids[workflow]
+        for workflow in own:
+            # by name, not by reference: the machine references this function (a reference would be a cycle)
+            arn = env[f"{workflow.upper()}_STATE_MACHINE_ARN"]
+            assert arn["Fn::Join"][1][-1] == f":stateMachine:nodeflow-{cluster}-{workflow}", arn
         # StartExecution on exactly the machines it starts, nothing else
-        assert sorted(ref_of(r) or "" for st in granted for r in as_list(st["Resource"])) == sorted(
-            machine_ids[w] for w in starts
-        )
+        resources = [r for st in granted for r in as_list(st["Resource"])]
+        assert sorted(ref_of(r) or "" for r in resources if ref_of(r)) == sorted(machine_ids[w] for w in starts - own)
+        assert [r for r in resources if not ref_of(r)] == [env[f"{w.upper()}_STATE_MACHINE_ARN"] for w in sorted(own)]
         if not starts:
             assert not any(k.endswith("_STATE_MACHINE_ARN") for k in env)

@@ -74,15 +74,19 @@ class TaintOutput(BaseModel):
 
 
 class DrainOutput(BaseModel):
-    """The previous Drain pass, as far as the next pass needs it."""
+    """The previous Drain pass, as far as the next pass needs it. Neither count has an upper bound (a drain may
+    be held for weeks, and the count survives the hand-over to the next execution); the code clamps what its
+    arithmetic uses."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    held_passes: int = Field(default=0, alias="heldPasses", ge=0, le=1000)
+    held_passes: int = Field(default=0, alias="heldPasses", ge=0, strict=True)  # held passes in a row
+    passes: int = Field(default=0, ge=0, strict=True)  # Drain passes of this execution so far
 
 
 class TerminationInput(BaseModel):
-    """What the terminate workflow passes to each step (the execution's state)."""
+    """What the terminate workflow passes to each step (the execution's state). An execution that continues
+    another one also gets ``workflow`` (the chain's first execution) and ``generation`` (2, 3, ...)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -92,6 +96,8 @@ class TerminationInput(BaseModel):
     reason: str | None = Field(default=None, max_length=256)
     taint: TaintOutput | None = None
     drain: DrainOutput | None = None
+    workflow: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,80}$")
+    generation: int = Field(default=1, ge=1, strict=True)
 
 
 def parse(model: type[M], event: Any) -> M:

@@ -73,6 +73,7 @@ class Settings:
     webhook_hmac_secret_arn: str | None = None
     agent_principal_arns: tuple[str, ...] = ()
     dedup_ttl_seconds: int = 3600
+    drain_passes_per_execution: int | None = None  # tests only; None: lifecycle.termination's default
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -121,6 +122,7 @@ class Settings:
             webhook_hmac_secret_arn=env.get("WEBHOOK_HMAC_SECRET_ARN") or None,
             agent_principal_arns=principals,
             dedup_ttl_seconds=_int(env, "DEDUP_TTL_SECONDS", 3600),
+            drain_passes_per_execution=_int(env, "DRAIN_PASSES_PER_EXECUTION", 0) or None,
         )
 
     def require(self, *fields: str) -> Settings:

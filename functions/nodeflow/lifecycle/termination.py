@@ -9,14 +9,38 @@ idempotent: re-running any of them (a retry, a second execution after a failed o
 - **Drain**: apply ``nodeflow.lifecycle.drain`` (evict through the Eviction API, delete for the
   deadline), set the NodeClaim's ``Drained`` and ``VolumesDetached`` conditions and say how long the
   workflow waits before the next look. Skipped when the instance is gone already.
-- **Terminate**: TerminateInstances for the NodeClaim's instance(s); done once they are shutting down.
+- **Terminate**: TerminateInstances for the NodeClaim's instance(s); done once they are shutting down (if not,
+  the workflow looks again through Drain).
 - **RemoveFinalizer**: drop the finalizer from the Node, then the NodeClaim: both go away.
+
+**Bounded history, any length of drain.** Every loop of the workflow goes through Drain, and ``drain_step``
+counts the passes of its execution. When an execution has run ``PASSES_PER_EXECUTION`` passes, the next Drain
+step starts the next execution of the same state machine instead of draining (``nodeflow.aws.sfn.chain_name``:
+``<root>_c<generation>``), with everything needed to go on (nodeClaim, reason, the Taint output, the last
+drain state with its ``heldPasses``, ``workflow`` = the root, ``generation``), and returns state
+``continued``: this execution ends at its Succeed state ``ContinuedAsNew``. The name is deterministic, so a
+retried step never starts two. If the start fails, the step drains as usual and tries again on the next pass
+(waiting at least 10, 20, ... 300 s); only after ``HAND_OVER_ATTEMPTS`` failed attempts (about 4 hours) does it
+fail with ``TerminationFailed`` (the node keeps its finalizer and taint). The continuation runs Taint again
+(idempotent; its events are counted, not repeated) and then drains on.
+
+``max_history_events()`` is the most history events one terminate execution can have: 10,636 with the
+defaults, against Step Functions' limit of 25,000. Counting as Step Functions does: 1 ExecutionStarted; a Task
+visit is TaskStateEntered + TaskStateExited + 3 per attempt (LambdaFunctionScheduled, -Started, and
+-Succeeded / -Failed / -TimedOut), at most ``TASK_ATTEMPTS`` = 10 attempts (1 + the 5 ``Transient`` and 4
+``Lambda.*`` retries of statemachines/terminate.asl.json): 32; a Choice, Wait, Succeed or Fail state 2;
+ExecutionSucceeded / -Failed 1. Drain runs at most ``PASSES_PER_EXECUTION + HAND_OVER_ATTEMPTS + 1`` times,
+and after each pass the longest way back to Drain is Drained? -> Terminate -> Terminating? ->
+WaitForTermination (38 events); so 1 + 32 (Taint) + 151 x (32 + 38) + (32 + 2 + 1 - 2) (RemoveFinalizer, the
+end state and the execution's end instead of the last wait). A pass without retries is 9 events (Drain 5,
+Drained? 2, WaitForDrain 2, as measured from moto's execution history): a normal execution of a held drain
+stays near 100 x 9 = 900 events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +48,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.api.meta import Taint
 from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws import sfn
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, PVCS, VOLUME_ATTACHMENTS, KubeClient
 from nodeflow.kube.events import (
@@ -38,14 +63,21 @@ from nodeflow.kube.events import (
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_finalizer, add_taints, delete, evict, get_node_claim, remove_finalizer
 from nodeflow.lifecycle import drain as plan
+from nodeflow.lifecycle.errors import TerminationFailed
 
 __all__ = [
     "CONDITION_DRAINED",
     "CONDITION_INSTANCE_TERMINATING",
     "CONDITION_VOLUMES_DETACHED",
     "DISRUPTED_TAINT",
+    "HAND_OVER_ATTEMPTS",
+    "PASSES_PER_EXECUTION",
+    "TASK_ATTEMPTS",
+    "Execution",
     "TerminationDeps",
     "drain",
+    "drain_step",
+    "max_history_events",
     "remove_finalizers",
     "taint",
     "terminate",
@@ -62,6 +94,15 @@ EXCLUDE_LB_VALUE = "karpenter"  # what Karpenter sets the label to
 TERMINATION_WAIT_SECONDS = 5
 _GONE_STATES = frozenset({"shutting-down", "terminated"})
 _LISTED = 10  # pod keys listed in a step's output (the execution state stays small)
+
+# Bounded history (see the module docstring).
+PASSES_PER_EXECUTION = 100  # Drain passes before an execution hands over to the next one (also the most allowed)
+HAND_OVER_ATTEMPTS = 50  # passes that try to hand over before the execution fails (~4 h with the backoff)
+TASK_ATTEMPTS = 1 + 5 + 4  # a Task's first attempt + its Retry MaxAttempts ("Transient", "Lambda.*")
+_TASK_EVENTS = 2 + 3 * TASK_ATTEMPTS  # TaskStateEntered/-Exited + LambdaFunctionScheduled/-Started/-<outcome>
+_STATE_EVENTS = 2  # a Choice, Wait, Succeed or Fail state: entered + exited (Fail: entered + ExecutionFailed)
+_LOOPING = frozenset({"draining", "detaching"})
+CONTINUED = "continued"
 
 
 @dataclass(frozen=True)
@@ -334,6 +375,103 @@ def drain(
     detached = ("True", "VolumesDetached", "")
     _set_conditions(deps, claim, [(CONDITION_DRAINED, *drained), (CONDITION_VOLUMES_DETACHED, *detached)])
     return {**out, "state": "done", "waitSeconds": 0}
+
+
+# --- handing over to the next execution ------------------------------------------------------------
+
+
+def max_history_events(passes_per_execution: int = PASSES_PER_EXECUTION) -> int:
+    """The most history events one terminate execution can have (10,636 with the default; the module
+    docstring shows the count). Step Functions fails an execution at 25,000."""
+    drain_visits = passes_per_execution + HAND_OVER_ATTEMPTS + 1
+    back_to_drain = _STATE_EVENTS + _TASK_EVENTS + _STATE_EVENTS + _STATE_EVENTS  # via WaitForTermination
+    start = 1 + _TASK_EVENTS  # ExecutionStarted, Taint
+    end = _TASK_EVENTS + _STATE_EVENTS + 1 - _STATE_EVENTS  # RemoveFinalizer, Terminated, ExecutionSucceeded
+    return start + drain_visits * (_TASK_EVENTS + back_to_drain) + end
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """The terminate execution a Drain step runs in, as far as handing over to the next one needs it."""
+
+    name: str | None = None  # $$.Execution.Name (None: an execution of an older definition, never hands over)
+    state: Mapping[str, Any] = field(default_factory=dict)  # its state (nodeClaim, reason, taint, drain, ...)
+    workflow: str | None = None  # the chain's first execution (None: this one)
+    generation: int = 1
+    passes: int = 0  # Drain passes this execution ran before this one
+
+    @property
+    def successor(self) -> str | None:
+        """The name of the execution this one hands over to."""
+        root = self.workflow or self.name
+        return sfn.chain_name(root, self.generation + 1) if root else None
+
+
+StartExecution = Callable[[str, Mapping[str, Any]], bool]  # (name, input) -> started (False: it existed)
+
+
+def drain_step(
+    deps: TerminationDeps,
+    claim_name: str,
+    node_name: str | None = None,
+    *,
+    held_passes: int = 0,
+    execution: Execution | None = None,
+    start: StartExecution | None = None,
+    passes_per_execution: int = PASSES_PER_EXECUTION,
+) -> dict[str, Any]:
+    """The Drain step: hand over to the next execution once this one has run ``passes_per_execution`` passes
+    (``{"state": "continued", "continuedAs": name, ...}``), else one ``drain`` pass (with ``passes``).
+
+    A hand-over that fails (``start`` raised) is reported as ``handOverFailed``; the pass drains as usual and
+    the next one tries again. After ``HAND_OVER_ATTEMPTS`` failures a pass that would loop again raises
+    ``TerminationFailed`` instead (the execution's history must stay bounded)."""
+    current = execution or Execution()
+    attempt = current.passes - passes_per_execution + 1  # >= 1: this pass should hand over
+    failed: str | None = None
+    if current.successor is not None and start is not None and attempt >= 1:
+        if attempt > HAND_OVER_ATTEMPTS:
+            raise TerminationFailed(f"could not continue in execution {current.successor} after {attempt - 1} tries")
+        try:
+            return _hand_over(current, start, held_passes)
+        except Exception as exc:  # anything: keep draining, try again next pass, fail loudly in the end
+            failed = f"{type(exc).__name__}: {exc}"
+    result = drain(deps, claim_name, node_name, held_passes=held_passes)
+    result["passes"] = current.passes + 1
+    if failed is not None:
+        result["handOverFailed"] = failed[:512]
+        if result["state"] in _LOOPING:
+            if attempt >= HAND_OVER_ATTEMPTS:
+                raise TerminationFailed(
+                    f"could not continue in execution {current.successor} after {attempt} tries: {failed}"
+                )
+            result["waitSeconds"] = max(int(result["waitSeconds"]), plan.backoff_wait(attempt - 1))
+    return result
+
+
+def _hand_over(execution: Execution, start: StartExecution, held_passes: int) -> dict[str, Any]:
+    """Start the next execution with the state so far (a no-op if it exists already); this one's last output."""
+    successor = execution.successor
+    assert successor is not None
+    state = execution.state
+    previous = state.get("drain")
+    payload: dict[str, Any] = {
+        key: state[key] for key in ("nodeClaim", "reason", "taint") if state.get(key) is not None
+    }
+    payload["drain"] = {**(previous if isinstance(previous, Mapping) else {}), "passes": 0}
+    payload["workflow"] = execution.workflow or execution.name
+    payload["generation"] = execution.generation + 1
+    payload["continuedFrom"] = execution.name
+    started = start(successor, payload)
+    return {
+        "state": CONTINUED,
+        "waitSeconds": 0,
+        "continuedAs": successor,
+        "started": started,
+        "generation": execution.generation + 1,
+        "passes": execution.passes,
+        "heldPasses": held_passes,
+    }
 
 
 def _draining_message(decided: plan.DrainPlan, refused: Mapping[str, str]) -> str:

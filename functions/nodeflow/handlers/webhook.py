@@ -83,6 +83,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name="EventsAccepted", unit="Count", value=response.body.get("accepted", 0))
         metrics.add_metric(name="EventsDuplicate", unit="Count", value=response.body.get("duplicates", 0))
         logger.info("events accepted", extra=response.body)
+    elif response.outcome == "unreadable":  # a bug in reading content (the agent drops the event)
+        logger.error("request refused: the webhook could not read it", extra={"reason": response.body.get("message")})
     else:
         logger.warning(
             "request refused",

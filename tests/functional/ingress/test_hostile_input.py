@@ -110,3 +110,19 @@ def test_hostile_unauthenticated_requests_are_refused_in_hmac_mode(make_local: C
     assert wrong.status == 403
     assert send(url, headers, data).status == 400  # correctly signed: read, and refused as content
     assert _bodies(local, "provisioning") == []
+
+
+def test_a_bug_reading_content_is_a_400_logged_as_an_error(
+    iam: LocalNodeflow, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from nodeflow.ingress import webhook
+
+    def broken(_: bytes) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(webhook, "parse_request", broken)
+    reply = post(iam.function_url.url, {"cluster": "demo", "events": [event()]})  # type: ignore[union-attr]
+    assert reply.status == 400, reply.body
+    assert "RuntimeError" in reply.body["message"]
+    assert any(r.levelname == "ERROR" and "could not read" in r.getMessage() for r in caplog.records)
+    assert _bodies(iam, "provisioning") == []

@@ -6,10 +6,17 @@ under ``mock_aws`` or inside a ThreadedMotoServer of this process). Overrides wh
 is out of capacity are removed from the request and reported in ``Errors`` with
 ``InsufficientInstanceCapacity``, as EC2 does for an instant fleet; if none is left no instance
 is launched.
+
+It also applies EC2's ClientToken rules, which moto ignores: a CreateFleet with a token seen before
+and the same request gets the first answer again (no new instance; the answer of a call that found
+no capacity is replayed too, as EC2 created that fleet), and the same token with a different request
+fails with ``IdempotentParameterMismatch``. A throttled call records nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +32,7 @@ class Ec2Faults:
     throttle_next: int = 0  # the next N CreateFleet calls answer RequestLimitExceeded
     calls: list[dict[str, Any]] = field(default_factory=list)  # every CreateFleet: overrides asked, outcome
     before: Callable[[list[tuple[str, str]]], None] | None = None  # sees each call's (type, zone) overrides first
+    tokens: dict[str, tuple[str, Any]] = field(default_factory=dict)  # ClientToken -> (request digest, answer)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _real: Any = field(default=None, repr=False)
 
@@ -63,6 +71,29 @@ class Ec2Faults:
         from moto.core.responses import ActionResult
         from moto.ec2.exceptions import EC2ClientError
 
+        token = str(handler._get_param("ClientToken") or "")
+        digest = _request_digest(handler)
+        if token:
+            with self._lock:
+                known = self.tokens.get(token)
+            if known is not None:
+                if known[0] != digest:
+                    with self._lock:
+                        self.calls.append({"overrides": [], "outcome": "idempotent-mismatch", "token": token})
+                    raise EC2ClientError(
+                        "IdempotentParameterMismatch",
+                        f"The client token {token} was already used with different request parameters.",
+                    )
+                with self._lock:
+                    self.calls.append({"overrides": [], "outcome": "replayed", "token": token})
+                return ActionResult(known[1])
+        result = self._launch(handler, ActionResult, EC2ClientError)
+        if token:
+            with self._lock:
+                self.tokens.setdefault(token, (digest, result.result))
+        return result
+
+    def _launch(self, handler: Any, ActionResult: Any, EC2ClientError: Any) -> Any:
         configs = handler._get_param("LaunchTemplateConfigs", []) or []
         asked = [
             (o.get("InstanceType"), self.subnet_zones.get(o.get("SubnetId", ""), o.get("AvailabilityZone")))
@@ -123,6 +154,12 @@ class Ec2Faults:
         with self._lock:
             self.calls.append({"overrides": asked, "outcome": "launched", "instances": launched, "errors": len(errors)})
         return result
+
+
+def _request_digest(handler: Any) -> str:
+    """What EC2 compares for idempotency: every request parameter but the token itself."""
+    params = {k: v for k, v in (handler.querystring or {}).items() if k not in ("ClientToken", "Action", "Version")}
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def flaky(

@@ -531,13 +531,14 @@ class FleetRequest:
     capacity_type: CapacityType
     instance_types: Sequence[str]  # in the caller's preference order
     subnets: Mapping[str, str]  # zone -> subnet id (one subnet per allowed zone)
-    client_token: str  # the NodeClaim uid: makes the launch idempotent
+    client_token: str  # the NodeClaim uid; the ClientToken sent is derived from it (``fleet_client_token``)
     cluster_name: str
     node_pool: str
     node_claim: str
     node_class: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (instance type, zone) to leave out
+    attempt: int = 0  # which CreateFleet call of the Launch step this is (0, 1, ...)
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -572,6 +573,22 @@ class LaunchedInstance:
     unavailable_offerings: tuple[Offering, ...] = ()
 
 
+MAX_CLIENT_TOKEN = 64  # EC2's limit on ClientToken
+
+
+def fleet_client_token(base: str, attempt: int, params: Mapping[str, Any]) -> str:
+    """The ClientToken of one CreateFleet call: the NodeClaim's uid, the attempt, and a digest of the request.
+
+    EC2 answers a token it has seen with its first answer, and a token reused with other parameters with
+    IdempotentParameterMismatch. Each call of a Launch step therefore has its own token (a fallback after
+    a capacity error asks for fewer offerings: a new request), while the same call made again (the step
+    retried after a timeout) sends the same token and gets the same instance, never a second one."""
+    body = {k: v for k, v in params.items() if k != "ClientToken"}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    suffix = f"-{attempt}-{digest[:16]}"
+    return base[: MAX_CLIENT_TOKEN - len(suffix)] + suffix
+
+
 def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
     """The CreateFleet request for ``request`` (exposed for inspection and tests)."""
     overrides = request.overrides()
@@ -580,7 +597,6 @@ def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
     tags = [{"Key": k, "Value": v} for k, v in sorted(request.all_tags.items())]
     params: dict[str, Any] = {
         "Type": "instant",
-        "ClientToken": request.client_token,
         "TargetCapacitySpecification": {
             "TotalTargetCapacity": 1,
             "DefaultTargetCapacityType": request.capacity_type,
@@ -600,6 +616,7 @@ def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
     else:
         params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    params["ClientToken"] = fleet_client_token(request.client_token, request.attempt, params)
     return params
 
 

@@ -1,9 +1,11 @@
 """The Launch step: one EC2 instance for one NodeClaim.
 
 Idempotent: a NodeClaim that already has a providerID, or whose instance exists (found by its
-``karpenter.sh/nodeclaim`` tag), is not launched again; CreateFleet carries the NodeClaim uid as
-ClientToken. Capacity errors mark the offerings unavailable (3 minutes, shared through DynamoDB)
-and the launch falls back to the remaining offerings; when none is left it raises ``NoCapacity``.
+``karpenter.sh/nodeclaim`` tag), is not launched again; each CreateFleet call carries a ClientToken
+derived from the NodeClaim uid, the attempt and the request (``ec2.fleet_client_token``), so a
+fallback is a new request to EC2 and a repeated call the same one. Capacity errors mark the
+offerings unavailable (3 minutes, shared through DynamoDB) and the launch falls back to the remaining
+offerings; when none is left it raises ``NoCapacity``.
 """
 
 from __future__ import annotations
@@ -270,7 +272,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     subnets = {zone: s.id for zone, s in resolved.subnets_by_zone.items()}
     arches = {a.architecture for a in resolved.amis}
 
-    for _ in range(MAX_ATTEMPTS):
+    for attempt in range(MAX_ATTEMPTS):
         unavailable = deps.offerings.current(deps.now())
         types = resolve_instance_types(deps.catalog, settings, unavailable)
         options = launch_options(claim, types, subnets, arches)
@@ -293,6 +295,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             node_class=node_class.name,
             tags=node_class.spec.tags or {},
             unavailable=options.excluded,
+            attempt=attempt,
         )
         try:
             instance = ec2x.create_fleet(deps.ec2, request)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from nodeflow.aws.ec2 import (
     list_cluster_instances,
     terminate_instances,
 )
-from nodeflow.aws.errors import InsufficientCapacity, InvalidRequest, NotFound, Offering
+from nodeflow.aws.errors import AlreadyExists, InsufficientCapacity, InvalidRequest, NotFound, Offering
 from tests.functional.aws.conftest import CLUSTER
 
 USER_DATA = base64.b64encode(b"#!/bin/bash\necho hi\n").decode()
@@ -150,7 +151,7 @@ def test_create_fleet_request_shape(world: Any) -> None:
     req = fleet_request(world, "nodeflow/x", capacity_type="spot")
     params = create_fleet_input(req)
     assert params["Type"] == "instant"
-    assert params["ClientToken"] == req.client_token
+    assert params["ClientToken"].startswith(req.client_token + "-0-")
     assert params["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}
     assert params["SpotOptions"] == {"AllocationStrategy": "price-capacity-optimized"}
     assert "OnDemandOptions" not in params
@@ -207,18 +208,31 @@ def test_create_fleet_spot(world: Any) -> None:
     assert got.zone == "us-east-1a"
 
 
-def test_client_token_is_passed_through(world: Any) -> None:
-    """moto 5.2.5 ignores CreateFleet ClientToken (a second call launches a second instance),
-    so idempotency cannot be observed here: assert the token reaches the wire instead."""
+def test_client_token_follows_ec2_idempotency_rules(world: Any) -> None:
+    """Against the sandbox's emulation of EC2's ClientToken rules (moto ignores tokens): the same call
+    again gets the same instance; a fallback (attempt 1, fewer overrides) is a new request with its own
+    token, never IdempotentParameterMismatch; reusing a token for another request is refused."""
+    from sandbox.faults import Ec2Faults
+
     lt = ensure_launch_template(world.ec2, lt_spec(world))
-    seen: list[Any] = []
-    world.ec2.meta.events.register(
-        "provide-client-params.ec2.CreateFleet", lambda params, **_: seen.append(dict(params))
-    )
-    req = fleet_request(world, lt)
-    create_fleet(world.ec2, req)
-    create_fleet(world.ec2, req)
-    assert [p["ClientToken"] for p in seen] == [req.client_token] * 2
+    with Ec2Faults({sid: zone for zone, sid in world.subnets.items()}) as ec2:
+        req = fleet_request(world, lt)
+        first, again = create_fleet(world.ec2, req), create_fleet(world.ec2, req)
+        assert again.instance_id == first.instance_id
+        token = create_fleet_input(req)["ClientToken"]
+        assert token.startswith(req.client_token + "-0-")
+        assert len(token) <= 64
+        fallback = replace(req, attempt=1, unavailable=frozenset({("m5.large", "us-east-1a")}))
+        assert create_fleet_input(fallback)["ClientToken"] != token
+        other = create_fleet(world.ec2, fallback)
+        assert other.instance_id != first.instance_id
+        assert [c["outcome"] for c in ec2.calls] == ["launched", "replayed", "launched"]
+        # EC2's rule, enforced by the emulation: one token, two different requests
+        ec2.tokens[create_fleet_input(fallback)["ClientToken"]] = ("another request", {})
+        with pytest.raises(AlreadyExists, match="IdempotentParameterMismatch"):
+            create_fleet(world.ec2, fallback)
+    long = create_fleet_input(fleet_request(world, lt, client_token="x" * 80))["ClientToken"]
+    assert len(long) == 64
 
 
 def _patch_fleet_errors(monkeypatch: pytest.MonkeyPatch, errors: list[dict[str, Any]], *, launch: bool) -> None:

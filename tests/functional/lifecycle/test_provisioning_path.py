@@ -150,6 +150,9 @@ def test_capacity_errors_mark_offerings_unavailable_and_launch_elsewhere(
     assert len(live_instances(local)) == 1
     ice_calls = [c for c in local.faults.calls if c.get("errors") or c["outcome"] == "no-capacity"]
     assert ice_calls, local.faults.calls
+    # each fallback is a new request with its own ClientToken: EC2 (emulated) never answers a mismatch
+    assert "idempotent-mismatch" not in [c["outcome"] for c in local.faults.calls]
+    assert len(local.faults.tokens) == len([c for c in local.faults.calls if c["outcome"] != "throttled"])
     unavailable = runtime.runtime().offerings.current(runtime.runtime().now())
     assert {(t, z) for t, z, _ in unavailable} >= {(t, z) for t in exhausted for z in local.world.subnets}
     assert result["nodeClaimsCreated"] == [claim["metadata"]["name"]]

@@ -23,7 +23,8 @@ needs, nothing else:
     publish           events:PutEvents on the nodeflow bus; EVENT_BUS_NAME
     webhook           WEBHOOK_AUTH, AGENT_PRINCIPAL_ARNS, and in hmac mode the secret (WEBHOOK_HMAC_SECRET_ARN)
     start:<workflow>  states:StartExecution on that state machine; <WORKFLOW>_STATE_MACHINE_ARN
-    watch:<workflow>  states:DescribeExecution on its executions (``start_workflow`` retries after a failure)
+    watch:<workflow>  states:DescribeExecution on its executions (``start_workflow`` retries after a failure; gc
+                      looks for launches that ended without cleaning up); <WORKFLOW>_STATE_MACHINE_ARN
 
 A step of a workflow that starts that same workflow (the drain hands a long drain over to a new terminate
 execution) gets its ARN built from the state machine's name: a reference would make the state machine (which
@@ -155,7 +156,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "gc",
         "Garbage collection: leaked instances and NodeClaims whose instance is gone, EC2NodeClass readiness",
         timeout_seconds=110,
-        uses=("kube", "ec2:terminate", "requeue", "nodeclass"),
+        uses=("kube", "ec2:terminate", "requeue", "nodeclass", "watch:launch"),
         schedule_minutes=2,
     ),
     # The terminate workflow (statemachines/terminate.asl.json): one execution per node.
@@ -513,6 +514,14 @@ class Functions(Construct):
                     fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", machine.state_machine_arn)
                     machine.grant_start_execution(fn)
                 else:
+                    if f"start:{workflow}" not in spec.uses:  # the ARN, built from the name (no dependency)
+                        name_arn = Stack.of(self).format_arn(
+                            service="states",
+                            resource="stateMachine",
+                            resource_name=self.config.name(workflow, limit=80),
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                        fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", name_arn)
                     # Execution names are the NodeClaims' (known at run time): every execution of this machine.
                     executions = Stack.of(self).format_arn(
                         service="states",

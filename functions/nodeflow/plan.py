@@ -51,7 +51,7 @@ from nodeflow.scheduling.types import (
     SchedulingResult,
 )
 
-__all__ = ["ClusterState", "build_input", "convert_pods", "node_class_settings", "plan"]
+__all__ = ["ClusterState", "build_input", "convert_pods", "node_class_readiness", "node_class_settings", "plan"]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Device names an AMI family boots from, when no mapping says rootVolume: true.
@@ -226,6 +226,19 @@ def node_class_settings(node_class: EC2NodeClass) -> NodeClassSettings:
     )
 
 
+def node_class_readiness(node_class: EC2NodeClass) -> tuple[str, str]:
+    """("True" | "False" | "Unknown", message) of the EC2NodeClass's Ready condition. A condition written
+    for an older generation of the object (it was edited since) says nothing: "Unknown"."""
+    conditions = node_class.status.conditions if node_class.status is not None else None
+    ready = next((c for c in conditions or () if c.type == "Ready"), None)
+    if ready is None:
+        return "Unknown", f"EC2NodeClass {node_class.name!r} has not been resolved yet"
+    observed, generation = ready.observed_generation, node_class.metadata.generation
+    if observed is not None and generation is not None and observed != generation:
+        return "Unknown", f"EC2NodeClass {node_class.name!r} changed since it was last resolved"
+    return ready.status, ready.message or ("" if ready.status == "True" else "not ready")
+
+
 def _pool_requirements(pool: NodePool, node_class: EC2NodeClass | None = None) -> Requirements:
     reqs = Requirements(
         Requirement.create(r.key, r.operator, r.values or (), r.min_values)
@@ -253,6 +266,9 @@ def _pool_input(
         error = f"nodeClassRef {ref.group}/{ref.kind} is not supported (expected {wk.AWS_GROUP}/EC2NodeClass)"
     elif ref.name not in classes:
         error = f"EC2NodeClass {ref.name!r} (spec.template.spec.nodeClassRef) was not found"
+    elif (readiness := node_class_readiness(classes[ref.name]))[0] == "False":
+        # Karpenter skips a NodePool whose class is not Ready: its launches could only fail.
+        error = f"EC2NodeClass {ref.name!r} is not ready: {readiness[1]}"
     else:
         types = tuple(resolve_instance_types(catalog, node_class_settings(classes[ref.name]), unavailable))
     limits = pool.spec.limits
@@ -289,6 +305,19 @@ def _node_input(
         schedulable=not node.spec.unschedulable and node.metadata.deletion_timestamp is None,
         running=running,
     )
+
+
+def _left_behind(node: Node) -> bool:
+    """A NodePool's Node that no live NodeClaim names (by status.nodeName or providerID) and that still carries
+    ``karpenter.sh/unregistered`` or reports Ready other than True was left by a failed or terminated launch (its
+    instance is likely gone): it is not capacity, and garbage collection deletes it. Pods planned onto it would
+    wait for ever (Karpenter deletes such a Node with its NodeClaim). A Node without a Ready condition (as in
+    manifests given to ``plan``) is taken as it is."""
+    if wk.LABEL_NODEPOOL not in (node.metadata.labels or {}):
+        return False  # not a NodePool's node: judged like any node (its taints count)
+    ready = next((c.status for c in node.status.conditions if c.type == "Ready"), None)
+    unregistered = any(t.key == wk.TAINT_UNREGISTERED for t in node.spec.taints or ())
+    return unregistered or (ready is not None and ready != "True")
 
 
 def nominated_pods(claim: NodeClaim) -> tuple[str, ...]:
@@ -400,17 +429,20 @@ def build_input(
             else:
                 pending.append(convert.pod(pod))
 
-    claim_of_node = {
-        c.status.node_name: c
-        for c in state.node_claims
-        if c.status is not None and c.status.node_name and c.metadata.deletion_timestamp is None
-    }
+    live_claims = [c for c in state.node_claims if c.status is not None and c.metadata.deletion_timestamp is None]
+    claim_of_node = {c.status.node_name: c for c in live_claims if c.status is not None and c.status.node_name}
+    claim_of_provider = {c.status.provider_id: c for c in live_claims if c.status is not None and c.status.provider_id}
     nodes: list[NodeInput] = []
     node_names = set()
+    node_providers = set()
     for node in state.nodes:
         name = node.metadata.name or ""
+        node_claim = claim_of_node.get(name) or claim_of_provider.get(node.spec.provider_id or "")
+        if node_claim is None and _left_behind(node):
+            continue  # a failed or terminated launch's Node: no pod may be planned onto it
         node_names.add(name)
-        node_claim = claim_of_node.get(name)
+        if node.spec.provider_id:
+            node_providers.add(node.spec.provider_id)
         on_node = bound.get(name, [])
         extra = waiting.pop(node_claim.name, []) if node_claim is not None else []
         ports = [(hp[0], hp[1], hp[2]) for p in (*on_node, *extra) for hp in p.host_ports()]
@@ -419,7 +451,9 @@ def build_input(
         # (A node not yet initialized is judged without its start-up taints: the solver does that.)
         nodes.append(_node_input(node, inputs, ports, running))
     for claim in state.node_claims:
-        registered = claim.status is not None and claim.status.node_name in node_names
+        registered = claim.status is not None and (
+            claim.status.node_name in node_names or claim.status.provider_id in node_providers
+        )
         if registered or claim.metadata.deletion_timestamp is not None:
             continue
         mine = waiting.pop(claim.name, [])

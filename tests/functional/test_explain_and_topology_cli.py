@@ -156,3 +156,41 @@ def test_explain_pod_on_existing_node() -> None:
     assert code == 0, err
     assert out.splitlines()[0] == f"pod {pod}: goes to existing node {existing['name']}"
     assert f"  default: could host it, but existing node {existing['name']} has room for it" in out
+
+
+def test_explain_names_a_node_class_that_is_not_ready(tmp_path: Path) -> None:
+    """A NodePool whose EC2NodeClass reports Ready=False (for its current generation) is skipped with that reason;
+    the pod goes to another NodePool. A Ready condition of an older generation says nothing (the class is used)."""
+    broken = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: preferred}
+spec:
+  weight: 100
+  template:
+    spec:
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: broken}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: broken, generation: GENERATION}
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: nowhere}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+status:
+  conditions:
+    - {type: Ready, status: "False", reason: UnhealthyDependents, observedGeneration: 2,
+       message: subnetSelectorTerms matched no subnet, lastTransitionTime: "2026-11-20T10:00:00Z"}
+"""
+    path = write(tmp_path, "m.yaml", GENERAL, broken.replace("GENERATION", "2"), deployment("app", 1, "1", "1Gi"))
+    pod = plan_json(path)["nodeClaims"][0]["pods"][0]
+    assert plan_json(path)["nodeClaims"][0]["nodePool"] == "general"
+    code, out, err = run("explain", "-f", str(path), pod, "-o", "json")
+    assert code == 0, err
+    why = json.loads(out)["nodePools"]["preferred"]
+    assert why == "EC2NodeClass 'broken' is not ready: subnetSelectorTerms matched no subnet"
+    edited = write(tmp_path, "n.yaml", GENERAL, broken.replace("GENERATION", "3"), deployment("app", 1, "1", "1Gi"))
+    assert plan_json(edited)["nodeClaims"][0]["nodePool"] == "preferred"

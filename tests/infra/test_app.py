@@ -192,7 +192,7 @@ EXPECTED_ENV = {
     "register": set(),
     "initialize": set(),
     "cleanup": {"PROVISIONING_QUEUE_URL"},
-    "gc": {"PROVISIONING_QUEUE_URL"},
+    "gc": {"PROVISIONING_QUEUE_URL", "LAUNCH_STATE_MACHINE_ARN"},  # launches that ended without cleaning up
     "webhook": {"TABLE_NAME", "EVENT_BUS_NAME", "WEBHOOK_AUTH", "AGENT_PRINCIPAL_ARNS"},
     "taint": set(),
     "drain": {"TERMINATE_STATE_MACHINE_ARN"},  # a long drain continues in a new terminate execution

@@ -50,26 +50,9 @@ NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
     ("nodeflow-disruption", "karpenter.sh", "nodeclaims", "get"): (
         "create_node_claim reads a replacement whose name is taken (a retried round proposes the same names)"
     ),
-    ("nodeflow-provisioner", "karpenter.sh", "nodepools/status", "patch"): (
-        "the provisioner writes NodePool readiness (EC2NodeClass resolution, landing in parallel with this file)"
-    ),
-    ("nodeflow-provisioner", "karpenter.k8s.aws", "ec2nodeclasses/status", "patch"): (
-        "the provisioner writes EC2NodeClass status (EC2NodeClass resolution, landing in parallel with this file)"
-    ),
-    ("nodeflow-nodeclasses", "karpenter.k8s.aws", "ec2nodeclasses", "list"): (
-        "gc resolves every EC2NodeClass (EC2NodeClass resolution, landing in parallel with this file)"
-    ),
-    ("nodeflow-nodeclasses", "karpenter.k8s.aws", "ec2nodeclasses/status", "patch"): (
-        "gc writes EC2NodeClass status (EC2NodeClass resolution, landing in parallel with this file)"
-    ),
-    ("nodeflow-nodeclasses", "karpenter.sh", "nodepools", "list"): (
-        "gc marks the NodePools of each EC2NodeClass (EC2NodeClass resolution, landing in parallel with this file)"
-    ),
-    ("nodeflow-nodeclasses", "karpenter.sh", "nodepools/status", "patch"): (
-        "gc writes NodePool readiness (EC2NodeClass resolution, landing in parallel with this file)"
-    ),
-    ("nodeflow-housekeeping", "", "nodes", "list"): (
-        "cleanup and gc find Nodes a failed launch left behind (landing in parallel with this file)"
+    ("nodeflow-launch", "karpenter.k8s.aws", "ec2nodeclasses/status", "patch"): (
+        "the Launch step writes what it resolved when it differs from the status the provisioner or gc wrote "
+        "(the class changed between them); in the scenario the provisioner resolved it first"
     ),
     ("nodeflow-termination", "", "nodes", "list"): (
         "taint and finalize find the Node by providerID when the NodeClaim has no nodeName or names another Node"
@@ -195,6 +178,16 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     real_clock = rt.clock
     rt.clock = lambda: real_clock() + timedelta(seconds=31)  # past gc's grace period
     local.clients.ec2.terminate_instances(InstanceIds=[gone.instance_id])
+    # ... and resolves the EC2NodeClass again: a security group it selects appeared, so its status changes
+    vpc = local.clients.ec2.describe_subnets(SubnetIds=[next(iter(local.world.subnets.values()))])["Subnets"][0]
+    local.clients.ec2.create_security_group(
+        GroupName="nodes-extra",
+        Description="selected by the EC2NodeClass",
+        VpcId=vpc["VpcId"],
+        TagSpecifications=[
+            {"ResourceType": "security-group", "Tags": [{"Key": "karpenter.sh/discovery", "Value": "demo"}]}
+        ],
+    )
     assert local.collect_garbage()["deletedNodeClaims"] == [gone.claim]
     rt.clock = real_clock
     assert local.kube_server.objects("v1", "Node") == []

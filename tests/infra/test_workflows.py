@@ -181,5 +181,10 @@ def test_functions_that_start_a_workflow_get_its_arn_and_start_execution(synthes
         resources = [r for st in granted for r in as_list(st["Resource"])]
         assert sorted(ref_of(r) or "" for r in resources if ref_of(r)) == sorted(machine_ids[w] for w in starts - own)
         assert [r for r in resources if not ref_of(r)] == [env[f"{w.upper()}_STATE_MACHINE_ARN"] for w in sorted(own)]
-        if not starts:
-            assert not any(k.endswith("_STATE_MACHINE_ARN") for k in env)
+        watched = {u.split(":", 1)[1] for u in spec.uses if u.startswith("watch:")} - starts
+        for workflow in watched:  # watched only (gc): the ARN by name, no StartExecution
+            arn = env[f"{workflow.upper()}_STATE_MACHINE_ARN"]
+            assert arn["Fn::Join"][1][-1] == f":stateMachine:nodeflow-{cluster}-{workflow}", arn
+        assert {k for k in env if k.endswith("_STATE_MACHINE_ARN")} == {
+            f"{w.upper()}_STATE_MACHINE_ARN" for w in starts | watched
+        }

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from nodeflow.api.karpenter import EC2NodeClass
 from nodeflow.api.karpenter_ec2 import AMISelectorTerm, BlockDeviceMapping, MetadataOptions
 from nodeflow.aws.errors import (
+    AccessDenied,
     AlreadyExists,
     InsufficientCapacity,
     InvalidRequest,
@@ -113,7 +114,8 @@ class ResolvedNodeClass:
     security_groups: tuple[SecurityGroup, ...]
     amis: tuple[AMIImage, ...]
     instance_profile: str
-    missing: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()  # of "subnets", "securityGroups", "amis", "instanceProfile"
+    instance_profile_error: str | None = None  # why the instance profile could not be made ready
 
     @property
     def ready(self) -> bool:
@@ -148,7 +150,7 @@ class ResolvedNodeClass:
                 }
                 for a in self.amis
             ],
-            "instanceProfile": self.instance_profile,
+            **({"instanceProfile": self.instance_profile} if self.instance_profile else {}),
         }
 
 
@@ -171,13 +173,24 @@ def resolve_node_class(
     subnets = _resolve_subnets(ec2, spec.subnet_selector_terms)
     groups = _resolve_security_groups(ec2, spec.security_group_selector_terms)
     amis = _resolve_amis(ec2, ssm, spec.ami_selector_terms, kubernetes_version)
+    profile_error: str | None = None
     if spec.instance_profile:
         profile = spec.instance_profile
     else:
         assert spec.role is not None  # the model guarantees role xor instanceProfile
-        profile = ensure_instance_profile(iam, cluster_name, node_class.name, spec.role)
+        try:
+            profile = ensure_instance_profile(iam, cluster_name, node_class.name, spec.role)
+        except (NotFound, InvalidRequest, AccessDenied) as exc:  # e.g. the role does not exist
+            profile, profile_error = "", f"spec.role {spec.role!r}: {exc}"
     missing = tuple(
-        what for what, found in (("subnets", subnets), ("securityGroups", groups), ("amis", amis)) if not found
+        what
+        for what, found in (
+            ("subnets", subnets),
+            ("securityGroups", groups),
+            ("amis", amis),
+            ("instanceProfile", profile),
+        )
+        if not found
     )
     return ResolvedNodeClass(
         name=node_class.name,
@@ -187,6 +200,7 @@ def resolve_node_class(
         amis=amis,
         instance_profile=profile,
         missing=missing,
+        instance_profile_error=profile_error,
     )
 
 

@@ -34,8 +34,10 @@ __all__ = [
     "MAX_EXECUTION_NAME",
     "chain_name",
     "execution_name",
+    "launch_status",
     "run_name",
     "start_execution",
+    "start_launch",
     "start_workflow",
 ]
 
@@ -126,6 +128,17 @@ def _latest(sfn: Any, arn_base: str, root: str) -> tuple[str, str] | None:
             probe(low + 1)
         else:
             return chain_name(root, low), str(status)
+
+
+def start_launch(sfn: Any, state_machine_arn: str, node_claim: str) -> bool:
+    """Start the launch workflow of ``node_claim`` (one execution, named after it); False if it exists."""
+    return start_execution(sfn, state_machine_arn, execution_name(node_claim), {"nodeClaim": node_claim})
+
+
+def launch_status(sfn: Any, state_machine_arn: str, node_claim: str) -> str | None:
+    """The status of ``node_claim``'s launch execution (RUNNING, SUCCEEDED, FAILED, ...); None if none exists."""
+    arn_base = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
+    return _status(sfn, f"{arn_base}:{execution_name(node_claim)}")
 
 
 def start_workflow(

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nodeflow.aws.sfn import start_execution, start_workflow
+from nodeflow.aws.sfn import start_launch, start_workflow
 from nodeflow.disruption.model import Settings as DisruptionSettings
 from nodeflow.handlers.common import logger, metrics, tracer
 from nodeflow.handlers.runtime import runtime
@@ -25,7 +25,7 @@ def deps() -> DisruptionDeps:
         return start_workflow(sfn, arn, claim, {"nodeClaim": claim, "reason": reason})[0]
 
     def launch(claim: str) -> bool:
-        return start_execution(sfn, s.launch_state_machine_arn or "", claim, {"nodeClaim": claim})
+        return start_launch(sfn, s.launch_state_machine_arn or "", claim)
 
     def replace(name: str, payload: Mapping[str, Any]) -> bool:
         return start_workflow(sfn, s.replace_state_machine_arn or "", name, payload)[0]

@@ -1,13 +1,29 @@
-"""Lambda (scheduled): garbage collection of leaked instances and NodeClaims whose instance is gone."""
+"""Lambda (scheduled): garbage collection — EC2NodeClass and NodePool status, launches whose CleanUp did not
+finish, leaked instances, NodeClaims whose instance is gone, Nodes left behind."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from nodeflow.handlers.cleanup import deps
+from nodeflow.aws.sfn import launch_status
+from nodeflow.handlers import cleanup
 from nodeflow.handlers.common import logger, metrics, tracer, workflow_step
 from nodeflow.handlers.runtime import runtime
-from nodeflow.lifecycle.cleanup import collect_garbage
+from nodeflow.lifecycle.cleanup import CleanupDeps, collect_garbage
+
+
+def deps() -> CleanupDeps:
+    rt = runtime()
+    s = rt.settings.require("launch_state_machine_arn")
+    sfn, arn = rt.client("stepfunctions"), s.launch_state_machine_arn or ""
+    return dataclasses.replace(
+        cleanup.deps(),
+        launch_status=lambda claim: launch_status(sfn, arn, claim),
+        resolver=rt.node_class_resolver(),
+        liveness_seconds=s.registration_ttl_seconds + s.initialization_ttl_seconds + 300,
+        log=lambda message, extra: logger.warning(message, extra=extra),
+    )
 
 
 @logger.inject_lambda_context
@@ -17,5 +33,7 @@ from nodeflow.lifecycle.cleanup import collect_garbage
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = collect_garbage(deps(), runtime().settings.gc_grace_seconds)
     metrics.add_metric(name="LeakedInstancesTerminated", unit="Count", value=len(result["terminatedInstances"]))
+    metrics.add_metric(name="AbandonedNodeClaimsCleanedUp", unit="Count", value=len(result["abandonedNodeClaims"]))
+    metrics.add_metric(name="LeftoverNodesDeleted", unit="Count", value=len(result["deletedNodes"]))
     logger.info("garbage collected", extra=result)
     return result

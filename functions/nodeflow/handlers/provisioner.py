@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nodeflow.aws.sfn import start_execution
+from nodeflow.aws.sfn import start_launch
 from nodeflow.handlers.common import logger, metrics, tracer
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.claims import batch_id
@@ -27,9 +27,11 @@ def deps() -> ProvisionDeps:
         kube=rt.kube,
         catalog=rt.catalog,
         unavailable=offerings.current,
-        start_launch=lambda name: start_execution(sfn, arn, name, {"nodeClaim": name}),
+        start_launch=lambda name: start_launch(sfn, arn, name),
         recorder=rt.recorder,
         now=rt.now,
+        resolver=rt.node_class_resolver(),
+        log=lambda message, extra: logger.warning(message, extra=extra),
     )
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from nodeflow.catalog.model import CatalogData
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle.nodeclass import NodeClassResolver
 
 __all__ = ["Runtime", "Settings", "SettingsError", "reset", "runtime"]
 
@@ -239,6 +240,20 @@ class Runtime:
             with open(config.ssl_ca_cert, "rb") as fh:
                 ca = base64.b64encode(fh.read()).decode()
         return ClusterInfo(name=s.cluster_name, endpoint=endpoint, ca_bundle=ca or "", dns_ip=s.cluster_dns)
+
+    def node_class_resolver(self) -> NodeClassResolver:
+        """Resolves EC2NodeClasses (EC2, SSM, IAM) and writes their status."""
+        from nodeflow.lifecycle.nodeclass import NodeClassResolver
+
+        return NodeClassResolver(
+            kube=self.kube,
+            ec2=self.client("ec2"),
+            ssm=self.client("ssm"),
+            iam=self.client("iam"),
+            cluster_name=self.settings.cluster_name,
+            kubernetes_version=lambda: self.kubernetes_version,
+            now=self.now,
+        )
 
     @property
     def kubernetes_version(self) -> str:

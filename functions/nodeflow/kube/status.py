@@ -22,6 +22,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
 from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, KubeClient
 from nodeflow.kube.errors import NotFound
+from nodeflow.plan import node_class_readiness
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -105,14 +106,12 @@ def node_class_ready(ref_name: str | None, node_class: EC2NodeClass | None) -> t
         return "False", "NodeClassNotFound", "spec.template.spec.nodeClassRef: no EC2NodeClass is referenced"
     if node_class is None:
         return "False", "NodeClassNotFound", f"EC2NodeClass {ref_name!r} not found"
-    ready = next(
-        (c for c in (node_class.status.conditions if node_class.status else None) or [] if c.type == "Ready"), None
-    )
-    if ready is None:
-        return "Unknown", "AwaitingReconciliation", f"EC2NodeClass {ref_name!r} has no Ready condition yet"
-    if ready.status == "True":
+    status, message = node_class_readiness(node_class)
+    if status == "Unknown":
+        return "Unknown", "AwaitingReconciliation", message
+    if status == "True":
         return "True", "NodeClassReady", ""
-    return ready.status, "NodeClassNotReady", ready.message or f"EC2NodeClass {ref_name!r} is not ready"
+    return status, "NodeClassNotReady", f"EC2NodeClass {ref_name!r} is not ready: {message}"
 
 
 def node_pool_status(

@@ -30,6 +30,7 @@ __all__ = [
     "create_node_claim",
     "delete",
     "evict",
+    "find_node",
     "get_node",
     "get_node_claim",
     "get_pod",
@@ -56,6 +57,27 @@ def _dump(model: Any) -> dict[str, Any]:
 
 def get_node(client: KubeClient | ApiClient, name: str) -> Node:
     return Node.model_validate(_c(client).get(NODES, name))
+
+
+def find_node(client: KubeClient | ApiClient, name: str | None, provider_id: str | None) -> dict[str, Any] | None:
+    """A NodeClaim's Node: the one named ``name`` (its ``status.nodeName``) when its providerID agrees, else the
+    oldest Node whose ``spec.providerID`` is ``provider_id`` (a Node registered while ``status.nodeName`` was
+    never written). None when there is none."""
+    kube = _c(client)
+    if name:
+        try:
+            found: dict[str, Any] | None = kube.get(NODES, name)
+        except NotFound:
+            found = None
+        if found is not None:
+            node_provider = (found.get("spec") or {}).get("providerID")
+            if not provider_id or not node_provider or node_provider == provider_id:
+                return found
+    if provider_id:
+        matching = [n for n in kube.list_items(NODES) if (n.get("spec") or {}).get("providerID") == provider_id]
+        matching.sort(key=lambda n: str((n.get("metadata") or {}).get("creationTimestamp") or ""))
+        return matching[0] if matching else None
+    return None
 
 
 def get_pod(client: KubeClient | ApiClient, namespace: str, name: str) -> Pod:

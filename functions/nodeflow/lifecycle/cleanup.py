@@ -1,11 +1,24 @@
 """The CleanUp step (the launch workflow's Catch) and garbage collection.
 
 CleanUp makes sure no instance outlives a failed NodeClaim: it terminates every instance of the
-NodeClaim, records an event saying why, deletes the Node (if one registered) and the NodeClaim,
-and asks for the NodeClaim's pods to be provisioned again.
+NodeClaim, records an event saying why, deletes the Node (if one registered; found by name or, when
+``status.nodeName`` was never written, by providerID) and the NodeClaim, and asks for the NodeClaim's
+pods to be provisioned again.
 
-Garbage collection (scheduled) terminates instances tagged for the cluster that no NodeClaim
-accounts for, once older than a grace period, and deletes NodeClaims whose instance is gone.
+Garbage collection (scheduled) finishes whatever a fault left half done, from one snapshot of NodePools,
+EC2NodeClasses, NodeClaims and Nodes:
+
+- status: every EC2NodeClass is resolved again and every NodePool's conditions written
+  (``nodeflow.lifecycle.nodeclass.reconcile_status``), so a class recovers (or fails) without an edit;
+- failed launches: a NodeClaim not initialized whose launch execution ended without success (its CleanUp
+  failed or crashed), or that has no execution and outlived the liveness TTL, is cleaned up as CleanUp
+  would (instance terminated, Node and NodeClaim deleted, pods provisioned again);
+- leaked instances: an instance tagged for the cluster is owned only by the NodeClaim whose providerID
+  names it (or, while that NodeClaim has no providerID yet, by the NodeClaim its tag names); any other is
+  terminated once older than the grace period;
+- NodeClaims whose instance is gone are deleted with their Node;
+- Nodes left behind: a Node of a NodePool (``karpenter.sh/nodepool``) that no NodeClaim names (by
+  ``status.nodeName`` or providerID) and whose instance is gone is deleted.
 """
 
 from __future__ import annotations
@@ -13,18 +26,21 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from nodeflow.api import labels as wk
+from nodeflow.api.core import Node
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
-from nodeflow.kube.writes import delete, get_node_claim, remove_finalizer
+from nodeflow.kube.snapshot import take_snapshot
+from nodeflow.kube.writes import delete, find_node, get_node_claim, remove_finalizer
+from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.plan import nominated_pods
 
 __all__ = ["CleanupDeps", "cleanup", "collect_garbage", "failure_reason"]
@@ -37,7 +53,11 @@ _REASONS: Mapping[str, tuple[str, str]] = {
     "NodeClassNotReady": ("NodeClassNotReady", "its EC2NodeClass is not ready"),
     "NodeClaimGone": ("NodeClaimDeleted", "the NodeClaim was deleted"),
     "States.Timeout": ("LaunchTimeout", "the launch timed out"),
+    "LaunchAbandoned": ("LaunchFailed", "its launch workflow ended without a node and without cleaning up"),
+    "LivenessTimeout": ("LivenessTimeout", "it was not initialized within its time to live"),
 }
+_LAUNCH_FAILED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+LAUNCH_CHECKS_PER_RUN = 200  # DescribeExecution calls per run, oldest NodeClaims first (Step Functions quotas)
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,10 @@ class CleanupDeps:
     now: Callable[[], datetime]
     cluster_name: str
     requeue: Callable[[Mapping[str, Any]], None] | None = None  # puts a message on the provisioning queue
+    launch_status: Callable[[str], str | None] | None = None  # NodeClaim -> its launch execution's status
+    resolver: NodeClassResolver | None = None  # EC2NodeClass status (garbage collection)
+    liveness_seconds: int = 2100  # a NodeClaim not initialized this long after creation is cleaned up
+    log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
 
 
 def failure_reason(error: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -65,6 +89,10 @@ def _get_claim(kube: KubeClient, name: str) -> NodeClaim | None:
         return get_node_claim(kube, name)
     except kerr.NotFound:
         return None
+
+
+def _provider_id(claim: NodeClaim | None) -> str | None:
+    return claim.status.provider_id if claim is not None and claim.status is not None else None
 
 
 def _instance_id(provider_id: str | None) -> str | None:
@@ -96,9 +124,9 @@ def cleanup(
     if claim is not None:
         terminated = f"; terminated {', '.join(sorted(states))}" if states else ""
         deps.recorder.record(ObjectRef.of(claim), WARNING, reason, f"NodeClaim {claim_name}: {message}{terminated}")
-        node_name = claim.status.node_name if claim.status else None
-        if node_name:
-            _delete_with_finalizer(deps.kube, NODES, node_name)
+        node = find_node(deps.kube, claim.status.node_name if claim.status else None, _provider_id(claim))
+        if node is not None:
+            _delete_with_finalizer(deps.kube, NODES, str(node["metadata"]["name"]))
         deleted = _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim_name)
         pods = nominated_pods(claim)
         if pods and deps.requeue is not None:
@@ -113,30 +141,84 @@ def cleanup(
     return {"nodeClaim": claim_name, "reason": reason, "terminated": sorted(states), "nodeClaimDeleted": deleted}
 
 
+def _initialized(claim: NodeClaim) -> bool:
+    cond = claim.status.condition("Initialized") if claim.status is not None else None
+    return cond is not None and cond.status == "True"
+
+
+def _age(now: datetime, since: datetime | None) -> float:
+    return float("inf") if since is None else (now - since).total_seconds()
+
+
+def _abandoned(deps: CleanupDeps, claims: Sequence[NodeClaim], now: datetime, grace: int) -> list[tuple[str, str]]:
+    """(NodeClaim, error name) of NodeClaims whose launch ended without a node and without cleaning up."""
+    waiting = sorted(
+        (c for c in claims if not _initialized(c) and _age(now, c.metadata.creation_timestamp) >= grace),
+        key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp, c.name),
+    )
+    out: list[tuple[str, str]] = []
+    for claim in waiting[:LAUNCH_CHECKS_PER_RUN] if deps.launch_status is not None else ():
+        assert deps.launch_status is not None
+        status = deps.launch_status(claim.name)
+        if status in _LAUNCH_FAILED:
+            out.append((claim.name, "LaunchAbandoned"))
+        elif status is None and _age(now, claim.metadata.creation_timestamp) >= deps.liveness_seconds:
+            out.append((claim.name, "LivenessTimeout"))
+    return out
+
+
 def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any]:
-    """Terminate unaccounted instances older than ``grace_seconds``; delete NodeClaims whose instance is gone."""
+    """Finish what faults left half done (see the module docstring); returns what was done."""
     now = deps.now()
-    claims = [NodeClaim.model_validate(o) for o in deps.kube.list_items(NODE_CLAIMS)]
-    names = {c.name for c in claims}
-    by_instance = {iid: c for c in claims if (iid := _instance_id(c.status.provider_id if c.status else None))}
+    snap = take_snapshot(deps.kube, kinds=("node_pools", "node_classes", "node_claims", "nodes"))
+    snap = reconcile_status(
+        deps.kube, deps.recorder, snap, now, resolver=deps.resolver, only_unknown=False, log=deps.log
+    )
+    claims = list(snap.node_claims)
+
+    # A launch that failed and whose CleanUp failed too (or crashed): clean up as CleanUp would have.
+    abandoned = _abandoned(deps, claims, now, grace_seconds)
+    cleaned: list[str] = []
+    for name, error in abandoned:
+        why = {"Error": error, "Cause": ""}
+        try:
+            cleanup(deps, name, why)
+        except kerr.KubeError as exc:  # the next run tries again
+            deps.log("abandoned NodeClaim not cleaned up", {"nodeClaim": name, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        cleaned.append(name)
+    claims = [c for c in claims if c.name not in set(cleaned)]
+
+    names = {c.name: c for c in claims}
+    by_instance = {iid: c for c in claims if (iid := _instance_id(_provider_id(c)))}
+
+    def owned(info: ec2x.InstanceInfo) -> bool:
+        if info.instance_id in by_instance:
+            return True
+        claim = names.get(info.tags.get(ec2x.TAG_NODECLAIM, ""))
+        # The NodeClaim its tag names owns it only while that NodeClaim points to no instance yet (launching).
+        return claim is not None and _provider_id(claim) is None
 
     orphans = [
         info.instance_id
         for info in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name)
-        if info.instance_id not in by_instance
-        and info.tags.get(ec2x.TAG_NODECLAIM) not in names
-        and (info.launch_time is None or (now - info.launch_time).total_seconds() >= grace_seconds)
+        if not owned(info) and _age(now, info.launch_time) >= grace_seconds
     ]
     terminated = ec2x.terminate_instances(deps.ec2, orphans) if orphans else {}
 
     def launched_long_ago(c: NodeClaim) -> bool:
         cond = c.status.condition("Launched") if c.status else None
         since = cond.last_transition_time if cond is not None and cond.last_transition_time else None
-        since = since or c.metadata.creation_timestamp
-        return since is None or (now - since).total_seconds() >= grace_seconds
+        return _age(now, since or c.metadata.creation_timestamp) >= grace_seconds
 
     candidates = {iid: c for iid, c in by_instance.items() if launched_long_ago(c)}
-    live = ec2x.describe_instance_states(deps.ec2, candidates) if candidates else {}
+    ghosts = [
+        (iid, n)
+        for n in snap.nodes
+        if (iid := _instance_id(n.spec.provider_id)) and _ghost_candidate(n, claims, now, grace_seconds)
+    ]
+    asked = {*candidates, *(iid for iid, _ in ghosts)}
+    live = ec2x.describe_instance_states(deps.ec2, asked) if asked else {}
     deleted = []
     for iid, claim in sorted(candidates.items()):
         if iid in live:
@@ -144,9 +226,35 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         deps.recorder.record(
             ObjectRef.of(claim), NORMAL, "InstanceGone", f"NodeClaim {claim.name}: instance {iid} no longer exists"
         )
-        node_name = claim.status.node_name if claim.status else None
-        if node_name:
-            _delete_with_finalizer(deps.kube, NODES, node_name)
+        found = find_node(deps.kube, claim.status.node_name if claim.status else None, _provider_id(claim))
+        if found is not None:
+            _delete_with_finalizer(deps.kube, NODES, str(found["metadata"]["name"]))
         if _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim.name):
             deleted.append(claim.name)
-    return {"terminatedInstances": sorted(terminated), "deletedNodeClaims": deleted}
+
+    # Nodes left behind by a failed or terminated launch: no NodeClaim names them and their instance is gone.
+    nodes_deleted = []
+    for iid, ghost in ghosts:
+        if iid in live:
+            continue  # a running instance without a NodeClaim is a leak: terminated above, the Node next time
+        name = ghost.metadata.name or ""
+        with contextlib.suppress(kerr.NotFound):
+            _delete_with_finalizer(deps.kube, NODES, name)
+            nodes_deleted.append(name)
+    return {
+        "terminatedInstances": sorted(terminated),
+        "deletedNodeClaims": deleted,
+        "abandonedNodeClaims": cleaned,
+        "deletedNodes": nodes_deleted,
+    }
+
+
+def _ghost_candidate(node: Node, claims: Sequence[NodeClaim], now: datetime, grace: int) -> bool:
+    """A Node of a NodePool that no NodeClaim names (by status.nodeName or providerID), older than ``grace``."""
+    if wk.LABEL_NODEPOOL not in (node.metadata.labels or {}) or _age(now, node.metadata.creation_timestamp) < grace:
+        return False
+    name, provider = node.metadata.name, node.spec.provider_id
+    return not any(
+        c.status is not None and (c.status.node_name == name or (provider and c.status.provider_id == provider))
+        for c in claims
+    )

@@ -31,6 +31,7 @@ from nodeflow.kube.events import EventRecorder
 from nodeflow.kube.status import set_condition
 from nodeflow.kube.writes import get_node_claim
 from nodeflow.lifecycle.errors import LaunchFailed, NoCapacity, NodeClaimGone, NodeClassNotReady
+from nodeflow.lifecycle.nodeclass import NodeClassResolver
 from nodeflow.plan import node_class_settings
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import type_matches
@@ -177,24 +178,6 @@ def _kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _write_node_class_status(deps: LaunchDeps, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass) -> None:
-    status = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
-    ready = resolved.ready
-    conditions = set_condition(
-        status.get("conditions", []),
-        "Ready",
-        "True" if ready else "False",
-        "Ready" if ready else "NodeClassNotReady",
-        "" if ready else f"no {', '.join(resolved.missing)} matched the selector terms",
-        now=deps.now(),
-        generation=node_class.metadata.generation,
-    )
-    new = {**resolved.status, "conditions": conditions}
-    old = {k: status.get(k) for k in new}
-    if old != new:
-        deps.kube.patch(EC2_NODE_CLASSES, node_class.name, {"status": new}, subresource="status")
-
-
 def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> ec2x.InstanceInfo | None:
     """An instance already launched for ``claim`` (a retried Launch after CreateFleet succeeded)."""
     if claim.status is not None and claim.status.provider_id:
@@ -253,21 +236,14 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     node_class = _node_class(deps, claim)
     resolved = deps.node_classes.get(node_class, deps.now()) if deps.node_classes is not None else None
     if resolved is None:
-        resolved = ec2x.resolve_node_class(
-            deps.ec2,
-            deps.ssm,
-            deps.iam,
-            node_class,
-            cluster_name,
-            kubernetes_version=deps.kubernetes_version() if _uses_alias(node_class) else None,
+        resolver = NodeClassResolver(
+            deps.kube, deps.ec2, deps.ssm, deps.iam, cluster_name, deps.kubernetes_version, deps.now
         )
-        _write_node_class_status(deps, node_class, resolved)
+        resolved, _ = resolver.resolve(node_class)
         if deps.node_classes is not None:
             deps.node_classes.put(node_class, resolved, deps.now())
     if not resolved.ready:
-        raise NodeClassNotReady(
-            f"EC2NodeClass {node_class.name}: no {', '.join(resolved.missing)} matched its selector terms"
-        )
+        raise NodeClassNotReady(f"EC2NodeClass {node_class.name} is not ready: no usable {', '.join(resolved.missing)}")
     settings = node_class_settings(node_class)
     subnets = {zone: s.id for zone, s in resolved.subnets_by_zone.items()}
     arches = {a.architecture for a in resolved.amis}
@@ -335,10 +311,6 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
     deps.recorder.insufficient_capacity(claim, message)
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
-
-
-def _uses_alias(node_class: EC2NodeClass) -> bool:
-    return any(t.alias for t in node_class.spec.ami_selector_terms)
 
 
 def _node_class(deps: LaunchDeps, claim: NodeClaim) -> EC2NodeClass:

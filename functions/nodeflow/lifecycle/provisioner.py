@@ -27,6 +27,7 @@ from nodeflow.kube.events import EventRecorder
 from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
 from nodeflow.lifecycle.claims import node_claim_manifest, node_claim_name
+from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.plan import plan
 
 __all__ = ["ProvisionDeps", "ProvisionResult", "provision"]
@@ -44,6 +45,9 @@ class ProvisionDeps:
     now: Callable[[], datetime]
     timer: Callable[[], float] = time.perf_counter
     snapshot: Callable[[KubeClient], Snapshot] = take_snapshot
+    # Resolves EC2NodeClasses not yet resolved at their generation (None: status is taken as found).
+    resolver: NodeClassResolver | None = None
+    log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
 
 
 @dataclass
@@ -85,6 +89,11 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     t0 = deps.timer()
     snap = deps.snapshot(deps.kube)
     out.timings["snapshot"] = deps.timer() - t0
+    # A NodePool that is invalid, or whose EC2NodeClass is missing or not Ready, gets its condition and an
+    # Event, and the solver skips it (reason per pod); NodePools around it keep working.
+    t_status = deps.timer()
+    snap = reconcile_status(deps.kube, deps.recorder, snap, deps.now(), resolver=deps.resolver, log=deps.log)
+    out.timings["status"] = deps.timer() - t_status
     out.pending_pods = len(snap.pending)
     if not snap.pending:
         out.resumed = [c.name for c in snap.node_claims if _never_launched(c) and deps.start_launch(c.name)]

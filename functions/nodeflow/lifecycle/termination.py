@@ -61,7 +61,15 @@ from nodeflow.kube.events import (
     ObjectRef,
 )
 from nodeflow.kube.status import set_node_claim_conditions
-from nodeflow.kube.writes import add_finalizer, add_taints, delete, evict, get_node_claim, remove_finalizer
+from nodeflow.kube.writes import (
+    add_finalizer,
+    add_taints,
+    delete,
+    evict,
+    find_node,
+    get_node_claim,
+    remove_finalizer,
+)
 from nodeflow.lifecycle import drain as plan
 from nodeflow.lifecycle.errors import TerminationFailed
 
@@ -138,22 +146,8 @@ def _instance_id(provider_id: str | None) -> str | None:
 
 def _node(deps: TerminationDeps, claim: NodeClaim | None, name: str | None = None) -> dict[str, Any] | None:
     """The NodeClaim's Node: by status.nodeName (or ``name``) when its providerID agrees, else by providerID."""
-    provider = _provider_id(claim)
     name = (claim.status.node_name if claim is not None and claim.status else None) or name
-    if name:
-        try:
-            found = deps.kube.get(NODES, name)
-        except kerr.NotFound:
-            found = None
-        if found is not None:
-            node_provider = (found.get("spec") or {}).get("providerID")
-            if not provider or not node_provider or node_provider == provider:
-                return found
-    if provider:
-        matching = [n for n in deps.kube.list_items(NODES) if (n.get("spec") or {}).get("providerID") == provider]
-        matching.sort(key=lambda n: n["metadata"].get("creationTimestamp", ""))
-        return matching[0] if matching else None
-    return None
+    return find_node(deps.kube, name, _provider_id(claim))
 
 
 def _deadline(claim: NodeClaim) -> datetime | None:

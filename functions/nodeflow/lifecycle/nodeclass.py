@@ -1,0 +1,185 @@
+"""EC2NodeClass status: resolve what a class selects and write it, with Karpenter's conditions.
+
+One mechanism for every caller: the Launch step (before it launches), the provisioner (for classes not yet
+resolved at their current generation, so a class that is not Ready never gets a NodeClaim) and garbage
+collection (every class, on its schedule, so a class recovers when its subnets, groups or AMIs come back
+without an edit, and turns not Ready when they go).
+
+Conditions (as Karpenter names them): ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
+``InstanceProfileReady`` and the root ``Ready``, each with the object's generation as observedGeneration.
+``nodeflow.plan.node_class_readiness`` reads them back: a NodePool whose class is Ready=False is skipped by
+the solver with that message.
+
+``reconcile_status`` does the whole job for the provisioner and garbage collection: EC2NodeClasses, then
+every NodePool's status (``ValidationSucceeded`` naming the field of an invalid NodePool, ``NodeClassReady``,
+``Ready``; ``nodeflow.kube.status``), with a Warning Event on a NodePool when it turns not Ready
+(``ValidationFailed`` / ``NodeClassNotReady``). Other NodePools are not affected by a bad one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nodeflow.api.karpenter import EC2NodeClass
+from nodeflow.aws import ec2 as ec2x
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.client import EC2_NODE_CLASSES, KubeClient
+from nodeflow.kube.events import REASON_NODECLASS_NOT_READY, WARNING, EventRecorder, ObjectRef
+from nodeflow.kube.snapshot import Snapshot
+from nodeflow.kube.status import (
+    CONDITION_NODECLASS_READY,
+    CONDITION_VALIDATION_SUCCEEDED,
+    set_condition,
+    update_node_pool_statuses,
+)
+from nodeflow.plan import node_class_readiness
+
+__all__ = ["NodeClassResolver", "node_class_status", "reconcile_node_classes", "reconcile_status"]
+
+# (condition, what ResolvedNodeClass.missing calls it, reason when missing, message when missing)
+_PARTS: tuple[tuple[str, str, str, str], ...] = (
+    ("SubnetsReady", "subnets", "SubnetsNotFound", "subnetSelectorTerms matched no subnet"),
+    ("SecurityGroupsReady", "securityGroups", "SecurityGroupsNotFound", "securityGroupSelectorTerms matched no group"),
+    ("AMIsReady", "amis", "AMINotFound", "amiSelectorTerms matched no AMI"),
+    ("InstanceProfileReady", "instanceProfile", "InstanceProfileNotReady", "the instance profile is not ready"),
+)
+
+
+_RESOLVED = ("subnets", "securityGroups", "amis", "instanceProfile")  # status fields resolution owns
+
+
+def node_class_status(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass, now: datetime) -> dict[str, Any]:
+    """The EC2NodeClass ``status`` for what it resolved to (pure)."""
+    old = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
+    conditions: list[dict[str, Any]] = list(old.get("conditions") or [])
+    generation = node_class.metadata.generation
+    unhealthy: list[str] = []
+    for kind, part, reason, message in _PARTS:
+        if part in resolved.missing:
+            why = (
+                resolved.instance_profile_error
+                if part == "instanceProfile" and resolved.instance_profile_error
+                else message
+            )
+            conditions = set_condition(conditions, kind, "False", reason, why, now=now, generation=generation)
+            unhealthy.append(why)
+        else:
+            conditions = set_condition(conditions, kind, "True", kind, "", now=now, generation=generation)
+    if unhealthy:
+        ready = ("False", "UnhealthyDependents", "; ".join(unhealthy))
+    else:
+        ready = ("True", "Ready", "")
+    conditions = set_condition(conditions, "Ready", *ready, now=now, generation=generation)
+    return {**resolved.status, "conditions": conditions}
+
+
+def _comparable(status: dict[str, Any]) -> Any:
+    conditions = sorted(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message") or "", c.get("observedGeneration"))
+        for c in status.get("conditions") or []
+    )
+    return {**{k: v for k, v in status.items() if k != "conditions"}, "conditions": conditions}
+
+
+@dataclass(frozen=True)
+class NodeClassResolver:
+    """Resolves EC2NodeClasses against EC2/SSM/IAM and writes their status (only when it changes)."""
+
+    kube: KubeClient
+    ec2: Any
+    ssm: Any
+    iam: Any
+    cluster_name: str
+    kubernetes_version: Callable[[], str]
+    now: Callable[[], datetime]
+
+    def resolve(self, node_class: EC2NodeClass) -> tuple[ec2x.ResolvedNodeClass, EC2NodeClass]:
+        """(what it resolved to, the class with its new status)."""
+        uses_alias = any(t.alias for t in node_class.spec.ami_selector_terms)
+        resolved = ec2x.resolve_node_class(
+            self.ec2,
+            self.ssm,
+            self.iam,
+            node_class,
+            self.cluster_name,
+            kubernetes_version=self.kubernetes_version() if uses_alias else None,
+        )
+        status = node_class_status(node_class, resolved, self.now())
+        old = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
+        if _comparable({k: old.get(k) for k in status}) == _comparable(status):
+            return resolved, node_class
+        try:
+            gone: dict[str, Any] = {k: None for k in _RESOLVED if k in old and k not in status}
+            patch = {"status": {**gone, **status}}
+            written = self.kube.patch(EC2_NODE_CLASSES, node_class.name, patch, subresource="status")
+        except kerr.NotFound:  # deleted meanwhile
+            return resolved, node_class
+        return resolved, EC2NodeClass.model_validate(written)
+
+
+def reconcile_node_classes(
+    resolver: NodeClassResolver,
+    classes: Iterable[EC2NodeClass],
+    *,
+    only_unknown: bool,
+    log: Callable[[str, dict[str, Any]], None] = lambda _m, _e: None,
+) -> list[EC2NodeClass]:
+    """``classes`` with fresh status: every one (``only_unknown=False``), or only those whose readiness at
+    their current generation is not known yet. A class that cannot be resolved now (AWS unavailable,
+    throttled) keeps what it had; the next caller tries again."""
+    out: list[EC2NodeClass] = []
+    for nc in classes:
+        if only_unknown and node_class_readiness(nc)[0] != "Unknown":
+            out.append(nc)
+            continue
+        try:
+            out.append(resolver.resolve(nc)[1])
+        except Exception as exc:  # one class must not stop the others (or the caller's batch)
+            log("EC2NodeClass not resolved", {"nodeClass": nc.name, "error": f"{type(exc).__name__}: {exc}"})
+            out.append(nc)
+    return out
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def reconcile_status(
+    kube: KubeClient,
+    recorder: EventRecorder,
+    snapshot: Snapshot,
+    now: datetime,
+    *,
+    resolver: NodeClassResolver | None = None,
+    only_unknown: bool = True,
+    log: Callable[[str, dict[str, Any]], None] = lambda _m, _e: None,
+) -> Snapshot:
+    """Resolve EC2NodeClasses (see ``reconcile_node_classes``; none without a resolver), write every NodePool's
+    status where it changed, and record a Warning Event on each NodePool that turned not Ready. Returns
+    ``snapshot`` with the classes' new status (what the solver must see)."""
+    if resolver is not None:
+        classes = reconcile_node_classes(resolver, snapshot.node_classes, only_unknown=only_unknown, log=log)
+        snapshot = dataclasses.replace(snapshot, node_classes=tuple(classes))
+    try:
+        written = update_node_pool_statuses(kube, snapshot, now=now)
+    except kerr.KubeError as exc:  # status is for people: never worth failing the caller
+        log("NodePool status not written", {"error": f"{type(exc).__name__}: {exc}"})
+        return snapshot
+    for name, status in sorted(written.items()):
+        ref = ObjectRef("NodePool", name, api_version="karpenter.sh/v1")
+        valid, ready_class = (
+            _condition(status, CONDITION_VALIDATION_SUCCEEDED),
+            _condition(status, CONDITION_NODECLASS_READY),
+        )
+        try:
+            if valid.get("status") == "False":
+                recorder.validation_failed(ref, [str(valid.get("message") or "invalid")])
+            elif ready_class.get("status") == "False":
+                recorder.record(ref, WARNING, REASON_NODECLASS_NOT_READY, str(ready_class.get("message") or ""))
+        except kerr.KubeError as exc:
+            log("NodePool event not written", {"nodePool": name, "error": f"{type(exc).__name__}: {exc}"})
+    return snapshot

@@ -34,6 +34,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from nodeflow.api import labels as wk
+from nodeflow.api.duration import shift
 
 __all__ = [
     "BLOCKED_WAIT_SECONDS",
@@ -209,7 +210,7 @@ def drain_deadline(deleted_at: datetime | None, termination_grace_seconds: float
     """deletionTimestamp + terminationGracePeriod (None unless both are known)."""
     if deleted_at is None or termination_grace_seconds is None:
         return None
-    return deleted_at + timedelta(seconds=termination_grace_seconds)
+    return shift(deleted_at, termination_grace_seconds)
 
 
 def plan_drain(pods: Iterable[DrainPod], now: datetime, deadline: datetime | None = None) -> DrainPlan:
@@ -229,7 +230,7 @@ def plan_drain(pods: Iterable[DrainPod], now: datetime, deadline: datetime | Non
         for pod in waiting:
             if pod.is_terminating:
                 continue
-            if now >= deadline - timedelta(seconds=pod.grace):
+            if now >= shift(deadline, -pod.grace):
                 deletions.append(Deletion(pod, min(pod.grace, left)))
     deleted = {d.pod.key for d in deletions}
 
@@ -285,7 +286,7 @@ def _not_past_deadline(plan: DrainPlan, wait: float) -> float:
         return wait
     deleted = {d.pod.key for d in plan.delete}
     upcoming = [
-        plan.deadline - timedelta(seconds=p.grace)
+        shift(plan.deadline, -p.grace)
         for p in plan.waiting
         if not p.is_terminating and p.key not in deleted
     ]

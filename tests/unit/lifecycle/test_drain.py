@@ -458,3 +458,16 @@ def test_parse_time() -> None:
     assert d.parse_time("2026-01-02T03:04:05Z") == NOW
     assert d.parse_time("not a time") is None
     assert d.parse_time(None) is None
+
+
+def test_absurd_grace_periods_never_overflow_the_drain() -> None:
+    """terminationGracePeriodSeconds is an int64 anyone may set: a huge one must not make every drain pass raise
+    (OverflowError) and fail the node's workflow: such a pod is deleted at once with what is left until the
+    deadline as its grace period, as any pod whose grace period is longer than the time left."""
+    huge = pod("huge", grace_seconds=2**62)
+    deadline = d.drain_deadline(NOW, 2**62)
+    assert deadline is not None
+    assert deadline.year == 9999
+    plan = d.plan_drain([huge, pod("web")], NOW, NOW + timedelta(minutes=5))
+    assert [(x.pod.name, x.grace_seconds) for x in plan.delete] == [("huge", 300)]
+    assert d.choose_wait(plan) > 0

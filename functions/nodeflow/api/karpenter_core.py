@@ -395,6 +395,11 @@ class NodePool(KubeModel):
     @model_validator(mode="after")
     def _name(self) -> NodePool:
         _check_name(self.metadata, require=True)
+        if len(self.name) > 63:  # every node carries it as a label value
+            raise ValueError(
+                f"metadata.name: {len(self.name)} characters; a NodePool's name is the value of the "
+                "karpenter.sh/nodepool label on its nodes, so at most 63"
+            )
         return self
 
     @property

@@ -57,6 +57,7 @@ class ProvisionResult:
     existing: list[str] = field(default_factory=list)  # proposed names that were there already
     started: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)  # NodeClaims that had no execution yet
+    refused: dict[str, str] = field(default_factory=dict)  # NodePool -> why its NodeClaim could not be created
     pending_pods: int = 0
     unschedulable: int = 0
     event_errors: int = 0
@@ -69,6 +70,7 @@ class ProvisionResult:
             "nodeClaimsExisting": self.existing,
             "executionsStarted": self.started,
             "executionsResumed": self.resumed,
+            "nodeClaimsRefused": self.refused,
             "pendingPods": self.pending_pods,
             "unschedulablePods": self.unschedulable,
             "eventErrors": self.event_errors,
@@ -109,17 +111,25 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     known = {c.name for c in snap.node_claims}
     t2 = deps.timer()
     claims: list[tuple[str, tuple[str, ...]]] = []
+    refused: list[tuple[str, tuple[str, ...]]] = []  # (NodePool, pods) whose NodeClaim was refused
     for nc in result.node_claims:
         pool = pools[nc.nodepool]
-        for length in (5, 10):  # a clash of short names with a different NodeClaim: longer suffix
-            name = node_claim_name(nc.nodepool, batch, nc.pods, length=length)
-            try:
-                create_node_claim(deps.kube, node_claim_manifest(nc, pool, name, batch=batch))
-            except kerr.AlreadyExists:
-                continue
-            break
-        else:
-            raise kerr.Conflict(f"NodeClaim names for NodePool {nc.nodepool} of batch {batch} are taken")
+        try:
+            for length in (5, 10):  # a clash of short names with a different NodeClaim: longer suffix
+                name = node_claim_name(nc.nodepool, batch, nc.pods, length=length)
+                try:
+                    create_node_claim(deps.kube, node_claim_manifest(nc, pool, name, batch=batch))
+                except kerr.AlreadyExists:
+                    continue
+                break
+            else:
+                raise kerr.Conflict(f"NodeClaim names for NodePool {nc.nodepool} of batch {batch} are taken")
+        except (ValueError, kerr.Invalid, kerr.Forbidden) as exc:
+            # What this NodePool makes cannot be created (refused by validation or admission): its pods wait
+            # with the reason, and the other NodePools' NodeClaims are still made. Retrying cannot help.
+            out.refused[nc.nodepool] = str(exc).splitlines()[0][:500]
+            refused.append((nc.nodepool, nc.pods))
+            continue
         claims.append((name, nc.pods))
         (out.existing if name in known else out.created).append(name)
         if deps.start_launch(name):
@@ -144,6 +154,9 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
             calls.append(
                 functools.partial(deps.recorder.failed_scheduling, pods[u.pod], why or "no NodePool can serve it")
             )
+    for pool_name, keys in refused:
+        why = f"{pool_name}: its NodeClaim was refused: {out.refused[pool_name]}"
+        calls.extend(functools.partial(deps.recorder.failed_scheduling, pods[k], why) for k in keys if k in pods)
     with ThreadPoolExecutor(max_workers=EVENT_WORKERS) as executor:
         for future in [executor.submit(contextvars.copy_context().run, call) for call in calls]:  # as the caller
             try:

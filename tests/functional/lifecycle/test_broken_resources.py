@@ -274,3 +274,62 @@ def test_an_instance_tagged_for_a_node_claim_that_names_another_is_a_leak(local:
     gc = local.collect_garbage()
     assert gc["terminatedInstances"] == [duplicate]
     assert {i["InstanceId"] for i in _live_instances(local)} == {owned, in_flight}
+
+
+def test_a_node_pool_whose_name_cannot_be_a_label_value_is_invalid_and_the_others_work(
+    local: LocalNodeflow,
+) -> None:
+    """Its name would be the karpenter.sh/nodepool label value of its nodes (at most 63 characters): before, the
+    provisioner raised on the NodeClaim it made for it and failed every batch."""
+    long_name = "team-" + "x" * 120
+    local.apply([_pool(long_name, "default", weight=100)])
+    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    local.send_pending(["default/web"])
+    (claim,) = local.provision()["result"]["nodeClaimsCreated"]
+    assert claim.startswith("default-")
+    assert [d["status"] for d in local.wait_for_executions()] == ["SUCCEEDED"]
+    valid = _condition(local.kube_server.get(*NODEPOOL, long_name), "ValidationSucceeded")
+    assert valid["status"] == "False"
+    assert "karpenter.sh/nodepool label" in valid["message"]
+
+
+def test_a_node_claim_the_api_server_refuses_does_not_fail_the_other_node_pools(local: LocalNodeflow) -> None:
+    """The API server refuses (422) the first NodeClaim of a batch: its pods get FailedScheduling with the
+    reason, the other NodePool's NodeClaim is created and launched, and the batch does not fail (retrying a
+    refused object would fail the same way for ever)."""
+    from tests.kubeapi.cluster import APIError
+
+    gpu = {
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [
+            {
+                "name": "app",
+                "image": "app:1",
+                "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+            }
+        ],
+    }
+    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    local.apply(pending_pods("train", 1, **gpu))
+    refused: list[str] = []
+
+    def refuse_first(method: str, path: str, query: dict[str, str]) -> None:
+        if method == "POST" and path.endswith("/nodeclaims") and not refused:
+            refused.append(path)
+            raise APIError(422, "Invalid", "NodeClaim is invalid: spec: refused by an admission policy")
+
+    local.kube_server.before_request = refuse_first
+    try:
+        local.send_pending(["default/web", "default/train"])
+        result = local.provision()["result"]
+    finally:
+        local.kube_server.before_request = None
+    assert len(result["nodeClaimsRefused"]) == 1, result
+    assert len(result["nodeClaimsCreated"]) == 1, result
+    (pool,) = result["nodeClaimsRefused"]
+    assert "admission policy" in result["nodeClaimsRefused"][pool]
+    assert [d["status"] for d in local.wait_for_executions()] == ["SUCCEEDED"]
+    failed = [
+        e["message"] for e in local.kube_server.objects("v1", "Event", "default") if e["reason"] == "FailedScheduling"
+    ]
+    assert any("refused" in m and pool in m for m in failed), failed

@@ -1,0 +1,390 @@
+"""The fault matrix: each scenario injects one fault into the local world (moto with the real workflows, the test
+API server, the webhook behind its Function URL), lets nodeflow recover the way it would in AWS (SQS redelivery,
+the scheduled garbage collection, the next batch), and then ONE shared check (``invariants.check_world``) must
+find no instance without its NodeClaim, no NodeClaim without its Node, no stranded pod, no terminate execution
+over its history bound, no execution still running, and a disruption round that still runs.
+
+Behaviours 1-9 of issue 15 each have a scenario, and so do: insufficient capacity on the cheapest offerings,
+CreateFleet throttling, a step Lambda raising mid-launch, a node that never registers, 500/409/429 from the API
+server on NodeClaim create, the same batch three times and concurrently, and a webhook outage.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from nodeflow.api import labels as wk
+from nodeflow.handlers import runtime
+from sandbox.faults import flaky
+from sandbox.nodeflow import LocalNodeflow
+from tests.functional.faults.invariants import check_world, settle
+from tests.functional.ingress.conftest import event, post
+from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.test_broken_resources import _broken_class, _ghost, _pool
+from tests.functional.termination.conftest import launch
+from tests.kubeapi.cluster import APIError
+
+Make = Callable[..., LocalNodeflow]
+CLAIMS = ("karpenter.sh/v1", "NodeClaim")
+
+
+def _claims(local: LocalNodeflow) -> list[dict[str, Any]]:
+    return local.kube_server.objects(*CLAIMS)
+
+
+def _later(seconds: float) -> None:
+    rt = runtime.runtime()
+    rt.clock = lambda: datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _provision_all(local: LocalNodeflow, rounds: int = 5) -> None:
+    """Run the provisioner on whatever is queued (requeued pods included) until the queue is empty."""
+    for _ in range(rounds):
+        batch = local.receive_batch()
+        if not batch:
+            return
+        local.provision(batch)
+        settle(local, timeout=30)
+
+
+def _web(local: LocalNodeflow, replicas: int = 2, app: str = "web") -> None:
+    local.apply(pending_pods(app, replicas, cpu="1", memory="1Gi"))
+    local.send_pending([f"default/{app}"])
+
+
+# --- behaviours 1-9 --------------------------------------------------------------------------------------------
+
+
+def future_event_time(make: Make) -> LocalNodeflow:
+    """1: an agent event dated year 9999 goes through the webhook and the disruption queue."""
+    local = make()
+    node = launch(local, "web", 1)
+    url = local.start_webhook()
+    e = event("PodBound", name=node.pods[0], nodeName=node.node)
+    e["time"] = "9999-12-31T23:59:59Z"
+    assert post(url.url, {"cluster": "demo", "events": [e]}).status == 202
+    records = [
+        {"messageId": m["MessageId"], "body": m["Body"]}
+        for m in _wait(lambda: local.queue_messages("disruption"), what="the event on the disruption queue")
+    ]
+    result = local.invoke("disruption", {"Records": records})["result"]
+    assert result["podEventTimers"] == [node.claim]
+    stored = local.kube_server.get(*CLAIMS, node.claim)["status"]["lastPodEventTime"]
+    assert datetime.fromisoformat(stored.replace("Z", "+00:00")) <= datetime.now(UTC)
+    return local
+
+
+def node_class_not_ready(make: Make) -> LocalNodeflow:
+    """2: a weight-100 NodePool on an EC2NodeClass whose subnets resolve to nothing."""
+    local = make()
+    local.apply([_broken_class(), _pool("preferred", "broken", weight=100)])
+    _web(local)
+    for _ in range(3):
+        local.provision()
+        local.send_pending(["default/web"])
+    assert {c["metadata"]["labels"][wk.LABEL_NODEPOOL] for c in _claims(local)} == {"default"}
+    return local
+
+
+def launch_and_cleanup_fail(make: Make) -> LocalNodeflow:
+    """3: Register fails after the instance launched, and CleanUp fails too; garbage collection finishes it."""
+    local = make()
+    names = [local.function_name(s) for s in ("register", "cleanup")]
+    originals = {n: local.dispatch.handlers[n] for n in names}
+    for n, h in originals.items():
+        local.dispatch.register(n, flaky(h, times=10_000))
+    _web(local)
+    local.provision()
+    assert [d["status"] for d in local.wait_for_executions()] == ["FAILED"]
+    for n, h in originals.items():
+        local.dispatch.register(n, h)
+    _later(31)
+    assert len(local.collect_garbage()["abandonedNodeClaims"]) == 1
+    _provision_all(local)
+    return local
+
+
+def node_left_behind(make: Make) -> LocalNodeflow:
+    """4: a Node without a NodeClaim, unregistered and Ready=Unknown, its instance gone."""
+    local = make()
+    _ghost(local, "ip-10-0-9-1.ec2.internal")
+    _web(local)
+    assert local.provision()["result"]["nodeClaimsCreated"]
+    settle(local)
+    _later(31)
+    assert local.collect_garbage()["deletedNodes"] == ["ip-10-0-9-1.ec2.internal"]
+    return local
+
+
+def malformed_webhook_input(make: Make) -> LocalNodeflow:
+    """5: hostile bodies and headers are 4xx with nothing enqueued; a good request still gets through."""
+    local = make()
+    url = local.start_webhook().url
+    good = event("PodUnschedulable", name="web-7d4b9c-00000")
+    deep = b"[" * 5000 + b'"x"' + b"]" * 5000  # deeper than the JSON parser's recursion limit
+    spec_marker = json.dumps({"cluster": "demo", "events": [{**good, "object": {**good["object"], "spec": "@@"}}]})
+    bodies: list[bytes] = [
+        spec_marker.encode().replace(b'"@@"', deep),
+        json.dumps({"cluster": "demo", "events": [{**good, "object": {**good["object"], "uid": "a\u0000b"}}]}).encode(),
+        b'{"cluster": "demo", "events": [{"id": "' + b"a" * 20 + b'", "kind": "PodBound", "time": NaN}]}',
+        json.dumps(
+            {"cluster": "demo", "events": [{**good, "time": "\uff12\uff10\uff12\uff16-01-01T00:00:00Z"}]}
+        ).encode(),
+        b'{"cluster": "demo", "events": [{"generation": 1e999}]}',
+        b"\xff\xfe not utf-8",
+    ]
+    for body in bodies:
+        assert 400 <= post(url, body).status < 500, body[:80]
+    assert post(url, b"{}", timestamp="\u00b2").status in (401, 403)  # type: ignore[arg-type]
+    assert local.queue_messages("provisioning") == []
+    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    assert post(url, {"cluster": "demo", "events": [good]}).status == 202
+    _provision_all(local)
+    return local
+
+
+def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
+    """6: a PodDisruptionBudget holds the drain across several execution hand-overs, then allows it."""
+    local = make(env={"DRAIN_PASSES_PER_EXECUTION": "2"})
+    node = launch(local, "db", 1)
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+    }
+    local.apply([pdb])
+    local.terminate(node.claim, reason="Expired")
+    _wait(
+        lambda: any(e["name"] == f"{node.claim}_c3" for e in local.terminate_executions()),
+        timeout=60,
+        what="two hand-overs",
+    )
+    assert local.instances(("running",))  # never terminated while the PDB holds
+    local.kube_server.cluster.delete(
+        local.kube_server.resource_for("policy/v1", "PodDisruptionBudget"), "default", "db"
+    )
+    _wait(lambda: not local.instances(("pending", "running")), timeout=60, what="the instance terminated")
+    return local
+
+
+def capacity_fallback_tokens(make: Make) -> LocalNodeflow:
+    """7 and 'insufficient capacity on the cheapest offerings': the first CreateFleet finds its cheapest types out
+    of capacity; the fallback is a new request (its own ClientToken), never IdempotentParameterMismatch."""
+    local = make()
+    exhausted: list[str] = []
+
+    def before_fleet(asked: list[tuple[str, str]]) -> None:
+        if not exhausted:
+            exhausted.extend(dict.fromkeys(t for t, _ in asked).keys())
+            exhausted[8:] = []
+            local.faults.exhaust((t, z) for t in exhausted for z in local.world.subnets)
+
+    local.faults.before = before_fleet
+    _web(local, 1)
+    local.provision()
+    assert [d["status"] for d in local.wait_for_executions()] == ["SUCCEEDED"]
+    outcomes = [c["outcome"] for c in local.faults.calls]
+    assert "idempotent-mismatch" not in outcomes
+    assert outcomes[-1] == "launched"
+    assert _claims(local)[0]["metadata"]["labels"][wk.LABEL_INSTANCE_TYPE] not in exhausted
+    return local
+
+
+def duplicate_instance(make: Make) -> LocalNodeflow:
+    """8: a second instance tagged with a live NodeClaim whose providerID names another one."""
+    local = make()
+    _web(local, 1)
+    local.provision()
+    settle(local)
+    (claim,) = _claims(local)
+    tags = [
+        {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
+        {"Key": wk.LABEL_NODEPOOL, "Value": "default"},
+        {"Key": wk.LABEL_NODECLAIM, "Value": claim["metadata"]["name"]},
+    ]
+    extra = local.clients.ec2.run_instances(
+        ImageId=local.world.amis["amd64"],
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="m5.large",
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )["Instances"][0]["InstanceId"]
+    _later(31)
+    assert local.collect_garbage()["terminatedInstances"] == [extra]
+    return local
+
+
+def invalid_node_pool_and_missing_class(make: Make) -> LocalNodeflow:
+    """9: an invalid NodePool and one whose EC2NodeClass is missing, both heavier than the working one."""
+    local = make()
+    invalid = _pool("invalid", "default", weight=100)
+    invalid["spec"]["template"]["spec"]["requirements"].append(
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}
+    )
+    local.apply([invalid, _pool("orphan", "missing", weight=90)])
+    _web(local)
+    local.provision()
+    assert {c["metadata"]["labels"][wk.LABEL_NODEPOOL] for c in _claims(local)} == {"default"}
+    return local
+
+
+# --- the other faults ------------------------------------------------------------------------------------------
+
+
+def create_fleet_throttled(make: Make) -> LocalNodeflow:
+    local = make(env={"AWS_MAX_ATTEMPTS": "1"})  # no botocore retries: the workflow's Retry acts
+    local.faults.throttle_next = 2
+    _web(local, 1)
+    local.provision()
+    assert [d["status"] for d in local.wait_for_executions()] == ["SUCCEEDED"]
+    assert [c["outcome"] for c in local.faults.calls][:2] == ["throttled", "throttled"]
+    return local
+
+
+def step_raises_mid_launch(make: Make) -> LocalNodeflow:
+    """Initialize raises until the workflow gives up: CleanUp terminates the instance, the pods come back."""
+    local = make(kubelet_ready_after=30.0)
+    name = local.function_name("initialize")
+    original = local.dispatch.handlers[name]
+    local.dispatch.register(name, flaky(original, times=10_000))
+    _web(local)
+    local.provision()
+    assert [d["status"] for d in local.wait_for_executions()] == ["FAILED"]
+    local.dispatch.register(name, original)
+    local.kubelet.ready_after = 0.0
+    _provision_all(local)
+    return local
+
+
+def node_never_registers(make: Make) -> LocalNodeflow:
+    """The first instance never becomes a Node: RegistrationTimeout, cleaned up, the pods launched again."""
+    first: list[str] = []
+
+    def skip(claim: str) -> bool:
+        first.append(claim) if not first else None
+        return claim == first[0]
+
+    local = make(env={"REGISTRATION_TTL_SECONDS": "1"}, kubelet_skip=skip, wait_scale=0.01)
+    _web(local, 1)
+    local.provision()
+    assert [d.get("error") for d in local.wait_for_executions(timeout=30)] == ["RegistrationTimeout"]
+    _provision_all(local)
+    return local
+
+
+def _api_errors_on_create(code: int) -> Callable[[Make], LocalNodeflow]:
+    def scenario(make: Make) -> LocalNodeflow:
+        """The API server answers the first NodeClaim create with ``code``: the batch fails (SQS redelivers it),
+        the retry creates the NodeClaims once."""
+        local = make()
+        hit: list[str] = []
+
+        def fail_first(method: str, path: str, query: dict[str, str]) -> None:
+            if method == "POST" and path.endswith("/nodeclaims") and not hit:
+                hit.append(path)
+                reason = {500: "InternalError", 409: "Conflict", 429: "TooManyRequests"}[code]
+                raise APIError(code, reason, f"injected {code}")
+
+        local.kube_server.before_request = fail_first
+        _web(local)
+        batch = local.receive_batch()
+        try:
+            with pytest.raises(RuntimeError):
+                local.invoke("provisioner", {"Records": batch})
+            local.provision(batch)  # the redelivery
+        finally:
+            local.kube_server.before_request = None
+        return local
+
+    return scenario
+
+
+def same_batch_three_times_concurrently(make: Make) -> LocalNodeflow:
+    local = make()
+    _web(local, 4)
+    batch = local.receive_batch()
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(local.invoke("provisioner", {"Records": batch})))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    local.provision(batch)  # and a third time, after
+    settle(local)
+    claims = _claims(local)
+    assert len(local.instances()) == len(claims)
+    return local
+
+
+def webhook_outage(make: Make) -> LocalNodeflow:
+    """The webhook answers 503 for a while (the agent retries): nothing is enqueued or lost."""
+    local = make()
+    url = local.start_webhook()
+    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    e = event("PodUnschedulable", name="web-7d4b9c-00000")
+    url.outage(503)
+    assert post(url.url, {"cluster": "demo", "events": [e]}).status == 503
+    assert local.queue_messages("provisioning") == []
+    url.recover()
+    assert post(url.url, {"cluster": "demo", "events": [e]}).body["accepted"] == 1  # the agent's retry
+    _provision_all(local)
+    assert len(_claims(local)) == 1
+    return local
+
+
+SCENARIOS: dict[str, Callable[[Make], LocalNodeflow]] = {
+    "1-future-event-time": future_event_time,
+    "2-node-class-not-ready": node_class_not_ready,
+    "3-launch-and-cleanup-fail": launch_and_cleanup_fail,
+    "4-node-left-behind": node_left_behind,
+    "5-malformed-webhook-input": malformed_webhook_input,
+    "6-drain-held-by-a-pdb": drain_held_by_a_pdb,
+    "7-capacity-fallback-client-tokens": capacity_fallback_tokens,
+    "8-duplicate-instance": duplicate_instance,
+    "9-invalid-node-pool-missing-class": invalid_node_pool_and_missing_class,
+    "create-fleet-throttled": create_fleet_throttled,
+    "step-raises-mid-launch": step_raises_mid_launch,
+    "node-never-registers": node_never_registers,
+    "api-500-on-create": _api_errors_on_create(500),
+    "api-409-on-create": _api_errors_on_create(409),
+    "api-429-on-create": _api_errors_on_create(429),
+    "same-batch-three-times-concurrently": same_batch_three_times_concurrently,
+    "webhook-outage": webhook_outage,
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_fault_leaves_the_world_sound(make_local: Make, name: str) -> None:
+    local = SCENARIOS[name](make_local)
+    settle(local)
+    runtime.runtime().clock = lambda: datetime.now(UTC)  # the round runs at the real time
+    violations = check_world(local)
+    settle(local)  # whatever the round started ends within the test
+    assert violations == [], "\n".join(str(v) for v in violations)
+
+
+def test_the_matrix_covers_every_behaviour_that_runs() -> None:
+    """Behaviours 1-9 of issue 15 each have a scenario (10 is the deployment: tests/infra)."""
+    numbered = sorted(int(n.split("-", 1)[0]) for n in SCENARIOS if n[0].isdigit())
+    assert numbered == list(range(1, 10))

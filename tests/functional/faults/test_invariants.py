@@ -1,0 +1,95 @@
+"""The invariant checker fails on a deliberately broken world: each rule is broken once, and each is reported
+(a checker that cannot fail would make the fault matrix meaningless)."""
+
+from __future__ import annotations
+
+import time
+
+from nodeflow.api import labels as wk
+from nodeflow.kube.client import PODS
+from sandbox.nodeflow import LocalNodeflow
+from tests.functional.faults.invariants import check_world, rules, settle
+from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.termination.conftest import kube, launch
+
+
+def _stop_all(local: LocalNodeflow) -> None:
+    for e in local.terminate_executions():
+        if e["status"] == "RUNNING":
+            for _ in range(100):  # moto: AttributeError while the execution's worker is starting
+                try:
+                    local.clients.sfn.stop_execution(executionArn=e["executionArn"])
+                    break
+                except AttributeError:
+                    time.sleep(0.02)
+
+
+def test_a_sound_world_passes(local: LocalNodeflow) -> None:
+    launch(local, "web", 2)
+    settle(local)
+    assert check_world(local) == []
+
+
+def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
+    node = launch(local, "web", 1)
+    # a terminate execution held by a do-not-disrupt pod: still running, and over a (tiny) history bound
+    kube(local).patch(
+        PODS, node.pods[0], {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}, namespace="default"
+    )
+    local.terminate(node.claim, reason="Test")
+    # an instance of a NodePool that no NodeClaim names
+    leaked = local.clients.ec2.run_instances(
+        ImageId=local.world.amis["amd64"],
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="m5.large",
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
+                    {"Key": wk.LABEL_NODEPOOL, "Value": "default"},
+                ],
+            }
+        ],
+    )["Instances"][0]["InstanceId"]
+    # a NodeClaim that never got a Node (nothing launched it)
+    local.apply(
+        [
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {"name": "default-orphan", "labels": {wk.LABEL_NODEPOOL: "default"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [{"key": wk.LABEL_CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}],
+                },
+            }
+        ]
+    )
+    # a pending pod nobody looked at
+    local.apply(pending_pods("forgotten", 1))
+    # a disruption Lambda that fails
+    name = local.function_name("disruption")
+
+    def broken(event: object, context: object) -> object:
+        raise RuntimeError("the round cannot run")
+
+    local.dispatch.register(name, broken)
+    try:
+        violations = check_world(local, max_terminate_events=1)
+    finally:
+        _stop_all(local)
+    assert rules(violations) == {
+        "instance-without-nodeclaim",
+        "nodeclaim-without-node",
+        "pod-stranded",
+        "terminate-history",
+        "execution-running",
+        "disruption-round",
+    }, violations
+    subjects = {v.rule: v.subject for v in violations}
+    assert subjects["instance-without-nodeclaim"] == leaked
+    assert subjects["nodeclaim-without-node"] == "default-orphan"
+    assert subjects["pod-stranded"] == "default/forgotten-7d4b9c-00000"
+    assert subjects["terminate-history"] == node.claim

@@ -285,11 +285,7 @@ def _not_past_deadline(plan: DrainPlan, wait: float) -> float:
     if plan.deadline is None:
         return wait
     deleted = {d.pod.key for d in plan.delete}
-    upcoming = [
-        shift(plan.deadline, -p.grace)
-        for p in plan.waiting
-        if not p.is_terminating and p.key not in deleted
-    ]
+    upcoming = [shift(plan.deadline, -p.grace) for p in plan.waiting if not p.is_terminating and p.key not in deleted]
     upcoming.append(plan.deadline)
     return min(wait, min(_until(t, plan.now) for t in upcoming))
 

@@ -30,7 +30,7 @@ from nodeflow.lifecycle.termination import max_history_events
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 
-__all__ = ["Violation", "check_world", "settle"]
+__all__ = ["Violation", "check_world", "history_length", "rules", "settle"]
 
 CLAIMS = ("karpenter.sh/v1", "NodeClaim")
 
@@ -146,7 +146,7 @@ def check_world(
         if e["status"] == "RUNNING":
             out.append(Violation("execution-running", e["name"], e["stateMachineArn"].rsplit(":", 1)[-1]))
         if e["stateMachineArn"] == local.terminate_arn:
-            events = _history_length(local, e["executionArn"])
+            events = history_length(local, e["executionArn"])
             if events > bound:
                 out.append(Violation("terminate-history", e["name"], f"{events} events > {bound}"))
 
@@ -158,7 +158,7 @@ def check_world(
     return out
 
 
-def _history_length(local: LocalNodeflow, arn: str) -> int:
+def history_length(local: LocalNodeflow, arn: str) -> int:
     total, kwargs = 0, {"executionArn": arn, "maxResults": 1000}
     while True:
         page = local.clients.sfn.get_execution_history(**kwargs)

@@ -8,9 +8,9 @@ import time
 from nodeflow.api import labels as wk
 from nodeflow.kube.client import PODS
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.faults.invariants import check_world, rules, settle
+from tests.functional.faults.invariants import check_world, history_length, rules, settle
 from tests.functional.lifecycle.conftest import pending_pods
-from tests.functional.termination.conftest import kube, launch
+from tests.functional.termination.conftest import eventually, kube, launch
 
 
 def _stop_all(local: LocalNodeflow) -> None:
@@ -36,7 +36,8 @@ def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
     kube(local).patch(
         PODS, node.pods[0], {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}, namespace="default"
     )
-    local.terminate(node.claim, reason="Test")
+    arn = local.terminate(node.claim, reason="Test")
+    eventually(lambda: history_length(local, arn) > 5, what="the held terminate execution to run a few states")
     # an instance of a NodePool that no NodeClaim names
     leaked = local.clients.ec2.run_instances(
         ImageId=local.world.amis["amd64"],

@@ -481,6 +481,16 @@ class Functions(Construct):
 
     # ------------------------------------------------------------------ workflows
 
+    def _machine_arn_by_name(self, workflow: str) -> str:
+        """The state machine's ARN built from its known name: no CloudFormation reference, so a function the
+        machine calls (or one created before it) can have it without a dependency cycle."""
+        return Stack.of(self).format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=self.config.name(workflow, limit=80),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+
     def connect_workflows(
         self, machines: Mapping[str, sfn.StateMachine], steps: Mapping[str, Sequence[str]] | None = None
     ) -> None:
@@ -498,12 +508,7 @@ class Functions(Construct):
                 if machine is None:
                     raise ConfigError(f"infra: {suffix} uses {use!r} but there is no {workflow!r} workflow")
                 if kind == "start" and suffix in steps.get(workflow, ()):
-                    arn = Stack.of(self).format_arn(
-                        service="states",
-                        resource="stateMachine",
-                        resource_name=self.config.name(workflow, limit=80),
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
+                    arn = self._machine_arn_by_name(workflow)
                     fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", arn)
                     self.roles[suffix].add_to_policy(
                         iam.PolicyStatement(
@@ -515,13 +520,7 @@ class Functions(Construct):
                     machine.grant_start_execution(fn)
                 else:
                     if f"start:{workflow}" not in spec.uses:  # the ARN, built from the name (no dependency)
-                        name_arn = Stack.of(self).format_arn(
-                            service="states",
-                            resource="stateMachine",
-                            resource_name=self.config.name(workflow, limit=80),
-                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                        )
-                        fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", name_arn)
+                        fn.add_environment(f"{workflow.upper()}_STATE_MACHINE_ARN", self._machine_arn_by_name(workflow))
                     # Execution names are the NodeClaims' (known at run time): every execution of this machine.
                     executions = Stack.of(self).format_arn(
                         service="states",

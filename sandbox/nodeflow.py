@@ -531,6 +531,17 @@ class LocalNodeflow:
     def trace(self, execution_arn: str) -> Any:
         return execution_trace(self.clients.sfn, execution_arn)
 
+    def run_instance(self, tags: Mapping[str, str], instance_type: str = "m5.large") -> str:
+        """An instance launched outside nodeflow's launch path (a leak, a duplicate), with ``tags``; its id."""
+        out = self.clients.ec2.run_instances(
+            ImageId=self.world.amis["amd64"],
+            MinCount=1,
+            MaxCount=1,
+            InstanceType=instance_type,
+            TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+        )
+        return str(out["Instances"][0]["InstanceId"])
+
     def instances(self, states: Iterable[str] = ("pending", "running")) -> list[dict[str, Any]]:
         """EC2 instances tagged for the cluster in ``states``."""
         out = self.clients.ec2.describe_instances(

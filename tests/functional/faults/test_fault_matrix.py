@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,7 +27,7 @@ from tests.functional.faults.invariants import check_world, settle
 from tests.functional.ingress.conftest import event, post
 from tests.functional.lifecycle.conftest import pending_pods
 from tests.functional.lifecycle.test_broken_resources import _broken_class, _ghost, _pool
-from tests.functional.termination.conftest import launch
+from tests.functional.termination.conftest import eventually, launch
 from tests.kubeapi.cluster import APIError
 
 Make = Callable[..., LocalNodeflow]
@@ -42,16 +41,6 @@ def _claims(local: LocalNodeflow) -> list[dict[str, Any]]:
 def _later(seconds: float) -> None:
     rt = runtime.runtime()
     rt.clock = lambda: datetime.now(UTC) + timedelta(seconds=seconds)
-
-
-def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _provision_all(local: LocalNodeflow, rounds: int = 5) -> None:
@@ -82,7 +71,7 @@ def future_event_time(make: Make) -> LocalNodeflow:
     assert post(url.url, {"cluster": "demo", "events": [e]}).status == 202
     records = [
         {"messageId": m["MessageId"], "body": m["Body"]}
-        for m in _wait(lambda: local.queue_messages("disruption"), what="the event on the disruption queue")
+        for m in eventually(lambda: local.queue_messages("disruption"), what="the event on the disruption queue")
     ]
     result = local.invoke("disruption", {"Records": records})["result"]
     assert result["podEventTimers"] == [node.claim]
@@ -172,7 +161,7 @@ def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
     }
     local.apply([pdb])
     local.terminate(node.claim, reason="Expired")
-    _wait(
+    eventually(
         lambda: any(e["name"] == f"{node.claim}_c3" for e in local.terminate_executions()),
         timeout=60,
         what="two hand-overs",
@@ -181,7 +170,7 @@ def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
     local.kube_server.cluster.delete(
         local.kube_server.resource_for("policy/v1", "PodDisruptionBudget"), "default", "db"
     )
-    _wait(lambda: not local.instances(("pending", "running")), timeout=60, what="the instance terminated")
+    eventually(lambda: not local.instances(("pending", "running")), timeout=60, what="the instance terminated")
     return local
 
 
@@ -215,18 +204,13 @@ def duplicate_instance(make: Make) -> LocalNodeflow:
     local.provision()
     settle(local)
     (claim,) = _claims(local)
-    tags = [
-        {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
-        {"Key": wk.LABEL_NODEPOOL, "Value": "default"},
-        {"Key": wk.LABEL_NODECLAIM, "Value": claim["metadata"]["name"]},
-    ]
-    extra = local.clients.ec2.run_instances(
-        ImageId=local.world.amis["amd64"],
-        MinCount=1,
-        MaxCount=1,
-        InstanceType="m5.large",
-        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
-    )["Instances"][0]["InstanceId"]
+    extra = local.run_instance(
+        {
+            "kubernetes.io/cluster/demo": "owned",
+            wk.LABEL_NODEPOOL: "default",
+            wk.LABEL_NODECLAIM: claim["metadata"]["name"],
+        }
+    )
     _later(31)
     assert local.collect_garbage()["terminatedInstances"] == [extra]
     return local

@@ -3,25 +3,13 @@
 
 from __future__ import annotations
 
-import time
-
 from nodeflow.api import labels as wk
 from nodeflow.kube.client import PODS
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.faults.invariants import check_world, history_length, rules, settle
 from tests.functional.lifecycle.conftest import pending_pods
 from tests.functional.termination.conftest import eventually, kube, launch
-
-
-def _stop_all(local: LocalNodeflow) -> None:
-    for e in local.terminate_executions():
-        if e["status"] == "RUNNING":
-            for _ in range(100):  # moto: AttributeError while the execution's worker is starting
-                try:
-                    local.clients.sfn.stop_execution(executionArn=e["executionArn"])
-                    break
-                except AttributeError:
-                    time.sleep(0.02)
+from tests.functional.termination.test_long_drain import stop_all
 
 
 def test_a_sound_world_passes(local: LocalNodeflow) -> None:
@@ -39,21 +27,7 @@ def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
     arn = local.terminate(node.claim, reason="Test")
     eventually(lambda: history_length(local, arn) > 5, what="the held terminate execution to run a few states")
     # an instance of a NodePool that no NodeClaim names
-    leaked = local.clients.ec2.run_instances(
-        ImageId=local.world.amis["amd64"],
-        MinCount=1,
-        MaxCount=1,
-        InstanceType="m5.large",
-        TagSpecifications=[
-            {
-                "ResourceType": "instance",
-                "Tags": [
-                    {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
-                    {"Key": wk.LABEL_NODEPOOL, "Value": "default"},
-                ],
-            }
-        ],
-    )["Instances"][0]["InstanceId"]
+    leaked = local.run_instance({"kubernetes.io/cluster/demo": "owned", wk.LABEL_NODEPOOL: "default"})
     # a NodeClaim that never got a Node (nothing launched it)
     local.apply(
         [
@@ -80,7 +54,7 @@ def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
     try:
         violations = check_world(local, max_terminate_events=1)
     finally:
-        _stop_all(local)
+        stop_all(local)
     assert rules(violations) == {
         "instance-without-nodeclaim",
         "nodeclaim-without-node",

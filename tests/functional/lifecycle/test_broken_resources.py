@@ -95,7 +95,8 @@ def test_a_node_class_recovers_when_garbage_collection_resolves_it_again(local: 
     local.collect_garbage()
     assert _condition(local.kube_server.get(*NODECLASS, "broken"), "Ready")["status"] == "True"
     assert _condition(local.kube_server.get(*NODEPOOL, "preferred"), "Ready")["status"] == "True"
-    local.apply(pending_pods("api", 1, cpu="1", memory="1Gi"))
+    # larger than the first node (2 vCPU), whether or not web is bound to it yet
+    local.apply(pending_pods("api", 1, cpu="3", memory="1Gi"))
     local.send_pending(["default/api"])
     local.provision()
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
@@ -249,19 +250,8 @@ def test_an_instance_tagged_for_a_node_claim_that_names_another_is_a_leak(local:
     owned = local.kube_server.get("karpenter.sh/v1", "NodeClaim", claim)["status"]["providerID"].rsplit("/", 1)[-1]
 
     def tagged(node_claim: str) -> str:
-        tags = [
-            {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
-            {"Key": wk.LABEL_NODEPOOL, "Value": "default"},
-            {"Key": wk.LABEL_NODECLAIM, "Value": node_claim},
-        ]
-        return str(
-            local.clients.ec2.run_instances(
-                ImageId=local.world.amis["amd64"],
-                MinCount=1,
-                MaxCount=1,
-                InstanceType="m5.large",
-                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
-            )["Instances"][0]["InstanceId"]
+        return local.run_instance(
+            {"kubernetes.io/cluster/demo": "owned", wk.LABEL_NODEPOOL: "default", wk.LABEL_NODECLAIM: node_claim}
         )
 
     duplicate = tagged(claim)

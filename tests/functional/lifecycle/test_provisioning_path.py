@@ -259,22 +259,13 @@ def test_garbage_collection(local: LocalNodeflow) -> None:
     claimed = claim["status"]["providerID"].rsplit("/", 1)[-1]
     # a leaked instance: tagged for the cluster, no NodeClaim
     ec2 = local.clients.ec2
-    leaked = ec2.run_instances(
-        ImageId=local.world.amis["amd64"],
-        MinCount=1,
-        MaxCount=1,
-        InstanceType="m5.large",
-        TagSpecifications=[
-            {
-                "ResourceType": "instance",
-                "Tags": [
-                    {"Key": "kubernetes.io/cluster/demo", "Value": "owned"},
-                    {"Key": "karpenter.sh/nodepool", "Value": "default"},
-                    {"Key": "karpenter.sh/nodeclaim", "Value": "default-gone1"},
-                ],
-            }
-        ],
-    )["Instances"][0]["InstanceId"]
+    leaked = local.run_instance(
+        {
+            "kubernetes.io/cluster/demo": "owned",
+            "karpenter.sh/nodepool": "default",
+            "karpenter.sh/nodeclaim": "default-gone1",
+        }
+    )
     rt = runtime.runtime()
     young = local.collect_garbage()
     assert young["terminatedInstances"] == []  # within the 30 s grace

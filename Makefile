@@ -28,8 +28,10 @@ $(VENV)/lambda-wheels/.done: requirements.txt $(STAMP)
 	$(PY) -m infra.bundling download
 	touch $@
 
+# One pytest worker per core (pytest-xdist); TEST_JOBS=0 runs them in this process.
+TEST_JOBS ?= auto
 unit: $(STAMP) node_modules/.package-lock.json
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS)
 
 test: lint typecheck unit
 

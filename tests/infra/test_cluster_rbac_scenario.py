@@ -36,7 +36,7 @@ from tests.functional.conftest import aws_env, kube_server
 from tests.functional.ingress.conftest import event as agent_event
 from tests.functional.ingress.conftest import post
 from tests.functional.lifecycle.conftest import make_local, pending_pods
-from tests.functional.termination.conftest import bound_pod, launch
+from tests.functional.termination.conftest import bound_pod, launch, volume_agent
 from tests.kubeapi.rbac import Decision
 
 __all__ = ["aws_env", "kube_server", "make_local"]
@@ -196,37 +196,7 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     # --- interruptions: a kubectl-deleted Node (the agent's Node Deleting) and a spot interruption -----------------
     web = launch(local, "web", 1)
     # a DaemonSet pod that stays (it tolerates the disrupted taint) with a volume: its attachment is not waited for
-    local.apply(
-        [
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": "logs", "namespace": "default"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "volumeName": "pv-logs",
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-            bound_pod(
-                "log-agent",
-                web.node,
-                owner="DaemonSet",
-                tolerations=[{"operator": "Exists"}],
-                volumes=[{"name": "logs", "persistentVolumeClaim": {"claimName": "logs"}}],
-            ),
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "VolumeAttachment",
-                "metadata": {"name": "csi-pv-logs"},
-                "spec": {
-                    "attacher": "ebs.csi.aws.com",
-                    "nodeName": web.node,
-                    "source": {"persistentVolumeName": "pv-logs"},
-                },
-            },
-        ]
-    )
+    local.apply(volume_agent(web.node))
     # a do-not-disrupt pod on a NodeClaim whose terminationGracePeriod is over at once: deleted, not evicted
     batch = launch(local, "batch", 1, affinity=_away_from("web"))
     admin.patch(

@@ -115,6 +115,39 @@ def bound_pod(
     }
 
 
+def volume_agent(node: str, attached: tuple[str, ...] = ("pv-logs",)) -> list[dict[str, Any]]:
+    """A DaemonSet pod on ``node`` (it tolerates every taint) using the PVC ``logs`` (bound to ``pv-logs``),
+    and a CSI VolumeAttachment of each of ``attached`` to the node."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "logs", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "volumeName": "pv-logs",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        bound_pod(
+            "log-agent",
+            node,
+            owner="DaemonSet",
+            tolerations=[{"operator": "Exists"}],
+            volumes=[{"name": "logs", "persistentVolumeClaim": {"claimName": "logs"}}],
+        ),
+        *(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "VolumeAttachment",
+                "metadata": {"name": f"csi-{pv}"},
+                "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": {"persistentVolumeName": pv}},
+            }
+            for pv in attached
+        ),
+    ]
+
+
 @pytest.fixture
 def local(make_local: Callable[..., LocalNodeflow]) -> LocalNodeflow:
     return make_local()

@@ -20,6 +20,7 @@ from tests.functional.termination.conftest import (
     kube,
     launch,
     ready,
+    volume_agent,
 )
 
 DS = "DaemonSet"
@@ -308,40 +309,7 @@ def test_do_not_disrupt_with_a_grace_period_is_deleted_at_deadline_minus_its_gra
 
 def test_the_termination_waits_for_volume_attachments(local: LocalNodeflow) -> None:
     node = launch(local, "web", 1)
-    local.apply(
-        [
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": "logs", "namespace": "default"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "volumeName": "pv-logs",
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-            bound_pod(
-                "log-agent",
-                node.node,
-                owner=DS,
-                tolerations=[{"operator": "Exists"}],
-                volumes=[{"name": "logs", "persistentVolumeClaim": {"claimName": "logs"}}],
-            ),
-            *(
-                {
-                    "apiVersion": "storage.k8s.io/v1",
-                    "kind": "VolumeAttachment",
-                    "metadata": {"name": f"csi-{pv}"},
-                    "spec": {
-                        "attacher": "ebs.csi.aws.com",
-                        "nodeName": node.node,
-                        "source": {"persistentVolumeName": pv},
-                    },
-                }
-                for pv in ("pv-data", "pv-logs")
-            ),
-        ]
-    )
+    local.apply(volume_agent(node.node, ("pv-data", "pv-logs")))
     arn = local.terminate(node.claim)
     eventually(lambda: visits(local, arn, "WaitForVolumes") >= 2, what="the workflow to wait for the volume")
     assert condition(claim_of(local, node.claim), "VolumesDetached") == ("False", "AwaitingVolumeDetachment")

@@ -59,6 +59,7 @@ __all__ = [
     "NodeClassSettings",
     "clear_cache",
     "eni_limited_pods",
+    "known_type",
     "kube_reserved_cpu_milli",
     "name_labels",
     "resolve_instance_type",
@@ -496,6 +497,14 @@ def _apply_unavailable(
     return tuple(
         replace(o, available=False) if (name, o.zone, o.capacity_type) in unavailable else o for o in offerings
     )
+
+
+def known_type(data: CatalogData, name: str) -> tuple[Mapping[str, str], tuple[Offering, ...]] | None:
+    """The node-class-independent labels and every offering (zone x capacity type, available or not) of the
+    instance type ``name``; None when the catalog does not sell it. Read-only (cached)."""
+    cache = _data_cache(data)
+    offerings = cache.offerings.get(name)
+    return None if offerings is None else (cache.static[name], offerings)
 
 
 def resolve_instance_types(

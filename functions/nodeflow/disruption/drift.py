@@ -1,63 +1,89 @@
 """Drift: why a node no longer matches its NodePool or EC2NodeClass (None when it still does).
 
-In order, the first that applies:
+In Karpenter's order, the first that applies:
 1. NodePool template hash: the NodeClaim's karpenter.sh/nodepool-hash annotation differs from the
-   hash of the NodePool now (``nodeflow.lifecycle.claims.nodepool_hash``; only compared when the
-   hash versions agree or the NodeClaim has no version annotation).
-2. EC2NodeClass hash: the NodeClaim's karpenter.k8s.aws/ec2nodeclass-hash annotation differs from the
+   NodePool's hash now (``nodeflow.lifecycle.claims.nodepool_hash``, the number Karpenter computes).
+   Compared only when the NodeClaim carries both the hash and its karpenter.sh/nodepool-hash-version
+   and that version is the NodePool's (``NODEPOOL_HASH_VERSION``): a hash of another version means
+   nothing. nodeflow computes the NodePool's hash itself (Karpenter's annotation on the NodePool may
+   be stale once Karpenter no longer runs), so that annotation is not read.
+2. Requirements: every NodePool requirement must be met by the NodeClaim's labels (with the node's
+   labels and, when the catalog knows the instance type, the type's well-known labels): a label the
+   requirement no longer allows, or a label the node lacks for a requirement other than NotIn /
+   DoesNotExist (e.g. a new requirement on a custom label); template labels count as requirements.
+   A NodeClaim requirement that no longer intersects the NodePool's is drift too.
+3. Instance type not found (checked once the NodeClaim is more than an hour old, as Karpenter does):
+   no instance-type label, a type the catalog no longer sells, or no offering of it (available or
+   not) in the node's zone with its capacity type.
+4. EC2NodeClass hash: the NodeClaim's karpenter.k8s.aws/ec2nodeclass-hash annotation differs from the
    EC2NodeClass's (only when both have one).
-3. AMI: the NodeClaim's status.imageID is not among the EC2NodeClass's status.amis.
-4. Subnet / security groups: the instance's subnet (annotation nodeflow.io/subnet-id) is not among
+5. AMI: the NodeClaim's status.imageID is not among the EC2NodeClass's status.amis.
+6. Subnet / security groups: the instance's subnet (annotation nodeflow.io/subnet-id) is not among
    status.subnets, or its security groups (nodeflow.io/security-group-ids) differ from
    status.securityGroups (only judged when known on both sides).
-5. Requirements: a node label the NodePool's requirements (or template labels) no longer allow (e.g.
-   the pool dropped the node's instance type, zone or capacity type), or a NodeClaim requirement
-   that no longer intersects the NodePool's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+from nodeflow.catalog.instancetypes import known_type
+from nodeflow.catalog.model import CatalogData, Offering
 from nodeflow.disruption.model import ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_SECURITY_GROUP_IDS, ANNOTATION_SUBNET_ID
 from nodeflow.lifecycle.claims import NODEPOOL_HASH_VERSION, nodepool_hash
 from nodeflow.scheduling.requirements import Requirement, Requirements
 
-__all__ = ["drift_reason"]
+__all__ = ["INSTANCE_TYPE_CHECK_AFTER", "drift_reason"]
+
+
+INSTANCE_TYPE_CHECK_AFTER = timedelta(hours=1)
+_ABSENT_OK = frozenset({"NotIn", "DoesNotExist"})
 
 
 def drift_reason(
-    claim: NodeClaim, pool: NodePool, node_class: EC2NodeClass | None, node_labels: Mapping[str, str] | None = None
+    claim: NodeClaim,
+    pool: NodePool,
+    node_class: EC2NodeClass | None,
+    node_labels: Mapping[str, str] | None = None,
+    *,
+    catalog: CatalogData | None = None,
+    now: datetime | None = None,
 ) -> str | None:
+    """Why ``claim`` (on a node with ``node_labels``) drifted from ``pool`` / ``node_class``, or None.
+    The instance-type rule needs ``catalog`` and ``now``."""
     annotations = claim.metadata.annotations or {}
     recorded = annotations.get(wk.ANNOTATION_NODEPOOL_HASH)
     version = annotations.get(wk.ANNOTATION_NODEPOOL_HASH_VERSION)
-    if recorded is not None and version in (None, NODEPOOL_HASH_VERSION) and recorded != nodepool_hash(pool):
+    if recorded is not None and version == NODEPOOL_HASH_VERSION and recorded != nodepool_hash(pool):
         return f"NodePool {pool.name} template changed (nodepool-hash {recorded} != {nodepool_hash(pool)})"
-    if node_class is not None:
-        class_hash = (node_class.metadata.annotations or {}).get(ANNOTATION_EC2NODECLASS_HASH)
-        claim_hash = annotations.get(ANNOTATION_EC2NODECLASS_HASH)
-        if class_hash is not None and claim_hash is not None and class_hash != claim_hash:
-            return f"EC2NodeClass {node_class.name} changed (ec2nodeclass-hash {claim_hash} != {class_hash})"
-        status = node_class.status
-        image = claim.status.image_id if claim.status is not None else None
-        if status is not None and status.amis and image and image not in {a.id for a in status.amis}:
-            return f"AMI {image} is no longer resolved by EC2NodeClass {node_class.name}"
-        subnet = annotations.get(ANNOTATION_SUBNET_ID)
-        if status is not None and status.subnets and subnet and subnet not in {s.id for s in status.subnets}:
-            return f"subnet {subnet} is no longer resolved by EC2NodeClass {node_class.name}"
-        groups = annotations.get(ANNOTATION_SECURITY_GROUP_IDS)
-        if status is not None and status.security_groups and groups:
-            have = {g.strip() for g in groups.split(",") if g.strip()}
-            want = {g.id for g in status.security_groups}
-            if have != want:
-                return f"security groups {sorted(have)} differ from EC2NodeClass {node_class.name}'s {sorted(want)}"
-    pool_reqs = Requirements(
-        Requirement.create(r.key, r.operator, r.values or ()) for r in pool.spec.template.spec.requirements
-    ).add(Requirements.from_labels(pool.spec.template.metadata.labels or {}))
-    for key, value in sorted((node_labels or {}).items()):
+    labels = {**(node_labels or {}), **(claim.metadata.labels or {})}
+    facts = (
+        known_type(catalog, labels[wk.LABEL_INSTANCE_TYPE]) if catalog and wk.LABEL_INSTANCE_TYPE in labels else None
+    )
+    if facts is not None:
+        labels = {**facts[0], **labels}
+    why = _requirements_drift(claim, pool, labels)
+    if why is not None:
+        return why
+    if catalog is not None and now is not None:
+        why = _instance_type_drift(claim, labels, facts, now)
+        if why is not None:
+            return why
+    return _node_class_drift(claim, node_class, annotations)
+
+
+def _requirements_drift(claim: NodeClaim, pool: NodePool, labels: Mapping[str, str]) -> str | None:
+    spec_reqs = pool.spec.template.spec.requirements
+    for r in spec_reqs:
+        if r.key not in labels and r.operator not in _ABSENT_OK:
+            return f"NodePool {pool.name} requires label {r.key} ({r.operator}), which the node does not have"
+    pool_reqs = Requirements(Requirement.create(r.key, r.operator, r.values or ()) for r in spec_reqs).add(
+        Requirements.from_labels(pool.spec.template.metadata.labels or {})
+    )
+    for key, value in sorted(labels.items()):
         req = pool_reqs.get(key)
         if req is not None and not req.has(value):
             return f"label {key}={value} is no longer allowed by NodePool {pool.name} ({req.describe()})"
@@ -65,4 +91,54 @@ def drift_reason(
     conflict = pool_reqs.intersects(claim_reqs)
     if conflict is not None:
         return f"NodeClaim requirement no longer allowed by NodePool {pool.name}: {conflict}"
+    return None
+
+
+def _instance_type_drift(
+    claim: NodeClaim,
+    labels: Mapping[str, str],
+    facts: tuple[Mapping[str, str], tuple[Offering, ...]] | None,
+    now: datetime,
+) -> str | None:
+    created = claim.metadata.creation_timestamp
+    if created is None or now - _aware(created) <= INSTANCE_TYPE_CHECK_AFTER:
+        return None
+    name = labels.get(wk.LABEL_INSTANCE_TYPE)
+    if name is None:
+        return "the node has no instance-type label"
+    if facts is None:
+        return f"instance type {name} is no longer offered"
+    zone, capacity_type = labels.get(wk.LABEL_ZONE), labels.get(wk.LABEL_CAPACITY_TYPE)
+    if not any(
+        (zone is None or o.zone == zone) and (capacity_type is None or o.capacity_type == capacity_type)
+        for o in facts[1]
+    ):
+        return f"instance type {name} has no {capacity_type or ''} offering in {zone or 'any zone'} any more"
+    return None
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _node_class_drift(claim: NodeClaim, node_class: EC2NodeClass | None, annotations: Mapping[str, str]) -> str | None:
+    if node_class is None:
+        return None
+    class_hash = (node_class.metadata.annotations or {}).get(ANNOTATION_EC2NODECLASS_HASH)
+    claim_hash = annotations.get(ANNOTATION_EC2NODECLASS_HASH)
+    if class_hash is not None and claim_hash is not None and class_hash != claim_hash:
+        return f"EC2NodeClass {node_class.name} changed (ec2nodeclass-hash {claim_hash} != {class_hash})"
+    status = node_class.status
+    image = claim.status.image_id if claim.status is not None else None
+    if status is not None and status.amis and image and image not in {a.id for a in status.amis}:
+        return f"AMI {image} is no longer resolved by EC2NodeClass {node_class.name}"
+    subnet = annotations.get(ANNOTATION_SUBNET_ID)
+    if status is not None and status.subnets and subnet and subnet not in {s.id for s in status.subnets}:
+        return f"subnet {subnet} is no longer resolved by EC2NodeClass {node_class.name}"
+    groups = annotations.get(ANNOTATION_SECURITY_GROUP_IDS)
+    if status is not None and status.security_groups and groups:
+        have = {g.strip() for g in groups.split(",") if g.strip()}
+        want = {g.id for g in status.security_groups}
+        if have != want:
+            return f"security groups {sorted(have)} differ from EC2NodeClass {node_class.name}'s {sorted(want)}"
     return None

@@ -7,8 +7,9 @@ Then at most ONE voluntary command, trying in Karpenter's order and stopping at 
 1. emptiness: every unblocked candidate holding only DaemonSet/mirror pods whose last pod event is
    at least consolidateAfter ago (policy WhenEmpty or WhenEmptyOrUnderutilized), as many as the
    budgets (reason Empty) allow, deleted together;
-2. drift (reason Drifted): the first drifted, unblocked candidate within budget whose pods can be
-   rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere);
+2. drift (reason Drifted): empty drifted candidates first, then the earliest drifted (the NodeClaim's
+   Drifted condition; drift found only now counts as now): the first unblocked one within budget whose
+   pods can be rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere);
 3. multi-node consolidation (reason Underutilized, policy WhenEmptyOrUnderutilized, consolidateAfter
    elapsed): the first up to ``multi_node_candidates`` eligible candidates in disruption-cost order,
    within budget; binary search for the longest prefix (at least 2) that can be deleted or replaced
@@ -99,6 +100,14 @@ def _expirations(candidates: Sequence[Candidate], now: datetime) -> list[Expirat
     return sorted(out, key=lambda e: (e.expired_at, e.node))
 
 
+def _drifted_at(c: Candidate, now: datetime) -> datetime:
+    """When the node drifted: its NodeClaim's Drifted condition (True) lastTransitionTime, else now."""
+    cond = c.claim.status.condition("Drifted") if c.claim.status is not None else None
+    if cond is not None and cond.status == "True" and cond.last_transition_time is not None:
+        return min(_aware(cond.last_transition_time), now)
+    return now
+
+
 def _settled(c: Candidate, now: datetime) -> bool:
     """consolidateAfter has passed since the node's last pod event (never with consolidateAfter Never)."""
     after = c.pool.spec.disruption.consolidate_after_seconds
@@ -153,9 +162,15 @@ def decide(
         c
         for c in usable
         if drift_reason(
-            c.claim, c.pool, classes.get(c.pool.spec.template.spec.node_class_ref.name), c.node.metadata.labels
+            c.claim,
+            c.pool,
+            classes.get(c.pool.spec.template.spec.node_class_ref.name),
+            c.node.metadata.labels,
+            catalog=catalog,
+            now=now,
         )
     ]
+    drifted.sort(key=lambda c: (bool(c.movable), _drifted_at(c, now)))  # stable: then disruption cost
     for c in budgets.within(drifted, Reason.DRIFTED, blocked):
         result = sim.run([c])
         if result.unschedulable:

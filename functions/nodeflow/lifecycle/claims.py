@@ -13,6 +13,7 @@ from typing import Any
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import NodePool
 from nodeflow.api.quantity import format_milli
+from nodeflow.api.template_hash import template_hash
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.types import NodeClaimPlan
 
@@ -56,24 +57,9 @@ def node_claim_name(nodepool: str, batch: str, pods: Sequence[str], *, length: i
 
 
 def nodepool_hash(pool: NodePool) -> str:
-    """A stable hash of the NodePool template fields that drift is judged on (not requirements,
-    which are checked one by one; not expireAfter / terminationGracePeriod, applied as they change)."""
-    template = pool.spec.template
-    spec = template.spec
-    doc = {
-        "labels": dict(sorted((template.metadata.labels or {}).items())),
-        "annotations": dict(sorted((template.metadata.annotations or {}).items())),
-        "taints": sorted(
-            (t.model_dump(by_alias=True, exclude_none=True) for t in spec.taints or ()), key=lambda d: json.dumps(d)
-        ),
-        "startupTaints": sorted(
-            (t.model_dump(by_alias=True, exclude_none=True) for t in spec.startup_taints or ()),
-            key=lambda d: json.dumps(d),
-        ),
-        "nodeClassRef": spec.node_class_ref.model_dump(by_alias=True, exclude_none=True),
-    }
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    return str(int(hashlib.sha256(canonical.encode()).hexdigest()[:15], 16))
+    """The NodePool's ``karpenter.sh/nodepool-hash`` as Karpenter computes it (version ``NODEPOOL_HASH_VERSION``):
+    every field of the template but its requirements (``nodeflow.api.template_hash``)."""
+    return template_hash(pool.spec.template)
 
 
 def _requirement_dicts(req: Requirement) -> list[dict[str, Any]]:

@@ -193,7 +193,12 @@ def mark_conditions(deps: DisruptionDeps, snapshot: Snapshot) -> int:
         if c.deleting:
             continue
         why = drift_reason(
-            c.claim, c.pool, classes.get(c.pool.spec.template.spec.node_class_ref.name), c.node.metadata.labels
+            c.claim,
+            c.pool,
+            classes.get(c.pool.spec.template.spec.node_class_ref.name),
+            c.node.metadata.labels,
+            catalog=deps.catalog,
+            now=now,
         )
         drifted = ("True", "Drifted", why) if why else ("False", "NotDrifted", "")
         after = c.pool.spec.disruption.consolidate_after_seconds

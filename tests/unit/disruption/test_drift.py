@@ -13,44 +13,45 @@ ALL = [{"nodes": "100%"}]
 def test_no_drift_when_everything_matches() -> None:
     p = pool()
     n, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": nodepool_hash(p)})
-    assert drift_reason(c, p, node_class(), n.metadata.labels) is None
+    assert drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) is None
 
 
 def test_nodepool_hash_drift() -> None:
     p = pool(labels={"team": "b"})
-    _, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": nodepool_hash(pool())})
-    assert "template changed" in (drift_reason(c, p, node_class()) or "")
+    hashed = {"karpenter.sh/nodepool-hash": nodepool_hash(pool()), "karpenter.sh/nodepool-hash-version": "v3"}
+    n, c = node("a", claim_annotations=hashed)
+    assert "template changed" in (drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) or "")
 
 
 def test_nodepool_hash_of_another_version_is_not_compared() -> None:
-    _, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": "1", "karpenter.sh/nodepool-hash-version": "v1"})
-    assert drift_reason(c, pool(), node_class()) is None
+    n, c = node("a", claim_annotations={"karpenter.sh/nodepool-hash": "1", "karpenter.sh/nodepool-hash-version": "v1"})
+    assert drift_reason(c, pool(), node_class(), n.metadata.labels, catalog=CATALOG) is None
 
 
 def test_ec2nodeclass_hash_drift() -> None:
     cls = node_class(annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "2"})
-    _, c = node("a", claim_annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "1"})
-    assert "EC2NodeClass default changed" in (drift_reason(c, pool(), cls) or "")
+    n, c = node("a", claim_annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "1"})
+    assert "EC2NodeClass default changed" in (drift_reason(c, pool(), cls, n.metadata.labels, catalog=CATALOG) or "")
 
 
 def test_ami_drift() -> None:
-    _, c = node("a", image="ami-old")
-    assert "AMI ami-old" in (drift_reason(c, pool(), node_class()) or "")
+    n, c = node("a", image="ami-old")
+    assert "AMI ami-old" in (drift_reason(c, pool(), node_class(), n.metadata.labels, catalog=CATALOG) or "")
 
 
 def test_subnet_and_security_group_drift() -> None:
-    _, c = node("a", claim_annotations={"nodeflow.io/subnet-id": "subnet-z"})
-    assert "subnet subnet-z" in (drift_reason(c, pool(), node_class()) or "")
-    _, c = node("a", claim_annotations={"nodeflow.io/subnet-id": "subnet-a", "nodeflow.io/security-group-ids": "sg-2"})
-    assert "security groups" in (drift_reason(c, pool(), node_class()) or "")
+    n, c = node("a", claim_annotations={"nodeflow.io/subnet-id": "subnet-z"})
+    assert "subnet subnet-z" in (drift_reason(c, pool(), node_class(), n.metadata.labels, catalog=CATALOG) or "")
+    n, c = node("a", claim_annotations={"nodeflow.io/subnet-id": "subnet-a", "nodeflow.io/security-group-ids": "sg-2"})
+    assert "security groups" in (drift_reason(c, pool(), node_class(), n.metadata.labels, catalog=CATALOG) or "")
 
 
 def test_requirement_drift() -> None:
     n, c = node("a", "m5.2xlarge")
     p = pool(extra=[{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}])
-    assert "m5.2xlarge" in (drift_reason(c, p, node_class(), n.metadata.labels) or "")
+    assert "m5.2xlarge" in (drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) or "")
     spot_only = pool(capacity=("spot",))
-    assert drift_reason(c, spot_only, node_class(), n.metadata.labels) is not None
+    assert drift_reason(c, spot_only, node_class(), n.metadata.labels, catalog=CATALOG) is not None
 
 
 def test_drifted_node_is_replaced() -> None:

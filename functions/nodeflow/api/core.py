@@ -20,6 +20,7 @@ import gc
 import json
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 from pydantic import (
@@ -633,6 +634,7 @@ class PodStatus(CoreModel):
     phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] | None = None
     conditions: tuple[PodCondition, ...] = ()
     nominated_node_name: str | None = None
+    start_time: datetime | None = None  # when the kubelet started the pod (do-not-disrupt durations count from it)
 
     def condition(self, type_: str) -> PodCondition | None:
         """The condition of type ``type_``, if present."""

@@ -8,11 +8,18 @@ Last pod event (the consolidateAfter timer): ``Snapshot.last_pod_events[node]`` 
 NodeClaim's ``status.lastPodEventTime``, else the latest creationTimestamp of the pods bound to the
 node, else the node's (then the NodeClaim's) creationTimestamp.
 
-Blockers (a blocked candidate is never disrupted voluntarily): the node being deleted (deletion
-timestamp on the Node or NodeClaim, or the karpenter.sh/disrupted taint), not initialized, the
-karpenter.sh/do-not-disrupt annotation on the Node or NodeClaim, a pod that must move annotated do-not-disrupt
-("true", or a Go duration still running since the pod's creationTimestamp), a pod whose
-PodDisruptionBudget allows no disruption (status.disruptionsAllowed 0 for a PDB selecting it).
+Blockers (a blocked candidate is never disrupted voluntarily), as Karpenter's candidate filter:
+- the node: being deleted (deletion timestamp on the Node or NodeClaim, the karpenter.sh/disrupted taint,
+  or the NodeClaim's InstanceTerminating condition), not initialized, nominated for a pending pod
+  (``status.nominatedNodeName``), karpenter.sh/do-not-disrupt "true" on the Node or NodeClaim;
+- its pods (``pod_blocked``): any active pod (not terminal, not terminating; DaemonSet and mirror pods
+  included) whose do-not-disrupt annotation is active ("true", or a positive Go duration not yet elapsed
+  since ``status.startTime``; without a start time a duration protects; any other value protects nothing);
+  or a pod that would be evicted (active, not a mirror pod, not tolerating the disrupted taint) and that
+  two PodDisruptionBudgets select, or one allowing no disruption now (status.disruptionsAllowed 0) --
+  except a pod whose Ready condition is False under a PDB with unhealthyPodEvictionPolicy AlwaysAllow.
+  Pod blockers hold graceful disruption (emptiness, consolidation) always, and eventual disruption
+  (drift) only when the NodeClaim has no terminationGracePeriod (``eventual_ok``).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod, PodDisruptionBudget
 from nodeflow.api.duration import parse_duration, shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
+from nodeflow.api.meta import Taint
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.model import Snapshot
 
@@ -49,6 +57,13 @@ class Candidate:
     disruption_cost: float
     deleting: bool
     blocker: str | None  # why it cannot be disrupted voluntarily, None when it can
+    pod_blocked: bool = False  # the blocker is a pod's (do-not-disrupt or PDB), not the node's
+
+    @property
+    def eventual_ok(self) -> bool:
+        """May eventual disruption (drift) take it: no blocker, or only a pod blocker and the NodeClaim has a
+        terminationGracePeriod (which bounds how long such pods can hold the node)."""
+        return self.blocker is None or (self.pod_blocked and self.claim.spec.termination_grace_period is not None)
 
     @property
     def pool_name(self) -> str:
@@ -64,21 +79,46 @@ def is_daemon_or_mirror(pod: Pod) -> bool:
     return bool(owners & {"DaemonSet", "Node"}) or wk.ANNOTATION_MIRROR_POD in (pod.metadata.annotations or {})
 
 
-def do_not_disrupt_active(annotations: Mapping[str, str] | None, since: datetime | None, now: datetime) -> str | None:
-    """The do-not-disrupt value if it still protects (``"true"``, or a duration not yet elapsed since
-    ``since``; an unparsable value protects, to be safe), else None."""
+def do_not_disrupt_active(annotations: Mapping[str, str] | None, started: datetime | None, now: datetime) -> str | None:
+    """The do-not-disrupt value if it protects now: ``"true"``, or a positive Go duration not yet elapsed since
+    ``started`` (unknown start: it protects, to be safe); any other value protects nothing. None otherwise."""
     value = (annotations or {}).get(wk.ANNOTATION_DO_NOT_DISRUPT)
-    if value is None or value == "false":
+    if value is None:
         return None
     if value == "true":
         return value
     try:
         seconds = parse_duration(value)
     except ValueError:
+        return None
+    if seconds is None or seconds <= 0:
+        return None
+    if started is None:
         return value
-    if seconds is None or since is None:
-        return value
-    return value if shift(_aware(since), seconds) > now else None
+    return value if shift(_aware(started), seconds) > now else None
+
+
+def _active(pod: Pod) -> bool:
+    return pod.status.phase not in _TERMINAL and pod.metadata.deletion_timestamp is None
+
+
+def _is_mirror(pod: Pod) -> bool:
+    owners = {o.kind for o in pod.metadata.owner_references or ()}
+    return "Node" in owners or wk.ANNOTATION_MIRROR_POD in (pod.metadata.annotations or {})
+
+
+_DISRUPTED_TAINT = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
+
+
+def _evicted(pod: Pod, now: datetime) -> bool:
+    """Would draining the node evict ``pod`` (Karpenter's IsEvictable): active, not a mirror pod, not
+    tolerating the disrupted taint, not protected by do-not-disrupt."""
+    return (
+        _active(pod)
+        and not _is_mirror(pod)
+        and not any(t.tolerates(_DISRUPTED_TAINT) for t in pod.spec.tolerations)
+        and do_not_disrupt_active(pod.metadata.annotations, pod.status.start_time, now) is None
+    )
 
 
 def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
@@ -92,15 +132,31 @@ def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
     return catalog.on_demand_prices.get(it), ct
 
 
-def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> str | None:
-    """Why evicting ``pods`` would be refused by a PodDisruptionBudget (disruptionsAllowed 0), or None."""
-    for pdb in pdbs:
-        selector = pdb.spec.selector
-        if selector is None or pdb.status.disruptions_allowed > 0:
+def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> str | None:
+    """Why evicting ``pods`` would be refused by PodDisruptionBudgets, or None (see the module docstring)."""
+    for pod in pods:
+        if not _evicted(pod, now):
             continue
-        namespace = pdb.metadata.namespace or "default"
-        for pod in pods:
-            if pod.namespace == namespace and not selector.empty and selector.matches(pod.labels):
+        namespace = pod.namespace
+        matching = [
+            p
+            for p in pdbs
+            if (p.metadata.namespace or "default") == namespace
+            and p.spec.selector is not None
+            and p.spec.selector.matches(pod.labels)
+        ]
+        if len(matching) > 1:
+            names = ", ".join(sorted(f"{namespace}/{p.metadata.name}" for p in matching))
+            return f"pod {pod.key} is selected by several PodDisruptionBudgets ({names}): eviction is refused"
+        for pdb in matching:
+            ready = pod.status.condition("Ready")
+            if (
+                pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
+                and ready is not None
+                and ready.status == "False"
+            ):
+                continue
+            if pdb.status.disruptions_allowed <= 0:
                 return f"pod {pod.key} is protected by PodDisruptionBudget {namespace}/{pdb.metadata.name} (0 allowed)"
     return None
 
@@ -155,26 +211,35 @@ def is_deleting(node: Node, claim: NodeClaim | None) -> bool:
         return True
     if claim is not None and claim.metadata.deletion_timestamp is not None:
         return True
+    if claim is not None and claim.status is not None:
+        cond = claim.status.condition("InstanceTerminating")
+        if cond is not None and cond.status == "True":
+            return True
     return any(t.key == wk.TAINT_DISRUPTED for t in node.spec.taints)
 
 
-def _blocker(
-    node: Node, claim: NodeClaim, pods: Sequence[Pod], movable: Sequence[Pod], snapshot: Snapshot, now: datetime
-) -> str | None:
+def _node_blocker(node: Node, claim: NodeClaim, nominated: frozenset[str]) -> str | None:
     name = node.metadata.name or ""
     if is_deleting(node, claim):
         return f"node {name} is already being disrupted or deleted"
     if not _initialized(node, claim):
         return f"node {name} is not initialized"
+    if name in nominated:
+        return f"node {name} is nominated for a pending pod"
     for obj, meta in (("node", node.metadata), ("NodeClaim", claim.metadata)):
-        value = do_not_disrupt_active(meta.annotations, meta.creation_timestamp, now)
-        if value is not None:
-            return f"{obj} {meta.name} has {wk.ANNOTATION_DO_NOT_DISRUPT}={value}"
-    for pod in movable:  # DaemonSet and mirror pods are never evicted: they do not block
-        value = do_not_disrupt_active(pod.metadata.annotations, pod.metadata.creation_timestamp, now)
+        if (meta.annotations or {}).get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true":
+            return f"{obj} {meta.name} has {wk.ANNOTATION_DO_NOT_DISRUPT}=true"
+    return None
+
+
+def _pod_blocker(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> str | None:
+    for pod in pods:  # every active pod, DaemonSet and mirror pods included
+        if not _active(pod):
+            continue
+        value = do_not_disrupt_active(pod.metadata.annotations, pod.status.start_time, now)
         if value is not None:
             return f"pod {pod.key} has {wk.ANNOTATION_DO_NOT_DISRUPT}={value}"
-    return pdb_blockers(movable, snapshot.pdbs)
+    return pdb_blockers(pods, pdbs, now)
 
 
 def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) -> tuple[Candidate, ...]:
@@ -186,22 +251,25 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
         c.status.node_name: c for c in state.node_claims if c.status is not None and c.status.node_name is not None
     }
     bound: dict[str, list[Pod]] = {}
+    nominated: set[str] = set()
     for pod in state.pods:
         if pod.spec.node_name and pod.status.phase not in _TERMINAL:
             bound.setdefault(pod.spec.node_name, []).append(pod)
+        elif not pod.spec.node_name and pod.status.nominated_node_name and _active(pod):
+            nominated.add(pod.status.nominated_node_name)
     out: list[Candidate] = []
     for node in state.nodes:
         name = node.metadata.name or ""
         claim = claims.get(name)
-        pool_name = (node.metadata.labels or {}).get(wk.LABEL_NODEPOOL) or (
-            (claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL) if claim is not None else None
-        )
-        pool = pools.get(pool_name or "")
+        # The registered Node's own karpenter.sh/nodepool label says which NodePool owns it (Karpenter's rule).
+        pool = pools.get((node.metadata.labels or {}).get(wk.LABEL_NODEPOOL) or "")
         if claim is None or pool is None:
             continue  # not managed by a known NodePool
         pods = tuple(bound.get(name, ()))
         movable = tuple(p for p in pods if not is_daemon_or_mirror(p) and p.metadata.deletion_timestamp is None)
         price, ct = node_price(node, catalog)
+        node_blocker = _node_blocker(node, claim, frozenset(nominated))
+        pod_blocker = _pod_blocker(pods, snapshot.pdbs, now) if node_blocker is None else None
         cost = sum(_eviction_cost(p) for p in movable) * _lifetime_remaining(claim, now)
         out.append(
             Candidate(
@@ -216,7 +284,8 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
                 last_pod_event=_last_event(snapshot, node, claim, pods, now),
                 disruption_cost=cost,
                 deleting=is_deleting(node, claim),
-                blocker=_blocker(node, claim, pods, movable, snapshot, now),
+                blocker=node_blocker or pod_blocker,
+                pod_blocked=node_blocker is None and pod_blocker is not None,
             )
         )
     out.sort(key=lambda c: (c.disruption_cost, c.name))

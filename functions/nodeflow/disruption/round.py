@@ -160,8 +160,9 @@ def decide(
     classes = {nc.name: nc for nc in snapshot.state.node_classes}
     drifted = [
         c
-        for c in usable
-        if drift_reason(
+        for c in live
+        if c.eventual_ok  # drift is eventual: a terminationGracePeriod lets it through pod blockers
+        and drift_reason(
             c.claim,
             c.pool,
             classes.get(c.pool.spec.template.spec.node_class_ref.name),

@@ -151,6 +151,7 @@ def pod(
     annotations: dict[str, str] | None = None,
     created: str = "2026-11-20T09:00:00Z",
     priority: int | None = None,
+    started: str | None = None,
 ) -> Pod:
     meta: dict[str, Any] = {
         "name": name,
@@ -170,7 +171,10 @@ def pod(
         spec["nodeName"] = on
     if priority is not None:
         spec["priority"] = priority
-    return Pod.model_validate({"metadata": meta, "spec": spec, "status": {"phase": "Running" if on else "Pending"}})
+    status: dict[str, Any] = {"phase": "Running" if on else "Pending"}
+    if started is not None:
+        status["startTime"] = started
+    return Pod.model_validate({"metadata": meta, "spec": spec, "status": status})
 
 
 def pdb(match: dict[str, str], allowed: int) -> PodDisruptionBudget:

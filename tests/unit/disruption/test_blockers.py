@@ -23,11 +23,15 @@ def test_do_not_disrupt_pod_protects_its_node() -> None:
 
 
 def test_do_not_disrupt_duration_runs_out() -> None:
-    created = (NOW - timedelta(minutes=30)).isoformat()
-    still = pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "1h"}, created=created)
+    """A duration counts from the pod's status.startTime (not its creation); without one it protects."""
+    started = (NOW - timedelta(minutes=30)).isoformat()
+    created = (NOW - timedelta(days=2)).isoformat()
+    still = pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "1h"}, created=created, started=started)
     assert _one([node("a")], [still])[0] is None
-    over = pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "10m"}, created=created)
+    over = pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "10m"}, created=created, started=started)
     assert _one([node("a")], [over])[0] is not None
+    unknown = pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "10m"}, created=created)
+    assert _one([node("a")], [unknown])[0] is None
 
 
 def test_do_not_disrupt_node() -> None:
@@ -62,10 +66,12 @@ def test_nodes_being_deleted_are_left_alone() -> None:
     assert blocked == ()
 
 
-def test_daemonset_pod_with_do_not_disrupt_does_not_block() -> None:
+def test_daemonset_pod_with_do_not_disrupt_blocks() -> None:
+    """Never evicted, but its do-not-disrupt annotation still holds the node (Karpenter's rule)."""
     ds = pod("ds", "a", "100m", "64Mi", owner="DaemonSet", annotations={"karpenter.sh/do-not-disrupt": "true"})
-    command, _ = _one([node("a")], [ds])
-    assert command is not None
+    command, blocked = _one([node("a")], [ds])
+    assert command is None
+    assert "pod default/ds" in blocked[0].message
 
 
 def test_do_not_disrupt_node_claim_and_unparsable_value() -> None:
@@ -74,5 +80,5 @@ def test_do_not_disrupt_node_claim_and_unparsable_value() -> None:
     assert "NodeClaim a-claim" in blocked[0].message
     odd = pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "a while"})
     command, blocked = _one([node("a")], [odd])
-    assert command is None  # a value that cannot be read protects, to be safe
-    assert "a while" in blocked[0].message
+    assert command is not None  # a value that is neither "true" nor a positive duration protects nothing
+    assert blocked == ()

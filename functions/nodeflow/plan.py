@@ -39,7 +39,7 @@ from nodeflow.constraints import (
     volume_requirements,
 )
 from nodeflow.scheduling import resources as res
-from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.requirements import Requirement, Requirements, normalize_key
 from nodeflow.scheduling.solver import solve, type_matches
 from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.types import (
@@ -132,12 +132,31 @@ def _pod_requirements(spec: PodSpec) -> tuple[Requirements, ...]:
     return tuple(alternatives) or (selector,)
 
 
+def _restricted_selector(spec: PodSpec) -> str | None:
+    """Why no node is provisioned for a pod whose nodeSelector or required node affinity selects on a
+    label reserved for Karpenter (kubernetes.io/hostname, or the karpenter.sh / karpenter.k8s.aws domains
+    but for their well-known labels), whatever the operator: Karpenter's pod validation refuses it."""
+    keys = list(spec.node_selector)
+    affinity = spec.affinity.node_affinity if spec.affinity else None
+    required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
+    if required is not None:
+        keys += [e.key for term in required.node_selector_terms for e in term.match_expressions or ()]
+    for key in keys:
+        if wk.is_restricted_label(normalize_key(key)):
+            return (
+                f'label "{key}" is restricted: a pod may not select on kubernetes.io/hostname or on a '
+                f"{' / '.join(sorted(wk.RESTRICTED_LABEL_DOMAINS))} label other than the well-known ones"
+            )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class _SpecFacts:
     requests: Mapping[str, int]
     requirements: tuple[Requirements, ...]
     tolerations: tuple[Toleration, ...]
     host_ports: frozenset[tuple[str, str, int]]
+    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -159,6 +178,7 @@ class _Converter:
             requirements=_pod_requirements(spec),
             tolerations=tuple(_toleration(t) for t in spec.tolerations),
             host_ports=frozenset((hp[0], hp[1], hp[2]) for hp in spec.host_ports()),
+            error=_restricted_selector(spec),
         )
         self.cache[id(spec)] = (spec, facts)
         return facts
@@ -166,8 +186,8 @@ class _Converter:
     def pod(self, pod: Pod) -> PodInput:
         facts = self.facts(pod.spec)
         requirements = facts.requirements
-        error: str | None = None
-        if pod.spec.volumes:
+        error = facts.error
+        if pod.spec.volumes and error is None:
             volumes = volume_requirements(pod, self.pvcs, self.pvs, self.classes)
             if isinstance(volumes, str):
                 error = volumes

@@ -94,10 +94,9 @@ GoDuration = Annotated[str, BeforeValidator(_check_go_duration)]
 def restricted_label_error(key: str) -> str | None:
     """Why a NodePool may not use ``key`` in labels or requirements (None when allowed).
 
-    Mirrors Karpenter's CEL rules / IsRestrictedLabel: restricted domains (kubernetes.io,
-    k8s.io, karpenter.sh, karpenter.k8s.aws) are rejected except for the well-known labels
-    and the exception domains (node.kubernetes.io, node-restriction.kubernetes.io,
-    kops.k8s.io); karpenter.sh/nodepool and kubernetes.io/hostname are always rejected.
+    Mirrors Karpenter's CEL rules / IsRestrictedLabel: the restricted domains (karpenter.sh,
+    karpenter.k8s.aws) are rejected except for the well-known labels; karpenter.sh/nodepool
+    and kubernetes.io/hostname are always rejected.
     """
     if key in RESTRICTED_LABELS:
         return f'label "{key}" is restricted'

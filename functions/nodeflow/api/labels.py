@@ -97,10 +97,10 @@ RESOURCE_EFA = "vpc.amazonaws.com/efa"
 RESOURCE_POD_ENI = "vpc.amazonaws.com/pod-eni"
 RESOURCE_PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
-# Label domains a NodePool may not set (Karpenter's RestrictedLabelDomains), and the
-# exceptions under them that users may set.
-RESTRICTED_LABEL_DOMAINS = frozenset({"kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"})
-LABEL_DOMAIN_EXCEPTIONS = frozenset({"kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"})
+# Label domains reserved for Karpenter (RestrictedLabelDomains of Karpenter v1 and its AWS provider):
+# neither a NodePool nor a pod may use a label under them, but for the well-known labels. (Karpenter
+# v1 no longer reserves kubernetes.io and k8s.io: a NodePool may set e.g. ``team.kubernetes.io/x``.)
+RESTRICTED_LABEL_DOMAINS = frozenset({"karpenter.sh", "karpenter.k8s.aws"})
 # Labels under restricted domains that NodePools may still use in requirements.
 WELL_KNOWN_LABELS = frozenset(
     {
@@ -155,13 +155,10 @@ def label_domain(key: str) -> str:
 
 
 def is_restricted_label(key: str) -> bool:
-    """True when a NodePool may not set this label (Karpenter's IsRestrictedLabel)."""
+    """True when a NodePool may not set this label nor a pod select on it (Karpenter's IsRestrictedLabel)."""
     if key in WELL_KNOWN_LABELS:
         return False
     if key in RESTRICTED_LABELS:
         return True
     domain = label_domain(key)
-    for exception in LABEL_DOMAIN_EXCEPTIONS:
-        if domain == exception or domain.endswith("." + exception):
-            return False
     return any(domain == d or domain.endswith("." + d) for d in RESTRICTED_LABEL_DOMAINS)

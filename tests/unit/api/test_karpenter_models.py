@@ -470,16 +470,10 @@ NODEPOOL_CASES: list[tuple[str, Mutator, str, str]] = [
         'label "kubernetes.io/hostname" is restricted',
     ),
     (
-        "k8s-io-domain",
-        _req(key="foo.k8s.io/bar", operator="Exists"),
+        "karpenter-sh-subdomain",
+        _req(key="team.karpenter.sh/bar", operator="Exists"),
         f"{REQS}[1].key",
-        'label domain "k8s.io" is restricted',
-    ),
-    (
-        "kubernetes-io-domain",
-        _req(key="kubernetes.io/custom", operator="Exists"),
-        f"{REQS}[1].key",
-        'label domain "kubernetes.io" is restricted',
+        'label domain "karpenter.sh" is restricted',
     ),
     (
         "karpenter-sh-domain",
@@ -534,9 +528,9 @@ NODEPOOL_CASES: list[tuple[str, Mutator, str, str]] = [
     ),
     (
         "label-domain",
-        _set("spec.template.metadata.labels", {"team.kubernetes.io/x": "y"}),
-        "spec.template.metadata.labels[team.kubernetes.io/x]",
-        'label domain "kubernetes.io" is restricted',
+        _set("spec.template.metadata.labels", {"team.karpenter.k8s.aws/x": "y"}),
+        "spec.template.metadata.labels[team.karpenter.k8s.aws/x]",
+        'label domain "karpenter.k8s.aws" is restricted',
     ),
     (
         "label-value",
@@ -1310,6 +1304,9 @@ def test_restricted_label_error() -> None:
     assert restricted_label_error("karpenter.k8s.aws/ec2nodeclass") is None
     assert restricted_label_error("failure-domain.beta.kubernetes.io/zone") is None
     assert restricted_label_error("karpenter.sh/registered") is not None
+    # Karpenter v1 reserves only its own domains: kubernetes.io and k8s.io labels are the user's.
+    for key in ("kubernetes.io/custom", "foo.k8s.io/bar", "team.kubernetes.io/x", "node.kubernetes.io/x"):
+        assert restricted_label_error(key) is None, key
 
 
 def test_cron_error() -> None:

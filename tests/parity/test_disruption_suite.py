@@ -304,3 +304,213 @@ def test_node_of_an_unknown_instance_type_is_still_a_candidate() -> None:
     objs[0]["metadata"]["labels"][INSTANCE_TYPE] = "x9.unheard-of"
     out = run_round([base(), objs])
     assert disrupted(out) == ["n1"]
+
+
+# --- BuildDisruptionBudgetMapping: which nodes a budget counts ------------------------------------------------------
+
+
+def _empty_nodes(count: int, **kw: Any) -> list[list[Obj]]:
+    return [managed_node(f"e{i}", **kw) for i in range(count)]
+
+
+def _pool(nodes: str) -> list[Obj]:
+    return base(disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": nodes}]})
+
+
+@mirrors("BuildDisruptionBudgetMapping / should not consider nodes that are not managed as part of disruption count")
+def test_budget_ignores_unmanaged_nodes() -> None:
+    """50% of the 10 managed nodes is 5; a node no NodePool owns does not raise it to ceil(5.5) = 6."""
+    out = run_round([_pool("50%"), *_empty_nodes(10), node("u", pool=None)])
+    assert len(disrupted(out)) == 5
+
+
+@mirrors(
+    "BuildDisruptionBudgetMapping / should not consider nodes that are not initialized as part of disruption count"
+)
+def test_budget_counts_initialized_nodes_only() -> None:
+    out = run_round([_pool("50%"), *_empty_nodes(10), managed_node("x", initialized=False, claim_initialized="")])
+    assert len(disrupted(out)) == 5
+
+
+@mirrors(
+    "BuildDisruptionBudgetMapping / should not consider nodes that have the terminating status condition as part "
+    "of disruption count"
+)
+def test_budget_ignores_nodes_whose_instance_is_terminating() -> None:
+    """25% of 10 rounds up to 3; a NodeClaim whose instance is already terminating is neither counted nor
+    disrupting (counted, it would give ceil(2.75) - 1 = 2)."""
+    gone = managed_node("x", claim_conditions=[{"type": "InstanceTerminating", "status": "True"}])
+    out = run_round([_pool("25%"), *_empty_nodes(10), gone])
+    assert len(disrupted(out)) == 3
+
+
+@mirrors("BuildDisruptionBudgetMapping / should not return a negative disruption value")
+def test_budget_used_up_by_deleting_nodes_allows_nothing() -> None:
+    """10% of 10 is 1, and 9 nodes are already being deleted: nothing more (not minus 8)."""
+    deleting = [managed_node(f"d{i}", deleting=ago(seconds=30), claim_deleting=ago(seconds=30)) for i in range(9)]
+    out = run_round([_pool("10%"), *deleting, managed_node("e0")])
+    assert disrupted(out) == []
+    message = blocker(out, "e0")
+    assert message is not None
+    assert "budget" in message
+
+
+@mirrors(
+    "BuildDisruptionBudgetMapping / should consider nodes with a deletion timestamp set and MarkedForDeletion to the "
+    "disruption count"
+)
+def test_deleting_and_disrupting_nodes_use_up_budget() -> None:
+    """50% of 10 is 5; one node deleting and one already tainted karpenter.sh/disrupted leave 3."""
+    nodes = _empty_nodes(8)
+    nodes.append(managed_node("gone", deleting=ago(seconds=30), claim_deleting=ago(seconds=30)))
+    nodes.append(managed_node("going", taints=[taint("karpenter.sh/disrupted")]))
+    out = run_round([_pool("50%"), *nodes])
+    assert len(disrupted(out)) == 3
+
+
+@mirrors("BuildDisruptionBudgetMapping / should consider not ready nodes to the disruption count")
+def test_not_ready_nodes_use_up_budget() -> None:
+    nodes = _empty_nodes(8)
+    nodes += [managed_node("sick1", ready="False"), managed_node("sick2", ready="Unknown")]
+    out = run_round([_pool("50%"), *nodes])
+    assert len(disrupted(out)) == 3
+
+
+# --- Pod Eviction Cost: which candidate goes first --------------------------------------------------------------
+
+
+def _first_of(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """With a budget of one node, consolidation takes the candidate cheapest to disrupt: the node whose pod was
+    built with ``a`` (node "a") or with ``b`` (node "b")."""
+    objs: list[Obj | list[Obj]] = [_pool("1")]
+    for name, kw in (("a", a), ("b", b)):
+        p = pod(f"p-{name}", node=name, cpu="100m", **kw)
+        objs.append(node_with([p], name))
+    names = disrupted(run_round(objs))
+    assert len(names) == 1
+    return names[0]
+
+
+def _cost(value: str) -> dict[str, Any]:
+    return {"annotations": {"controller.kubernetes.io/pod-deletion-cost": value}}
+
+
+@mirrors(
+    "Pod Eviction Cost / should have a standard disruptionCost for a pod with no priority or disruptionCost specified"
+)
+def test_plain_pod_costs_as_much_as_zero_cost_and_zero_priority() -> None:
+    """A pod with neither costs the same as deletion-cost 0 and priority 0: the tie goes by node name."""
+    assert _first_of({}, {**_cost("0"), "priority": 0}) == "a"
+    assert _first_of({**_cost("0"), "priority": 0}, {}) == "a"
+
+
+@mirrors(
+    "Pod Eviction Cost / should have a higher disruptionCost for a pod with a positive deletion disruptionCost",
+    "Pod Eviction Cost / should have a lower disruptionCost for a pod with a positive deletion disruptionCost",
+)
+def test_deletion_cost_orders_candidates() -> None:
+    assert _first_of(_cost("100"), {}) == "b"
+    assert _first_of({}, _cost("-100")) == "b"
+
+
+@mirrors("Pod Eviction Cost / should have higher costs for higher deletion costs")
+def test_higher_deletion_cost_goes_later() -> None:
+    assert _first_of(_cost("101"), _cost("100")) == "b"
+    assert _first_of(_cost("99"), _cost("100")) == "a"
+
+
+@mirrors(
+    "Pod Eviction Cost / should have a higher disruptionCost for a pod with a higher priority",
+    "Pod Eviction Cost / should have a lower disruptionCost for a pod with a lower priority",
+)
+def test_priority_orders_candidates() -> None:
+    assert _first_of({"priority": 1}, {}) == "b"
+    assert _first_of({}, {"priority": -1}) == "b"
+
+
+# --- Simulate Scheduling ----------------------------------------------------------------------------------------
+
+
+@mirrors("Simulate Scheduling / should allow pods on deleting nodes to reschedule to uninitialized nodes")
+def test_pod_of_a_candidate_moves_to_a_new_node_when_the_others_are_going() -> None:
+    """Nine nodes already being disrupted: the drifted node's 2-CPU pod is simulated onto a replacement."""
+    going = [managed_node(f"g{i}", taints=[taint("karpenter.sh/disrupted")]) for i in range(9)]
+    p = pod("big", node="n1", cpu="2", memory="100Mi")
+    out = run_round([_pool("100%"), *going, _drifted(pods=[p])])
+    assert disrupted(out) == ["n1"]
+    assert out["command"]["moves"] == [{"pod": "default/big", "replacement": 0}]
+
+
+@mirrors("Simulate Scheduling / should allow multiple replace operations to happen successively")
+def test_successive_drift_replacements_until_the_budget_is_used() -> None:
+    """Budget 3: each round replaces one more drifted node while the earlier ones are still being disrupted
+    (their replacements launching); with three under way the fourth round does nothing."""
+    for under_way in range(4):
+        objs: list[Obj | list[Obj]] = [_pool("3")]
+        for i in range(5):
+            p = pod(f"p{i}", node=f"n{i}", cpu="100m")
+            if i < under_way:
+                objs.append(_drifted(f"n{i}", pods=[p], taints=[taint("karpenter.sh/disrupted")]))
+                objs.append(node_claim(node(f"r{i}"), initialized=""))
+            else:
+                objs.append(_drifted(f"n{i}", pods=[p]))
+        out = run_round(objs)
+        if under_way < 3:
+            assert out["command"]["reason"] == "Drifted", under_way
+            assert disrupted(out)[0] not in {f"n{i}" for i in range(under_way)}
+        else:
+            assert out["command"] is None
+            assert all("budget" in b["message"] for b in out["blocked"])
+
+
+@mirrors("Simulate Scheduling / can replace node with a local PV (ignoring hostname affinity)")
+def test_pod_with_local_volume_of_its_node_can_be_replaced() -> None:
+    """A StatefulSet pod on a local PV pinned to its node's hostname: that affinity dies with the node and is
+    ignored, so the node can still be consolidated."""
+    sc = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "local-path"},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "local-pv"},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local-path",
+            "local": {"path": "/mnt/disks/ssd1"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}
+                    ]
+                }
+            },
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "default", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local-path",
+            "volumeName": "local-pv",
+            "resources": {"requests": {"storage": "10Gi"}},
+        },
+        "status": {"phase": "Bound"},
+    }
+    p = pod(
+        "db-0",
+        node="n1",
+        cpu="100m",
+        owner="StatefulSet",
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+    )
+    out = run_round([base(), sc, pv, pvc, node_with([p])])
+    assert disrupted(out) == ["n1"]
+    assert out["command"]["decision"] == "replace"

@@ -37,7 +37,7 @@ from nodeflow.api.meta import Taint
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.model import Snapshot
 
-__all__ = ["Candidate", "build_candidates", "do_not_disrupt_active", "node_price", "pdb_blockers"]
+__all__ = ["Candidate", "budget_standing", "build_candidates", "do_not_disrupt_active", "node_price", "pdb_blockers"]
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 _DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -240,6 +240,19 @@ def _pod_blocker(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: 
         if value is not None:
             return f"pod {pod.key} has {wk.ANNOTATION_DO_NOT_DISRUPT}={value}"
     return pdb_blockers(pods, pdbs, now)
+
+
+def budget_standing(c: Candidate) -> tuple[bool, bool]:
+    """(counted, disrupting) of ``c`` for its NodePool's disruption budgets, as Karpenter counts: only
+    initialized nodes count, and not those whose instance is already terminating (NodeClaim condition
+    InstanceTerminating); a counted node uses up budget while it is being deleted or disrupted, or while its
+    Ready condition is not True (a Node without one, as in hand-written manifests, is taken as it is)."""
+    claim_status = c.claim.status
+    terminating = claim_status.condition("InstanceTerminating") if claim_status is not None else None
+    if not _initialized(c.node, c.claim) or (terminating is not None and terminating.status == "True"):
+        return False, False
+    ready = next((cond.status for cond in c.node.status.conditions if cond.type == "Ready"), None)
+    return True, c.deleting or ready not in (None, "True")
 
 
 def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) -> tuple[Candidate, ...]:

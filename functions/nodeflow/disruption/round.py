@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.budgets import allowed
-from nodeflow.disruption.candidates import Candidate, build_candidates
+from nodeflow.disruption.candidates import Candidate, budget_standing, build_candidates
 from nodeflow.disruption.consolidation import Simulator, consolidate, moves_of
 from nodeflow.disruption.drift import drift_reason
 from nodeflow.disruption.model import (
@@ -55,8 +55,10 @@ class _Budgets:
         self.total: dict[str, int] = {}
         self.disrupting: dict[str, int] = {}
         for c in candidates:
-            self.total[c.pool_name] = self.total.get(c.pool_name, 0) + 1
-            if c.deleting:
+            counted, disrupting = budget_standing(c)
+            if counted:
+                self.total[c.pool_name] = self.total.get(c.pool_name, 0) + 1
+            if counted and disrupting:
                 self.disrupting[c.pool_name] = self.disrupting.get(c.pool_name, 0) + 1
         self.cache: dict[tuple[str, Reason], int] = {}
 

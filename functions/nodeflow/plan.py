@@ -467,7 +467,8 @@ def build_input(
         extra = waiting.pop(node_claim.name, []) if node_claim is not None else []
         ports = [(hp[0], hp[1], hp[2]) for p in (*on_node, *extra) for hp in p.host_ports()]
         inputs = [convert.pod(p) for p in (*on_node, *extra)]
-        running = tuple(convert.running(p) for p in (*on_node, *extra))
+        # Topology counts live pods only: a terminating pod keeps its resources but no longer counts.
+        running = tuple(convert.running(p) for p in (*on_node, *extra) if p.metadata.deletion_timestamp is None)
         # (A node not yet initialized is judged without its start-up taints: the solver does that.)
         nodes.append(_node_input(node, inputs, ports, running))
     for claim in state.node_claims:

@@ -310,6 +310,20 @@ def test_only_bound_live_matching_pods_of_the_namespace_count_per_zone() -> None
 
 
 @mirrors(
+    "Topology / Zonal / should only count running/scheduled pods with matching labels scheduled to nodes with a corresponding domain"
+)
+@pytest.mark.parametrize("gone", [{"deleting": "2026-11-21T11:59:00Z"}, {"phase": "Succeeded"}, {"phase": "Failed"}])
+def test_a_terminating_or_finished_pod_leaves_its_zone_empty(gone: dict[str, str]) -> None:
+    """Us-east-1a and 1b hold one live pod each, 1c only a pod that is going or gone: 1c is the emptiest."""
+    tiny = {"cpu": "100m", "memory": "16Gi", "pods": "110"}
+    objects = [node(n, pool=None, zone=z, allocatable=tiny) for n, z in (("na", A), ("nb", B), ("nc", C))]
+    objects += [pod("live-a", node="na", cpu=None, labels=L), pod("live-b", node="nb", cpu=None, labels=L)]
+    objects.append(pod("gone", node="nc", cpu=None, labels=L, **gone))
+    result = plan(world(objects, pod("p", labels=L, spread=[spread(ZONE, labels=L)])))
+    assert counts(result, ["p"], ZONE) == {C: 1}
+
+
+@mirrors(
     "Topology / Zonal / should handle interdependent selectors",
     "Topology / CapacityType / should handle interdependent selectors",
     differs="nodeflow sizes nodes by price: five small pods go on two cheap nodes where upstream's fake catalog "

@@ -184,19 +184,23 @@ def _lifetime_remaining(claim: NodeClaim, now: datetime) -> float:
 def _last_event(
     snapshot: Snapshot, node: Node, claim: NodeClaim, pods: Sequence[Pod], now: datetime
 ) -> datetime | None:
-    """The first of these that is known and not in the future (a future time is not trusted: it would hold
-    the node for ever): the round's own record, ``status.lastPodEventTime``, the newest pod, the node."""
+    """When the consolidateAfter timer starts: the round's own record, else ``status.lastPodEventTime`` (the
+    first known and not in the future: a future time would hold the node for ever); without a pod event,
+    Karpenter counts from initialization, so: the newest pod's creation or the NodeClaim's initialization
+    (its Initialized condition, else the node's / NodeClaim's creation), whichever is later."""
     name = node.metadata.name or ""
     recorded = snapshot.last_pod_events.get(name)
     status_time = claim.status.last_pod_event_time if claim.status is not None else None
     for t in (recorded, status_time):
         if t is not None and _aware(t) <= now:
             return _aware(t)
+    cond = claim.status.condition("Initialized") if claim.status is not None else None
+    initialized = cond.last_transition_time if cond is not None and cond.status == "True" else None
     times = [_aware(p.metadata.creation_timestamp) for p in pods if p.metadata.creation_timestamp is not None]
-    if times:
-        return min(max(times), now)
-    created = node.metadata.creation_timestamp or claim.metadata.creation_timestamp
-    return min(_aware(created), now) if created is not None else None
+    start = initialized or node.metadata.creation_timestamp or claim.metadata.creation_timestamp
+    if start is not None:
+        times.append(_aware(start))
+    return min(max(times), now) if times else None
 
 
 def _initialized(node: Node, claim: NodeClaim) -> bool:

@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from nodeflow.api.karpenter_core import Budget
 
@@ -125,6 +125,8 @@ def schedule_active(schedule: str, duration: str, now: datetime) -> bool:
     """True when ``schedule`` fired at most ``duration`` ago (a fire at exactly now counts)."""
     cron = parse_cron(schedule)
     window = _duration(duration)
+    if now.tzinfo is not None:
+        now = now.astimezone(UTC)  # schedules are UTC whatever the offset ``now`` was given in
     minute = now.replace(second=0, microsecond=0)
     steps = min(_MAX_LOOKBACK_MINUTES, int(window.total_seconds() // 60) + 1)
     for back in range(steps):

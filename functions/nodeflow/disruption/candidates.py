@@ -2,7 +2,8 @@
 
 A node is a candidate when it has a NodeClaim (``status.nodeName``) and belongs to a known NodePool.
 Its pods are the non-terminal pods bound to it; the pods that must MOVE exclude DaemonSet pods and
-mirror pods (owned by the Node or annotated kubernetes.io/config.mirror) and pods already deleting.
+mirror pods (owned by the Node or annotated kubernetes.io/config.mirror) and pods already deleting, except
+StatefulSet pods (a terminating one still holds its place: its successor starts only once it is gone).
 
 Last pod event (the consolidateAfter timer): ``Snapshot.last_pod_events[node]`` if given, else the
 NodeClaim's ``status.lastPodEventTime``, else the latest creationTimestamp of the pods bound to the
@@ -100,6 +101,17 @@ def do_not_disrupt_active(annotations: Mapping[str, str] | None, started: dateti
 
 def _active(pod: Pod) -> bool:
     return pod.status.phase not in _TERMINAL and pod.metadata.deletion_timestamp is None
+
+
+def _reschedulable(pod: Pod) -> bool:
+    """Must the pod run elsewhere if its node goes (Karpenter's IsReschedulable): not a DaemonSet or mirror pod,
+    and not leaving already, except a terminating StatefulSet pod (its replacement starts only once it is gone,
+    so it still needs the room)."""
+    if is_daemon_or_mirror(pod):
+        return False
+    if pod.metadata.deletion_timestamp is None:
+        return True
+    return any(o.kind == "StatefulSet" for o in pod.metadata.owner_references or ())
 
 
 def _is_mirror(pod: Pod) -> bool:
@@ -283,7 +295,7 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
         if claim is None or pool is None:
             continue  # not managed by a known NodePool
         pods = tuple(bound.get(name, ()))
-        movable = tuple(p for p in pods if not is_daemon_or_mirror(p) and p.metadata.deletion_timestamp is None)
+        movable = tuple(p for p in pods if _reschedulable(p))
         price, ct = node_price(node, catalog)
         node_blocker = _node_blocker(node, claim, frozenset(nominated))
         pod_blocker = _pod_blocker(pods, snapshot.pdbs, now) if node_blocker is None else None

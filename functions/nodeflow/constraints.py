@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 ANNOTATION_DEFAULT_STORAGE_CLASS = "storageclass.kubernetes.io/is-default-class"
+ANNOTATION_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+_HOSTNAME = "kubernetes.io/hostname"
 
 MATCH_NOTHING = Selector(expressions=(("<no labelSelector>", "In", frozenset()),))
 """The selector of an absent (null) labelSelector: ``In`` an empty set, never satisfied."""
@@ -341,15 +343,25 @@ class _Classes:
         return self._default
 
 
-def _class_alternatives(claim: PersistentVolumeClaimSpec, classes: _Classes) -> tuple[Requirements, ...]:
-    """An unbound claim: its class's allowedTopologies when binding waits for the first consumer."""
-    storage_class = classes.get(claim.storage_class_name)
-    if (
-        storage_class is None
-        or storage_class.volume_binding_mode != "WaitForFirstConsumer"
-        or not storage_class.allowed_topologies
-    ):
-        return _NO_EXTRA  # no class, no restriction, or Immediate: bound elsewhere, not here
+def _class_alternatives(
+    claim: PersistentVolumeClaimSpec, classes: _Classes, key: str
+) -> tuple[Requirements, ...] | str:
+    """An unbound claim: its class's allowedTopologies (binding waits for the first consumer); an error when
+    no node can be provisioned for it yet (as Karpenter: no class, a missing class, or an Immediate class,
+    whose volume must be bound first)."""
+    name = claim.storage_class_name
+    storage_class = classes.get(name)
+    if storage_class is None:
+        if name:
+            return f'storageclass "{name}" of unbound persistentvolumeclaim "{key}" not found'
+        return f'unbound persistentvolumeclaim "{key}" names no storage class (and none is the default)'
+    if storage_class.volume_binding_mode != "WaitForFirstConsumer":
+        return (
+            f'persistentvolumeclaim "{key}" is not bound yet and its storage class "{storage_class.metadata.name}" '
+            "binds Immediate: its volume must be bound first"
+        )
+    if not storage_class.allowed_topologies:
+        return _NO_EXTRA
     return tuple(
         Requirements(Requirement.create(e.key, "In", e.values) for e in term.match_label_expressions)
         for term in storage_class.allowed_topologies
@@ -364,9 +376,15 @@ def _volume_alternatives(pv: PersistentVolume) -> tuple[Requirements, ...] | str
         return _NO_EXTRA
     # A term with neither expressions nor fields matches no node (Kubernetes); matchFields
     # (metadata.name) cannot be expressed as node requirements and is not enforced here.
-    alternatives = tuple(
-        _term_requirements(term) for term in required.node_selector_terms if term.match_expressions or term.match_fields
-    )
+    terms = [term for term in required.node_selector_terms if term.match_expressions or term.match_fields]
+    if pv.spec.local is not None or pv.spec.host_path is not None:
+        # A node-local volume's hostname term names the node its data is on; Karpenter leaves it out of the
+        # node requirements (a term of nothing else allows any node).
+        alternatives = tuple(
+            Requirements(r for k, r in _term_requirements(term).items() if k != _HOSTNAME) for term in terms
+        )
+    else:
+        alternatives = tuple(_term_requirements(term) for term in terms)
     if not alternatives:
         return f'persistentvolume "{pv.metadata.name}": node affinity matches no node'
     return alternatives
@@ -422,14 +440,25 @@ def volume_requirements(
         if pvc is None:
             if volume.ephemeral is None:
                 return f'persistentvolumeclaim "{key}" not found'
-            alternatives = _class_alternatives(volume.ephemeral.volume_claim_template.spec, lookup)
+            alternatives = _class_alternatives(volume.ephemeral.volume_claim_template.spec, lookup, key)
+        elif pvc.metadata.deletion_timestamp is not None:
+            return f'persistentvolumeclaim "{key}" is being deleted'
+        elif pvc.status.phase == "Lost":
+            return f'persistentvolumeclaim "{key}" is Lost (its persistentvolume no longer exists)'
         elif pvc.spec.volume_name:
             pv = pvs.get(pvc.spec.volume_name)
             if pv is None:
                 return f'persistentvolume "{pvc.spec.volume_name}" not found (bound to persistentvolumeclaim "{key}")'
+            if pv.metadata.deletion_timestamp is not None:
+                return f'persistentvolume "{pv.metadata.name}" (of persistentvolumeclaim "{key}") is being deleted'
+            if ANNOTATION_BIND_COMPLETED not in (pvc.metadata.annotations or {}):
+                return (
+                    f'persistentvolumeclaim "{key}" names volume "{pv.metadata.name}" but is not bound yet '
+                    f"(no {ANNOTATION_BIND_COMPLETED} annotation)"
+                )
             alternatives = _volume_alternatives(pv)
         else:
-            alternatives = _class_alternatives(pvc.spec, lookup)
+            alternatives = _class_alternatives(pvc.spec, lookup, key)
         if isinstance(alternatives, str):
             return alternatives
         result = _and(result, alternatives)

@@ -6,6 +6,7 @@ this module the objects they read (files or the API server) and a catalog.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,11 +19,13 @@ from nodeflow.api.core import (
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
+    PodDisruptionBudget,
     PodSpec,
     StorageClass,
     daemon_set_pod,
     resource_milli,
 )
+from nodeflow.api.duration import parse_duration
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
@@ -73,6 +76,7 @@ class ClusterState:
     pvs: Sequence[PersistentVolume] = ()
     storage_classes: Sequence[StorageClass] = ()
     namespaces: Sequence[Namespace] = ()
+    pdbs: Sequence[PodDisruptionBudget] = ()
 
     @staticmethod
     def from_manifests(manifests: Manifests) -> ClusterState:
@@ -87,6 +91,7 @@ class ClusterState:
             pvs=manifests.pvs,
             storage_classes=manifests.storage_classes,
             namespaces=manifests.namespaces,
+            pdbs=manifests.pdbs,
         )
 
 
@@ -219,6 +224,60 @@ def _is_pending(pod: Pod) -> bool:
     return not (owner is not None and owner.kind == "DaemonSet")
 
 
+def _fully_blocked(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
+    """Would no eviction of ``pod`` ever be allowed (Karpenter's fully blocking PDBs): two PDBs select it,
+    or one says maxUnavailable 0 / "0%" or minAvailable "100%" (unless it lets unhealthy pods go
+    (unhealthyPodEvictionPolicy AlwaysAllow) and the pod is not Ready)."""
+    matching = [
+        p
+        for p in pdbs
+        if (p.metadata.namespace or "default") == pod.namespace
+        and p.spec.selector is not None
+        and p.spec.selector.matches(pod.labels)
+    ]
+    if len(matching) > 1:
+        return True
+    for budget in matching:
+        ready = pod.status.condition("Ready") if pod.status is not None else None
+        if budget.spec.unhealthy_pod_eviction_policy == "AlwaysAllow" and ready is not None and ready.status == "False":
+            continue
+        spec = budget.spec
+        if spec.max_unavailable in (0, "0%") or spec.min_available == "100%":
+            return True
+    return False
+
+
+def _do_not_disrupt(pod: Pod) -> bool:
+    """Does ``pod`` carry a do-not-disrupt annotation that may still be active ("true" or a positive duration:
+    a plan has no clock, so a duration counts as running)."""
+    value = (pod.metadata.annotations or {}).get(wk.ANNOTATION_DO_NOT_DISRUPT)
+    if value is None:
+        return False
+    if value == "true":
+        return True
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return False
+    return seconds is not None and seconds > 0
+
+
+def _reschedulable(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
+    """Does a pod bound to a deleting node need capacity elsewhere now (Karpenter's currently reschedulable
+    pod): not finished; not terminating unless a StatefulSet owns it (its replacement needs the same name, so
+    it is provisioned for early); not a DaemonSet or mirror pod; not held by do-not-disrupt; and not one no
+    PodDisruptionBudget will ever let go."""
+    if pod.status is not None and pod.status.phase in _TERMINAL_PHASES:
+        return False
+    owner = pod.owner()
+    kind = owner.kind if owner is not None else None
+    if pod.metadata.deletion_timestamp is not None and kind != "StatefulSet":
+        return False
+    if kind in ("DaemonSet", "Node") or wk.ANNOTATION_MIRROR_POD in (pod.metadata.annotations or {}):
+        return False
+    return not _do_not_disrupt(pod) and not _fully_blocked(pod, pdbs)
+
+
 # --- node pools and classes --------------------------------------------------------------------
 
 
@@ -309,22 +368,46 @@ def _pool_input(
 
 
 def _node_input(
-    node: Node, pods: Sequence[PodInput], ports: Iterable[tuple[str, str, int]], running: tuple[RunningPod, ...]
+    node: Node,
+    pods: Sequence[PodInput],
+    ports: Iterable[tuple[str, str, int]],
+    running: tuple[RunningPod, ...],
+    claim: NodeClaim | None = None,
+    deleting: bool = False,
 ) -> NodeInput:
+    """A registered node. While its NodeClaim is not initialized the node is not either (whatever its
+    labels say), and a resource its kubelet reports as zero or not yet (e.g. GPUs before the device
+    plugin runs) is taken from the NodeClaim, as Karpenter does."""
     labels = dict(node.metadata.labels or {})
+    allocatable, capacity = node.allocatable_milli(), node.capacity_milli()
+    if claim is not None and not _initialized(claim):
+        labels.pop(wk.LABEL_INITIALIZED, None)
+        status = claim.status
+        if status is not None:
+            allocatable = _fill_zeros(allocatable, resource_milli(status.allocatable or {}))
+            capacity = _fill_zeros(capacity, resource_milli(status.capacity or {}))
     return NodeInput(
         name=node.metadata.name or "",
         labels=labels,
-        allocatable=node.allocatable_milli(),
-        capacity=node.capacity_milli(),
+        allocatable=allocatable,
+        capacity=capacity,
         taints=tuple(_taint(t) for t in node.spec.taints or ()),
         pods=tuple(p.key for p in pods),
         requested=res.total(p.requests for p in pods),
         host_ports=frozenset(ports),
         nodepool=labels.get(wk.LABEL_NODEPOOL),
-        schedulable=not node.spec.unschedulable and node.metadata.deletion_timestamp is None,
+        schedulable=not node.spec.unschedulable and node.metadata.deletion_timestamp is None and not deleting,
         running=running,
     )
+
+
+def _fill_zeros(reported: Mapping[str, int], expected: Mapping[str, int]) -> dict[str, int]:
+    """``reported`` with the resources it lacks or has at zero taken from ``expected``."""
+    out = dict(reported)
+    for key, value in expected.items():
+        if not out.get(key):
+            out[key] = value
+    return out
 
 
 def _left_behind(node: Node) -> bool:
@@ -396,6 +479,22 @@ def _claim_input(
     )
 
 
+_LIFECYCLE_LABELS = (wk.LABEL_REGISTERED, wk.LABEL_INITIALIZED)
+
+
+def _on_new_nodes(daemon: PodInput) -> PodInput | None:
+    """A DaemonSet's pod as it meets a new node: every node gets karpenter.sh/registered and
+    karpenter.sh/initialized "true" in time, so node affinity on them is settled here (a daemon that waits
+    for them still runs there, and counts in the node's overhead); None when it never runs on new nodes."""
+    if not any(k in alt for alt in daemon.requirements for k in _LIFECYCLE_LABELS):
+        return daemon
+    kept = []
+    for alt in daemon.requirements:
+        if all(alt[k].has("true") for k in _LIFECYCLE_LABELS if k in alt):
+            kept.append(Requirements(r for k, r in alt.items() if k not in _LIFECYCLE_LABELS))
+    return dataclasses.replace(daemon, requirements=tuple(kept)) if kept else None
+
+
 def convert_pods(state: ClusterState, pods: Iterable[Pod]) -> dict[str, PodInput]:
     """``pods`` (bound or not) as solver input, keyed "namespace/name", converted as ``build_input``
     converts pending pods (used by disruption to simulate moving the pods of a node)."""
@@ -452,6 +551,14 @@ def build_input(
     live_claims = [c for c in state.node_claims if c.status is not None and c.metadata.deletion_timestamp is None]
     claim_of_node = {c.status.node_name: c for c in live_claims if c.status is not None and c.status.node_name}
     claim_of_provider = {c.status.provider_id: c for c in live_claims if c.status is not None and c.status.provider_id}
+    # Nodes whose NodeClaim is being deleted are going away with it.
+    going = {
+        ref
+        for c in state.node_claims
+        if c.status is not None and c.metadata.deletion_timestamp is not None
+        for ref in (c.status.node_name, c.status.provider_id)
+        if ref
+    }
     nodes: list[NodeInput] = []
     node_names = set()
     node_providers = set()
@@ -469,8 +576,12 @@ def build_input(
         inputs = [convert.pod(p) for p in (*on_node, *extra)]
         # Topology counts live pods only: a terminating pod keeps its resources but no longer counts.
         running = tuple(convert.running(p) for p in (*on_node, *extra) if p.metadata.deletion_timestamp is None)
+        deleting = node.metadata.deletion_timestamp is not None or bool({name, node.spec.provider_id} & going)
+        if deleting:
+            # Its pods need capacity elsewhere now (they keep counting where they run until they go).
+            pending.extend(convert.pod(p) for p in on_node if _reschedulable(p, state.pdbs))
         # (A node not yet initialized is judged without its start-up taints: the solver does that.)
-        nodes.append(_node_input(node, inputs, ports, running))
+        nodes.append(_node_input(node, inputs, ports, running, node_claim, deleting))
     for claim in state.node_claims:
         registered = claim.status is not None and (
             claim.status.node_name in node_names or claim.status.provider_id in node_providers
@@ -486,7 +597,7 @@ def build_input(
     for pods in waiting.values():  # nominated to a claim that is gone or unusable: provision again
         pending.extend(convert.pod(p) for p in pods)
 
-    daemons = tuple(convert.pod(daemon_set_pod(ds)) for ds in state.daemon_sets)
+    daemons = tuple(d for ds in state.daemon_sets if (d := _on_new_nodes(convert.pod(daemon_set_pod(ds)))) is not None)
     return SchedulingInput(
         pods=tuple(pending),
         nodepools=pools,

@@ -91,7 +91,7 @@ def test_volume_zone_pins_the_node(tmp_path: Path) -> None:
     ---
     apiVersion: v1
     kind: PersistentVolumeClaim
-    metadata: {name: data, namespace: default}
+    metadata: {name: data, namespace: default, annotations: {pv.kubernetes.io/bind-completed: "yes"}}
     spec:
       accessModes: [ReadWriteOnce]
       storageClassName: gp3

@@ -375,7 +375,11 @@ def test_preferred_node_terms() -> None:
 
 
 def pvc(name: str, namespace: str = "shop", **spec: Any) -> PersistentVolumeClaim:
-    return PersistentVolumeClaim.model_validate({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+    """A claim; one naming a volume is bound (the bind-completed annotation the PV controller writes)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if "volumeName" in spec:
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    return PersistentVolumeClaim.model_validate({"metadata": meta, "spec": spec})
 
 
 def pv(name: str, *terms: list[dict[str, Any]]) -> PersistentVolume:
@@ -464,11 +468,58 @@ def test_unbound_claim_wait_for_first_consumer_uses_allowed_topologies() -> None
 def test_unbound_claim_without_constraint() -> None:
     p = with_volumes(claim("data", "data-0"))
     claims = {"shop/data-0": pvc("data-0", storageClassName="gp3")}
-    immediate = {"gp3": storage_class("gp3", mode="Immediate", zones=(["us-east-1a"],))}
-    assert volume_requirements(p, claims, {}, immediate) == (Requirements(),)
     no_topologies = {"gp3": storage_class("gp3")}
     assert volume_requirements(p, claims, {}, no_topologies) == (Requirements(),)
-    assert volume_requirements(p, claims, {}, {}) == (Requirements(),)  # class missing
+
+
+def test_unbound_claim_that_cannot_be_provisioned_for_yet_is_an_error() -> None:
+    """As Karpenter: an Immediate class binds the volume first; a missing class, or none, binds nothing."""
+    p = with_volumes(claim("data", "data-0"))
+    claims = {"shop/data-0": pvc("data-0", storageClassName="gp3")}
+    immediate = {"gp3": storage_class("gp3", mode="Immediate", zones=(["us-east-1a"],))}
+    assert "binds Immediate" in str(volume_requirements(p, claims, {}, immediate))
+    assert 'storageclass "gp3"' in str(volume_requirements(p, claims, {}, {}))
+    assert "names no storage class" in str(volume_requirements(p, {"shop/data-0": pvc("data-0")}, {}, {}))
+
+
+def test_a_claim_or_volume_that_is_going_or_not_bound_yet_is_an_error() -> None:
+    p = with_volumes(claim("data", "data-0"))
+    classes = {"gp3": storage_class("gp3")}
+    gone = PersistentVolumeClaim.model_validate(
+        {"metadata": {"name": "data-0", "namespace": "shop", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    )
+    assert "being deleted" in str(volume_requirements(p, {"shop/data-0": gone}, {}, classes))
+    lost = PersistentVolumeClaim.model_validate(
+        {"metadata": {"name": "data-0", "namespace": "shop"}, "spec": {"volumeName": "v"}, "status": {"phase": "Lost"}}
+    )
+    assert "Lost" in str(volume_requirements(p, {"shop/data-0": lost}, {"v": pv("v")}, classes))
+    unannotated = PersistentVolumeClaim.model_validate(
+        {"metadata": {"name": "data-0", "namespace": "shop"}, "spec": {"volumeName": "v"}}
+    )
+    assert "bind-completed" in str(volume_requirements(p, {"shop/data-0": unannotated}, {"v": pv("v")}, classes))
+    doomed = PersistentVolume.model_validate({"metadata": {"name": "v", "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    bound = {"shop/data-0": pvc("data-0", volumeName="v")}
+    assert "being deleted" in str(volume_requirements(p, bound, {"v": doomed}, classes))
+
+
+def test_the_hostname_term_of_a_node_local_volume_is_left_out() -> None:
+    p = with_volumes(claim("data", "data-0"))
+    local = PersistentVolume.model_validate(
+        {
+            "metadata": {"name": "v"},
+            "spec": {
+                "local": {"path": "/mnt"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["h"]}]}
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    assert volume_requirements(p, {"shop/data-0": pvc("data-0", volumeName="v")}, {"v": local}, {}) == (Requirements(),)
 
 
 def test_default_storage_class() -> None:
@@ -480,9 +531,9 @@ def test_default_storage_class() -> None:
     assert default_storage_class(classes) is classes["gp3"]
     unset = {"shop/data-0": pvc("data-0")}
     assert volume_requirements(p, unset, {}, classes) == (zone("us-east-1a"),)
-    # storageClassName "" asks for no class: the default does not apply
+    # storageClassName "" asks for no class: the default does not apply, and nothing can bind it
     empty = {"shop/data-0": pvc("data-0", storageClassName="")}
-    assert volume_requirements(p, empty, {}, classes) == (Requirements(),)
+    assert "names no storage class" in str(volume_requirements(p, empty, {}, classes))
     assert default_storage_class({"slow": classes["slow"]}) is None
 
 
@@ -556,5 +607,7 @@ def test_volume_requirements_with_same_claim_twice(mode: str) -> None:
     p = with_volumes(claim("a", "data"), claim("b", "data"))
     claims = {"shop/data": pvc("data", storageClassName="gp3")}
     classes = {"gp3": storage_class("gp3", mode=mode, zones=(["us-east-1a"],))}
-    expected = (zone("us-east-1a"),) if mode == "WaitForFirstConsumer" else (Requirements(),)
-    assert volume_requirements(p, claims, {}, classes) == expected
+    if mode == "WaitForFirstConsumer":
+        assert volume_requirements(p, claims, {}, classes) == (zone("us-east-1a"),)
+    else:
+        assert "binds Immediate" in str(volume_requirements(p, claims, {}, classes))

@@ -856,6 +856,9 @@ class PersistentVolumeSpec(CoreModel):
     node_affinity: VolumeNodeAffinity | None = None
     csi: CSIPersistentVolumeSource | None = None
     volume_mode: Literal["Filesystem", "Block"] | None = None
+    # Node-local sources: their hostname affinity names the node the data is on (see nodeflow.constraints).
+    local: dict[str, Any] | None = None
+    host_path: dict[str, Any] | None = None
 
 
 class PersistentVolumeStatus(CoreModel):

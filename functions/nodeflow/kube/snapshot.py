@@ -141,6 +141,7 @@ class Snapshot:
             pvs=self.pvs,
             storage_classes=self.storage_classes,
             namespaces=self.namespaces,
+            pdbs=self.pdbs,
         )
 
     def provisioning_state(self) -> ClusterState:

@@ -1,0 +1,99 @@
+"""Existing nodes and NodeClaims still launching (in-flight): the first place pods are tried,
+as Karpenter's existing nodes are, before any new NodeClaim."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nodeflow.api import labels as wk
+from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.taints import Taint
+from nodeflow.scheduling.types import HostPort, NodeInput, SchedulingInput
+
+if TYPE_CHECKING:
+    from nodeflow.scheduling.groups import Group
+    from nodeflow.scheduling.topology import HostCaps, Topology
+
+__all__ = ["Node", "make_node", "place_on_nodes", "ports_conflict"]
+
+
+@dataclass(slots=True)
+class Node:
+    input: NodeInput
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    used: dict[str, int]
+    ports: set[HostPort]
+    placed: list[str] = field(default_factory=list)
+    # (namespace, labels, count) of every pod on it, running or placed now: topology counts.
+    entries: list[tuple[str, Mapping[str, str], int]] = field(default_factory=list)
+
+    def domain(self, key: str) -> str | None:
+        if key == wk.LABEL_HOSTNAME:
+            return self.input.labels.get(key) or self.input.name
+        return self.input.labels.get(key)
+
+
+def make_node(node: NodeInput, inp: SchedulingInput) -> Node:
+    """A node as the solver sees it: while it initializes, startup and ephemeral taints do not
+    keep pods off (they are about to go)."""
+    initializing = node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
+    taints = node.taints
+    if initializing:
+        startup = {t.key for p in inp.nodepools if p.name == node.nodepool for t in p.startup_taints}
+        taints = tuple(t for t in taints if t.key not in wk.EPHEMERAL_TAINTS and t.key not in startup)
+    return Node(node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports))
+
+
+def place_on_nodes(
+    nodes: Iterable[Node],
+    topology: Topology,
+    group: Group,
+    pending: list[str],
+    alts: tuple[Requirements, ...],
+    caps: HostCaps,
+    blocked: set[int],
+    allowed: set[int] | None,
+) -> list[str]:
+    """Put as many of the group's pending pods as fit on the nodes, in order; the rest is returned.
+    ``caps`` are the hostname limits, ``blocked`` / ``allowed`` the node ids that anti-affinity
+    rules out / that hostname affinity permits (None: any)."""
+    for node in nodes:
+        if not pending:
+            break
+        nid = id(node)
+        if not node.input.schedulable or nid in blocked or (allowed is not None and nid not in allowed):
+            continue
+        if not group.tolerates(node.taints):
+            continue
+        if not any(node.requirements.compatible(alt) is None for alt in alts):
+            continue
+        count = min(res.max_count(group.requests, node.input.allocatable, node.used), topology.cap(nid, caps))
+        if group.host_ports:
+            count = min(count, 0 if ports_conflict(group.host_ports, node.ports) else 1)
+        take = min(count, len(pending))
+        if take <= 0:
+            continue
+        node.used = res.add(node.used, group.requests, take)
+        node.ports |= group.host_ports
+        node.placed.extend(pending[:take])
+        topology.record(group, node, take)
+        pending = pending[take:]
+    return pending
+
+
+_WILDCARD_IPS = frozenset({"", "0.0.0.0", "::"})
+
+
+def ports_conflict(wanted: Iterable[HostPort], used: Iterable[HostPort]) -> bool:
+    """Do host ports clash? Same protocol and port, and the same IP or either one a wildcard."""
+    used_list = list(used)
+    for ip, protocol, port in wanted:
+        for other_ip, other_protocol, other_port in used_list:
+            same_ip = ip == other_ip or ip in _WILDCARD_IPS or other_ip in _WILDCARD_IPS
+            if port == other_port and protocol == other_protocol and same_ip:
+                return True
+    return False

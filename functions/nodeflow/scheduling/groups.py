@@ -1,0 +1,134 @@
+"""Pending pods grouped: identical pods (a Deployment's replicas, say) are placed together, and
+groups are tried largest first, as Karpenter's queue orders pods."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodeflow.scheduling.preferences import Constraints, Preferences, initial_preferences
+from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.taints import Taint, Toleration, untolerated
+from nodeflow.scheduling.types import AffinityTerm, HostPort, PodInput, SchedulingInput, Selector
+
+__all__ = ["Group", "group_pods", "regroup"]
+
+_NOSCHEDULE = frozenset({"NoSchedule", "NoExecute"})
+_ALL_EFFECTS = frozenset({"NoSchedule", "NoExecute", "PreferNoSchedule"})
+_GROUP_SERIAL = itertools.count()
+_BASIC_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+
+
+@dataclass(slots=True)
+class Group:
+    """Identical pods (same requests, constraints, tolerations, namespace and relevant labels)."""
+
+    pods: list[PodInput]
+    requests: Mapping[str, int]
+    constraints: Constraints
+    preferences: Preferences
+    tolerations: tuple[Toleration, ...]
+    host_ports: frozenset[HostPort]
+    namespace: str
+    labels: Mapping[str, str]
+    error: str | None
+    # A serial number: caches key on it (ids of dead groups get reused).
+    uid: int = field(default_factory=lambda: next(_GROUP_SERIAL))
+
+    @property
+    def first(self) -> PodInput:
+        return self.pods[0]
+
+    @property
+    def requirements(self) -> tuple[Requirements, ...]:
+        return self.constraints.requirements
+
+    @property
+    def effects(self) -> frozenset[str]:
+        """Taint effects the group must tolerate (PreferNoSchedule until relaxed)."""
+        return _NOSCHEDULE if self.constraints.tolerate_prefer_no_schedule else _ALL_EFFECTS
+
+    def required_anti_affinity(self) -> tuple[AffinityTerm, ...]:
+        return tuple(t for t in self.first.affinity if t.anti and t.weight == 0)
+
+    def tolerates(self, taints: Iterable[Taint]) -> bool:
+        """Do the group's pods tolerate these taints (for the effects they must tolerate now)?"""
+        return untolerated(self.tolerations, taints, self.effects) is None
+
+
+def _relevant_label_keys(inp: SchedulingInput) -> frozenset[str]:
+    """Label keys some selector looks at: only these separate otherwise identical pods."""
+    selectors: list[Selector] = []
+    for pod in inp.pods:
+        selectors += [s.selector for s in pod.spread] + [t.selector for t in pod.affinity]
+    for node in inp.nodes:
+        for running in node.running:
+            selectors += [t.selector for t in running.anti_affinity]
+    keys: set[str] = set()
+    for selector in set(selectors):
+        keys |= {k for k, _ in selector.match_labels} | {k for k, _, _ in selector.expressions}
+    return frozenset(keys)
+
+
+def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: SchedulingInput) -> list[Group]:
+    """Identical pods grouped; groups ordered largest first (cpu, then memory), then by key."""
+    relevant = _relevant_label_keys(inp)
+    groups: dict[tuple[object, ...], Group] = {}
+    for pod in pods:
+        labels = tuple(sorted((k, v) for k, v in pod.labels.items() if k in relevant)) if relevant else ()
+        signature = (
+            tuple(sorted(pod.requests.items())),
+            pod.requirements,
+            pod.tolerations,
+            pod.host_ports,
+            pod.preferred,
+            pod.spread,
+            pod.affinity,
+            pod.error,
+            pod.namespace if relevant else "",
+            labels,
+        )
+        group = groups.get(signature)
+        if group is None:
+            prefs = initial_preferences(pod, ignore_preferences)
+            groups[signature] = Group(
+                pods=[pod],
+                requests=pod.requests,
+                constraints=prefs.constraints(pod),
+                preferences=prefs,
+                tolerations=pod.tolerations,
+                host_ports=pod.host_ports,
+                namespace=pod.namespace,
+                labels=pod.labels,
+                error=pod.error,
+            )
+        else:
+            group.pods.append(pod)
+    ordered = list(groups.values())
+    for group in ordered:
+        group.pods.sort(key=lambda p: p.key)
+    ordered.sort(key=_size_order)
+    return ordered
+
+
+def _size_order(group: Group) -> tuple[int, int, int, str]:
+    """Largest first: scarce extended resources (GPUs, ...), then cpu, then memory (as Karpenter)."""
+    requests = group.requests
+    extended = sum(v for k, v in requests.items() if k not in _BASIC_RESOURCES)
+    return (-extended, -requests.get("cpu", 0), -requests.get("memory", 0), group.first.key)
+
+
+def regroup(group: Group, pods: list[PodInput], prefs: Preferences) -> Group:
+    """The same pods again, with (possibly relaxed) preferences."""
+    return Group(
+        pods=pods,
+        requests=group.requests,
+        constraints=prefs.constraints(pods[0]),
+        preferences=prefs,
+        tolerations=group.tolerations,
+        host_ports=group.host_ports,
+        namespace=group.namespace,
+        labels=group.labels,
+        error=group.error,
+    )

@@ -1,0 +1,80 @@
+"""NodePools as the solver sees them: requirements (template labels and the NodePool name
+included), daemonset overhead, compatible instance types cheapest first, and what is left
+under the NodePool's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from nodeflow.api import labels as wk
+from nodeflow.api.quantity import format_milli
+from nodeflow.catalog.model import InstanceType
+from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, Pricer, type_matches
+from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.taints import untolerated
+from nodeflow.scheduling.types import NodePoolInput, SchedulingInput
+
+__all__ = ["NO_NODEPOOL", "Pool", "Reasons", "all_pools", "capacity", "limit_reason", "make_pool"]
+
+NO_NODEPOOL = "-"
+Reasons = dict[str, str]  # NodePool name -> why the pods cannot go there
+
+
+@dataclass(slots=True)
+class Pool:
+    input: NodePoolInput
+    requirements: Requirements
+    daemon: dict[str, int]
+    types: list[InstanceType]  # compatible with the pool's requirements, cheapest first
+    prices: list[float]
+    remaining: dict[str, int] | None  # limits minus what the pool runs
+    min_values: bool  # some requirement has minValues
+
+
+def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
+    reqs = np.requirements.add(
+        Requirements.from_labels(np.labels),
+        Requirements([Requirement(wk.LABEL_NODEPOOL, False, frozenset({np.name}))]),
+    )
+    if wk.LABEL_CAPACITY_TYPE not in reqs:
+        # Karpenter launches on-demand unless the NodePool allows spot explicitly.
+        reqs = reqs.add(
+            Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_ON_DEMAND}))])
+        )
+    daemon: dict[str, int] = {}
+    for dpod in inp.daemon_pods:
+        if untolerated(dpod.tolerations, np.taints) is not None:
+            continue
+        if any(reqs.compatible(alt, ALLOW_UNDEFINED) is None for alt in dpod.requirements):
+            daemon = res.add(daemon, dpod.requests)
+    types, prices = pricer.sorted_types([it for it in np.instance_types if type_matches(it, reqs)], reqs)
+    remaining: dict[str, int] | None = None
+    if np.limits is not None:
+        in_use = res.total({**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == np.name)
+        remaining = {k: v - in_use.get(k, 0) for k, v in np.limits.items()}
+    min_values = any(r.min_values for r in reqs.values())
+    return Pool(np, reqs, daemon, types, prices, remaining, min_values)
+
+
+def all_pools(pools: Iterable[Pool], reason: str) -> Reasons:
+    """The same reason for every NodePool (or for "no NodePool" when there is none)."""
+    return {p.input.name: reason for p in pools} or {NO_NODEPOOL: reason}
+
+
+def capacity(it: InstanceType, name: str) -> int:
+    """What one node of this type counts against a NodePool limit (``nodes`` counts one)."""
+    return 1000 if name == "nodes" else it.capacity.get(name, 0)
+
+
+def limit_reason(pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
+    keys = sorted(remaining)
+    smallest = min(types, key=lambda it: tuple(capacity(it, k) for k in keys))
+    name = next((k for k in keys if capacity(smallest, k) > remaining[k]), keys[0])
+    limit = pool.input.limits[name] if pool.input.limits else 0
+    return (
+        f"exceeds NodePool limit {name}={format_milli(limit, name)}: "
+        f"{format_milli(max(remaining[name], 0), name)} remaining, the smallest fitting "
+        f"instance type {smallest.name} has {format_milli(capacity(smallest, name), name)}"
+    )

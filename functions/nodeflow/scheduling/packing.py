@@ -1,0 +1,786 @@
+"""Packing: NodeClaims being filled during a solve.
+
+Karpenter's NodeClaim (scheduling) side: which instance types of a NodePool hold a group's pods
+(``candidates``), opening a NodeClaim sized for cost (``new_claim``: the type with the lowest
+price per pod of the group decides how many pods it takes), adding pods to open NodeClaims while
+that does not make them pricier (``place_on_claims``), growing partly filled NodeClaims onto a
+larger type when that is cheaper than new ones (``grow_claims``), the final merge pass
+(``merge_claims``), minValues, and the NodeClaim plans written at the end (``plan``).
+
+Topology is not decided here: callers pass the hostname limits, and every placement is booked
+with ``Topology.record``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nodeflow.api import labels as wk
+from nodeflow.api.quantity import format_milli
+from nodeflow.catalog.model import InstanceType, Offering
+from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.existing import ports_conflict
+from nodeflow.scheduling.groups import Group
+from nodeflow.scheduling.nodepools import NO_NODEPOOL, Pool, Reasons, capacity, limit_reason
+from nodeflow.scheduling.pricing import (
+    ALLOW_UNDEFINED,
+    OFFERING_KEYS,
+    PRICE_EPSILON,
+    Pricer,
+    describe_offering_reqs,
+    type_keys_changed,
+    type_matches,
+)
+from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.taints import untolerated
+from nodeflow.scheduling.topology import UNBOUNDED
+from nodeflow.scheduling.types import HostPort, NodeClaimPlan, SchedulingInput
+
+if TYPE_CHECKING:
+    from nodeflow.scheduling.topology import HostCaps, Topology
+
+__all__ = ["MAX_INSTANCE_TYPES", "BestPerPod", "Candidates", "Claim", "Packer", "min_values_violation"]
+
+# Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
+MAX_INSTANCE_TYPES = 60
+
+# How many of the most recent open NodeClaims may be grown onto a larger type for a group.
+_GROW_WINDOW = 64
+# ...and how many larger types of each are looked at (the cheapest ones).
+_GROW_TYPES = 256
+# ...and only for groups that would otherwise fill fewer than this many new NodeClaims.
+_GROW_MAX_NODES = 4
+# ...in at most this many passes over the NodeClaims.
+_GROW_PASSES = 3
+# Plans with at most this many NodeClaims get the final merge pass (it compares pairs).
+_MERGE_MAX_CLAIMS = 200
+# ...and up to this many, every NodeClaim (not only partly filled ones) may be moved.
+_MERGE_ALL_CLAIMS = 100
+# How many of the most recently opened NodeClaims with room are offered each group's pods.
+_OPEN_WINDOW = 16384
+
+
+@dataclass(slots=True)
+class Claim:
+    """A NodeClaim being filled. ``types`` are the instance types its requirements allow,
+    cheapest first; types before ``start`` can no longer hold its pods. Types further on
+    that no longer fit are dropped when the plan is written, not on every add."""
+
+    pool: Pool
+    requirements: Requirements
+    types: list[InstanceType]
+    prices: list[float]
+    start: int
+    used: dict[str, int]
+    pods: list[str] = field(default_factory=list)
+    ports: set[HostPort] = field(default_factory=set)
+    entries: list[tuple[str, Mapping[str, str], int]] = field(default_factory=list)
+    index: int = 0
+    # Most cpu, memory and pods free on a type at the current price: a quick "no room" test.
+    free: tuple[int, int, int] = (0, 0, 0)
+    # Holds pods that topology constraints or selectors care about: never merged away.
+    topology: bool = False
+
+    def domain(self, key: str) -> str | None:
+        """The NodeClaim's value for a topology key, once its requirements pin one."""
+        if key == wk.LABEL_HOSTNAME:
+            return f"nodeclaim-{self.index}"
+        req = self.requirements.get(key)
+        if req is not None and not req.complement and len(req.values) == 1:
+            return next(iter(req.values))
+        return None
+
+    @property
+    def price(self) -> float:
+        return self.prices[self.start]
+
+    def advance(self) -> None:
+        """Skip types that no longer hold the pods; note the room left at the current price."""
+        types, used = self.types, self.used
+        while not res.fits(used, types[self.start].allocatable):
+            self.start += 1
+        bound = self.prices[self.start] + PRICE_EPSILON
+        cpu = memory = pods = 0
+        for i in range(self.start, len(types)):
+            if self.prices[i] > bound:
+                break
+            alloc = types[i].allocatable
+            if res.fits(used, alloc):
+                cpu = max(cpu, alloc.get("cpu", 0) - used.get("cpu", 0))
+                memory = max(memory, alloc.get("memory", 0) - used.get("memory", 0))
+                pods = max(pods, alloc.get("pods", 0) - used.get("pods", 0))
+        self.free = (cpu, memory, pods)
+
+    def room(
+        self,
+        request: Mapping[str, int],
+        types: list[InstanceType],
+        prices: list[float],
+        first: int,
+        upsize: bool = False,
+    ) -> int:
+        """Pods of ``request`` that fit on some type priced like the cheapest one now (any type
+        when ``upsize``)."""
+        bound = float("inf") if upsize else self.price + PRICE_EPSILON
+        used = self.used
+        best = 0
+        for i in range(first, len(types)):
+            if prices[i] > bound:
+                break
+            alloc = types[i].allocatable
+            if res.fits(used, alloc):
+                count = res.max_count(request, alloc, used)
+                if count > best:
+                    best = count
+        return best
+
+
+@dataclass(slots=True)
+class Candidates:
+    """The instance types of a pool that hold at least one pod of a group, cheapest first."""
+
+    requirements: Requirements
+    types: list[InstanceType]
+    prices: list[float]
+    caps: list[int]  # pods of the group that fit each type next to the daemonsets
+    _by_cap: BestPerPod | None = None
+
+    def best(self, count: int) -> int:
+        """Index of the type with the lowest price per pod when ``count`` pods remain."""
+        if self._by_cap is None:
+            self._by_cap = BestPerPod(self.types, self.prices, self.caps)
+        return self._by_cap.best(count)
+
+
+class BestPerPod:
+    """Answers "cheapest per pod for N pods" in O(log n).
+
+    With N pods left, a type holding ``cap >= N`` costs price/N per pod, so the best of those
+    is the cheapest among them; a type holding fewer costs price/cap. Sorting by cap gives a
+    suffix minimum of price and a prefix minimum of price/cap; the answer is the better of
+    the two at the split point. Ties break on more pods, then on name, as ``_best_index``.
+    """
+
+    def __init__(self, types: Sequence[InstanceType], prices: Sequence[float], caps: Sequence[int]) -> None:
+        order = sorted(range(len(types)), key=lambda i: caps[i])
+        self.caps_sorted = [caps[i] for i in order]
+        self.types, self.prices, self.caps = types, prices, caps
+        n = len(order)
+        self.suffix: list[int] = [0] * n
+        best = -1
+        for k in range(n - 1, -1, -1):
+            i = order[k]
+            # Every type here holds all N pods: price per pod is price / N, so cheapest, then name.
+            if best < 0 or (prices[i], types[i].name) < (prices[best], types[best].name):
+                best = i
+            self.suffix[k] = best
+        self.prefix: list[int] = [0] * (n + 1)
+        best = -1
+        for k in range(n):
+            i = order[k]
+            if best < 0 or self._unbounded_key(i) < self._unbounded_key(best):
+                best = i
+            self.prefix[k + 1] = best
+
+    def _unbounded_key(self, i: int) -> tuple[float, int, str]:
+        return (self.prices[i] / self.caps[i], -self.caps[i], self.types[i].name)
+
+    def best(self, count: int) -> int:
+        k = bisect.bisect_left(self.caps_sorted, count)
+        options = []
+        if k < len(self.caps_sorted):
+            i = self.suffix[k]
+            options.append(((self.prices[i] / count, -count, self.types[i].name), i))
+        if k > 0:
+            i = self.prefix[k]
+            options.append((self._unbounded_key(i), i))
+        return min(options)[1]
+
+
+class Packer:
+    """The NodeClaims of one solve. ``claims`` is shared with the solver and its ``Topology``
+    (filled and emptied here only)."""
+
+    def __init__(
+        self, inp: SchedulingInput, pools: Sequence[Pool], pricer: Pricer, topology: Topology, claims: list[Claim]
+    ) -> None:
+        self.pools = pools
+        self.pricer = pricer
+        self.topology = topology
+        self.claims = claims
+        # NodeClaims that may still take a pod at their price: the smallest pending pod fits.
+        self.open_claims: list[Claim] = []
+        # NodeClaims opened for fewer pods than their type holds: the ones worth growing.
+        self.tails: list[Claim] = []
+        smallest = [p.requests for p in inp.pods] or [{}]
+        self.min_request = (
+            min(r.get("cpu", 0) for r in smallest),
+            min(r.get("memory", 0) for r in smallest),
+            min(r.get("pods", 0) for r in smallest),
+        )
+        self._zone_cache: dict[tuple[int, str], frozenset[tuple[str, str]]] = {}
+        self._plan_cache: dict[
+            tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...]]
+        ] = {}
+        self._candidate_cache: dict[tuple[object, ...], Candidates | str] = {}
+        self._narrow_cache: dict[
+            tuple[int, Requirements], tuple[list[InstanceType], list[InstanceType], list[float]]
+        ] = {}
+        self.strict_min_values = inp.min_values_policy != "BestEffort"
+
+    def merge_claims(self) -> None:
+        """Plans of modest size only (see ``_merge_claims``); then NodeClaims are numbered."""
+        if len(self.claims) <= _MERGE_MAX_CLAIMS:
+            self._merge_claims()
+        for index, claim in enumerate(self.claims):
+            claim.index = index
+
+    def _merge_claims(self) -> None:
+        """Last pass, for plans of modest size: put the pods of two NodeClaims of one NodePool on
+        one node whenever a single instance type that holds them all costs less than the two.
+        Only NodeClaims whose pods no topology rule or selector looks at, in NodePools without
+        limits, are merged (moving them cannot break a spread, an affinity or a limit)."""
+        small_plan = len(self.claims) <= _MERGE_ALL_CLAIMS
+        partial = {id(c) for c in self.tails}
+        for _ in range(_GROW_PASSES):
+            merged = False
+            candidates = sorted(
+                (c for c in self.claims if not c.topology and c.pool.remaining is None),
+                key=lambda c: (c.price, c.index),
+            )
+            for small in candidates:
+                # In larger plans only NodeClaims opened for fewer pods than they hold are moved
+                # (full ones are already efficient): the pass stays at (partial x all) pairs.
+                if small.topology or (not small_plan and id(small) not in partial):
+                    continue
+                best: tuple[float, int] | None = None
+                plan: tuple[Claim, Requirements, list[InstanceType], list[float], int, dict[str, int]] | None = None
+                for big in candidates:
+                    if big is small or big.topology or big.pool is not small.pool:
+                        continue
+                    if ports_conflict(small.ports, big.ports):
+                        continue
+                    if big.requirements == small.requirements:
+                        reqs = big.requirements
+                    elif big.requirements.intersects(small.requirements) is None:
+                        reqs = big.requirements.add(small.requirements)
+                    else:
+                        continue
+                    used = res.subtract(res.add(big.used, small.used), big.pool.daemon)
+                    types, prices = self.narrow(big.pool.types, big.pool.requirements, reqs)
+                    # Types cheaper than either NodeClaim's cannot hold its pods; types costing the
+                    # two together (or more than the best merge so far) save nothing.
+                    ceiling = small.price + big.price - (PRICE_EPSILON if best is None else -best[0])
+                    first = None
+                    for i in range(bisect.bisect_left(prices, max(big.price, small.price) - PRICE_EPSILON), len(types)):
+                        if prices[i] >= ceiling:
+                            break
+                        if res.fits(used, types[i].allocatable):
+                            first = i
+                            break
+                    if first is None:
+                        continue
+                    saving = small.price + big.price - prices[first]
+                    strict = big.pool.min_values and self.strict_min_values
+                    if strict and min_values_violation(reqs, _fitting(types, first, used)) is not None:
+                        continue
+                    best, plan = (-saving, big.index), (big, reqs, types, prices, first, used)
+                if plan is None:
+                    continue
+                big, reqs, types, prices, first, used = plan
+                big.requirements, big.types, big.prices, big.start, big.used = reqs, types, prices, first, used
+                big.advance()
+                big.pods.extend(small.pods)
+                big.ports |= small.ports
+                big.entries.extend(small.entries)
+                self.claims.remove(small)
+                small.topology = True  # gone: never a partner again in this pass
+                partial.add(id(big))
+                merged = True
+            if not merged:
+                break
+
+    # -- adding pods to open NodeClaims ------------------------------------------------------------
+    def place_on_claims(
+        self,
+        group: Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        caps: HostCaps,
+        blocked: set[int],
+        allowed: set[int] | None,
+    ) -> list[str]:
+        # Zone / capacity-type pins of the group: a cheap first test before the resource check.
+        pins = (
+            [(k, next(iter(r.values))) for k, r in alts[0].items() if k in OFFERING_KEYS and r.operator == "In"]
+            if len(alts) == 1
+            else []
+        )
+        upsize = allowed is not None  # pods that must join given NodeClaims may grow them
+        cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
+        closed = False
+        if upsize:
+            candidates = self.claims
+        else:
+            # One pass in a comprehension drops the NodeClaims without room first (cheap: most are).
+            # Only the most recent open NodeClaims are looked at: in very large plans the room
+            # left on old ones is small, and scanning tens of thousands per group is not.
+            recent = self.open_claims[-_OPEN_WINDOW:]
+            candidates = [c for c in recent if c.free[0] >= cpu and c.free[1] >= memory and c.free[2] > 0]
+        for claim in candidates:
+            if not pending:
+                break
+            cid = id(claim)
+            if cid in blocked or (allowed is not None and cid not in allowed):
+                continue
+            if pins and any((r := claim.requirements.get(k)) is not None and not r.has(v) for k, v in pins):
+                continue
+            if group.host_ports and ports_conflict(group.host_ports, claim.ports):
+                continue
+            if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize) == 0:
+                continue
+            if not group.tolerates(claim.pool.input.taints):
+                continue
+            cap = self.topology.cap(cid, caps)
+            if cap <= 0:
+                continue
+            for alt in alts:
+                if claim.requirements.compatible(alt, ALLOW_UNDEFINED) is not None:
+                    continue
+                take = self._add_to_claim(claim, group, alt, min(len(pending), cap), upsize)
+                if take:
+                    claim.pods.extend(pending[:take])
+                    self.topology.record(group, claim, take)
+                    pending = pending[take:]
+                    free, least = claim.free, self.min_request
+                    closed = closed or free[0] < least[0] or free[1] < least[1] or free[2] < least[2]
+                    break
+        if closed:
+            least = self.min_request
+            self.open_claims = [
+                c for c in self.open_claims if c.free[0] >= least[0] and c.free[1] >= least[1] and c.free[2] >= least[2]
+            ]
+        return pending
+
+    def _standalone(self, group: Group, alts: tuple[Requirements, ...], count: int) -> tuple[float, int] | None:
+        """Price per pod, and pods per NodeClaim, of ``count`` pods of the group on NodeClaims of
+        their own (from the first NodePool that takes them, without limits)."""
+        for alt in alts:
+            for pool in self.pools:
+                cands = self.candidates(pool, group, alt)
+                if isinstance(cands, str) or pool.remaining is not None:
+                    continue
+                best = cands.best(count)
+                return cands.prices[best] / min(cands.caps[best], count), cands.caps[best]
+        return None
+
+    def few_nodes(self, group: Group, alts: tuple[Requirements, ...], count: int) -> bool:
+        standalone = self._standalone(group, alts, count)
+        return standalone is not None and standalone[1] * _GROW_MAX_NODES > count
+
+    def grow_claims(
+        self,
+        group: Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        blocked: set[int],
+    ) -> list[str]:
+        """Move open NodeClaims onto a larger instance type when that costs less per pod than
+        new NodeClaims would: pods of different shapes then share nodes (a memory-heavy pod
+        turns a compute node into a general-purpose one) instead of each shape getting its own."""
+        for _ in range(_GROW_PASSES):
+            if not pending:
+                break
+            found = self._standalone(group, alts, len(pending))
+            if found is None:
+                break
+            standalone, per_node = found
+            cap = min(len(pending), per_node)
+            # One scan finds each NodeClaim's best growth; the best ones are then applied in order.
+            options: list[tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int]] = []
+            for claim in self.tails[-_GROW_WINDOW:]:
+                option = self._best_growth(claim, group, alts, blocked, standalone, cap)
+                if option is not None:
+                    options.append(option)
+            if not options:
+                break
+            options.sort(key=lambda o: (o[0], o[1], o[2]))
+            applied = False
+            for _marginal, _k, _index, claim, reqs, types, prices, i in options:
+                if not pending:
+                    break
+                take = min(res.max_count(group.requests, types[i].allocatable, claim.used), len(pending))
+                if take <= 0:
+                    continue
+                used = res.add(claim.used, group.requests, take)
+                strict = claim.pool.min_values and self.strict_min_values
+                if strict and min_values_violation(reqs, _fitting(types, i, used)) is not None:
+                    continue
+                if types is not claim.types:
+                    claim.start = 0
+                claim.requirements, claim.types, claim.prices = reqs, types, prices
+                claim.used = used
+                claim.advance()
+                claim.pods.extend(pending[:take])
+                self.topology.record(group, claim, take)
+                pending = pending[take:]
+                applied = True
+            if not applied:
+                break
+        return pending
+
+    def _best_growth(
+        self,
+        claim: Claim,
+        group: Group,
+        alts: tuple[Requirements, ...],
+        blocked: set[int],
+        standalone: float,
+        cap: int,
+    ) -> tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None:
+        """The larger type of one NodeClaim that adds the group's pods most cheaply per pod,
+        if that beats ``standalone`` (the price per pod of new NodeClaims)."""
+        if id(claim) in blocked or not group.tolerates(claim.pool.input.taints):
+            return None
+        alt = next((a for a in alts if claim.requirements.compatible(a, ALLOW_UNDEFINED) is None), None)
+        if alt is None:
+            return None
+        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
+        if reqs == claim.requirements:
+            types, prices, first = claim.types, claim.prices, claim.start
+        else:
+            types, prices = self.narrow(claim.types, claim.requirements, reqs)
+            first = 0
+        best: tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None = None
+        # A larger type costs at least (price - now) / cap per pod: stop once that cannot win.
+        budget = claim.price + standalone * cap
+        now, used, request = claim.price, claim.used, group.requests
+        scanned = 0
+        for i in range(first, len(types)):
+            price = prices[i]
+            if price >= budget or scanned == _GROW_TYPES:
+                break
+            if price <= now + PRICE_EPSILON:
+                continue
+            alloc = types[i].allocatable
+            if not res.fits(used, alloc):
+                continue
+            scanned += 1
+            k = min(res.max_count(request, alloc, used), cap)
+            if k <= 0:
+                continue
+            marginal = (price - now) / k
+            if marginal < standalone * (1 - 1e-9) and (best is None or (marginal, -k) < (best[0], best[1])):
+                best = (marginal, -k, claim.index, claim, reqs, types, prices, i)
+                budget = min(budget, now + marginal * cap)
+        return best
+
+    def _add_to_claim(self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False) -> int:
+        """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
+        ``upsize``: pods that can only go here may move it onto a larger type)."""
+        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
+        if reqs == claim.requirements:
+            types, prices, first = claim.types, claim.prices, claim.start
+        else:
+            types, prices = self.narrow(claim.types, claim.requirements, reqs)
+            first = 0
+            while first < len(types) and not res.fits(claim.used, types[first].allocatable):
+                first += 1
+            if first == len(types) or (not upsize and prices[first] > claim.price + PRICE_EPSILON):
+                return 0
+        best = claim.room(group.requests, types, prices, first, upsize)
+        if group.host_ports:
+            best = min(best, 1)
+        take = min(best, count)
+        if take <= 0:
+            return 0
+        used = res.add(claim.used, group.requests, take)
+        strict = claim.pool.min_values and self.strict_min_values
+        if strict and min_values_violation(reqs, _fitting(types, first, used)) is not None:
+            return 0
+        claim.requirements, claim.types, claim.prices, claim.start = reqs, types, prices, first
+        claim.used = used
+        claim.ports |= group.host_ports
+        claim.advance()
+        return take
+
+    def narrow(
+        self, types: list[InstanceType], old: Requirements, new: Requirements
+    ) -> tuple[list[InstanceType], list[float]]:
+        """``types`` (allowed by ``old``) that ``new`` still allows, cheapest first under ``new``.
+        Cached: NodeClaims opened from the same candidates share their type lists."""
+        key = (id(types), new)
+        hit = self._narrow_cache.get(key)
+        if hit is not None and hit[0] is types:
+            return hit[1], hit[2]
+        kept = [it for it in types if type_matches(it, new)] if type_keys_changed(old, new) else types
+        narrowed, prices = self.pricer.sorted_types(kept, new)
+        self._narrow_cache[key] = (types, narrowed, prices)
+        return narrowed, prices
+
+    def new_claim(
+        self, group: Group, pending: list[str], alts: tuple[Requirements, ...], cap: int, together: bool = False
+    ) -> int | Reasons:
+        """Open a NodeClaim for the group's pending pods: the number placed, or why not per pool.
+        ``together``: all of them or none (pods with hostname affinity to each other)."""
+        reasons: dict[str, list[str]] = {}
+        count = len(pending) if together else min(len(pending), cap)
+        for alt_index, alt in enumerate(alts):
+            for pool in self.pools:
+                outcome = self._try_pool(pool, group, alt, count, together)
+                if not isinstance(outcome, str):
+                    claim, take, partial = outcome
+                    if partial:
+                        self.tails.append(claim)
+                    claim.index = len(self.claims)
+                    claim.pods.extend(pending[:take])
+                    self.claims.append(claim)
+                    self.open_claims.append(claim)
+                    self.topology.register(claim)
+                    self.topology.record(group, claim, take)
+                    return take
+                prefix = f"node affinity term {alt_index + 1}: " if len(alts) > 1 else ""
+                reasons.setdefault(pool.input.name, []).append(prefix + outcome)
+        merged = {name: "; ".join(parts) for name, parts in reasons.items()}
+        return merged or {NO_NODEPOOL: "no NodePool is defined"}
+
+    def candidates(self, pool: Pool, group: Group, alt: Requirements) -> Candidates | str:
+        """Instance types of a pool that can hold at least one pod of the group (cached)."""
+        key = (
+            id(pool),
+            tuple(sorted(group.requests.items())),
+            group.tolerations,
+            group.effects,
+            bool(group.host_ports),
+            alt,
+        )
+        cached = self._candidate_cache.get(key)
+        if cached is not None:
+            return cached
+        outcome = self._compute_candidates(pool, group, alt)
+        self._candidate_cache[key] = outcome
+        return outcome
+
+    def _compute_candidates(self, pool: Pool, group: Group, alt: Requirements) -> Candidates | str:
+        if pool.input.error:
+            return pool.input.error
+        taint = untolerated(group.tolerations, pool.input.taints, group.effects)
+        if taint is not None:
+            return f"did not tolerate taint {taint}"
+        conflict = pool.requirements.compatible(alt, ALLOW_UNDEFINED)
+        if conflict is not None:
+            return f"incompatible requirements: {conflict}"
+        if len(alt):
+            reqs = pool.requirements.add(alt)
+            base_alt = Requirements(r for k, r in alt.items() if k not in OFFERING_KEYS)
+            if len(base_alt) < len(alt):
+                # Only zone / capacity-type pins on top of an alternative already worked out:
+                # re-price its candidates instead of filtering the whole pool again.
+                base = self.candidates(pool, group, base_alt)
+                if isinstance(base, str):
+                    return base
+                kept, prices = self.pricer.sorted_types(base.types, reqs)
+                if not kept:
+                    return "no instance type is offered there" + describe_offering_reqs(reqs)
+                caps_by_name = dict(zip((it.name for it in base.types), base.caps, strict=True))
+                return Candidates(reqs, kept, prices, [caps_by_name[it.name] for it in kept])
+            types, prices = self.pricer.sorted_types([it for it in pool.types if type_matches(it, reqs)], reqs)
+        else:
+            reqs, types, prices = pool.requirements, pool.types, pool.prices
+        if not types:
+            return "no instance type satisfies the requirements" + describe_offering_reqs(reqs)
+        needed = res.add(pool.daemon, group.requests)
+        fitting = [i for i, it in enumerate(types) if res.fits(needed, it.allocatable)]
+        if not fitting:
+            absent = [k for k in sorted(needed) if needed[k] > 0 and not any(it.allocatable.get(k) for it in types)]
+            if absent:
+                return f"no instance type offers {absent[0]} (needs {format_milli(needed[absent[0]], absent[0])})"
+            largest = max(types, key=lambda it: (it.allocatable.get("cpu", 0), it.allocatable.get("memory", 0)))
+            short = res.first_shortfall(needed, largest.allocatable) or "cpu"
+            return (
+                f"no instance type has enough {short}: needs {format_milli(needed.get(short, 0), short)} "
+                f"(pod {format_milli(group.requests.get(short, 0), short)} + daemonsets "
+                f"{format_milli(pool.daemon.get(short, 0), short)}), largest candidate {largest.name} has "
+                f"{format_milli(largest.allocatable.get(short, 0), short)} allocatable"
+            )
+        limit = 1 if group.host_ports else UNBOUNDED
+        return Candidates(
+            requirements=reqs,
+            types=[types[i] for i in fitting],
+            prices=[prices[i] for i in fitting],
+            caps=[min(res.max_count(group.requests, types[i].allocatable, pool.daemon), limit) for i in fitting],
+        )
+
+    def _try_pool(
+        self, pool: Pool, group: Group, alt: Requirements, count: int, together: bool = False
+    ) -> tuple[Claim, int, bool] | str:
+        cands = self.candidates(pool, group, alt)
+        if isinstance(cands, str):
+            return cands
+        types, prices, caps = cands.types, cands.prices, cands.caps
+        remaining = pool.remaining
+        if together:
+            whole = [i for i, cap in enumerate(caps) if cap >= count]
+            if not whole:
+                return f"no instance type holds all {count} pods that must share a node (largest holds {max(caps)})"
+            keep = [
+                i for i in whole if remaining is None or all(capacity(types[i], k) <= v for k, v in remaining.items())
+            ]
+            if not keep:
+                return limit_reason(pool, [types[i] for i in whole], remaining or {})
+            types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
+            best = 0
+        elif remaining is not None:
+            indices = [i for i, it in enumerate(types) if all(capacity(it, k) <= v for k, v in remaining.items())]
+            if not indices:
+                return limit_reason(pool, types, remaining)
+            best = _best_index(indices, prices, caps, types, count)
+            types, prices, caps = [types[i] for i in indices], [prices[i] for i in indices], [caps[i] for i in indices]
+            best = indices.index(best)
+        else:
+            best = cands.best(count)
+        take = min(caps[best], count)
+        if pool.min_values and self.strict_min_values:
+            take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
+            if take <= 0 or (together and take < count):
+                fitting = _fitting(types, 0, res.add(pool.daemon, group.requests, max(take, 1)))
+                return min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
+            best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
+        partial = take < caps[best]
+        if remaining is not None:
+            # Under a limit the NodeClaim keeps only types no larger than the chosen one on the
+            # limited resources, so it is charged exactly what it may launch (Karpenter charges
+            # the largest option; keeping oversized fallbacks would waste the limit).
+            chosen = types[best]
+            keep = [
+                i for i in range(len(types)) if all(capacity(types[i], k) <= capacity(chosen, k) for k in remaining)
+            ]
+            best = keep.index(best)
+            types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
+            for name in remaining:
+                remaining[name] -= capacity(chosen, name)
+        # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
+        first = bisect.bisect_left(prices, prices[best])
+        claim = Claim(
+            pool=pool,
+            requirements=cands.requirements,
+            types=types,
+            prices=prices,
+            start=first,
+            used=res.add(pool.daemon, group.requests, take),
+            ports=set(group.host_ports),
+        )
+        claim.advance()
+        return claim, take, partial
+
+    def _min_values_take(
+        self,
+        reqs: Requirements,
+        types: list[InstanceType],
+        caps: list[int],
+        daemon: Mapping[str, int],
+        group: Group,
+        take: int,
+    ) -> int:
+        """The most pods (at most ``take``) a NodeClaim can hold while its instance types keep
+        minValues distinct values; 0 when even one pod cannot."""
+        for candidate in sorted({c for c in caps if c < take} | {take}, reverse=True):
+            used = res.add(daemon, group.requests, candidate)
+            if min_values_violation(reqs, _fitting(types, 0, used)) is None:
+                return candidate
+        return 0
+
+    def _zones_of(self, it: InstanceType, capacity_type: str) -> frozenset[tuple[str, str]]:
+        key = (id(it), capacity_type)
+        zones = self._zone_cache.get(key)
+        if zones is None:
+            zones = frozenset(
+                (o.zone, o.zone_id) for o in it.offerings if o.available and o.capacity_type == capacity_type
+            )
+            self._zone_cache[key] = zones
+        return zones
+
+    # -- the plan --------------------------------------------------------------------------------
+    def plan(self, claim: Claim) -> NodeClaimPlan:
+        reqs = claim.requirements
+        requests = dict(sorted(claim.used.items()))
+        # NodeClaims of one group are often alike (same type list, requirements and usage):
+        # their instance types, capacity type, zones and price are worked out once.
+        key = (id(claim.types), claim.start, reqs, tuple(requests.items()))
+        hit = self._plan_cache.get(key)
+        if hit is None or hit[0] is not claim.types:
+            table = self.pricer.table(reqs)
+            fitting = _fitting(claim.types, claim.start, claim.used)
+            cheapest = table[fitting[0].name]
+            assert cheapest is not None  # types without an allowed offering were filtered out
+            zone_req = reqs.get(wk.LABEL_ZONE)
+            zone_id_req = reqs.get(wk.LABEL_ZONE_ID)
+            offered: set[tuple[str, str]] = set()
+            for it in fitting:
+                offered |= self._zones_of(it, cheapest.capacity_type)
+            zones = tuple(
+                sorted(
+                    zone
+                    for zone, zone_id in offered
+                    if (zone_req is None or zone_req.has(zone)) and (zone_id_req is None or zone_id_req.has(zone_id))
+                )
+            )
+            names = tuple(it.name for it in fitting)
+            hit = (claim.types, names, cheapest, zones)
+            self._plan_cache[key] = hit
+        _, names, cheapest, zones = hit
+        return NodeClaimPlan(
+            nodepool=claim.pool.input.name,
+            requirements=reqs,
+            instance_types=names,
+            capacity_type=cheapest.capacity_type,
+            zones=zones,
+            pods=tuple(claim.pods),
+            requests=requests,
+            price=cheapest.price,
+        )
+
+
+def _fitting(types: Sequence[InstanceType], first: int, used: Mapping[str, int]) -> list[InstanceType]:
+    """The (at most MAX_INSTANCE_TYPES) cheapest types from ``first`` on that hold ``used``."""
+    out: list[InstanceType] = []
+    for it in types[first:]:
+        if res.fits(used, it.allocatable):
+            out.append(it)
+            if len(out) == MAX_INSTANCE_TYPES:
+                break
+    return out
+
+
+def min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> str | None:
+    """Karpenter's minValues: a NodeClaim's instance types must span that many distinct values."""
+    for key, req in sorted(reqs.items()):
+        if not req.min_values:
+            continue
+        if key in OFFERING_KEYS:
+            field_name = {wk.LABEL_ZONE: "zone", wk.LABEL_CAPACITY_TYPE: "capacity_type"}.get(key, "zone_id")
+            seen = {getattr(o, field_name) for it in types for o in it.offerings if o.available}
+            seen = {v for v in seen if req.has(v)}
+        else:
+            seen = {it.labels[key] for it in types if key in it.labels}
+        if len(seen) < req.min_values:
+            shown = ", ".join(sorted(seen)[:8]) or "none"
+            return (
+                f"minValues: {key} needs {req.min_values} distinct values among the instance types that fit, "
+                f"only {len(seen)} ({shown})"
+            )
+    return None
+
+
+def _best_index(
+    indices: Iterable[int],
+    prices: Sequence[float],
+    caps: Sequence[int],
+    types: Sequence[InstanceType],
+    count: int,
+) -> int:
+    """The type with the lowest price per pod for ``count`` pods (more pods, then name, break ties)."""
+    return min(indices, key=lambda i: (prices[i] / min(caps[i], count), -min(caps[i], count), types[i].name))

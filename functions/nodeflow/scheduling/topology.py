@@ -1,0 +1,482 @@
+"""Topology: where pods are counted, and how a group is split across domains.
+
+Karpenter's topology and topology groups in one place. Every selector a pending pod's spread or
+pod (anti-)affinity uses gets a ``Tracker``: the pods it selects, counted per existing node and
+per NodeClaim (running pods, and pods placed during the solve). From those counts:
+
+* ``domains`` / ``domain_counts``: the values of a topology key that count for a group (NodePool
+  offerings or enumerated values, eligible nodes, pinned NodeClaims) and its pods in each;
+* ``split_group``: the group's zone-like spread and pod (anti-)affinity rules, one after the
+  other, each pinning a share of the pods to one domain (``water_fill`` levels spread shares);
+  the placement itself is the caller's ``place`` callback;
+* ``host_caps`` / ``cap`` / ``hostname_affinity``: per-node limits from hostname spread and
+  anti-affinity, and the nodes hostname affinity allows;
+* ``inverse_anti_affinity``: where placed pods' required anti-affinity keeps a group out;
+* ``record`` / ``register``: book placed pods so the counts stay current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+from nodeflow.api import labels as wk
+from nodeflow.scheduling.existing import Node
+from nodeflow.scheduling.groups import Group
+from nodeflow.scheduling.nodepools import Pool, Reasons, all_pools
+from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, OFFERING_KEYS, type_matches
+from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.taints import untolerated
+from nodeflow.scheduling.types import AffinityTerm, PodInput, Selector, TopologySpread
+
+if TYPE_CHECKING:
+    from nodeflow.scheduling.packing import Claim
+
+__all__ = ["UNBOUNDED", "HostCaps", "Place", "Target", "Topology", "Tracker", "water_fill"]
+
+UNBOUNDED = 1 << 30
+
+Target: TypeAlias = "Node | Claim"
+# Places a share of a group's pods under extra requirements, away from blocked targets:
+# (pods left over, reasons per NodePool).
+Place: TypeAlias = Callable[[Group, list[str], Requirements, set[int]], tuple[list[str], Reasons]]
+
+
+@dataclass(slots=True)
+class Tracker:
+    """Pods matching one selector (in some namespaces), counted per node or NodeClaim."""
+
+    selector: Selector
+    namespaces: frozenset[str] | None
+    counts: dict[int, int] = field(default_factory=dict)  # id(target) -> matching pods
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
+
+
+# Per-node limits from hostname rules: (tracker, limit, the group's pods match it); limit 0 is
+# anti-affinity.
+HostCaps: TypeAlias = list[tuple[Tracker, int, bool]]
+
+
+class Topology:
+    """Topology counts and domains of one solve. ``claims`` is the solver's list of NodeClaims
+    (read, never changed here); NodeClaims are counted once ``register``ed."""
+
+    def __init__(
+        self, pools: Sequence[Pool], nodes: Sequence[Node], claims: Sequence[Claim], pods: Iterable[PodInput]
+    ) -> None:
+        self.pools = pools
+        self.nodes = nodes
+        self.claims = claims
+        self.targets: dict[int, Target] = {id(n): n for n in nodes}
+        self.trackers: dict[tuple[Selector, frozenset[str] | None], Tracker] = {}
+        self._group_trackers: dict[int, list[Tracker]] = {}  # group uid -> trackers selecting it
+        # Required anti-affinity of pods already placed: (term, namespace of its pod, where).
+        self.anti: list[tuple[AffinityTerm, str, Target]] = []
+        for node in nodes:
+            for pod in node.input.running:
+                node.entries.append((pod.namespace, pod.labels, 1))
+                self.anti.extend((term, pod.namespace, node) for term in pod.anti_affinity)
+        # Every selector a pod's spread or affinity uses gets its tracker now, counted over the
+        # existing nodes only; placements keep them current.
+        for pending in pods:
+            for spread in pending.spread:
+                self.tracker(spread.selector, frozenset({pending.namespace}))
+            for term in pending.affinity:
+                self.tracker(term.selector, term.namespaces)
+        self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
+
+    # -- counting --------------------------------------------------------------------------------
+    def tracker(self, selector: Selector, namespaces: frozenset[str] | None) -> Tracker:
+        tracker = self.trackers.get((selector, namespaces))
+        if tracker is None:
+            tracker = Tracker(selector, namespaces)
+            for tid, target in self.targets.items():
+                count = sum(n for ns, labels, n in target.entries if tracker.selects(ns, labels))
+                if count:
+                    tracker.counts[tid] = count
+            self.trackers[(selector, namespaces)] = tracker
+            self._group_trackers.clear()  # which trackers select which group: work it out again
+        return tracker
+
+    def register(self, claim: Claim) -> None:
+        """Count a new NodeClaim from now on (before its first ``record``)."""
+        self.targets[id(claim)] = claim
+
+    def record(self, group: Group, target: Target, count: int) -> None:
+        """Book ``count`` pods of the group onto a node or NodeClaim: topology counts and
+        anti-affinity follow them."""
+        target.entries.append((group.namespace, group.labels, count))
+        matching = self._group_trackers.get(group.uid)
+        if matching is None:
+            matching = self._matching_trackers(group)
+        tid = id(target)
+        for tracker in matching:
+            tracker.counts[tid] = tracker.counts.get(tid, 0) + count
+        for term in group.required_anti_affinity():
+            self.anti.append((term, group.namespace, target))
+        if not isinstance(target, Node) and (matching or group.constraints.spread or group.constraints.affinity):
+            target.topology = True  # a NodeClaim holding pods some topology rule looks at
+
+    def _matching_trackers(self, group: Group) -> list[Tracker]:
+        """The trackers whose selector picks this group's pods (cached until a tracker is added)."""
+        matching = [t for t in self.trackers.values() if t.selects(group.namespace, group.labels)]
+        self._group_trackers[group.uid] = matching
+        return matching
+
+    def domain_counts(self, tracker: Tracker, key: str, group: Group, spread: TopologySpread | None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for tid, count in tracker.counts.items():
+            target = self.targets[tid]
+            if spread is not None and isinstance(target, Node) and not self.eligible(target, group, spread):
+                continue
+            domain = target.domain(key)
+            if domain is not None:
+                counts[domain] = counts.get(domain, 0) + count
+        return counts
+
+    def eligible(self, node: Node, group: Group, spread: TopologySpread) -> bool:
+        """Does a node count for a spread constraint (nodeAffinityPolicy / nodeTaintsPolicy)?"""
+        if spread.honor_node_affinity and not any(node.requirements.compatible(a) is None for a in group.requirements):
+            return False
+        return not (spread.honor_node_taints and untolerated(group.tolerations, node.taints, group.effects) is not None)
+
+    def domains(self, group: Group, extra: Requirements, key: str, spread: TopologySpread | None) -> frozenset[str]:
+        """Every value of a topology key that counts for the group: the offerings or enumerated
+        values of the NodePools, and the labels of eligible nodes. For a spread constraint the
+        NodePools' taints and the pod's node affinity narrow this only when its
+        nodeTaintsPolicy / nodeAffinityPolicy say Honor (as in Kubernetes: a domain the pod
+        cannot use still holds the minimum down under Ignore)."""
+        honor_taints = spread is None or spread.honor_node_taints
+        honor_affinity = spread is None or spread.honor_node_affinity
+        values: set[str] = set()
+        alternatives = group.requirements if honor_affinity else (Requirements(),)
+        for alt in alternatives:
+            full = alt.add(extra) if len(extra) else alt
+            for pool in self.pools:
+                if pool.input.error:
+                    continue
+                if honor_taints and untolerated(group.tolerations, pool.input.taints, group.effects):
+                    continue
+                if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None:
+                    continue
+                values |= self.pool_domains(pool, full, key)
+        for node in self.nodes:
+            if not node.input.schedulable:
+                continue
+            if spread is not None and not self.eligible(node, group, spread):
+                continue
+            domain = node.domain(key)
+            if domain is not None:
+                values.add(domain)
+        for claim in self.claims:
+            domain = claim.domain(key)
+            if domain is not None:
+                values.add(domain)
+        return frozenset(values)
+
+    def pool_domains(self, pool: Pool, alt: Requirements, key: str) -> frozenset[str]:
+        cache_key = (id(pool), alt, key)
+        cached = self._domain_cache.get(cache_key)
+        if cached is not None:
+            return cached
+        reqs = pool.requirements.add(alt)
+        allowed = reqs.get(key)
+        out: set[str] = set()
+        if key in OFFERING_KEYS:
+            zone, ctype, zone_id = reqs.get(wk.LABEL_ZONE), reqs.get(wk.LABEL_CAPACITY_TYPE), reqs.get(wk.LABEL_ZONE_ID)
+            for it in pool.types:
+                if not type_matches(it, reqs):
+                    continue
+                for o in it.offerings:
+                    if (
+                        o.available
+                        and (zone is None or zone.has(o.zone))
+                        and (ctype is None or ctype.has(o.capacity_type))
+                        and (zone_id is None or zone_id.has(o.zone_id))
+                    ):
+                        out.add({wk.LABEL_ZONE: o.zone, wk.LABEL_CAPACITY_TYPE: o.capacity_type}.get(key, o.zone_id))
+        elif allowed is not None and not allowed.complement:
+            out = set(allowed.values)
+        else:
+            out = {it.labels[key] for it in pool.types if key in it.labels and type_matches(it, reqs)}
+        frozen = frozenset(out)
+        self._domain_cache[cache_key] = frozen
+        return frozen
+
+    def inverse_anti_affinity(self, group: Group) -> tuple[Requirements, set[int]]:
+        """Where placed pods' required anti-affinity keeps this group out: zones (or other
+        keys) as NotIn requirements, nodes and NodeClaims as a set."""
+        blocked: dict[str, set[str]] = {}
+        targets: set[int] = set()
+        for term, _owner, target in self.anti:
+            if not term.selects(group.namespace, group.labels):
+                continue
+            if term.key == wk.LABEL_HOSTNAME:
+                targets.add(id(target))
+                continue
+            domain = target.domain(term.key)
+            if domain is not None:
+                blocked.setdefault(term.key, set()).add(domain)
+        extra = Requirements(Requirement(k, True, frozenset(v)) for k, v in sorted(blocked.items()))
+        return extra, targets
+
+    # -- splitting a group across domains ----------------------------------------------------------
+    def split_group(self, group: Group, pending: list[str], place: Place) -> tuple[list[str], Reasons]:
+        """Place the group's pending pods through ``place``, domain by domain: its zone-like
+        spread and pod (anti-)affinity rules each pin a share of the pods to one domain, in
+        order, and placed pods' anti-affinity keeps them out of domains and targets. Hostname
+        rules are left to ``place`` (see ``host_caps``)."""
+        extra, blocked_targets = self.inverse_anti_affinity(group)
+        items: list[TopologySpread | AffinityTerm] = [s for s in group.constraints.spread if s.key != wk.LABEL_HOSTNAME]
+        items += [t for t in group.constraints.affinity if t.key != wk.LABEL_HOSTNAME]
+        return self._split(group, pending, extra, items, 0, blocked_targets, place)
+
+    def _split(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        place: Place,
+    ) -> tuple[list[str], Reasons]:
+        if index == len(items):
+            return place(group, pending, extra, blocked)
+        item = items[index]
+        if isinstance(item, TopologySpread):
+            return self._split_spread(group, pending, extra, items, index, blocked, item, place)
+        if item.anti:
+            return self._split_anti(group, pending, extra, items, index, blocked, item, place)
+        return self._split_affinity(group, pending, extra, items, index, blocked, item, place)
+
+    def _pin(self, extra: Requirements, key: str, domain: str) -> Requirements:
+        return extra.add(Requirements([Requirement(key, False, frozenset({domain}))]))
+
+    def _split_spread(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        spread: TopologySpread,
+        place: Place,
+    ) -> tuple[list[str], Reasons]:
+        tracker = self.tracker(spread.selector, frozenset({group.namespace}))
+        self_match = spread.selector.matches(group.labels)
+        domains = self.domains(group, extra, spread.key, spread)
+        if not domains:
+            return pending, all_pools(self.pools, f"topology spread on {spread.key}: no domain is available")
+        counts = dict.fromkeys(domains, 0)
+        for d, n in self.domain_counts(tracker, spread.key, group, spread).items():
+            if d in counts:
+                counts[d] = n
+        closed: set[str] = set()
+        reasons: Reasons = {}
+        few_domains = bool(spread.min_domains and len(domains) < spread.min_domains)
+        probed: set[str] = set()
+        while pending:
+            open_domains = sorted(d for d in domains if d not in closed)
+            if not open_domains:
+                break
+            if not self_match:
+                # The pods do not count towards their own spread: all go to the emptiest domain.
+                floor = 0 if few_domains else min(counts.values())
+                domain = min(open_domains, key=lambda d: (counts[d], d))
+                if counts[domain] - floor > spread.max_skew:
+                    break
+                left, why = self._split(
+                    group, pending, self._pin(extra, spread.key, domain), items, index + 1, blocked, place
+                )
+                if left:
+                    closed.add(domain)
+                    reasons.update(why)
+                pending = left
+                continue
+            # Fill domains towards an even level (water-filling). Each domain is first probed with
+            # one pod, so a domain that cannot take any closes before the others are filled; then
+            # each gets its share at once, never above the final floor + maxSkew.
+            quotas = water_fill(counts, open_domains, len(pending))
+            final = {d: counts[d] + quotas.get(d, 0) for d in domains}
+            floor = 0 if few_domains else min(final.values())
+            progress = False
+            for domain in sorted((d for d in open_domains if quotas[d]), key=lambda d: (counts[d], d)):
+                room = floor + spread.max_skew - counts[domain]
+                take = min(quotas[domain], room, len(pending), 1 if domain not in probed else UNBOUNDED)
+                if take <= 0:
+                    continue
+                probed.add(domain)
+                pinned = self._pin(extra, spread.key, domain)
+                left, why = self._split(group, pending[:take], pinned, items, index + 1, blocked, place)
+                placed = take - len(left)
+                counts[domain] += placed
+                progress = progress or placed > 0
+                pending = left + pending[take:]
+                if left:
+                    closed.add(domain)
+                    reasons.update(why)
+                    break  # the level changes: work the shares out again
+            else:
+                if not progress:
+                    break
+        if pending:
+            detail = ", ".join(f"{d}={counts[d]}" for d in sorted(counts))
+            topology = (
+                f"topology spread on {spread.key} (maxSkew {spread.max_skew}, selector {spread.selector.describe()}) "
+                f"cannot be met; domain counts: {detail}"
+            )
+            reasons = {name: f"{topology}; {why}" if why else topology for name, why in reasons.items()} or (
+                all_pools(self.pools, topology)
+            )
+        return pending, reasons
+
+    def _split_affinity(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        term: AffinityTerm,
+        place: Place,
+    ) -> tuple[list[str], Reasons]:
+        tracker = self.tracker(term.selector, term.namespaces)
+        counts = self.domain_counts(tracker, term.key, group, None)
+        candidates = sorted((d for d, n in counts.items() if n > 0), key=lambda d: (-counts[d], d))
+        self_match = term.selects(group.namespace, group.labels)
+        if not candidates and self_match:
+            candidates = sorted(self.domains(group, extra, term.key, None))
+        if not candidates:
+            return pending, all_pools(
+                self.pools, f"pod affinity on {term.key}: no pod matches {term.selector.describe()} in any domain yet"
+            )
+        reasons: Reasons = {}
+        for domain in candidates:
+            left, why = self._split(
+                group, pending, self._pin(extra, term.key, domain), items, index + 1, blocked, place
+            )
+            placed = len(pending) - len(left)
+            pending = left
+            reasons.update(why)
+            if not pending or (self_match and placed and not counts):
+                # Self-affinity without earlier pods: the first domain used is the domain.
+                break
+        return pending, reasons
+
+    def _split_anti(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[TopologySpread | AffinityTerm],
+        index: int,
+        blocked: set[int],
+        term: AffinityTerm,
+        place: Place,
+    ) -> tuple[list[str], Reasons]:
+        tracker = self.tracker(term.selector, term.namespaces)
+        taken = {d for d, n in self.domain_counts(tracker, term.key, group, None).items() if n > 0}
+        if not term.selects(group.namespace, group.labels):
+            if taken:
+                extra = extra.add(Requirements([Requirement(term.key, True, frozenset(taken))]))
+            return self._split(group, pending, extra, items, index + 1, blocked, place)
+        # The pods repel each other: one per free domain.
+        reasons: Reasons = {}
+        for domain in sorted(self.domains(group, extra, term.key, None) - taken):
+            if not pending:
+                break
+            left, why = self._split(
+                group, pending[:1], self._pin(extra, term.key, domain), items, index + 1, blocked, place
+            )
+            if left:
+                reasons.update(why)
+            else:
+                pending = pending[1:]
+        if pending:
+            message = (
+                f"pod anti-affinity on {term.key}: every domain already has a pod matching {term.selector.describe()}"
+            )
+            reasons = all_pools(self.pools, message)
+        return pending, reasons
+
+    # -- hostname rules ---------------------------------------------------------------------------
+    def host_caps(self, group: Group) -> tuple[HostCaps, Tracker | None]:
+        """Per-node limits from hostname spread and anti-affinity: (tracker, limit, self-match),
+        and the tracker of a required hostname affinity term, if any."""
+        caps: HostCaps = []
+        for spread in group.constraints.spread:
+            if spread.key == wk.LABEL_HOSTNAME:
+                tracker = self.tracker(spread.selector, frozenset({group.namespace}))
+                caps.append((tracker, spread.max_skew, spread.selector.matches(group.labels)))
+        affinity: Tracker | None = None
+        for term in group.constraints.affinity:
+            if term.key != wk.LABEL_HOSTNAME:
+                continue
+            tracker = self.tracker(term.selector, term.namespaces)
+            if term.anti:
+                caps.append((tracker, 0, term.selects(group.namespace, group.labels)))
+            else:
+                affinity = tracker
+        return caps, affinity
+
+    def hostname_affinity(self, group: Group, affinity: Tracker | None) -> tuple[set[int] | None, bool, str | None]:
+        """Where required hostname affinity (``affinity``, from ``host_caps``) lets the group go:
+        (the ids of the nodes and NodeClaims it may join, None for any; whether its pods must
+        share one new node of their own instead (self-affinity, no matching pod placed yet);
+        why it cannot go anywhere, or None)."""
+        if affinity is None:
+            return None, False, None
+        allowed = {tid for tid, n in affinity.counts.items() if n > 0}
+        if allowed:
+            return allowed, False, None
+        if affinity.selects(group.namespace, group.labels):
+            return None, True, None
+        term = next(t for t in group.constraints.affinity if t.key == wk.LABEL_HOSTNAME and not t.anti)
+        selector = term.selector.describe()
+        return None, False, f"pod affinity on {wk.LABEL_HOSTNAME}: no pod matches {selector} on any node yet"
+
+    @staticmethod
+    def cap(target_id: int, caps: HostCaps) -> int:
+        """How many more pods of the group a node or NodeClaim may take under hostname rules
+        (``target_id`` -1: a new NodeClaim)."""
+        cap = UNBOUNDED
+        for tracker, limit, self_match in caps:
+            count = tracker.counts.get(target_id, 0)
+            if limit == 0:  # anti-affinity: no matching pod may share the node
+                if count:
+                    return 0
+                if self_match:
+                    cap = min(cap, 1)
+            elif self_match:  # hostname spread: a fresh node is always a domain with 0
+                cap = min(cap, max(0, limit - count))
+            elif count > limit:
+                return 0
+        return cap
+
+
+def water_fill(counts: Mapping[str, int], domains: Sequence[str], n: int) -> dict[str, int]:
+    """Spread ``n`` pods over ``domains`` one at a time onto the emptiest (ties by name):
+    how many each gets. Computed level by level, not pod by pod."""
+    quota = dict.fromkeys(domains, 0)
+    left = n
+    while left > 0:
+        level = min(counts[d] + quota[d] for d in domains)
+        at_level = sorted(d for d in domains if counts[d] + quota[d] == level)
+        higher = [counts[d] + quota[d] for d in domains if counts[d] + quota[d] > level]
+        step = (min(higher) - level) if higher else None
+        if step is not None and step * len(at_level) <= left:
+            for d in at_level:
+                quota[d] += step
+            left -= step * len(at_level)
+            continue
+        per, extra = divmod(left, len(at_level))
+        for i, d in enumerate(at_level):
+            quota[d] += per + (1 if i < extra else 0)
+        left = 0
+    return quota

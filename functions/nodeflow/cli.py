@@ -205,7 +205,12 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
     else:
         now = datetime.now(UTC)
     snapshot = Snapshot(state=ClusterState.from_manifests(manifests), pdbs=tuple(manifests.pdbs))
-    result = decide(snapshot, catalog, now, settings=Settings(spot_to_spot_consolidation=args.spot_to_spot))
+    settings = Settings(
+        spot_to_spot_consolidation=args.spot_to_spot,
+        preference_policy="Ignore" if args.ignore_preferences else "Respect",
+        min_values_policy=args.min_values_policy,
+    )
+    result = decide(snapshot, catalog, now, settings=settings)
     if args.output == "json":
         json.dump({"now": now.isoformat(), **result.to_json()}, out, indent=2)
         out.write("\n")

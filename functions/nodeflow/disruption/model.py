@@ -59,6 +59,8 @@ class Settings:
     spot_to_spot_consolidation: bool = False
     multi_node_candidates: int = 100  # Karpenter's MultiNodeConsolidation candidate limit
     spot_to_spot_min_types: int = 15  # cheaper instance types needed for spot-to-spot replacement
+    preference_policy: str = "Respect"  # "Ignore": the simulations drop preferences (Karpenter's option)
+    min_values_policy: str = "Strict"  # "BestEffort": the simulations may relax minValues
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,15 @@ Then at most ONE voluntary command, trying in Karpenter's order and stopping at 
 2. drift (reason Drifted): empty drifted candidates first, then the earliest drifted (the NodeClaim's
    Drifted condition; drift found only now counts as now): the first unblocked one within budget whose
    pods can be rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere);
-3. multi-node consolidation (reason Underutilized, policy WhenEmptyOrUnderutilized, consolidateAfter
-   elapsed): the first up to ``multi_node_candidates`` eligible candidates in disruption-cost order,
-   within budget; binary search for the longest prefix (at least 2) that can be deleted or replaced
-   by one cheaper node;
-4. single-node consolidation: the first eligible candidate, in the same order, that can.
+3. multi-node consolidation (reason Underutilized): the nodes consolidation may take (see
+   ``consolidation.unconsolidatable``; busy, consolidateAfter elapsed), best savings per disruption first
+   (``consolidation.consolidation_order``), the first up to ``multi_node_candidates`` within budget; binary
+   search for the longest prefix (at least 2) that can be deleted or replaced by one cheaper node;
+4. single-node consolidation: the first of those nodes (NodePools interleaved; any NodePool with budget
+   left) that can.
 
-Candidates are ordered by disruption cost (Karpenter: sum of the pods' eviction costs, from the
-pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
+Emptiness and drift take candidates in disruption-cost order (Karpenter: sum of the pods' eviction costs,
+from the pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import Candidate, budget_standing, build_candidates
-from nodeflow.disruption.consolidation import Simulator, consolidate, moves_of
+from nodeflow.disruption.consolidation import (
+    Simulator,
+    consolidate,
+    consolidation_order,
+    interleave_pools,
+    moves_of,
+    on_hold,
+    unconsolidatable,
+)
 from nodeflow.disruption.drift import drift_reason
 from nodeflow.disruption.model import (
     Blocked,
@@ -154,9 +163,16 @@ def decide(
         before = sum(c.price or 0.0 for c in chosen)
         return done(Command(Reason.EMPTY, "emptiness", tuple(c.name for c in chosen), (), (), before, 0.0))
 
-    base = build_input(snapshot.state, catalog, unavailable=unavailable)
+    base = build_input(
+        snapshot.state, catalog, settings.preference_policy, settings.min_values_policy, unavailable=unavailable
+    )
     bound = [p for c in candidates for p in c.movable]
-    sim = Simulator(base=base, pods=convert_pods(snapshot.state, bound))
+    sim = Simulator(
+        base=base,
+        pods=convert_pods(snapshot.state, bound),
+        held=on_hold(candidates, snapshot.last_pod_events, now),
+        draining={c.name: tuple(p.key for p in c.movable) for c in candidates if c.deleting},
+    )
 
     # 2. drift
     classes = {nc.name: nc for nc in snapshot.state.node_classes}
@@ -186,20 +202,24 @@ def decide(
         )
         return done(command)
 
-    # 3. multi-node and 4. single-node consolidation
-    eligible = [
-        c
-        for c in usable
-        if c.pool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" and _settled(c, now)
-    ]
-    eligible = budgets.within(eligible, Reason.UNDERUTILIZED, blocked)
-    multi = _multi_node(
-        eligible[: settings.multi_node_candidates],
+    # 3. multi-node and 4. single-node consolidation (best savings per disruption first)
+    eligible: list[Candidate] = []
+    for c in usable:
+        why = unconsolidatable(c, catalog)
+        if why is not None:
+            blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, why))
+        elif c.movable and _settled(c, now):  # empty nodes are emptiness's
+            eligible.append(c)
+    eligible = consolidation_order(eligible)
+    in_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) > 0]
+    budgets.within([c for c in eligible if c not in in_budget], Reason.UNDERUTILIZED, blocked)
+    multi = _multi_node(  # a batch takes no more nodes of a NodePool than its budget has left
+        budgets.within(in_budget, Reason.UNDERUTILIZED, [])[: settings.multi_node_candidates],
         lambda cs: consolidate(cs, sim, settings, "multi-node consolidation"),
     )
     if multi is not None:
         return done(multi)
-    for c in eligible:
+    for c in interleave_pools(in_budget):  # one node per command: any node of a NodePool with budget left
         outcome = consolidate([c], sim, settings, "single-node consolidation")
         if isinstance(outcome, Command):
             return done(outcome)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.parity._drift import (
     ALL,
     DO_NOT_DISRUPT,
@@ -145,12 +143,6 @@ def test_a_do_not_disrupt_pod_holds_its_drifted_node_with_a_grace_period() -> No
     assert command(objs) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow differs: a drifted node let through pod blockers by terminationGracePeriod is simulated with "
-    "its PDB-blocked pods, so a replacement is launched for a pod that cannot be evicted; Karpenter leaves pods "
-    "that are not currently reschedulable out of the simulation (not fixed yet)",
-)
 @mirrors(
     "Drift / Drift / should not create replacements for drifted nodes that have pods with the blocking PDBs when the NodePool's TerminationGracePeriod is not nil"
 )

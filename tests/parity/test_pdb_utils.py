@@ -19,33 +19,7 @@ from tests.parity.upstream import mirrors
 
 UPSTREAM = "pkg/utils/pdb/suite_test.go"
 
-_RESCHEDULABLE = (
-    "nodeflow's disruption simulation does not re-place the pods of nodes that are already being deleted "
-    "(their eviction by the terminate workflow makes them pending for the provisioner), so whether such a "
-    "pod is 'currently reschedulable' decides nothing that plan or disrupt show"
-)
-
-NOT_EXPRESSIBLE: dict[str, str] = {
-    "IsCurrentlyReschedulable / considers unhealthy pod as currently reschedulable when UnhealthyPodEvictionPolicy "
-    "is set to always allow": _RESCHEDULABLE,
-    "IsCurrentlyReschedulable / does not consider unhealthy pod as currently reschedulable when "
-    "UnhealthyPodEvictionPolicy is not set": _RESCHEDULABLE,
-    "IsCurrentlyReschedulable / considers pod as currently reschedulable when no PDBs match": _RESCHEDULABLE,
-    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / 100% min available": (
-        _RESCHEDULABLE
-    ),
-    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / 0% max unavailable": (
-        _RESCHEDULABLE
-    ),
-    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / 0 max unavailable": (
-        _RESCHEDULABLE
-    ),
-    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / multiple PDBs on the "
-    "same pod": _RESCHEDULABLE,
-    "IsCurrentlyReschedulable / does not consider pod with do-not-disrupt annotation as currently reschedulable": (
-        _RESCHEDULABLE
-    ),
-}
+NOT_EXPRESSIBLE: dict[str, str] = {}
 
 NOT_READY = [{"type": "Ready", "status": "False"}]
 APP = {"app": "web"}
@@ -164,3 +138,71 @@ def test_pdb_does_not_protect_pods_that_are_never_evicted() -> None:
     for p in (mirror, terminal, terminating, tolerant):
         message, _ = _round([p], [budget])
         assert message is None, p["metadata"]["name"]
+
+
+# --- currently reschedulable: which pods a simulation moves ----------------------------------------------------------
+#
+# Seen through drift (eventual disruption) of a node whose NodeClaim has a terminationGracePeriod: the node is
+# replaced even though some of its pods cannot be evicted now, and those pods are left out of the simulation
+# (nothing is launched for a pod that cannot leave); the others move.
+
+
+def _moved(pods: list[Obj], pdbs: list[Obj]) -> set[str]:
+    objs = node_with(pods, claim_image_id="ami-0old")  # drifted: its AMI is no longer resolved
+    objs[1]["spec"]["terminationGracePeriod"] = "5m"
+    out = run_round([base(), objs, *pdbs])
+    assert disrupted(out) == ["n1"]
+    assert out["command"]["reason"] == "Drifted"
+    return {m["pod"] for m in out["command"]["moves"]}
+
+
+@mirrors(
+    "IsCurrentlyReschedulable / considers unhealthy pod as currently reschedulable when UnhealthyPodEvictionPolicy "
+    "is set to always allow"
+)
+def test_not_ready_pod_under_always_allow_is_simulated() -> None:
+    budget = pdb("web", APP, min_available="100%", unhealthy_pod_eviction_policy="AlwaysAllow", disruptions_allowed=0)
+    assert _moved([small("a", labels=APP, conditions=NOT_READY), small("b")], [budget]) == {"default/a", "default/b"}
+
+
+@mirrors(
+    "IsCurrentlyReschedulable / does not consider unhealthy pod as currently reschedulable when "
+    "UnhealthyPodEvictionPolicy is not set"
+)
+def test_not_ready_pod_under_default_policy_is_not_simulated() -> None:
+    budget = pdb("web", APP, min_available="100%", disruptions_allowed=0)
+    assert _moved([small("a", labels=APP, conditions=NOT_READY), small("b")], [budget]) == {"default/b"}
+
+
+@mirrors("IsCurrentlyReschedulable / considers pod as currently reschedulable when no PDBs match")
+def test_pod_no_pdb_selects_is_simulated() -> None:
+    """(The other pod's do-not-disrupt lets drift through only because of the grace period.)"""
+    others = pdb("db", {"app": "db"}, max_unavailable=0, disruptions_allowed=0)
+    held = small("h", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    assert _moved([small("a", labels=APP), held], [others]) == {"default/a"}
+
+
+@pytest.mark.parametrize("kind", ["100% min available", "0% max unavailable", "0 max unavailable"])
+@mirrors(
+    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / 100% min available",
+    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / 0% max unavailable",
+    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / 0 max unavailable",
+)
+def test_pod_under_fully_blocking_pdb_is_not_simulated(kind: str) -> None:
+    assert _moved([small("a", labels=APP), small("b")], [_zero(kind)]) == {"default/b"}
+
+
+@mirrors(
+    "IsCurrentlyReschedulable / pods which are not currently reschedulable due to PDBs / multiple PDBs on the same pod"
+)
+def test_pod_under_two_pdbs_is_not_simulated() -> None:
+    one = pdb("web-a", APP, max_unavailable=5, disruptions_allowed=5)
+    two = pdb("web-b", {"tier": "front"}, max_unavailable=5, disruptions_allowed=5)
+    pods = [small("a", labels={**APP, "tier": "front"}), small("b")]
+    assert _moved(pods, [one, two]) == {"default/b"}
+
+
+@mirrors("IsCurrentlyReschedulable / does not consider pod with do-not-disrupt annotation as currently reschedulable")
+def test_do_not_disrupt_pod_is_not_simulated() -> None:
+    held = small("a", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    assert _moved([held, small("b")], []) == {"default/b"}

@@ -38,7 +38,15 @@ from nodeflow.api.meta import Taint
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.model import Snapshot
 
-__all__ = ["Candidate", "budget_standing", "build_candidates", "do_not_disrupt_active", "node_price", "pdb_blockers"]
+__all__ = [
+    "Candidate",
+    "budget_standing",
+    "build_candidates",
+    "do_not_disrupt_active",
+    "held_pods",
+    "node_price",
+    "pdb_blockers",
+]
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 _DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -59,6 +67,7 @@ class Candidate:
     deleting: bool
     blocker: str | None  # why it cannot be disrupted voluntarily, None when it can
     pod_blocked: bool = False  # the blocker is a pod's (do-not-disrupt or PDB), not the node's
+    held: frozenset[str] = frozenset()  # movable pods that will not be evicted now: left out of simulations
 
     @property
     def eventual_ok(self) -> bool:
@@ -171,6 +180,45 @@ def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: 
             if pdb.status.disruptions_allowed <= 0:
                 return f"pod {pod.key} is protected by PodDisruptionBudget {namespace}/{pdb.metadata.name} (0 allowed)"
     return None
+
+
+def _fully_blocked(pod: Pod, pdbs: Sequence[PodDisruptionBudget], now: datetime) -> bool:
+    """Would PodDisruptionBudgets keep ``pod`` for good (Karpenter's fully blocking PDBs): it is evicted when its
+    node drains, and two PDBs select it, or one whose spec allows no disruption at all (maxUnavailable 0 or
+    "0%", minAvailable "100%") -- unless the pod is not Ready and that PDB's unhealthyPodEvictionPolicy is
+    AlwaysAllow."""
+    if not _evicted(pod, now):
+        return False
+    matching = [
+        p
+        for p in pdbs
+        if (p.metadata.namespace or "default") == pod.namespace
+        and p.spec.selector is not None
+        and p.spec.selector.matches(pod.labels)
+    ]
+    if len(matching) > 1:
+        return True
+    ready = pod.status.condition("Ready")
+    unhealthy = ready is not None and ready.status == "False"
+    for pdb in matching:
+        if unhealthy and pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow":
+            return False
+        spec = pdb.spec
+        if spec.max_unavailable in (0, "0%") or spec.min_available == "100%":
+            return True
+    return False
+
+
+def held_pods(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> frozenset[str]:
+    """The keys of ``pods`` that will not be evicted now (Karpenter: not "currently reschedulable"): an active
+    do-not-disrupt annotation, or fully blocking PDBs. Simulations leave them where they are: launching
+    capacity for a pod that cannot leave would be waste."""
+    return frozenset(
+        p.key
+        for p in pods
+        if do_not_disrupt_active(p.metadata.annotations, p.status.start_time, now) is not None
+        or _fully_blocked(p, pdbs, now)
+    )
 
 
 def _eviction_cost(pod: Pod) -> float:
@@ -315,6 +363,9 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
                 deleting=is_deleting(node, claim),
                 blocker=node_blocker or pod_blocker,
                 pod_blocked=node_blocker is None and pod_blocker is not None,
+                held=held_pods(movable, snapshot.pdbs, now)
+                if snapshot.pdbs or node_blocker or pod_blocker
+                else frozenset(),
             )
         )
     out.sort(key=lambda c: (c.disruption_cost, c.name))

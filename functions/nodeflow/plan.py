@@ -42,8 +42,9 @@ from nodeflow.constraints import (
     volume_requirements,
 )
 from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements, normalize_key
-from nodeflow.scheduling.solver import solve, type_matches
+from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.types import (
     NodeInput,

@@ -15,7 +15,7 @@ from nodeflow.catalog.offline import load_offline
 from nodeflow.cli import main
 from nodeflow.plan import ClusterState, build_input
 from nodeflow.scheduling import resources as res
-from nodeflow.scheduling.solver import type_matches
+from nodeflow.scheduling.pricing import type_matches
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "karpenter").glob("*.yaml"))

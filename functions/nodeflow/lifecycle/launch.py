@@ -33,8 +33,8 @@ from nodeflow.kube.writes import get_node_claim
 from nodeflow.lifecycle.errors import LaunchFailed, NoCapacity, NodeClaimGone, NodeClassNotReady
 from nodeflow.lifecycle.nodeclass import NodeClassResolver
 from nodeflow.plan import node_class_settings
+from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements
-from nodeflow.scheduling.solver import type_matches
 
 __all__ = [
     "LaunchDeps",

@@ -23,8 +23,10 @@ from nodeflow.api import labels as wk
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import InstanceType, Offering
 from nodeflow.catalog.offline import load_offline
+from nodeflow.scheduling.nodepools import NO_NODEPOOL
+from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES
 from nodeflow.scheduling.requirements import Requirement, Requirements
-from nodeflow.scheduling.solver import MAX_INSTANCE_TYPES, NO_NODEPOOL, solve
+from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.types import (
     HostPort,

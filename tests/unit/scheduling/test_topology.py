@@ -6,8 +6,9 @@ from collections import Counter
 
 from nodeflow.api import labels as wk
 from nodeflow.scheduling.requirements import Requirement, Requirements
-from nodeflow.scheduling.solver import solve, water_fill
+from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.taints import Taint
+from nodeflow.scheduling.topology import water_fill
 from nodeflow.scheduling.types import (
     AffinityTerm,
     NodeInput,

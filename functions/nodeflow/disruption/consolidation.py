@@ -1,36 +1,152 @@
 """Simulation and consolidation: can the pods of some nodes run elsewhere, and more cheaply?
 
-``Simulator.run(candidates)`` asks the solver (the same one the provisioner uses) to place the
-candidates' movable pods on the OTHER nodes (existing and launching) plus new NodeClaims from any
-NodePool. Pending pods are not part of the simulation: they are the provisioner's.
+Which nodes consolidation considers (``unconsolidatable``, Karpenter's filter, in its order): a node whose
+instance type the catalog does not know, or that lacks the capacity-type or zone label, cannot be priced
+(Unconsolidatable); neither can consolidation take a node whose NodePool has consolidateAfter Never
+(Unconsolidatable: disabled). Empty nodes are emptiness's; a busy node of a WhenEmpty NodePool is
+Unconsolidatable; a node whose consolidateAfter has not passed is simply not considered yet. These filters
+are consolidation's only: emptiness and drift still take such nodes.
+
+Order (``consolidation_order``): best savings per disruption first, Karpenter's ratio of the node's price to
+1 + the positive eviction costs of its pods; single-node consolidation interleaves the NodePools (the first
+of each NodePool, by name, then the second of each, ...).
+
+``Simulator.run(candidates)`` asks the solver (the same one the provisioner uses) to place the candidates'
+movable pods, and those of nodes already being deleted (they are leaving too), on the OTHER nodes
+(existing and launching) plus new NodeClaims from any NodePool. Nodes being deleted are no destination;
+neither is a node inside its consolidateAfter window (``on_hold``: its NodeClaim's last pod event, else its
+initialization, less than consolidateAfter ago). A simulation that needs an uninitialized node (not yet
+initialized, or still launching) fails: pods are packed on initialized nodes first, and only if some pod
+would still need an uninitialized one is the move refused (Karpenter cannot trust a node that has not
+finished initializing). Pending pods are not part of the simulation: they are the provisioner's.
 
 Before simulating, ``Simulator.hopeless`` rules candidates out cheaply (a necessary condition, see
 there), which keeps a round over a full cluster fast.
 
 ``consolidate`` turns a simulation into a command or a reason why not:
 - every pod placed on other nodes: DELETE the candidates (saving their whole price);
-- the pods need exactly ONE new NodeClaim whose cheapest option is strictly cheaper than the
-  candidates together: REPLACE them with it, its instance types narrowed to those strictly cheaper
-  (which must still meet the NodePool's minValues, unless ``minValuesPolicy`` is BestEffort);
-- spot-to-spot replacement (all candidates spot, replacement spot) only with the setting on, for one
-  candidate at a time, and when at least ``spot_to_spot_min_types`` cheaper types exist;
+- the pods need exactly ONE new NodeClaim: REPLACE the candidates with it, its instance types narrowed to
+  those strictly cheaper than the candidates together. An instance type is priced at its DEAREST offering
+  the replacement may launch (its capacity type, any of its zones), as Karpenter's launch price is the
+  worst case. The narrowed types must still meet the NodePool's minValues (under minValuesPolicy
+  BestEffort, the minValues the unnarrowed replacement reached: consolidation never relaxes them further).
+  Several candidates replaced by one: a type one of them already runs must also be strictly cheaper than
+  the cheapest candidate of that type (otherwise deleting fewer nodes is the better move);
+- spot-to-spot (all candidates spot, replacement spot) only with the setting on; several candidates
+  need nothing more; ONE candidate needs at least ``spot_to_spot_min_types`` (15) cheaper types and is
+  launched from the 15 cheapest (or as many as the cheapest that meet minValues, if more);
 - anything else (pods left unschedulable, two or more new nodes, no saving): not consolidatable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from nodeflow.api import labels as wk
-from nodeflow.catalog.model import InstanceType
+from nodeflow.api.duration import shift
+from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command, Move, Reason, Settings
+from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.solver import min_values_violation, solve, type_matches
-from nodeflow.scheduling.types import NodeClaimPlan, NodeInput, PodInput, SchedulingInput, SchedulingResult
+from nodeflow.scheduling.types import (
+    NodeClaimPlan,
+    NodeInput,
+    PodInput,
+    SchedulingInput,
+    SchedulingResult,
+    UnschedulablePod,
+)
 
-__all__ = ["Simulator", "consolidate", "moves_of", "type_prices"]
+__all__ = [
+    "Simulator",
+    "consolidate",
+    "consolidation_order",
+    "interleave_pools",
+    "moves_of",
+    "on_hold",
+    "type_prices",
+    "unconsolidatable",
+]
+
+_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+# --- which nodes consolidation considers, and in what order -------------------------------------------------------
+
+
+def unconsolidatable(c: Candidate, catalog: CatalogData) -> str | None:
+    """Why consolidation cannot consider ``c`` at all (an Unconsolidatable event), or None."""
+    labels = c.node.metadata.labels or {}
+    it = labels.get(wk.LABEL_INSTANCE_TYPE, "")
+    if it not in catalog.infos:
+        return f'instance type "{it}" not found'
+    for key in (wk.LABEL_CAPACITY_TYPE, wk.LABEL_ZONE):
+        if key not in labels:
+            return f'node does not have label "{key}"'
+    if c.pool.spec.disruption.consolidate_after_seconds is None:
+        return f"NodePool {c.pool_name} has consolidation disabled (consolidateAfter: Never)"
+    if c.movable and c.pool.spec.disruption.consolidation_policy == "WhenEmpty":
+        return f"NodePool {c.pool_name} has consolidation policy WhenEmpty, but node is not empty"
+    return None
+
+
+def _eviction_cost(c: Candidate) -> float:
+    """1 + the positive eviction costs of ``c``'s pods (Karpenter's reschedule disruption cost)."""
+    total = 1.0
+    for pod in c.movable:
+        cost = 1.0
+        raw = (pod.metadata.annotations or {}).get(_DELETION_COST)
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                cost += int(raw) / 2.0**27
+        cost += (pod.spec.priority or 0) / 2.0**25
+        total += max(0.0, min(10.0, cost))
+    return total
+
+
+def consolidation_order(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Best savings per disruption first: price / (1 + positive eviction costs); ties keep their order."""
+    return sorted(candidates, key=lambda c: -(c.price or 0.0) / _eviction_cost(c))
+
+
+def interleave_pools(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The first candidate of each NodePool (by name), then the second of each, ... (order kept within one)."""
+    by_pool: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        by_pool.setdefault(c.pool_name, []).append(c)
+    pools = sorted(by_pool)
+    depth = max((len(v) for v in by_pool.values()), default=0)
+    return [by_pool[p][i] for i in range(depth) for p in pools if i < len(by_pool[p])]
+
+
+def on_hold(candidates: Iterable[Candidate], last_pod_events: Mapping[str, datetime], now: datetime) -> frozenset[str]:
+    """The nodes inside their consolidateAfter window: no pod may be consolidated onto them. The window
+    starts at the last pod event (the round's record, else the NodeClaim's status.lastPodEventTime), else at
+    the NodeClaim's initialization; consolidateAfter 0 or Never holds nothing, nor does an uninitialized node."""
+    held: set[str] = set()
+    for c in candidates:
+        after = c.pool.spec.disruption.consolidate_after_seconds
+        status = c.claim.status
+        initialized = status.condition("Initialized") if status is not None else None
+        if not after or initialized is None or initialized.status != "True":
+            continue
+        since = last_pod_events.get(c.name) or (status.last_pod_event_time if status is not None else None)
+        since = since or initialized.last_transition_time
+        if since is not None and shift(_aware(since), after) > now:
+            held.add(c.name)
+    return frozenset(held)
+
+
+# --- simulation ---------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,17 +159,23 @@ def _free(node: NodeInput) -> dict[str, int]:
     return {k: max(0, v - node.requested.get(k, 0)) for k, v in node.allocatable.items()}
 
 
+def _uninitialized(node: NodeInput) -> bool:
+    return node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
+
+
 @dataclass(frozen=True, slots=True)
 class Simulator:
     base: SchedulingInput  # the whole cluster's solver input (pools, nodes, daemons)
     pods: Mapping[str, PodInput]  # every bound pod, as solver input
+    held: frozenset[str] = frozenset()  # nodes inside their consolidateAfter window (see ``on_hold``)
+    draining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # deleting node -> its movable pods
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
 
     def __post_init__(self) -> None:
         free: dict[str, int] = {}
         for node in self.base.nodes:
-            if node.schedulable:
+            if node.schedulable and node.name not in self.held and node.name not in self.draining:
                 for k, v in _free(node).items():
                     free[k] = free.get(k, 0) + v
         offers: list[_Offer] = []
@@ -77,6 +199,13 @@ class Simulator:
         object.__setattr__(self, "free", free)
         object.__setattr__(self, "offers", tuple(sorted(offers, key=lambda o: o.price)))
 
+    def _leaving(self, candidates: Sequence[Candidate]) -> list[str]:
+        """The pods that must find a place: the candidates' and those of nodes being deleted."""
+        keys = [p.key for c in candidates for p in c.movable]
+        for pods in self.draining.values():
+            keys.extend(pods)
+        return keys
+
     def hopeless(self, candidates: Sequence[Candidate], before: float) -> str | None:
         """A cheap NECESSARY condition checked before simulating: the pods that cannot fit in the room
         left on the other nodes (summed, constraints ignored) must fit one instance type cheaper than
@@ -84,15 +213,14 @@ class Simulator:
         names = {c.name for c in candidates}
         free = dict(self.free)
         for node in self.base.nodes:
-            if node.name in names and node.schedulable:
+            if node.name in names and node.schedulable and node.name not in self.held:
                 for k, v in _free(node).items():
                     free[k] = free.get(k, 0) - v
         need: dict[str, int] = {}
-        for c in candidates:
-            for p in c.movable:
-                inp = self.pods.get(p.key)
-                for k, v in (inp.requests if inp is not None else {}).items():
-                    need[k] = need.get(k, 0) + v
+        for key in self._leaving(candidates):
+            inp = self.pods.get(key)
+            for k, v in (inp.requests if inp is not None else {}).items():
+                need[k] = need.get(k, 0) + v
         need = {k: v - free.get(k, 0) for k, v in need.items() if v > free.get(k, 0)}
         if not need:
             return None
@@ -103,19 +231,71 @@ class Simulator:
                 return None
         return "its pods fit neither on the other nodes nor on any cheaper instance type"
 
-    def run(self, candidates: Sequence[Candidate]) -> SchedulingResult:
-        names = {c.name for c in candidates}
+    def _solve(
+        self, pods: tuple[PodInput, ...], nodes: Iterable[NodeInput], closed: frozenset[str]
+    ) -> SchedulingResult:
+        kept = tuple(n if n.name not in closed else dataclasses.replace(n, schedulable=False) for n in nodes)
+        return solve(dataclasses.replace(self.base, pods=pods, nodes=kept))
+
+    def _after_draining(self, nodes: list[NodeInput]) -> list[NodeInput] | str:
+        """``nodes`` with the pods of the nodes being deleted placed on them first (any node may take those,
+        initialized or not, held or not, as Karpenter exempts them), or why they find no place."""
+        pods = tuple(self.pods[k] for keys in self.draining.values() for k in keys if k in self.pods)
+        if not pods:
+            return nodes
+        result = self._solve(pods, nodes, frozenset())
+        if result.unschedulable or result.node_claims:
+            who = result.unschedulable[0].pod if result.unschedulable else result.node_claims[0].pods[0]
+            return f"pod {who} of a node being deleted needs new capacity first"
+        placed = {e.name: e.pods for e in result.existing}
+        out: list[NodeInput] = []
+        for n in nodes:
+            keys = placed.get(n.name, ())
+            if keys:
+                requested = dict(n.requested)
+                for k in keys:
+                    for r, v in self.pods[k].requests.items():
+                        requested[r] = requested.get(r, 0) + v
+                n = dataclasses.replace(n, pods=(*n.pods, *keys), requested=requested)
+            out.append(n)
+        return out
+
+    def run(self, candidates: Sequence[Candidate], *, draining: bool = False) -> SchedulingResult:
+        """Where the candidates' pods go (with ``draining``: after those of the nodes being deleted), or
+        UNSCHEDULABLE entries (needing an uninitialized destination is one)."""
+        gone = {c.name for c in candidates} | (set(self.draining) if draining else set())
         pods = tuple(
             self.pods[p.key] for c in candidates for p in c.movable if p.key in self.pods and p.key not in c.held
         )
-        inp = dataclasses.replace(self.base, pods=pods, nodes=tuple(n for n in self.base.nodes if n.name not in names))
-        return solve(inp)
+        nodes = [n for n in self.base.nodes if n.name not in gone]
+        if draining and self.draining:
+            after = self._after_draining(nodes)
+            if isinstance(after, str):
+                pod = pods[0].key if pods else ""
+                return SchedulingResult((), (), (UnschedulablePod(pod, {"": after}),))
+            nodes = after
+        unready = frozenset(n.name for n in nodes if _uninitialized(n))
+        # initialized nodes first: only what they cannot take may reveal a need for an uninitialized node
+        first = self._solve(pods, nodes, self.held | unready)
+        if not unready or (not first.node_claims and not first.unschedulable):
+            return first
+        second = self._solve(pods, nodes, self.held)
+        used = [e for e in second.existing if e.name in unready]
+        if not used:
+            return first
+        why = f"would schedule against uninitialized node {used[0].name}"
+        return dataclasses.replace(second, unschedulable=(UnschedulablePod(used[0].pods[0], {"": why}),))
 
 
-def moves_of(result: SchedulingResult) -> tuple[Move, ...]:
+def moves_of(result: SchedulingResult, only: Iterable[Candidate] | None = None) -> tuple[Move, ...]:
+    """The moves of ``result`` (with ``only``: of those candidates' pods)."""
+    keep = {p.key for c in only for p in c.movable} if only is not None else None
     moves = [Move(pod=p, node=e.name) for e in result.existing for p in e.pods]
     moves += [Move(pod=p, replacement=i) for i, nc in enumerate(result.node_claims) for p in nc.pods]
-    return tuple(sorted(moves, key=lambda m: m.pod))
+    return tuple(sorted((m for m in moves if keep is None or m.pod in keep), key=lambda m: m.pod))
+
+
+# --- pricing the replacement --------------------------------------------------------------------------------------
 
 
 def _pool_types(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, InstanceType]:
@@ -124,11 +304,12 @@ def _pool_types(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, Instanc
     return {it.name: it for it in pool.instance_types} if pool else {}
 
 
-def type_prices(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, float]:
-    """The $/hour of each of ``plan``'s instance types, cheapest available offering of its capacity
-    type in its zones."""
+def type_prices(plan: NodeClaimPlan, base: SchedulingInput, *, worst: bool = False) -> dict[str, float]:
+    """The $/hour of each of ``plan``'s instance types over the available offerings of its capacity type in
+    its zones: the cheapest, or (``worst``) the dearest, which is what a launch may cost."""
     by_name = _pool_types(plan, base)
     zones = set(plan.zones)
+    pick = max if worst else min
     out: dict[str, float] = {}
     for name in plan.instance_types:
         it = by_name.get(name)
@@ -140,17 +321,59 @@ def type_prices(plan: NodeClaimPlan, base: SchedulingInput) -> dict[str, float]:
             if o.available and o.capacity_type == plan.capacity_type and (not zones or o.zone in zones)
         ]
         if prices:
-            out[name] = min(prices)
+            out[name] = pick(prices)
     return out
 
 
-def _narrowed_min_values(plan: NodeClaimPlan, types: Sequence[str], base: SchedulingInput) -> str | None:
-    """Karpenter's rule: a replacement narrowed to cheaper types must still span the NodePool's
-    minValues (unless the policy is BestEffort)."""
-    if base.min_values_policy == "BestEffort" or not any(r.min_values for r in plan.requirements.values()):
+def _min_values_kept(plan: NodeClaimPlan, types: Sequence[str], base: SchedulingInput) -> str | None:
+    """Karpenter's rule: a replacement narrowed by price must still span the NodePool's minValues. Under
+    BestEffort the bar is what the unnarrowed replacement reached (relaxed once, never again)."""
+    if not any(r.min_values for r in plan.requirements.values()):
         return None
     by_name = _pool_types(plan, base)
-    return min_values_violation(plan.requirements, [by_name[t] for t in types if t in by_name])
+    reqs = plan.requirements
+    if base.min_values_policy == "BestEffort":
+        before = [by_name[t] for t in plan.instance_types if t in by_name]
+        relaxed = []
+        for r in reqs.values():
+            reached = r.min_values
+            if r.min_values:
+                single = Requirements([dataclasses.replace(r, min_values=1)])
+                reached = next(
+                    (n for n in range(r.min_values, 0, -1) if min_values_violation(_with(single, n), before) is None),
+                    0,
+                )
+            relaxed.append(dataclasses.replace(r, min_values=reached or None))
+        reqs = Requirements(relaxed)
+    return min_values_violation(reqs, [by_name[t] for t in types if t in by_name])
+
+
+def _with(single: Requirements, n: int) -> Requirements:
+    return Requirements(dataclasses.replace(r, min_values=n) for r in single.values())
+
+
+def _first_meeting_min_values(plan: NodeClaimPlan, types: Sequence[str], base: SchedulingInput) -> int:
+    """How many of ``types`` (cheapest first) it takes to meet minValues (0 without minValues)."""
+    if not any(r.min_values for r in plan.requirements.values()):
+        return 0
+    by_name = _pool_types(plan, base)
+    chosen = [by_name[t] for t in types if t in by_name]
+    for n in range(1, len(chosen) + 1):
+        if min_values_violation(plan.requirements, chosen[:n]) is None:
+            return n
+    return len(chosen)
+
+
+def _same_type_cap(candidates: Sequence[Candidate], plan: NodeClaimPlan) -> float | None:
+    """Several candidates replaced by one node: the price of the cheapest candidate whose instance type the
+    replacement could also launch (the replacement must be cheaper than that, or deleting fewer is better)."""
+    options = set(plan.instance_types)
+    prices = [
+        c.price
+        for c in candidates
+        if c.price is not None and (c.node.metadata.labels or {}).get(wk.LABEL_INSTANCE_TYPE) in options
+    ]
+    return min(prices) if prices else None
 
 
 def consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:
@@ -162,41 +385,47 @@ def consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Setti
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:
         return hopeless
-    result = sim.run(candidates)
+    result = sim.run(candidates, draining=True)
     if result.unschedulable:
         first = result.unschedulable[0]
-        why = "; ".join(f"{k or 'no NodePool'}: {v}" for k, v in sorted(first.reasons.items()))
+        why = "; ".join(f"{k or 'no NodePool'}: {v}" if k else v for k, v in sorted(first.reasons.items()))
         return f"pod {first.pod} could not be rescheduled ({why})"
+    moves = moves_of(result, candidates)
     if not result.node_claims:
-        return Command(
-            Reason.UNDERUTILIZED, method, tuple(c.name for c in candidates), (), moves_of(result), before, 0.0
-        )
+        return Command(Reason.UNDERUTILIZED, method, tuple(c.name for c in candidates), (), moves, before, 0.0)
     if len(result.node_claims) > 1:
         return f"its pods need {len(result.node_claims)} new nodes; consolidation replaces with at most one"
     plan = result.node_claims[0]
     if plan.price >= before:
         return f"no cheaper replacement: the cheapest option costs ${plan.price:.4f}/h, now ${before:.4f}/h"
-    prices = type_prices(plan, sim.base)
-    cheaper = tuple(t for t in plan.instance_types if prices.get(t, before) < before)
-    if (
-        all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates)
-        and plan.capacity_type == wk.CAPACITY_TYPE_SPOT
-    ):
-        if not settings.spot_to_spot_consolidation:
-            return "spot-to-spot consolidation is disabled"
-        if len(candidates) > 1:
-            return "spot-to-spot consolidation replaces one node at a time"
+    worst = type_prices(plan, sim.base, worst=True)
+    cheapest = type_prices(plan, sim.base)
+    ordered = sorted((t for t in plan.instance_types if t in worst), key=lambda t: (cheapest[t], t))
+    cheaper = [t for t in ordered if worst[t] < before]
+    spot_to_spot = plan.capacity_type == wk.CAPACITY_TYPE_SPOT and all(
+        c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates
+    )
+    if spot_to_spot and not settings.spot_to_spot_consolidation:
+        return "spot-to-spot consolidation is disabled: a spot node is not replaced by a spot node"
+    violation = _min_values_kept(plan, cheaper, sim.base)
+    if violation is not None:
+        return f"the cheaper instance types do not meet the NodePool's minValues ({violation})"
+    if not cheaper:
+        return "no cheaper replacement instance type"
+    if len(candidates) > 1:
+        cap = _same_type_cap(candidates, plan)
+        if cap is not None:
+            cheaper = [t for t in cheaper if worst[t] < cap]
+            violation = _min_values_kept(plan, cheaper, sim.base)
+            if not cheaper or violation is not None:
+                return "the replacement is no cheaper than one of the candidates' own instance type"
+    elif spot_to_spot:
         if len(cheaper) < settings.spot_to_spot_min_types:
             return (
                 f"only {len(cheaper)} cheaper spot instance types; spot-to-spot consolidation needs "
                 f"{settings.spot_to_spot_min_types}"
             )
-    if not cheaper:
-        return "no cheaper replacement instance type"
-    violation = _narrowed_min_values(plan, cheaper, sim.base)
-    if violation is not None:
-        return f"the cheaper instance types do not meet the NodePool's minValues ({violation})"
-    plan = dataclasses.replace(plan, instance_types=cheaper)
-    return Command(
-        Reason.UNDERUTILIZED, method, tuple(c.name for c in candidates), (plan,), moves_of(result), before, plan.price
-    )
+        keep = max(settings.spot_to_spot_min_types, _first_meeting_min_values(plan, cheaper, sim.base))
+        cheaper = cheaper[:keep]
+    plan = dataclasses.replace(plan, instance_types=tuple(cheaper), price=min(cheapest[t] for t in cheaper))
+    return Command(Reason.UNDERUTILIZED, method, tuple(c.name for c in candidates), (plan,), moves, before, plan.price)

@@ -201,7 +201,7 @@ class Simulator:
 
     def _leaving(self, candidates: Sequence[Candidate]) -> list[str]:
         """The pods that must find a place: the candidates' and those of nodes being deleted."""
-        keys = [p.key for c in candidates for p in c.movable]
+        keys = [p.key for c in candidates for p in c.movable if p.key not in c.held]
         for pods in self.draining.values():
             keys.extend(pods)
         return keys

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 from nodeflow.disruption.model import BlockKind, Reason, Settings
 from nodeflow.disruption.round import decide
 
@@ -150,3 +152,29 @@ def test_a_replacement_that_still_meets_min_values_is_made() -> None:
     assert command is not None
     (replacement,) = command.replacements
     assert set(replacement.instance_types) == {"m5.large", "c5.large"}
+
+
+def test_a_replacement_is_priced_at_its_dearest_zone() -> None:
+    """Karpenter's launch price is the worst case: a spot type that is cheap in one zone but dearer than the
+    node in another may land there, so it is no cheaper replacement."""
+    spot = dict(CATALOG.spot_prices)
+    for it in ("m5.large", "c5.large"):
+        spot[(it, "us-east-1a")] = 0.2  # dearer than the m5.large on-demand node ($0.096)
+        spot[(it, "us-east-1b")] = 0.02
+    zonal = dataclasses.replace(CATALOG, spot_prices=spot)
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "c5.large"]}]
+    s = snapshot(
+        [node("od", "m5.large")],
+        [pod("p", "od", "500m", "1Gi")],
+        pools=[pool(budgets=ALL, capacity=("spot", "on-demand"), extra=only)],
+    )
+    result = decide(s, zonal, NOW)
+    assert result.command is None
+    (blocked,) = result.blocked
+    assert blocked.kind is BlockKind.UNCONSOLIDATABLE
+    # with the same price in every zone the spot replacement is made
+    spot[("m5.large", "us-east-1a")] = spot[("c5.large", "us-east-1a")] = 0.02
+    cheap = dataclasses.replace(CATALOG, spot_prices=spot)
+    command = decide(s, cheap, NOW).command
+    assert command is not None
+    assert command.replacements[0].capacity_type == "spot"

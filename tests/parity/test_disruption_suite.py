@@ -514,3 +514,20 @@ def test_pod_with_local_volume_of_its_node_can_be_replaced() -> None:
     out = run_round([base(), sc, pv, pvc, node_with([p])])
     assert disrupted(out) == ["n1"]
     assert out["command"]["decision"] == "replace"
+
+
+def test_pod_that_cannot_leave_a_deleting_node_takes_no_room_in_the_simulation() -> None:
+    """Pods of nodes already being deleted are placed first in a simulation, but not one a fully blocking PDB
+    keeps where it is: here it would take the last room on "e", and "c"'s pod would need a new node."""
+    stuck = pod("stuck", node="d", cpu="2", labels={"app": "db"})
+    going = node_with([stuck], "d", taints=[taint("karpenter.sh/disrupted")])
+    keeper = pod("keeper", node="e", cpu="1500m", annotations={DO_NOT_DISRUPT: "true"})
+    mover = pod("mover", node="c", cpu="2")
+    objs = [_pool("2"), going, node_with([keeper], "e"), node_with([mover], "c")]
+    out = run_round([*objs, pdb("db", {"app": "db"}, max_unavailable=0)])
+    assert disrupted(out) == ["c"]
+    assert out["command"]["decision"] == "delete"
+    assert out["command"]["moves"] == [{"pod": "default/mover", "node": "e"}]
+    # without the PDB the stuck pod is on its way out too and takes that room first
+    out = run_round(objs)
+    assert out["command"] is None or out["command"]["moves"] != [{"pod": "default/mover", "node": "e"}]

@@ -171,7 +171,7 @@ def decide(
         base=base,
         pods=convert_pods(snapshot.state, bound),
         held=on_hold(candidates, snapshot.last_pod_events, now),
-        draining={c.name: tuple(p.key for p in c.movable) for c in candidates if c.deleting},
+        draining={c.name: tuple(p.key for p in c.movable if p.key not in c.held) for c in candidates if c.deleting},
     )
 
     # 2. drift

@@ -221,11 +221,21 @@ def test_json_shape_is_the_documented_contract(tmp_path: Path) -> None:
     result = plan_json(ROOT / "examples" / "demo")
     assert list(result) == ["nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour"]
     for claim in result["nodeClaims"]:
-        assert list(claim) == ["nodePool", "instanceTypes", "capacityType", "zones", "pods", "requests", "pricePerHour"]
+        assert list(claim) == [
+            "nodePool",
+            "instanceTypes",
+            "capacityType",
+            "zones",
+            "pods",
+            "requests",
+            "pricePerHour",
+            "labels",
+        ]
         assert claim["capacityType"] in ("spot", "on-demand")
         assert all(isinstance(v, str) for v in claim["requests"].values())
         assert all("/" in p for p in claim["pods"])
         assert isinstance(claim["pricePerHour"], float)
+        assert all(isinstance(v, str) for v in claim["labels"].values())
     for node in result["existingNodes"]:
         assert list(node) == ["name", "pods"]
     for item in result["unschedulable"]:

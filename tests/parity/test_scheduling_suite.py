@@ -56,10 +56,6 @@ def both(spec: str) -> tuple[str, str]:
 
 NOT_EXPRESSIBLE: dict[str, str] = {}
 
-NO_LABELS_YET = pytest.mark.xfail(
-    strict=True, reason="nodeflow differs: plan -o json does not show a NodeClaim's labels (not fixed yet)"
-)
-
 
 # --- builders -----------------------------------------------------------------------------------------------------
 
@@ -119,7 +115,6 @@ LABELLED = {"test-key": "test-value"}
 
 
 @mirrors(_NL + "should schedule unconstrained pods that don't have matching node selectors")
-@NO_LABELS_YET
 def test_a_pool_label_is_put_on_the_node_of_an_unconstrained_pod() -> None:
     result = plan(world(pool(labels=LABELLED), pod("web")))
     assert labels(result, "web")["test-key"] == "test-value"
@@ -138,7 +133,6 @@ def test_a_node_selector_on_a_label_no_pool_defines_is_not_scheduled() -> None:
 
 
 @mirrors(_NL + "should schedule pods that have matching requirements")
-@NO_LABELS_YET
 def test_a_required_affinity_including_the_pool_label_value_is_scheduled() -> None:
     p = pod("web", node_affinity=[requirement("test-key", "In", "test-value", "another-value")])
     result = plan(world(pool(labels=LABELLED), p))
@@ -327,7 +321,6 @@ def test_a_pod_requiring_a_restricted_label_is_not_provisioned_for(key: str) -> 
     _CV + "should schedule pods that have node selectors with label in kubernetes domains",
     *both(_CV + "should schedule pods that have node selectors with label in subdomain from kubernetes domains"),
 )
-@NO_LABELS_YET
 def test_a_pool_may_require_custom_labels_under_the_kubernetes_domains(domains: tuple[str, str]) -> None:
     reqs = [requirement(f"{d}/test", "In", "test-value") for d in domains]
     result = plan(world(pool(*reqs), pod("web")))
@@ -387,7 +380,6 @@ def test_required_in_on_a_label_no_pool_defines_is_not_scheduled() -> None:
 
 
 @mirrors(*both(_SL + "should schedule pods that have node selectors with NotIn operator and undefined key"))
-@NO_LABELS_YET
 def test_required_not_in_on_a_label_no_pool_defines_is_scheduled_without_it() -> None:
     result = plan(world(pool(), pod("web", node_affinity=[requirement("test-key", "NotIn", "test-value")])))
     assert labels(result, "web").get("test-key") != "test-value"
@@ -400,21 +392,18 @@ def test_required_exists_on_a_label_no_pool_defines_is_not_scheduled() -> None:
 
 
 @mirrors(*both(_SL + "should schedule pods that with DoesNotExists operator and undefined key"))
-@NO_LABELS_YET
 def test_required_does_not_exist_on_a_label_no_pool_defines_is_scheduled() -> None:
     result = plan(world(pool(), pod("web", node_affinity=[requirement("test-key", "DoesNotExist")])))
     assert "test-key" not in labels(result, "web")
 
 
 @mirrors(*both(_SL + "should schedule unconstrained pods that don't have matching node selectors"))
-@NO_LABELS_YET
 def test_a_pool_requirement_label_is_put_on_the_node_of_an_unconstrained_pod() -> None:
     result = plan(world(pool(TEST_KEY_POOL), pod("web")))
     assert labels(result, "web")["test-key"] == "test-value"
 
 
 @mirrors(*both(_SL + "should schedule pods that have node selectors with matching value and In operator"))
-@NO_LABELS_YET
 def test_required_in_the_pool_value_is_scheduled() -> None:
     result = plan(world(pool(TEST_KEY_POOL), pod("web", node_affinity=[requirement("test-key", "In", "test-value")])))
     assert labels(result, "web")["test-key"] == "test-value"
@@ -429,7 +418,6 @@ def test_required_not_in_the_only_pool_value_is_not_scheduled() -> None:
 
 
 @mirrors(*both(_SL + "should schedule the pod with Exists operator and defined key"))
-@NO_LABELS_YET
 def test_required_exists_on_a_pool_label_is_scheduled() -> None:
     result = plan(world(pool(TEST_KEY_POOL), pod("web", node_affinity=[requirement("test-key", "Exists")])))
     assert labels(result, "web")["test-key"] == "test-value"
@@ -450,7 +438,6 @@ def test_required_in_another_value_is_not_scheduled() -> None:
 
 
 @mirrors(*both(_SL + "should schedule pods that have node selectors with different value and NotIn operator"))
-@NO_LABELS_YET
 def test_required_not_in_another_value_is_scheduled_with_the_pool_value() -> None:
     result = plan(
         world(pool(TEST_KEY_POOL), pod("web", node_affinity=[requirement("test-key", "NotIn", "another-value")]))
@@ -459,7 +446,6 @@ def test_required_not_in_another_value_is_scheduled_with_the_pool_value() -> Non
 
 
 @mirrors(*both(_SL + "should schedule compatible pods to the same node"))
-@NO_LABELS_YET
 def test_pods_agreeing_on_a_pool_value_share_a_node() -> None:
     result = plan(
         world(
@@ -473,7 +459,6 @@ def test_pods_agreeing_on_a_pool_value_share_a_node() -> None:
 
 
 @mirrors(*both(_SL + "should schedule incompatible pods to the different node"))
-@NO_LABELS_YET
 def test_pods_requiring_different_pool_values_get_different_nodes() -> None:
     result = plan(
         world(

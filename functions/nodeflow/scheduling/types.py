@@ -176,6 +176,9 @@ class NodeClaimPlan:
             "pods": list(self.pods),
             "requests": {k: format_milli(v, k) for k, v in sorted(self.requests.items()) if v},
             "pricePerHour": round(self.price, 6),
+            # What its requirements fix (single-valued ones, a value of each custom label): the NodeClaim's
+            # node carries these; zone, instance type and capacity type come from the launch (listed above).
+            "labels": dict(sorted(self.requirements.labels().items())),
         }
 
 

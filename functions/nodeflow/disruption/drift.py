@@ -33,7 +33,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.catalog.instancetypes import known_type
 from nodeflow.catalog.model import CatalogData, Offering
 from nodeflow.disruption.model import ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_SECURITY_GROUP_IDS, ANNOTATION_SUBNET_ID
-from nodeflow.lifecycle.claims import NODEPOOL_HASH_VERSION, nodepool_hash
+from nodeflow.lifecycle.claims import NODEPOOL_HASH_VERSION, legacy_nodepool_hash, nodepool_hash
 from nodeflow.scheduling.requirements import Requirement, Requirements
 
 __all__ = ["INSTANCE_TYPE_CHECK_AFTER", "drift_reason"]
@@ -57,7 +57,12 @@ def drift_reason(
     annotations = claim.metadata.annotations or {}
     recorded = annotations.get(wk.ANNOTATION_NODEPOOL_HASH)
     version = annotations.get(wk.ANNOTATION_NODEPOOL_HASH_VERSION)
-    if recorded is not None and version == NODEPOOL_HASH_VERSION and recorded != nodepool_hash(pool):
+    if (
+        recorded is not None
+        and version == NODEPOOL_HASH_VERSION
+        and recorded != nodepool_hash(pool)
+        and recorded != legacy_nodepool_hash(pool)  # written by nodeflow before 2026-11: the same template
+    ):
         return f"NodePool {pool.name} template changed (nodepool-hash {recorded} != {nodepool_hash(pool)})"
     labels = {**(node_labels or {}), **(claim.metadata.labels or {})}
     facts = (

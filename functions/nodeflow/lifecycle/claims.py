@@ -62,6 +62,28 @@ def nodepool_hash(pool: NodePool) -> str:
     return template_hash(pool.spec.template)
 
 
+def legacy_nodepool_hash(pool: NodePool) -> str:
+    """The ``karpenter.sh/nodepool-hash`` nodeflow wrote before it computed Karpenter's number (same version
+    annotation, ``v3``): a NodeClaim recorded with it is not drifted while the fields it covered (labels,
+    annotations, taints, startup taints, nodeClassRef) are unchanged, so an upgrade replaces no node."""
+    template = pool.spec.template
+    spec = template.spec
+    doc = {
+        "labels": dict(sorted((template.metadata.labels or {}).items())),
+        "annotations": dict(sorted((template.metadata.annotations or {}).items())),
+        "taints": sorted(
+            (t.model_dump(by_alias=True, exclude_none=True) for t in spec.taints or ()), key=lambda d: json.dumps(d)
+        ),
+        "startupTaints": sorted(
+            (t.model_dump(by_alias=True, exclude_none=True) for t in spec.startup_taints or ()),
+            key=lambda d: json.dumps(d),
+        ),
+        "nodeClassRef": spec.node_class_ref.model_dump(by_alias=True, exclude_none=True),
+    }
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return str(int(hashlib.sha256(canonical.encode()).hexdigest()[:15], 16))
+
+
 def _requirement_dicts(req: Requirement) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if not req.complement:

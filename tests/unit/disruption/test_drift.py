@@ -3,7 +3,7 @@ from __future__ import annotations
 from nodeflow.disruption.drift import drift_reason
 from nodeflow.disruption.model import Reason
 from nodeflow.disruption.round import decide
-from nodeflow.lifecycle.claims import nodepool_hash
+from nodeflow.lifecycle.claims import legacy_nodepool_hash, nodepool_hash
 
 from .builders import CATALOG, NOW, node, node_class, pod, pool, snapshot
 
@@ -21,6 +21,16 @@ def test_nodepool_hash_drift() -> None:
     hashed = {"karpenter.sh/nodepool-hash": nodepool_hash(pool()), "karpenter.sh/nodepool-hash-version": "v3"}
     n, c = node("a", claim_annotations=hashed)
     assert "template changed" in (drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) or "")
+
+
+def test_a_hash_written_by_an_earlier_nodeflow_is_not_drift_until_the_template_changes() -> None:
+    """Upgrading nodeflow must not replace every node: its earlier hash (same v3 version) still matches."""
+    p = pool(labels={"team": "a"})
+    legacy = {"karpenter.sh/nodepool-hash": legacy_nodepool_hash(p), "karpenter.sh/nodepool-hash-version": "v3"}
+    n, c = node("a", claim_annotations=legacy)
+    assert drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) is None
+    edited = pool(labels={"team": "b"})
+    assert "template changed" in (drift_reason(c, edited, node_class(), n.metadata.labels, catalog=CATALOG) or "")
 
 
 def test_nodepool_hash_of_another_version_is_not_compared() -> None:

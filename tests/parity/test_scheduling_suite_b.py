@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.parity._instances import cheapest, fits, instance_types, offering_price
 from tests.parity.harness import (
     ARCH,
@@ -576,10 +574,6 @@ def test_pods_go_to_a_node_karpenter_does_not_own() -> None:
     assert all(result.existing_of(f"p-{i:02d}") == "byo" for i in range(100))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow differs: existing nodes are tried by name, initialized or not (not fixed yet: solver order)",
-)
 @mirrors(_S + "Existing Nodes / should order initialized nodes for scheduling uninitialized nodes")
 def test_an_initialized_node_is_used_before_uninitialized_ones() -> None:
     world: list[Any] = [node_class(), node_pool()]

@@ -37,12 +37,22 @@ class Node:
         return self.input.labels.get(key)
 
 
+def initializing(node: NodeInput) -> bool:
+    """Is the node still coming up: a NodeClaim launching, or a NodePool's node not yet initialized?"""
+    return node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
+
+
+def node_order(node: NodeInput) -> tuple[bool, bool, str]:
+    """The order nodes are offered pods in, as Karpenter's: initialized nodes first, then registered ones
+    still initializing, then NodeClaims still launching; by name within each."""
+    return (initializing(node), node.in_flight, node.name)
+
+
 def make_node(node: NodeInput, inp: SchedulingInput) -> Node:
     """A node as the solver sees it: while it initializes, startup and ephemeral taints do not
     keep pods off (they are about to go)."""
-    initializing = node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
     taints = node.taints
-    if initializing:
+    if initializing(node):
         startup = {t.key for p in inp.nodepools if p.name == node.nodepool for t in p.startup_taints}
         taints = tuple(t for t in taints if t.key not in wk.EPHEMERAL_TAINTS and t.key not in startup)
     return Node(node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports))

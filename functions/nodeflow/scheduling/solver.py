@@ -32,7 +32,7 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 from __future__ import annotations
 
 from nodeflow.api import labels as wk
-from nodeflow.scheduling.existing import make_node, place_on_nodes, ports_conflict
+from nodeflow.scheduling.existing import make_node, node_order, place_on_nodes, ports_conflict
 from nodeflow.scheduling.groups import Group, group_pods, regroup
 from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, make_pool
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
@@ -67,7 +67,7 @@ class _Solver:
         self.inp = inp
         self.pricer = Pricer()
         self.pools = [make_pool(p, inp, self.pricer) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))]
-        self.nodes = [make_node(n, inp) for n in sorted(inp.nodes, key=lambda n: (n.in_flight, n.name))]
+        self.nodes = [make_node(n, inp) for n in sorted(inp.nodes, key=node_order)]
         self.claims: list[Claim] = []
         self.topology = Topology(self.pools, self.nodes, self.claims, inp.pods)
         self.packer = Packer(inp, self.pools, self.pricer, self.topology, self.claims)

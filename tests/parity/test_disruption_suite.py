@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.parity._candidates import DO_NOT_DISRUPT, base, blocker, disrupted, node_with, run_round, small
 from tests.parity.harness import (
     CAPACITY_TYPE,
@@ -74,6 +76,8 @@ def _pod_blockers() -> dict[str, tuple[list[Obj], list[Obj]]]:
 # --- Candidate Filtering: pods ------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("tgp", [None, TGP])
+@pytest.mark.parametrize("kind", ["do-not-disrupt", "pdb"])
 @mirrors(
     "Candidate Filtering / should not consider candidates that have do-not-disrupt pods scheduled and no "
     "terminationGracePeriod",
@@ -87,18 +91,16 @@ def _pod_blockers() -> dict[str, tuple[list[Obj], list[Obj]]]:
     "terminationGracePeriod set for graceful disruption",
     "Candidate Filtering / should not consider candidates that have fully blocking PDBs",
 )
-def test_pod_blockers_hold_graceful_disruption_with_or_without_grace_period() -> None:
+def test_pod_blockers_hold_graceful_disruption_with_or_without_grace_period(kind: str, tgp: str | None) -> None:
     """Consolidation (graceful) of a node with one small pod is held by a do-not-disrupt pod or a PDB allowing
     nothing, whether or not the NodeClaim has a terminationGracePeriod."""
-    for kind, (pods, pdbs) in _pod_blockers().items():
-        for tgp in (None, TGP):
-            objs = node_with(pods)
-            if tgp is not None:
-                objs[1]["spec"]["terminationGracePeriod"] = tgp
-            out = run_round([base(), objs, *pdbs])
-            message = blocker(out, "n1")
-            assert message is not None, (kind, tgp)
-            assert disrupted(out) == [], (kind, tgp)
+    pods, pdbs = _pod_blockers()[kind]
+    objs = node_with(pods)
+    if tgp is not None:
+        objs[1]["spec"]["terminationGracePeriod"] = tgp
+    out = run_round([base(), objs, *pdbs])
+    assert blocker(out, "n1") is not None
+    assert disrupted(out) == []
 
 
 @mirrors(
@@ -441,26 +443,26 @@ def test_pod_of_a_candidate_moves_to_a_new_node_when_the_others_are_going() -> N
     assert out["command"]["moves"] == [{"pod": "default/big", "replacement": 0}]
 
 
+@pytest.mark.parametrize("under_way", [0, 1, 2, 3])
 @mirrors("Simulate Scheduling / should allow multiple replace operations to happen successively")
-def test_successive_drift_replacements_until_the_budget_is_used() -> None:
+def test_successive_drift_replacements_until_the_budget_is_used(under_way: int) -> None:
     """Budget 3: each round replaces one more drifted node while the earlier ones are still being disrupted
     (their replacements launching); with three under way the fourth round does nothing."""
-    for under_way in range(4):
-        objs: list[Obj | list[Obj]] = [_pool("3")]
-        for i in range(5):
-            p = pod(f"p{i}", node=f"n{i}", cpu="100m")
-            if i < under_way:
-                objs.append(_drifted(f"n{i}", pods=[p], taints=[taint("karpenter.sh/disrupted")]))
-                objs.append(node_claim(node(f"r{i}"), initialized=""))
-            else:
-                objs.append(_drifted(f"n{i}", pods=[p]))
-        out = run_round(objs)
-        if under_way < 3:
-            assert out["command"]["reason"] == "Drifted", under_way
-            assert disrupted(out)[0] not in {f"n{i}" for i in range(under_way)}
+    objs: list[Obj | list[Obj]] = [_pool("3")]
+    for i in range(5):
+        p = pod(f"p{i}", node=f"n{i}", cpu="100m")
+        if i < under_way:
+            objs.append(_drifted(f"n{i}", pods=[p], taints=[taint("karpenter.sh/disrupted")]))
+            objs.append(node_claim(node(f"r{i}"), initialized=""))
         else:
-            assert out["command"] is None
-            assert all("budget" in b["message"] for b in out["blocked"])
+            objs.append(_drifted(f"n{i}", pods=[p]))
+    out = run_round(objs)
+    if under_way < 3:
+        assert out["command"]["reason"] == "Drifted"
+        assert disrupted(out)[0] not in {f"n{i}" for i in range(under_way)}
+    else:
+        assert out["command"] is None
+        assert all("budget" in b["message"] for b in out["blocked"])
 
 
 @mirrors("Simulate Scheduling / can replace node with a local PV (ignoring hostname affinity)")

@@ -579,8 +579,11 @@ def build_input(
         running = tuple(convert.running(p) for p in (*on_node, *extra) if p.metadata.deletion_timestamp is None)
         deleting = node.metadata.deletion_timestamp is not None or bool({name, node.spec.provider_id} & going)
         if deleting:
-            # Its pods need capacity elsewhere now (they keep counting where they run until they go).
-            pending.extend(convert.pod(p) for p in on_node if _reschedulable(p, state.pdbs))
+            # Its pods need capacity elsewhere now (they keep counting where they run until they go); those a
+            # NodeClaim still launching was made for already have it (its planned requests hold them).
+            pending.extend(
+                convert.pod(p) for p in on_node if p.key not in nominated_to and _reschedulable(p, state.pdbs)
+            )
         # (A node not yet initialized is judged without its start-up taints: the solver does that.)
         nodes.append(_node_input(node, inputs, ports, running, node_claim, deleting))
     for claim in state.node_claims:

@@ -271,3 +271,36 @@ def test_nominated_pods_tolerates_bad_annotations(raw: str) -> None:
         }
     )
     assert nominated_pods(claim) in ((), ("ns/a",))
+
+
+def test_pods_of_a_deleting_node_are_provisioned_for_once() -> None:
+    """A pod still running on a deleting node gets a NodeClaim; once that NodeClaim (nominated for it) is
+    launching, the next plan does not launch another for the same pod."""
+    node = Node.model_validate(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "old",
+                "labels": {wk.LABEL_NODEPOOL: "default", wk.LABEL_INITIALIZED: "true"},
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+                "finalizers": ["karpenter.sh/termination"],
+            },
+            "spec": {"providerID": "aws:///us-east-1a/i-old"},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+        }
+    )
+    doc = pending_pod("web").model_dump(by_alias=True, exclude_none=True, mode="json")
+    doc["spec"]["nodeName"] = "old"
+    doc["status"] = {"phase": "Running"}
+    running = Pod.model_validate(doc)
+    state = ClusterState(node_pools=[pool()], node_classes=[node_class()], pods=[running], nodes=[node])
+    assert [nc.pods for nc in plan(state, CATALOG).node_claims] == [("default/web",)]
+    claim = _claim_from_plan(state)
+    again = plan(
+        ClusterState(
+            node_pools=[pool()], node_classes=[node_class()], pods=[running], nodes=[node], node_claims=[claim]
+        ),
+        CATALOG,
+    )
+    assert again.node_claims == ()

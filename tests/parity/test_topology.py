@@ -366,10 +366,6 @@ def test_max_skew_one_on_hostname_is_one_pod_per_node() -> None:
     assert skew(plan(world(group)), names(group), HOSTNAME) == [1, 1, 1, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow differs: a new node takes one pod of a hostname spread whatever its maxSkew (not fixed yet)",
-)
 @mirrors("Topology / Hostname / should balance pods on the same hostname up to maxskew")
 def test_hostname_max_skew_packs_that_many_pods_on_one_new_node() -> None:
     group = pods("p", 4, spread=[spread(HOSTNAME, labels=L, max_skew=4)])
@@ -811,9 +807,6 @@ def test_self_affinity_on_hostname_shares_one_node() -> None:
 _FIVE_PER_NODE = node_pool(requirements=[requirement(INSTANCE_TYPE, "In", "m5.xlarge")])
 
 
-@pytest.mark.xfail(
-    strict=True, reason="nodeflow differs: hostname self-affinity places all pods or none (not fixed yet)"
-)
 @mirrors(
     "Topology / Pod Affinity/Anti-Affinity / should respect self pod affinity for first empty topology domain only (hostname)"
 )
@@ -1125,7 +1118,11 @@ def test_a_volumes_zone_narrows_placement_not_the_spreads_domains() -> None:
     pvc = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "test-pvc", "namespace": "default"},
+        "metadata": {
+            "name": "test-pvc",
+            "namespace": "default",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+        },
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "volumeName": "test-pv",

@@ -525,7 +525,8 @@ class Packer:
         self, group: Group, pending: list[str], alts: tuple[Requirements, ...], cap: int, together: bool = False
     ) -> int | Reasons:
         """Open a NodeClaim for the group's pending pods: the number placed, or why not per pool.
-        ``together``: all of them or none (pods with hostname affinity to each other)."""
+        ``together``: as many of them as one node holds, on one node (pods with hostname affinity
+        to each other, or a hostname spread's share of a new node)."""
         reasons: dict[str, list[str]] = {}
         count = len(pending) if together else min(len(pending), cap)
         for alt_index, alt in enumerate(alts):
@@ -623,9 +624,10 @@ class Packer:
         types, prices, caps = cands.types, cands.prices, cands.caps
         remaining = pool.remaining
         if together:
+            # As many of the pods as one node holds: all of them on the cheapest type that holds them
+            # all, else the most any type holds (the rest cannot share this node).
+            count = min(count, max(caps))
             whole = [i for i, cap in enumerate(caps) if cap >= count]
-            if not whole:
-                return f"no instance type holds all {count} pods that must share a node (largest holds {max(caps)})"
             keep = [
                 i for i in whole if remaining is None or all(capacity(types[i], k) <= v for k, v in remaining.items())
             ]

@@ -38,7 +38,7 @@ from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, make_
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
 from nodeflow.scheduling.pricing import Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.topology import Topology, water_fill
+from nodeflow.scheduling.topology import UNBOUNDED, Topology, water_fill
 from nodeflow.scheduling.types import (
     ExistingPlacement,
     NodeClaimPlan,
@@ -136,6 +136,9 @@ class _Solver:
             )
         fresh = self.topology.cap(-1, caps)
         grow = not self_affinity and not caps and not group.host_ports
+        # A hostname spread of maxSkew > 1 packs up to maxSkew pods on each new node (as Karpenter
+        # fills a new NodeClaim), whatever count would be cheapest per pod.
+        pack = 1 < fresh < UNBOUNDED and not self_affinity
         while pending and fresh > 0:
             if grow and packer.few_nodes(group, alts, len(pending)):
                 # Pods for a few nodes at most: first see whether growing partly filled NodeClaims
@@ -143,7 +146,8 @@ class _Solver:
                 grow = False
                 pending = packer.grow_claims(group, pending, alts, blocked)
                 continue
-            outcome = packer.new_claim(group, pending, alts, fresh, together=self_affinity)
+            share = pending[:fresh] if pack else pending
+            outcome = packer.new_claim(group, share, alts, fresh, together=self_affinity or pack)
             if isinstance(outcome, dict):
                 reasons = outcome
                 break

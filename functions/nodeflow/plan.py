@@ -203,6 +203,7 @@ class _Converter:
             key=pod.key,
             requests=facts.requests,
             requirements=requirements,
+            own_requirements=None if requirements is facts.requirements else facts.requirements,
             tolerations=facts.tolerations,
             host_ports=facts.host_ports,
             labels=pod.labels,

@@ -645,10 +645,6 @@ def test_a_tainted_nodepools_domains_count_unless_taints_are_honored(policy: str
     assert counts(result, names(group), "fake-label") == {"default": expected}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow differs: nodeTaintsPolicy Honor filters existing nodes but not new NodeClaims when counting (not fixed yet)",
-)
 @mirrors(
     "Topology / NodeTaintsPolicy / should balance pods across a label when mutually exclusive NodePools (by taints) share domains (NodeTaintsPolicy=honor)"
 )
@@ -690,10 +686,6 @@ def test_unreachable_nodes_domains_count_unless_affinity_is_honored(policy: str,
 # --- spread and node affinity ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow differs: new NodeClaims add their zone to every spread's domains, whatever the pod's node selector (not fixed yet)",
-)
 @mirrors("Topology / Combined Zonal Topology and Node Affinity / should limit spread options by nodeSelector")
 def test_a_node_selector_narrows_the_zones_of_a_spread() -> None:
     in_a = pods("a", 5, spread=[spread(ZONE, labels=L)], node_selector={ZONE: A})
@@ -725,9 +717,6 @@ def test_required_node_affinity_narrows_the_zones_round_by_round() -> None:
     assert counts(result, names(more), ZONE, base={A: 3, B: 3, C: 1}) == {A: 4, B: 4, C: 4}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="nodeflow differs: preferred node affinity narrows a spread's domains (not fixed yet)"
-)
 @mirrors(
     "Topology / Combined Zonal Topology and Node Affinity / should not limit spread options by preferred node affinity"
 )
@@ -1093,9 +1082,6 @@ def test_a_startup_taint_needs_no_toleration() -> None:
     assert plan(world(pod("p"), pools=[startup])).scheduled("p")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="nodeflow differs: a volume's zone narrows the domains of a spread (not fixed yet)"
-)
 @mirrors(
     "Topology with Volume Requirements / should schedule pod with PVC and TSC minDomains=3 when pods are spread across 3 zones"
 )

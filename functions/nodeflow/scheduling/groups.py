@@ -45,6 +45,13 @@ class Group:
         return self.constraints.requirements
 
     @property
+    def own_requirements(self) -> tuple[Requirements, ...]:
+        """The pods' own nodeSelector and required node affinity: what narrows the domains of
+        their topology spread (never their preferences or their volumes' zones)."""
+        first = self.first
+        return first.requirements if first.own_requirements is None else first.own_requirements
+
+    @property
     def effects(self) -> frozenset[str]:
         """Taint effects the group must tolerate (PreferNoSchedule until relaxed)."""
         return _NOSCHEDULE if self.constraints.tolerate_prefer_no_schedule else _ALL_EFFECTS
@@ -80,6 +87,7 @@ def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: Scheduli
         signature = (
             tuple(sorted(pod.requests.items())),
             pod.requirements,
+            pod.own_requirements,
             pod.tolerations,
             pod.host_ports,
             pod.preferred,

@@ -127,21 +127,34 @@ class Topology:
         return matching
 
     def domain_counts(self, tracker: Tracker, key: str, group: Group, spread: TopologySpread | None) -> dict[str, int]:
+        """Pods ``tracker`` selects per domain of ``key`` (where their domain is known): for a
+        spread, only on the nodes and NodeClaims that count for it (``eligible``)."""
         counts: dict[str, int] = {}
+        check = spread if spread is not None and self._filters(group, spread) else None
         for tid, count in tracker.counts.items():
             target = self.targets[tid]
-            if spread is not None and isinstance(target, Node) and not self.eligible(target, group, spread):
+            if check is not None and not self.eligible(target, group, check):
                 continue
             domain = target.domain(key)
             if domain is not None:
                 counts[domain] = counts.get(domain, 0) + count
         return counts
 
-    def eligible(self, node: Node, group: Group, spread: TopologySpread) -> bool:
-        """Does a node count for a spread constraint (nodeAffinityPolicy / nodeTaintsPolicy)?"""
-        if spread.honor_node_affinity and not any(node.requirements.compatible(a) is None for a in group.requirements):
+    @staticmethod
+    def _filters(group: Group, spread: TopologySpread) -> bool:
+        """Can ``eligible`` leave any node or NodeClaim out for this spread?"""
+        return spread.honor_node_taints or (spread.honor_node_affinity and any(len(a) for a in group.own_requirements))
+
+    def eligible(self, target: Target, group: Group, spread: TopologySpread) -> bool:
+        """Does a node or NodeClaim count for a spread constraint? nodeAffinityPolicy Honor: only
+        where the pods' own node selector and required affinity allow; nodeTaintsPolicy Honor:
+        only where they tolerate the taints."""
+        taints = target.taints if isinstance(target, Node) else target.pool.input.taints
+        if spread.honor_node_affinity and not any(
+            target.requirements.compatible(a, ALLOW_UNDEFINED) is None for a in group.own_requirements
+        ):
             return False
-        return not (spread.honor_node_taints and untolerated(group.tolerations, node.taints, group.effects) is not None)
+        return not (spread.honor_node_taints and untolerated(group.tolerations, taints, group.effects) is not None)
 
     def domains(self, group: Group, extra: Requirements, key: str, spread: TopologySpread | None) -> frozenset[str]:
         """Every value of a topology key that counts for the group: the offerings or enumerated
@@ -152,7 +165,10 @@ class Topology:
         honor_taints = spread is None or spread.honor_node_taints
         honor_affinity = spread is None or spread.honor_node_affinity
         values: set[str] = set()
-        alternatives = group.requirements if honor_affinity else (Requirements(),)
+        if not honor_affinity:
+            alternatives: tuple[Requirements, ...] = (Requirements(),)
+        else:
+            alternatives = group.requirements if spread is None else group.own_requirements
         for alt in alternatives:
             full = alt.add(extra) if len(extra) else alt
             for pool in self.pools:
@@ -163,17 +179,20 @@ class Topology:
                 if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None:
                     continue
                 values |= self.pool_domains(pool, full, key)
+        check = spread if spread is not None and self._filters(group, spread) else None
         for node in self.nodes:
             if not node.input.schedulable:
                 continue
-            if spread is not None and not self.eligible(node, group, spread):
+            if check is not None and not self.eligible(node, group, check):
                 continue
             domain = node.domain(key)
             if domain is not None:
                 values.add(domain)
         for claim in self.claims:
             domain = claim.domain(key)
-            if domain is not None:
+            if domain is not None and domain not in values:
+                if check is not None and not self.eligible(claim, group, check):
+                    continue
                 values.add(domain)
         return frozenset(values)
 

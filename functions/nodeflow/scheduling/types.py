@@ -82,6 +82,9 @@ class PodInput:
     # Node requirements as ORed alternatives (nodeSelector ANDed into each required
     # node-affinity term). A pod without node constraints has one empty alternative.
     requirements: tuple[Requirements, ...] = (Requirements(),)
+    # The pod's own node constraints (nodeSelector and required node affinity) when ``requirements``
+    # holds more (its volumes' zones): what limits the domains of its topology spread. None: the same.
+    own_requirements: tuple[Requirements, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     host_ports: frozenset[HostPort] = frozenset()
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -221,20 +221,20 @@ def test_small_pods_go_on_the_cheapest_nodes_that_hold_them() -> None:
 
 @mirrors(_S + "Binpacking / should create new nodes when a node is at capacity")
 def test_pods_open_a_new_node_once_one_is_full() -> None:
-    # m5.large holds two pods of 3.2G memory: 40 of them take 20 nodes.
-    world = [node_class(), only("m5.large"), *pods("big", 40, cpu=None, memory="3.2G", node_selector={ARCH: "amd64"})]
+    # m5.large holds two pods of 3.2G memory: 20 of them take 10 nodes.
+    world = [node_class(), only("m5.large"), *pods("big", 20, cpu=None, memory="3.2G", node_selector={ARCH: "amd64"})]
     result = plan(world)
-    assert len(result.node_claims) == 20
+    assert len(result.node_claims) == 10
     assert all(len(c["pods"]) == 2 and c["instanceTypes"] == ["m5.large"] for c in result.node_claims)
 
 
 @mirrors(_S + "Binpacking / should pack small and large pods together")
 def test_small_pods_fill_the_room_large_pods_leave() -> None:
     # Two large pods (3.2G) leave 0.84G on an m5.large: room for one small pod (0.6G), not two.
-    big = pods("big", 40, cpu=None, memory="3.2G", node_selector={ARCH: "amd64"})
-    small = pods("small", 20, cpu=None, memory="0.6G", node_selector={ARCH: "amd64"})
+    big = pods("big", 20, cpu=None, memory="3.2G", node_selector={ARCH: "amd64"})
+    small = pods("small", 10, cpu=None, memory="0.6G", node_selector={ARCH: "amd64"})
     result = plan([node_class(), only("m5.large"), *big, *small])
-    assert len(result.node_claims) == 20
+    assert len(result.node_claims) == 10
     assert all(len(c["pods"]) == 3 for c in result.node_claims)
     assert not result.unschedulable
 
@@ -272,10 +272,10 @@ def test_the_pods_limit_of_a_node_opens_new_nodes() -> None:
     world = [
         node_class(kubelet={"maxPods": 5}),
         node_pool(),
-        *pods("tiny", 25, cpu="1m", memory="1Mi", node_selector={ARCH: "amd64"}),
+        *pods("tiny", 15, cpu="1m", memory="1Mi", node_selector={ARCH: "amd64"}),
     ]
     result = plan(world)
-    assert len(result.node_claims) == 5
+    assert len(result.node_claims) == 3
     assert all(len(c["pods"]) == 5 for c in result.node_claims)
 
 
@@ -569,9 +569,9 @@ def _unowned(name: str = "byo") -> Obj:
     _S + "Existing Nodes / should schedule multiple pods to an existing node unowned by Karpenter",
 )
 def test_pods_go_to_a_node_karpenter_does_not_own() -> None:
-    result = plan([node_class(), node_pool(), _unowned(), *pods("p", 100, cpu="10m")])
+    result = plan([node_class(), node_pool(), _unowned(), *pods("p", 40, cpu="10m")])
     assert not result.node_claims
-    assert all(result.existing_of(f"p-{i:02d}") == "byo" for i in range(100))
+    assert all(result.existing_of(f"p-{i:02d}") == "byo" for i in range(40))
 
 
 @mirrors(_S + "Existing Nodes / should order initialized nodes for scheduling uninitialized nodes")
@@ -751,12 +751,12 @@ def test_pods_sharing_one_claim_share_one_node() -> None:
         storage_class("gp3", topologies=[[(ZONE, ["us-east-1a"])]]),
         pv("shared", terms=[[(ZONE, ["us-east-1a"])]]),
         pvc("shared", storage_class_name="gp3", volume_name="shared"),
-        *[with_claims(p, "shared") for p in pods("user", 100, cpu="10m")],
+        *[with_claims(p, "shared") for p in pods("user", 20, cpu="10m")],
     ]
     result = plan(world)
     assert len(result.node_claims) == 1
     assert result.node_claims[0]["zones"] == ["us-east-1a"]
-    assert len(result.node_claims[0]["pods"]) == 100
+    assert len(result.node_claims[0]["pods"]) == 20
 
 
 @mirrors(_S + "VolumeUsage / should not fail for NFS volumes")

@@ -367,10 +367,18 @@ class Topology:
     ) -> tuple[list[str], Reasons]:
         tracker = self.tracker(term.selector, term.namespaces)
         counts = self.domain_counts(tracker, term.key, group, None)
-        candidates = sorted((d for d, n in counts.items() if n > 0), key=lambda d: (-counts[d], d))
+        # Only domains the pods may use count: matching pods elsewhere neither attract nor hold them.
+        candidates = sorted(
+            (d for d, n in counts.items() if n > 0 and _allows(group.requirements, extra, term.key, d)),
+            key=lambda d: (-counts[d], d),
+        )
         self_match = term.selects(group.namespace, group.labels)
-        if not candidates and self_match:
-            candidates = sorted(self.domains(group, extra, term.key, None))
+        bootstrap = not candidates and self_match
+        if bootstrap:
+            # Self-affinity, no matching pod where the pods may go: they open one domain of their own.
+            candidates = sorted(
+                d for d in self.domains(group, extra, term.key, None) if _allows(group.requirements, extra, term.key, d)
+            )
         if not candidates:
             return pending, all_pools(
                 self.pools, f"pod affinity on {term.key}: no pod matches {term.selector.describe()} in any domain yet"
@@ -383,7 +391,7 @@ class Topology:
             placed = len(pending) - len(left)
             pending = left
             reasons.update(why)
-            if not pending or (self_match and placed and not counts):
+            if not pending or (bootstrap and placed):
                 # Self-affinity without earlier pods: the first domain used is the domain.
                 break
         return pending, reasons
@@ -477,6 +485,14 @@ class Topology:
             elif count > limit:
                 return 0
         return cap
+
+
+def _allows(alternatives: Sequence[Requirements], extra: Requirements, key: str, domain: str) -> bool:
+    """May a pod with these node requirements (and ``extra``) be in ``domain`` of ``key``?"""
+    pinned = extra.get(key)
+    if pinned is not None and not pinned.has(domain):
+        return False
+    return any((req := alt.get(key)) is None or req.has(domain) for alt in alternatives)
 
 
 def water_fill(counts: Mapping[str, int], domains: Sequence[str], n: int) -> dict[str, int]:

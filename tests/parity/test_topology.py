@@ -837,10 +837,6 @@ def test_self_affinity_on_zone_within_the_pods_own_zone() -> None:
     assert counts(plan(world(group)), names(group), ZONE) == {C: 3}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow differs: zone affinity joins a domain the pod cannot use instead of opening its own (not fixed yet)",
-)
 @mirrors(
     "Topology / Pod Affinity/Anti-Affinity / should allow two nodes to be created when two pods with matching affinities have incompatible selectors"
 )

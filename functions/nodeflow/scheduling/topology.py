@@ -225,6 +225,24 @@ class Topology:
         self._domain_cache[cache_key] = frozen
         return frozen
 
+    def anti_domains(self, tracker: Tracker, key: str) -> set[str]:
+        """Every domain of ``key`` where a pod ``tracker`` selects is or may end up: a NodeClaim
+        whose domain is not decided yet may land in any it allows, and anti-affinity avoids them all."""
+        out: set[str] = set()
+        for tid, count in tracker.counts.items():
+            if count > 0:
+                out |= self.possible_domains(self.targets[tid], key)
+        return out
+
+    def possible_domains(self, target: Target, key: str) -> frozenset[str]:
+        """The domains of ``key`` a node is in (one, or none) or a NodeClaim may still end up in."""
+        domain = target.domain(key)
+        if domain is not None:
+            return frozenset((domain,))
+        if isinstance(target, Node):
+            return frozenset()
+        return self.pool_domains(target.pool, target.requirements, key)
+
     def inverse_anti_affinity(self, group: Group) -> tuple[Requirements, set[int]]:
         """Where placed pods' required anti-affinity keeps this group out: zones (or other
         keys) as NotIn requirements, nodes and NodeClaims as a set."""
@@ -236,9 +254,9 @@ class Topology:
             if term.key == wk.LABEL_HOSTNAME:
                 targets.add(id(target))
                 continue
-            domain = target.domain(term.key)
-            if domain is not None:
-                blocked.setdefault(term.key, set()).add(domain)
+            possible = self.possible_domains(target, term.key)
+            if possible:
+                blocked.setdefault(term.key, set()).update(possible)
         extra = Requirements(Requirement(k, True, frozenset(v)) for k, v in sorted(blocked.items()))
         return extra, targets
 
@@ -408,7 +426,7 @@ class Topology:
         place: Place,
     ) -> tuple[list[str], Reasons]:
         tracker = self.tracker(term.selector, term.namespaces)
-        taken = {d for d, n in self.domain_counts(tracker, term.key, group, None).items() if n > 0}
+        taken = self.anti_domains(tracker, term.key)
         if not term.selects(group.namespace, group.labels):
             if taken:
                 extra = extra.add(Requirements([Requirement(term.key, True, frozenset(taken))]))

@@ -1133,3 +1133,28 @@ NOT_EXPRESSIBLE: dict[str, str] = {
         "static NodePools (spec.replicas) are an issue 19 feature not built yet"
     ),
 }
+
+
+# --- single-node order: budgets and NodePools (Karpenter's single-node consolidation, no spec of its own) ---------
+
+
+def _stuck_first(pool_a: Obj, pool_b: Obj | None) -> list[Obj]:
+    """a0 saves the most but its pod can go nowhere else; a1 and b0 can each be deleted (pods onto a0)."""
+    objects = [node_class(), pool_a, *([pool_b] if pool_b else [])]
+    objects += [*mn("a0", "m5.4xlarge", pool="a", labels={"only": "a0"}), *pods_on("a0", "pa0")]
+    objects[-1]["spec"]["nodeSelector"] = {"only": "a0"}
+    objects += [*mn("a1", "m5.2xlarge", pool="a"), *pods_on("a1", "pa1")]
+    if pool_b:
+        objects += [*mn("b0", "m5.xlarge", pool="b"), *pods_on("b0", "pb0")]
+    return objects
+
+
+def test_single_node_tries_every_node_of_a_pool_with_budget_left() -> None:
+    objects = _stuck_first(pool("a", nodes="1", types=(*DELETE_TYPES, "m5.xlarge")), None)
+    assert _deleted(disrupt(objects)) == ["a1"]
+
+
+def test_single_node_interleaves_node_pools() -> None:
+    types = (*DELETE_TYPES, "m5.xlarge")
+    objects = _stuck_first(pool("a", types=types), pool("b", types=types))
+    assert _deleted(disrupt(objects)) == ["b0"]

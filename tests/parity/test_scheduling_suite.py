@@ -500,6 +500,21 @@ def test_required_node_selector_terms_are_tried_in_order() -> None:
     assert claim(plan(world(pool(), p)), "web")["zones"] == [Z1]
 
 
+@mirrors(_PF + "Required / should relax multiple terms")
+def test_required_terms_but_the_last_are_dropped_before_any_preference() -> None:
+    """Karpenter relaxes the required OR-terms first: when no term can meet the preferences, it is the last
+    term, not the first, that stays when the preferences go."""
+    p = required_terms(pod("web"), [requirement(ZONE, "In", Z1)], [requirement(ZONE, "In", Z2)])
+    preferred_terms(p, (1, [requirement(ZONE, "In", Z3)]))
+    assert claim(plan(world(pool(), p)), "web")["zones"] == [Z2]
+    # A preference one of the terms meets is kept, with that term.
+    p = required_terms(
+        pod("web"), [requirement(ZONE, "In", Z1)], [requirement(ZONE, "In", Z2)], [requirement(ZONE, "In", Z3)]
+    )
+    preferred_terms(p, (1, [requirement(ZONE, "In", Z2)]))
+    assert claim(plan(world(pool(), p)), "web")["zones"] == [Z2]
+
+
 @mirrors(_PF + "Preferred / should relax all terms")
 def test_every_unsatisfiable_preference_is_relaxed() -> None:
     p = preferred_terms(

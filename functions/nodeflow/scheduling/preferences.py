@@ -9,8 +9,9 @@ one preference is dropped and the pod is tried again, in Karpenter's order:
 4. a ``ScheduleAnyway`` topology spread constraint,
 5. finally PreferNoSchedule taints are tolerated.
 
-(Karpenter also drops required node-affinity OR-terms one at a time first; the solver tries
-every OR-term in order at each step, which reaches the same placements.)
+Karpenter first drops the required node-affinity OR-terms one at a time, down to the last, before
+any preference. The solver tries every OR-term in order with all the preferences (the same tries),
+and from the first relaxation on keeps only the last term, as Karpenter does.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ class Preferences:
     node: tuple[tuple[int, Requirements], ...] = ()
     schedule_anyway: tuple[TopologySpread, ...] = ()
     tolerate_prefer_no_schedule: bool = False
+    # The required OR-terms but the last are gone (every term was tried with all the preferences).
+    last_term_only: bool = False
 
     def constraints(self, pod: PodInput) -> Constraints:
-        requirements = pod.requirements
+        requirements = pod.requirements[-1:] if self.last_term_only else pod.requirements
         if self.node:
             heaviest = self.node[0][1]
             requirements = tuple(alt.add(heaviest) for alt in requirements)
@@ -59,6 +62,12 @@ class Preferences:
 
     def relax(self) -> tuple[Preferences, str] | None:
         """One preference fewer, and what was dropped; None when nothing is left to relax."""
+        relaxed = self._relax_one()
+        if relaxed is None or self.last_term_only:
+            return relaxed
+        return replace(relaxed[0], last_term_only=True), relaxed[1]
+
+    def _relax_one(self) -> tuple[Preferences, str] | None:
         if self.affinity:
             return replace(self, affinity=self.affinity[1:]), "preferred pod affinity"
         if self.anti_affinity:

@@ -162,7 +162,7 @@ class _SpecFacts:
     requirements: tuple[Requirements, ...]
     tolerations: tuple[Toleration, ...]
     host_ports: frozenset[tuple[str, str, int]]
-    error: str | None = None
+    restricted: str | None = None  # Karpenter's pod validation refuses the pod (pending pods only)
 
 
 @dataclass(slots=True)
@@ -184,15 +184,17 @@ class _Converter:
             requirements=_pod_requirements(spec),
             tolerations=tuple(_toleration(t) for t in spec.tolerations),
             host_ports=frozenset((hp[0], hp[1], hp[2]) for hp in spec.host_ports()),
-            error=_restricted_selector(spec),
+            restricted=_restricted_selector(spec),
         )
         self.cache[id(spec)] = (spec, facts)
         return facts
 
-    def pod(self, pod: Pod) -> PodInput:
+    def pod(self, pod: Pod, pending: bool = False) -> PodInput:
+        """``pending``: a pod waiting to be scheduled, validated as Karpenter validates those (not the pods
+        of a deleting node, nor pods simulated elsewhere by disruption)."""
         facts = self.facts(pod.spec)
         requirements = facts.requirements
-        error = facts.error
+        error = facts.restricted if pending else None
         if pod.spec.volumes and error is None:
             volumes = volume_requirements(pod, self.pvcs, self.pvs, self.classes)
             if isinstance(volumes, str):
@@ -548,7 +550,7 @@ def build_input(
             if claim_of is not None:
                 waiting.setdefault(claim_of.name, []).append(pod)
             else:
-                pending.append(convert.pod(pod))
+                pending.append(convert.pod(pod, pending=True))
 
     live_claims = [c for c in state.node_claims if c.status is not None and c.metadata.deletion_timestamp is None]
     claim_of_node = {c.status.node_name: c for c in live_claims if c.status is not None and c.status.node_name}
@@ -598,9 +600,9 @@ def build_input(
         if in_flight is not None:
             nodes.append(in_flight)
         else:
-            pending.extend(convert.pod(p) for p in mine)
+            pending.extend(convert.pod(p, pending=True) for p in mine)
     for pods in waiting.values():  # nominated to a claim that is gone or unusable: provision again
-        pending.extend(convert.pod(p) for p in pods)
+        pending.extend(convert.pod(p, pending=True) for p in pods)
 
     daemons = tuple(d for ds in state.daemon_sets if (d := _on_new_nodes(convert.pod(daemon_set_pod(ds)))) is not None)
     return SchedulingInput(

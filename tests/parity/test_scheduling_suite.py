@@ -23,7 +23,9 @@ from tests.parity.harness import (
     ZONES,
     Obj,
     Plan,
+    ago,
     explain,
+    managed_node,
     node_class,
     node_pool,
     plan,
@@ -313,6 +315,13 @@ def test_a_pod_requiring_a_restricted_label_is_not_provisioned_for(key: str) -> 
     not_scheduled(result, "web", "api", "job")
     reason = explain(objects, "default/api")["nodePools"]["default"]
     assert f'label "{key}" is restricted' in reason
+
+
+def test_the_pods_of_a_deleting_node_are_not_refused_for_a_restricted_label() -> None:
+    """Karpenter validates pending pods only: a deleting node's pod is provisioned for as it is."""
+    running = pod("web", node="old", node_affinity=[requirement("karpenter.sh/custom", "DoesNotExist")])
+    result = plan(world(pool(), managed_node("old", deleting=ago(minutes=1)), running))
+    assert claim(result, "web")["nodePool"] == "default"
 
 
 @pytest.mark.parametrize("domains", [("kubernetes.io", "k8s.io"), ("subdomain.kubernetes.io", "subdomain.k8s.io")])

@@ -380,6 +380,14 @@ def test_a_pool_whose_class_is_not_ready_gets_no_pods() -> None:
     result = plan([not_ready, pool(), pod("web")])
     not_scheduled(result, "web")
     assert "not ready" in result.unschedulable["default/web"]["default"]
+    # A Ready=False left in the NodePool's status by an earlier round does not hold a pool that is fine now.
+    stale = pool()
+    stale["status"] = {
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "NodeClassNotReady", "lastTransitionTime": ago(minutes=1)}
+        ]
+    }
+    assert claim(plan(world(stale, pod("web"))), "web")["nodePool"] == "default"
 
 
 @mirrors(*both(_SL + "should not schedule pods that have node selectors with In operator and undefined key"))

@@ -1158,3 +1158,14 @@ def test_single_node_interleaves_node_pools() -> None:
     types = (*DELETE_TYPES, "m5.xlarge")
     objects = _stuck_first(pool("a", types=types), pool("b", types=types))
     assert _deleted(disrupt(objects)) == ["b0"]
+
+
+def test_pending_pods_are_simulated_with_the_candidates() -> None:
+    """Karpenter simulates the cluster's pending pods too: the big node's room is what a pending pod needs, so
+    it is not replaced by a small one (without the pending pod it is)."""
+    m5 = ("m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "m5.8xlarge", "m5.12xlarge", "m5.16xlarge")
+    objects = [*base(pool(types=m5)), *mn("big", "m5.16xlarge"), *pods_on("big", "small")]
+    assert command(disrupt(objects))["decision"] == "replace"
+    result = disrupt([*objects, pod("huge", cpu="62")])
+    assert result["command"] is None
+    assert "no cheaper" in unconsolidatable(result, "big")

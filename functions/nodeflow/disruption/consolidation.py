@@ -237,16 +237,20 @@ class Simulator:
         kept = tuple(n if n.name not in closed else dataclasses.replace(n, schedulable=False) for n in nodes)
         return solve(dataclasses.replace(self.base, pods=pods, nodes=kept))
 
-    def _after_draining(self, nodes: list[NodeInput]) -> list[NodeInput] | str:
-        """``nodes`` with the pods of the nodes being deleted placed on them first (any node may take those,
-        initialized or not, held or not, as Karpenter exempts them), or why they find no place."""
-        pods = tuple(self.pods[k] for keys in self.draining.values() for k in keys if k in self.pods)
+    def _others_first(self, nodes: list[NodeInput]) -> tuple[list[NodeInput], tuple[PodInput, ...], str | None]:
+        """Place the pods of the nodes being deleted and the pending pods first, on ``nodes`` (any node may take
+        those, initialized or not, held or not, as Karpenter exempts them): (``nodes`` with them placed, those
+        that need new capacity, why a pod of a node being deleted finds no place at all)."""
+        leaving = [self.pods[k] for keys in self.draining.values() for k in keys if k in self.pods]
+        pods = (*leaving, *self.base.pods)
         if not pods:
-            return nodes
+            return nodes, (), None
+        by_key = {p.key: p for p in pods}
         result = self._solve(pods, nodes, frozenset())
-        if result.unschedulable or result.node_claims:
-            who = result.unschedulable[0].pod if result.unschedulable else result.node_claims[0].pods[0]
-            return f"pod {who} of a node being deleted needs new capacity first"
+        stuck = [u.pod for u in result.unschedulable if u.pod in self._draining_keys]
+        if stuck:
+            return nodes, (), f"pod {stuck[0]} of a node being deleted cannot be rescheduled"
+        carried = tuple(by_key[k] for nc in result.node_claims for k in nc.pods if k in by_key)
         placed = {e.name: e.pods for e in result.existing}
         out: list[NodeInput] = []
         for n in nodes:
@@ -254,37 +258,54 @@ class Simulator:
             if keys:
                 requested = dict(n.requested)
                 for k in keys:
-                    for r, v in self.pods[k].requests.items():
+                    for r, v in by_key[k].requests.items():
                         requested[r] = requested.get(r, 0) + v
                 n = dataclasses.replace(n, pods=(*n.pods, *keys), requested=requested)
             out.append(n)
-        return out
+        return out, carried, None
 
-    def run(self, candidates: Sequence[Candidate], *, draining: bool = False) -> SchedulingResult:
-        """Where the candidates' pods go (with ``draining``: after those of the nodes being deleted), or
-        UNSCHEDULABLE entries (needing an uninitialized destination is one)."""
-        gone = {c.name for c in candidates} | (set(self.draining) if draining else set())
-        pods = tuple(
+    @property
+    def _draining_keys(self) -> frozenset[str]:
+        return frozenset(k for keys in self.draining.values() for k in keys)
+
+    def run(self, candidates: Sequence[Candidate], *, cluster: bool = False) -> SchedulingResult:
+        """Where the candidates' pods go, or UNSCHEDULABLE entries (needing an uninitialized destination is
+        one). With ``cluster`` (consolidation, as Karpenter simulates it), the pods of nodes being deleted and
+        the pending pods take their places first and share the new capacity; pending pods that fit nowhere are
+        not the candidates' concern."""
+        gone = {c.name for c in candidates} | (set(self.draining) if cluster else set())
+        own = tuple(
             self.pods[p.key] for c in candidates for p in c.movable if p.key in self.pods and p.key not in c.held
         )
         nodes = [n for n in self.base.nodes if n.name not in gone]
-        if draining and self.draining:
-            after = self._after_draining(nodes)
-            if isinstance(after, str):
-                pod = pods[0].key if pods else ""
-                return SchedulingResult((), (), (UnschedulablePod(pod, {"": after}),))
-            nodes = after
+        pods = own
+        if cluster:
+            nodes, carried, stuck = self._others_first(nodes)
+            if stuck is not None:
+                return SchedulingResult((), (), (UnschedulablePod(own[0].key if own else "", {"": stuck}),))
+            pods = (*own, *carried)
+        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes)
+        if cluster and self.base.pods:
+            pending = {p.key for p in self.base.pods}
+            kept = tuple(u for u in result.unschedulable if u.pod not in pending)
+            result = dataclasses.replace(result, unschedulable=kept)
+        return result
+
+    def _candidates_placed(
+        self, pods: tuple[PodInput, ...], own: frozenset[str], nodes: list[NodeInput]
+    ) -> SchedulingResult:
         unready = frozenset(n.name for n in nodes if _uninitialized(n))
         # initialized nodes first: only what they cannot take may reveal a need for an uninitialized node
         first = self._solve(pods, nodes, self.held | unready)
         if not unready or (not first.node_claims and not first.unschedulable):
             return first
         second = self._solve(pods, nodes, self.held)
-        used = [e for e in second.existing if e.name in unready]
+        used = [(e.name, k) for e in second.existing if e.name in unready for k in e.pods if k in own]
         if not used:
             return first
-        why = f"would schedule against uninitialized node {used[0].name}"
-        return dataclasses.replace(second, unschedulable=(UnschedulablePod(used[0].pods[0], {"": why}),))
+        name, key = used[0]
+        why = f"would schedule against uninitialized node {name}"
+        return dataclasses.replace(second, unschedulable=(UnschedulablePod(key, {"": why}),))
 
 
 def moves_of(result: SchedulingResult, only: Iterable[Candidate] | None = None) -> tuple[Move, ...]:
@@ -385,7 +406,7 @@ def consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Setti
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:
         return hopeless
-    result = sim.run(candidates, draining=True)
+    result = sim.run(candidates, cluster=True)
     if result.unschedulable:
         first = result.unschedulable[0]
         why = "; ".join(f"{k or 'no NodePool'}: {v}" if k else v for k, v in sorted(first.reasons.items()))

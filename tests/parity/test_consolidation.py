@@ -1169,3 +1169,15 @@ def test_pending_pods_are_simulated_with_the_candidates() -> None:
     result = disrupt([*objects, pod("huge", cpu="62")])
     assert result["command"] is None
     assert "no cheaper" in unconsolidatable(result, "big")
+
+
+def test_a_deleting_nodes_pod_is_placed_once() -> None:
+    """The pods of a node being deleted are placed once before the candidate's (not once as pending, once more
+    as leaving): here the other node has room for that pod and the candidate's, not for two copies."""
+    objects = [*base(pool(types=DELETE_TYPES)), *mn("old", "m5.2xlarge", deleting=ago(minutes=1))]
+    objects += [*pods_on("old", "o0", cpu="3"), *mn("dest", "m5.2xlarge")]
+    objects += pods_on("dest", "d0", "d1", cpu="1750m")
+    objects += [*mn("n1", "m5.2xlarge"), *pods_on("n1", "p1")]
+    result = disrupt(objects)
+    assert _deleted(result) == ["n1"]
+    assert command(result)["moves"] == [{"pod": "default/p1", "node": "dest"}]

@@ -242,7 +242,8 @@ class Simulator:
         those, initialized or not, held or not, as Karpenter exempts them): (``nodes`` with them placed, those
         that need new capacity, why a pod of a node being deleted finds no place at all)."""
         leaving = [self.pods[k] for keys in self.draining.values() for k in keys if k in self.pods]
-        pods = (*leaving, *self.base.pods)
+        draining = self._draining_keys  # the plan may already count them pending: once is enough
+        pods = (*leaving, *(p for p in self.base.pods if p.key not in draining))
         if not pods:
             return nodes, (), None
         by_key = {p.key: p for p in pods}

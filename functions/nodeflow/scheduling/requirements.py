@@ -136,17 +136,19 @@ class Requirement:
         return Requirement(self.key, complement, values, greater, less, min_values)
 
     def any_value(self) -> str | None:
-        """A deterministic value satisfying the requirement (for single-valued labels)."""
+        """A deterministic value satisfying the requirement (None for DoesNotExist).
+
+        In: the smallest value. NotIn / Exists / Gt / Lt: as Karpenter, an integer (it draws one at
+        random within the bounds; here the smallest one from 0 or the lower bound that is not excluded).
+        """
         if not self.complement:
             return min(self.values) if self.values else None
-        if self.greater_than is not None:
-            candidate = self.greater_than + 1
-            if self.less_than is None or candidate < self.less_than:
-                return str(candidate)
+        candidate = self.greater_than + 1 if self.greater_than is not None else 0
+        while str(candidate) in self.values:
+            candidate += 1
+        if self.less_than is not None and candidate >= self.less_than:
             return None
-        if self.less_than is not None:
-            return str(self.less_than - 1)
-        return None
+        return str(candidate)
 
     def describe(self) -> str:
         """Human-readable form, e.g. ``In [a, b]`` or ``Exists``."""
@@ -266,10 +268,10 @@ class Requirements(Mapping[str, Requirement]):
     def labels(self) -> dict[str, str]:
         """Labels a node with these requirements carries.
 
-        Single-valued ``In`` gives its value. A custom (not well-known) key that allows several
-        values gets one of them, deterministically the smallest, as Karpenter labels a node with
-        some allowed value; well-known keys with several values (zone, instance type...) are
-        decided by the launch, not here.
+        Single-valued ``In`` gives its value. A custom (not well-known) key gets a value it allows
+        (:meth:`Requirement.any_value`), as Karpenter labels a node with some allowed value: so a node
+        made for a pod requiring ``key Exists`` (or ``NotIn``) does carry the key. Well-known keys with
+        several values (zone, instance type...) are decided by the launch, not here.
         """
         out: dict[str, str] = {}
         for key, req in self._items.items():

@@ -109,5 +109,6 @@ def test_equality_and_hash() -> None:
     b = reqs(req("b", "Exists"), req("a", "In", "1"))
     assert a == b
     assert hash(a) == hash(b)
-    assert a.labels() == {"a": "1"}
+    # A custom key the requirements only need to exist gets a value too (Karpenter labels the node with one).
+    assert a.labels() == {"a": "1", "b": "0"}
     assert a.add(reqs(req("a", "In", "1", "2")))["a"].values == {"1"}

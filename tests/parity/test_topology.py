@@ -313,7 +313,7 @@ def test_only_bound_live_matching_pods_of_the_namespace_count_per_zone() -> None
     "Topology / Zonal / should only count running/scheduled pods with matching labels scheduled to nodes with a corresponding domain"
 )
 @pytest.mark.parametrize("gone", [{"deleting": "2026-11-21T11:59:00Z"}, {"phase": "Succeeded"}, {"phase": "Failed"}])
-def test_a_terminating_or_finished_pod_leaves_its_zone_empty(gone: dict[str, str]) -> None:
+def test_a_terminating_or_finished_pod_leaves_its_zone_empty(gone: dict[str, Any]) -> None:
     """Us-east-1a and 1b hold one live pod each, 1c only a pod that is going or gone: 1c is the emptiest."""
     tiny = {"cpu": "100m", "memory": "16Gi", "pods": "110"}
     objects = [node(n, pool=None, zone=z, allocatable=tiny) for n, z in (("na", A), ("nb", B), ("nc", C))]

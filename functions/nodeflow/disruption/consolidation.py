@@ -11,14 +11,17 @@ Order (``consolidation_order``): best savings per disruption first, Karpenter's 
 1 + the positive eviction costs of its pods; single-node consolidation interleaves the NodePools (the first
 of each NodePool, by name, then the second of each, ...).
 
-``Simulator.run(candidates)`` asks the solver (the same one the provisioner uses) to place the candidates'
-movable pods, and those of nodes already being deleted (they are leaving too), on the OTHER nodes
-(existing and launching) plus new NodeClaims from any NodePool. Nodes being deleted are no destination;
-neither is a node inside its consolidateAfter window (``on_hold``: its NodeClaim's last pod event, else its
-initialization, less than consolidateAfter ago). A simulation that needs an uninitialized node (not yet
-initialized, or still launching) fails: pods are packed on initialized nodes first, and only if some pod
-would still need an uninitialized one is the move refused (Karpenter cannot trust a node that has not
-finished initializing). Pending pods are not part of the simulation: they are the provisioner's.
+``Simulator.run(candidates, cluster=True)`` simulates as Karpenter does: the pods of nodes already being
+deleted (they are leaving too) and the cluster's pending pods take their places first, on any other node
+(existing or launching; a pending pod that fits nowhere is not the candidates' concern), then the
+candidates' movable pods (not those held by do-not-disrupt or a PodDisruptionBudget) go to the other nodes
+plus new NodeClaims from any NodePool, sharing new capacity with the pods carried over. Nodes being deleted
+are no destination; neither, for the candidates' pods, is a node inside its consolidateAfter window
+(``on_hold``: its NodeClaim's last pod event, else its initialization, less than consolidateAfter ago). A
+simulation that needs an uninitialized node (not yet initialized, or still launching) for a candidate's pod
+fails: pods are packed on initialized nodes first, and only if one would still need an uninitialized node
+is the move refused (Karpenter cannot trust a node that has not finished initializing). Drift uses
+``run(candidates)``: the candidate's pods only.
 
 Before simulating, ``Simulator.hopeless`` rules candidates out cheaply (a necessary condition, see
 there), which keeps a round over a full cluster fast.

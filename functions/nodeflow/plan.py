@@ -379,13 +379,12 @@ def _node_input(
     claim: NodeClaim | None = None,
     deleting: bool = False,
 ) -> NodeInput:
-    """A registered node. While its NodeClaim is not initialized the node is not either (whatever its
-    labels say), and a resource its kubelet reports as zero or not yet (e.g. GPUs before the device
-    plugin runs) is taken from the NodeClaim, as Karpenter does."""
+    """A registered node. Until it carries karpenter.sh/initialized "true" (what Karpenter's cluster state
+    reads: the Node's label, not the NodeClaim's condition), a resource its kubelet reports as zero or not
+    yet (e.g. GPUs before the device plugin runs) is taken from the NodeClaim, as Karpenter does."""
     labels = dict(node.metadata.labels or {})
     allocatable, capacity = node.allocatable_milli(), node.capacity_milli()
-    if claim is not None and not _initialized(claim):
-        labels.pop(wk.LABEL_INITIALIZED, None)
+    if claim is not None and labels.get(wk.LABEL_INITIALIZED) != "true":
         status = claim.status
         if status is not None:
             allocatable = _fill_zeros(allocatable, resource_milli(status.allocatable or {}))

@@ -68,7 +68,11 @@ def collect() -> tuple[str, dict[str, list[str]], dict[str, FileRows], list[str]
                 if spec not in known:
                     problems.append(f"{module.__name__}.{name}: {spec!r} is not a spec of {upstream}")
                     continue
-                file_rows.mirrored.setdefault(spec, []).append((name, obj.__differs__))
+                xfail = next((m for m in getattr(obj, "pytestmark", ()) if m.name == "xfail"), None)
+                differs = obj.__differs__
+                if xfail is not None:  # a known failure is not parity: say so in the table
+                    differs = f"FAILS (xfail): {xfail.kwargs.get('reason', '')}"
+                file_rows.mirrored.setdefault(spec, []).append((name, differs))
         for spec, why in getattr(module, "NOT_EXPRESSIBLE", {}).items():
             if spec not in known:
                 problems.append(f"{module.__name__}.NOT_EXPRESSIBLE: {spec!r} is not a spec of {upstream}")

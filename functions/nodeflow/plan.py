@@ -25,7 +25,6 @@ from nodeflow.api.core import (
     daemon_set_pod,
     resource_milli,
 )
-from nodeflow.api.duration import parse_duration
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
@@ -41,6 +40,7 @@ from nodeflow.constraints import (
     topology_spreads,
     volume_requirements,
 )
+from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements, normalize_key
@@ -228,44 +228,6 @@ def _is_pending(pod: Pod) -> bool:
     return not (owner is not None and owner.kind == "DaemonSet")
 
 
-def _fully_blocked(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
-    """Would no eviction of ``pod`` ever be allowed (Karpenter's fully blocking PDBs): two PDBs select it,
-    or one says maxUnavailable 0 / "0%" or minAvailable "100%" (unless it lets unhealthy pods go
-    (unhealthyPodEvictionPolicy AlwaysAllow) and the pod is not Ready)."""
-    matching = [
-        p
-        for p in pdbs
-        if (p.metadata.namespace or "default") == pod.namespace
-        and p.spec.selector is not None
-        and p.spec.selector.matches(pod.labels)
-    ]
-    if len(matching) > 1:
-        return True
-    for budget in matching:
-        ready = pod.status.condition("Ready") if pod.status is not None else None
-        if budget.spec.unhealthy_pod_eviction_policy == "AlwaysAllow" and ready is not None and ready.status == "False":
-            continue
-        spec = budget.spec
-        if spec.max_unavailable in (0, "0%") or spec.min_available == "100%":
-            return True
-    return False
-
-
-def _do_not_disrupt(pod: Pod) -> bool:
-    """Does ``pod`` carry a do-not-disrupt annotation that may still be active ("true" or a positive duration:
-    a plan has no clock, so a duration counts as running)."""
-    value = (pod.metadata.annotations or {}).get(wk.ANNOTATION_DO_NOT_DISRUPT)
-    if value is None:
-        return False
-    if value == "true":
-        return True
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        return False
-    return seconds is not None and seconds > 0
-
-
 def _reschedulable(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
     """Does a pod bound to a deleting node need capacity elsewhere now (Karpenter's currently reschedulable
     pod): not finished; not terminating unless a StatefulSet owns it (its replacement needs the same name, so
@@ -277,9 +239,11 @@ def _reschedulable(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
     kind = owner.kind if owner is not None else None
     if pod.metadata.deletion_timestamp is not None and kind != "StatefulSet":
         return False
-    if kind in ("DaemonSet", "Node") or wk.ANNOTATION_MIRROR_POD in (pod.metadata.annotations or {}):
+    if is_daemon_or_mirror(pod):
         return False
-    return not _do_not_disrupt(pod) and not _fully_blocked(pod, pdbs)
+    # A plan has no clock: a do-not-disrupt duration counts as still running.
+    started = pod.status.start_time if pod.status is not None else None
+    return do_not_disrupt_active(pod.metadata.annotations, started, None) is None and not fully_blocking_pdbs(pod, pdbs)
 
 
 # --- node pools and classes --------------------------------------------------------------------

@@ -26,23 +26,23 @@ Blockers (a blocked candidate is never disrupted voluntarily), as Karpenter's ca
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod, PodDisruptionBudget
-from nodeflow.api.duration import parse_duration, shift
+from nodeflow.api.duration import shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.meta import Taint
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.model import Snapshot
+from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
 
 __all__ = [
     "Candidate",
     "budget_standing",
     "build_candidates",
-    "do_not_disrupt_active",
     "held_pods",
     "node_price",
     "pdb_blockers",
@@ -82,30 +82,6 @@ class Candidate:
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
-def is_daemon_or_mirror(pod: Pod) -> bool:
-    owners = {o.kind for o in pod.metadata.owner_references or ()}
-    return bool(owners & {"DaemonSet", "Node"}) or wk.ANNOTATION_MIRROR_POD in (pod.metadata.annotations or {})
-
-
-def do_not_disrupt_active(annotations: Mapping[str, str] | None, started: datetime | None, now: datetime) -> str | None:
-    """The do-not-disrupt value if it protects now: ``"true"``, or a positive Go duration not yet elapsed since
-    ``started`` (unknown start: it protects, to be safe); any other value protects nothing. None otherwise."""
-    value = (annotations or {}).get(wk.ANNOTATION_DO_NOT_DISRUPT)
-    if value is None:
-        return None
-    if value == "true":
-        return value
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        return None
-    if seconds is None or seconds <= 0:
-        return None
-    if started is None:
-        return value
-    return value if shift(_aware(started), seconds) > now else None
 
 
 def _active(pod: Pod) -> bool:
@@ -183,30 +159,8 @@ def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: 
 
 
 def _fully_blocked(pod: Pod, pdbs: Sequence[PodDisruptionBudget], now: datetime) -> bool:
-    """Would PodDisruptionBudgets keep ``pod`` for good (Karpenter's fully blocking PDBs): it is evicted when its
-    node drains, and two PDBs select it, or one whose spec allows no disruption at all (maxUnavailable 0 or
-    "0%", minAvailable "100%") -- unless the pod is not Ready and that PDB's unhealthyPodEvictionPolicy is
-    AlwaysAllow."""
-    if not _evicted(pod, now):
-        return False
-    matching = [
-        p
-        for p in pdbs
-        if (p.metadata.namespace or "default") == pod.namespace
-        and p.spec.selector is not None
-        and p.spec.selector.matches(pod.labels)
-    ]
-    if len(matching) > 1:
-        return True
-    ready = pod.status.condition("Ready")
-    unhealthy = ready is not None and ready.status == "False"
-    for pdb in matching:
-        if unhealthy and pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow":
-            return False
-        spec = pdb.spec
-        if spec.max_unavailable in (0, "0%") or spec.min_available == "100%":
-            return True
-    return False
+    """Would PodDisruptionBudgets keep ``pod`` for good: it is evicted when its node drains and they fully block it."""
+    return _evicted(pod, now) and fully_blocking_pdbs(pod, pdbs)
 
 
 def held_pods(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> frozenset[str]:

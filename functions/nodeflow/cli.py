@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from nodeflow.api.manifests import ManifestError, load_manifests
     from nodeflow.catalog.source import CatalogError, RegionNotAvailable
-    from nodeflow.plan import ClusterState, build_input
+    from nodeflow.plan import ClusterState, build_input, plan_warnings
 
     try:
         manifests = load_manifests(args.paths)
@@ -152,16 +152,20 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "disrupt":
         return _disrupt(manifests, catalog, args, out, err)
     policy = "Ignore" if args.ignore_preferences else "Respect"
-    inp = build_input(ClusterState.from_manifests(manifests), catalog, policy, args.min_values_policy)
+    state = ClusterState.from_manifests(manifests)
+    inp = build_input(state, catalog, policy, args.min_values_policy)
     if args.command == "explain":
         return _explain(inp, args, out, err)
     from nodeflow.scheduling.solver import solve
 
     result = solve(inp)
+    warnings = plan_warnings(state, inp, catalog.region)
     if args.output == "json":
-        json.dump(result.to_json(), out, indent=2)
+        json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
         out.write("\n")
     else:
+        for warning in warnings:
+            print(f"warning: {warning}", file=err)
         render_table(result, out, spot_estimated=catalog.spot_prices_estimated)
     return EXIT_OK
 

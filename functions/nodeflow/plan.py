@@ -55,7 +55,15 @@ from nodeflow.scheduling.types import (
     SchedulingResult,
 )
 
-__all__ = ["ClusterState", "build_input", "convert_pods", "node_class_readiness", "node_class_settings", "plan"]
+__all__ = [
+    "ClusterState",
+    "build_input",
+    "convert_pods",
+    "node_class_readiness",
+    "node_class_settings",
+    "plan",
+    "plan_warnings",
+]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Device names an AMI family boots from, when no mapping says rootVolume: true.
@@ -576,3 +584,41 @@ def build_input(
         preference_policy=preference_policy,
         min_values_policy=min_values_policy,
     )
+
+
+# --- what a plan assumes ------------------------------------------------------------------------
+
+# At most this many pods are named in one warning; more are counted.
+_NAMED_PODS = 5
+
+
+def plan_warnings(state: ClusterState, inp: SchedulingInput, region: str) -> list[str]:
+    """What a plan of ``inp`` (built from ``state``) assumes, one sentence each, in a stable order:
+    an EC2NodeClass a NodePool uses that has no resolved subnets (every zone of ``region`` is assumed),
+    no pending pods at all, pending pods that request nothing (planned as needing no CPU or memory)."""
+    warnings: list[str] = []
+    used = {p.spec.template.spec.node_class_ref.name for p in state.node_pools}
+    for node_class in sorted(state.node_classes, key=lambda c: c.name):
+        if node_class.name not in used:
+            continue
+        subnets = node_class.status.subnets if node_class.status is not None else None
+        if not any(s.zone for s in subnets or ()):
+            what = "no status" if node_class.status is None else "no subnets in its status"
+            warnings.append(
+                f"EC2NodeClass {node_class.name!r} has {what} (it was not resolved against AWS): "
+                f"all zones of {region} are assumed"
+            )
+    if not inp.pods:
+        warnings.append(
+            "no pending pods found (pods without spec.nodeName that are not finished, deleted or DaemonSet-owned, "
+            "and pods of deleting nodes): nothing to plan"
+        )
+    bare = sorted(p.key for p in inp.pods if not any(v for k, v in p.requests.items() if k != "pods"))
+    if bare:
+        named = ", ".join(bare[:_NAMED_PODS])
+        more = f" and {len(bare) - _NAMED_PODS} more" if len(bare) > _NAMED_PODS else ""
+        warnings.append(
+            f"{len(bare)} pending pod(s) request no resources (no cpu or memory requests or limits): {named}{more}; "
+            "they are planned as needing only a pod slot"
+        )
+    return warnings

@@ -219,7 +219,8 @@ def test_cpu_limit_counts_what_the_pool_already_runs(tmp_path: Path) -> None:
 
 def test_json_shape_is_the_documented_contract(tmp_path: Path) -> None:
     result = plan_json(ROOT / "examples" / "demo")
-    assert list(result) == ["nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour"]
+    assert list(result) == ["nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour", "warnings"]
+    assert all(isinstance(w, str) and w for w in result["warnings"])
     for claim in result["nodeClaims"]:
         assert list(claim) == [
             "nodePool",
@@ -328,3 +329,84 @@ def test_nodes_limit(tmp_path: Path) -> None:
     assert len(result["nodeClaims"]) == 2
     (item,) = result["unschedulable"]
     assert "limit nodes=2" in item["reasons"]["general"]
+
+
+# --- warnings: what a plan assumes -------------------------------------------------------------
+
+RESOLVED_STATUS = """
+status:
+  subnets:
+    - {id: subnet-a, zone: us-east-1a, zoneID: use1-az1}
+    - {id: subnet-b, zone: us-east-1b, zoneID: use1-az2}
+"""
+
+
+def bare_pod(name: str) -> str:
+    return f"""
+    apiVersion: v1
+    kind: Pod
+    metadata: {{name: {name}, namespace: shop}}
+    spec:
+      containers: [{{name: c, image: x}}]
+    """
+
+
+def test_no_warnings_gives_an_empty_list_and_the_same_bytes_as_before(tmp_path: Path) -> None:
+    path = write(tmp_path, "m.yaml", GENERAL + RESOLVED_STATUS, deployment("web", 3, "500m", "1Gi"))
+    code, out, err = run("-f", str(path), "-o", "json")
+    assert (code, err) == (0, "")
+    inp = build_input(ClusterState.from_manifests(load_manifests([str(path)])), load_offline())
+    from nodeflow.scheduling.solver import solve
+
+    assert out == json.dumps({**solve(inp).to_json(), "warnings": []}, indent=2) + "\n"
+    zones = {z for nc in json.loads(out)["nodeClaims"] for z in nc["zones"]}
+    assert zones <= {"us-east-1a", "us-east-1b"}
+    code, table, err = run("-f", str(path))
+    assert (code, err) == (0, "")
+    assert table.startswith("NODEPOOL")
+
+
+def test_warns_of_a_node_class_without_status_naming_it(tmp_path: Path) -> None:
+    unused = GENERAL.split("---")[1].replace("name: default", "name: unused")
+    path = write(tmp_path, "m.yaml", GENERAL, unused, deployment("web", 2, "1", "1Gi"))
+    result = plan_json(path)
+    assert result["warnings"] == [
+        "EC2NodeClass 'default' has no status (it was not resolved against AWS): all zones of us-east-1 are assumed"
+    ]
+    code, out, err = run("-f", str(path))
+    assert code == 0
+    assert err == (
+        "warning: EC2NodeClass 'default' has no status (it was not resolved against AWS): "
+        "all zones of us-east-1 are assumed\n"
+    )
+    assert "warning" not in out
+    with_status_no_subnets = GENERAL + "status: {conditions: []}\n"
+    path = write(tmp_path, "n.yaml", with_status_no_subnets, deployment("web", 2, "1", "1Gi"))
+    assert ["no subnets in its status" in w for w in plan_json(path)["warnings"]] == [True]
+
+
+def test_warns_when_no_pending_pod_is_found(tmp_path: Path) -> None:
+    path = write(tmp_path, "m.yaml", GENERAL + RESOLVED_STATUS)
+    result = plan_json(path)
+    assert result["nodeClaims"] == []
+    assert len(result["warnings"]) == 1
+    assert result["warnings"][0].startswith("no pending pods found")
+    code, out, err = run("-f", str(path))
+    assert code == 0
+    assert err.startswith("warning: no pending pods found")
+    assert "TOTAL: 0 new node(s)" in out
+
+
+def test_warns_of_pods_without_requests_naming_few_and_counting_many(tmp_path: Path) -> None:
+    few = write(tmp_path, "few.yaml", GENERAL + RESOLVED_STATUS, bare_pod("b"), bare_pod("a"))
+    (warning,) = plan_json(few)["warnings"]
+    assert warning.startswith("2 pending pod(s) request no resources")
+    assert ": shop/a, shop/b;" in warning
+    many = write(tmp_path, "many.yaml", GENERAL + RESOLVED_STATUS, *(bare_pod(f"p{i}") for i in range(8)))
+    (warning,) = plan_json(many)["warnings"]
+    assert warning.startswith("8 pending pod(s) request no resources")
+    assert ": shop/p0, shop/p1, shop/p2, shop/p3, shop/p4 and 3 more;" in warning
+    # A pod with only a limit has a request (Kubernetes defaults it), so it is not named.
+    limited = bare_pod("lim").replace("image: x", "image: x, resources: {limits: {cpu: '1'}}")
+    path = write(tmp_path, "lim.yaml", GENERAL + RESOLVED_STATUS, limited)
+    assert plan_json(path)["warnings"] == []

@@ -1,8 +1,13 @@
 """NodePool status, written through the status subresource.
 
-``status.resources``: the summed ``status.capacity`` of the nodes labelled
-``karpenter.sh/nodepool=<name>`` plus ``nodes`` (their count, as Karpenter reports it);
-``status.nodes``: the count. Conditions (operatorpkg style, lastTransitionTime kept while
+``status.resources``: as Karpenter's NodePool counter reports it, the summed capacity of the pool's
+nodes (every resource, extended ones included) plus ``nodes`` (their count), with cpu, memory, pods,
+ephemeral-storage and nodes always present ("0" when none). A node is a Node, a NodeClaim, or both
+(matched by providerID); it belongs to the pool its labels name (the Node's when there is one). Its
+capacity is the Node's ``status.capacity``; while the NodeClaim is not Initialized, the NodeClaim's
+``status.capacity`` (a launched NodeClaim without a Node yet counts) fills what the Node reports as
+zero or lacks. A Node or NodeClaim being deleted does not count. ``status.nodes``: the count.
+Conditions (operatorpkg style, lastTransitionTime kept while
 a condition's status does not change):
 
 - ``ValidationSucceeded``: False with the ``"field.path: rule"`` lines of an invalid NodePool,
@@ -17,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from nodeflow.api import labels as wk
-from nodeflow.api.core import Node
+from nodeflow.api.core import Node, resource_milli
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
 from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, KubeClient
@@ -85,19 +90,64 @@ def set_condition(
     return out
 
 
-def node_pool_resources(pool_name: str, nodes: Iterable[Node]) -> tuple[dict[str, str], int]:
-    """(summed capacity of the pool's nodes as quantities incl. ``nodes``, node count)."""
-    total: dict[str, int] = {}
-    count = 0
+_BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "nodes")
+
+
+def _counted_nodes(nodes: Iterable[Node], node_claims: Iterable[NodeClaim]) -> list[tuple[str, dict[str, int]]]:
+    """(nodepool label, capacity in milli-units) of every node not being deleted, as Karpenter's cluster
+    state sees it: Nodes and NodeClaims paired by providerID."""
+    claims = list(node_claims)
+    by_provider = {c.status.provider_id: c for c in claims if c.status and c.status.provider_id}
+    paired: set[int] = set()
+    out: list[tuple[str, dict[str, int]]] = []
     for node in nodes:
-        if node.labels.get(wk.LABEL_NODEPOOL) != pool_name:
+        claim = by_provider.get(node.spec.provider_id or "") if node.spec.provider_id else None
+        if claim is not None:
+            paired.add(id(claim))
+        if node.metadata.deletion_timestamp or (claim is not None and claim.metadata.deletion_timestamp):
+            continue
+        capacity = node.capacity_milli()
+        if claim is not None and not _initialized(claim):
+            for key, milli in _claim_capacity(claim).items():
+                if not capacity.get(key):
+                    capacity[key] = milli
+        out.append((node.labels.get(wk.LABEL_NODEPOOL, ""), capacity))
+    for claim in claims:
+        if id(claim) in paired or claim.metadata.deletion_timestamp:
+            continue
+        out.append(((claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""), _claim_capacity(claim)))
+    return out
+
+
+def _initialized(claim: NodeClaim) -> bool:
+    condition = claim.status.condition("Initialized") if claim.status else None
+    return condition is not None and condition.status == "True"
+
+
+def _claim_capacity(claim: NodeClaim) -> dict[str, int]:
+    return resource_milli(claim.status.capacity or {}) if claim.status else {}
+
+
+def node_pool_resources(
+    pool_name: str, nodes: Iterable[Node], node_claims: Iterable[NodeClaim] = ()
+) -> tuple[dict[str, str], int]:
+    """(summed capacity of the pool's nodes as quantities incl. ``nodes``, node count); see the module."""
+    total: dict[str, int] = dict.fromkeys(_BASE_RESOURCES, 0)
+    count = 0
+    for pool, capacity in _counted_nodes(nodes, node_claims):
+        if pool != pool_name:
             continue
         count += 1
-        for key, milli in node.capacity_milli().items():
+        for key, milli in capacity.items():
             total[key] = total.get(key, 0) + milli
-    resources = {key: format_milli(milli, key) for key, milli in sorted(total.items())}
-    resources["nodes"] = str(count)
+    total["nodes"] = count * 1000
+    resources = {key: format_milli(milli, key if _binary(key) else "cpu") for key, milli in sorted(total.items())}
     return resources, count
+
+
+def _binary(resource: str) -> bool:
+    """Byte amounts (printed with Ki/Mi/Gi suffixes); counts such as pods or GPUs print as plain numbers."""
+    return resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-")
 
 
 def node_class_ready(ref_name: str | None, node_class: EC2NodeClass | None) -> tuple[str, str, str]:
@@ -118,6 +168,7 @@ def node_pool_status(
     pool_name: str,
     *,
     nodes: Iterable[Node],
+    node_claims: Iterable[NodeClaim] = (),
     node_class_ref: str | None,
     node_class: EC2NodeClass | None,
     validation_errors: Sequence[str] = (),
@@ -126,7 +177,7 @@ def node_pool_status(
     now: datetime,
 ) -> dict[str, Any]:
     """The NodePool's new ``status`` (pure)."""
-    resources, count = node_pool_resources(pool_name, nodes)
+    resources, count = node_pool_resources(pool_name, nodes, node_claims)
     conditions: list[dict[str, Any]] = list((previous or {}).get("conditions") or [])
     if validation_errors:
         valid = ("False", "ValidationFailed", "; ".join(validation_errors))
@@ -214,6 +265,7 @@ def update_node_pool_statuses(
         status = node_pool_status(
             name,
             nodes=snapshot.nodes,
+            node_claims=snapshot.node_claims,
             node_class_ref=ref_name,
             node_class=classes.get(ref_name or ""),
             validation_errors=errors,

@@ -104,7 +104,13 @@ def test_node_pool_status_resources_and_conditions(kube: KubeClient, server: Any
     assert set(written) == {"default", "other", "bad"}
 
     default = kube.get(kc.NODE_POOLS, "default")
-    assert default["status"]["resources"] == {"cpu": "6", "memory": "24Gi", "pods": "220", "nodes": "2"}
+    assert default["status"]["resources"] == {
+        "cpu": "6",
+        "memory": "24Gi",
+        "pods": "220",
+        "ephemeral-storage": "0",
+        "nodes": "2",
+    }
     assert default["status"]["nodes"] == 2
     assert _conditions(default) == {
         "ValidationSucceeded": ("True", "ValidationSucceeded", ""),
@@ -112,7 +118,13 @@ def test_node_pool_status_resources_and_conditions(kube: KubeClient, server: Any
         "Ready": ("True", "Ready", ""),
     }
     other = kube.get(kc.NODE_POOLS, "other")
-    assert other["status"]["resources"] == {"nodes": "0"}
+    assert other["status"]["resources"] == {
+        "cpu": "0",
+        "memory": "0",
+        "pods": "0",
+        "ephemeral-storage": "0",
+        "nodes": "0",
+    }
     conds = _conditions(other)
     assert conds["NodeClassReady"][:2] == ("False", "NodeClassNotFound")
     assert conds["Ready"][0] == "False"
@@ -134,6 +146,53 @@ def test_node_pool_status_resources_and_conditions(kube: KubeClient, server: Any
     assert default["status"]["resources"]["cpu"] == "8"
     ready = next(c for c in default["status"]["conditions"] if c["type"] == "Ready")
     assert ready["lastTransitionTime"] == "2025-01-01T12:00:00Z"
+
+
+def test_node_pool_resources_count_node_claims_as_karpenter_does(kube: KubeClient) -> None:
+    """Karpenter's counter: a launched NodeClaim without a Node counts with its capacity; while a NodeClaim
+    is not Initialized its capacity fills what its Node reports as zero; Nodes and NodeClaims being deleted
+    do not count; extended resources are summed; counts print as plain numbers (1024 pods, not 1Ki)."""
+    kube.create(kc.EC2_NODE_CLASSES, node_class("default"))
+    kube.create(kc.NODE_POOLS, node_pool("default"))
+
+    def claim(name: str, provider_id: str, capacity: dict[str, str], initialized: bool) -> None:
+        kube.create(kc.NODE_CLAIMS, node_claim(name))
+        condition = {"type": "Initialized", "status": "True" if initialized else "Unknown", "reason": "x"}
+        status = {"providerID": provider_id, "capacity": capacity, "conditions": [{**condition, "message": ""}]}
+        kube.patch(kc.NODE_CLAIMS, name, {"status": status}, subresource="status")
+
+    # registered, not Initialized: the Node reports no GPUs yet, the NodeClaim says 1
+    gpu = node("node-gpu", cpu="8", memory="32Gi", pods="512")
+    gpu["status"]["capacity"]["nvidia.com/gpu"] = "0"
+    gpu["status"]["capacity"]["ephemeral-storage"] = "20Gi"
+    kube.create(kc.NODES, gpu)
+    claim("default-gpu", gpu["spec"]["providerID"], {"cpu": "8", "nvidia.com/gpu": "1", "pods": "1"}, False)
+    # Initialized: the Node's capacity only
+    plain = node("node-plain", cpu="2", memory="8Gi", pods="512")
+    kube.create(kc.NODES, plain)
+    claim("default-plain", plain["spec"]["providerID"], {"cpu": "99", "example.com/x": "5"}, True)
+    # launched, no Node yet
+    claim("default-launching", "aws:///us-west-2a/i-0launching", {"cpu": "4", "memory": "16Gi"}, False)
+    # being deleted (a finalizer keeps them): neither counts
+    gone = node("node-gone", cpu="64")
+    gone["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    kube.create(kc.NODES, gone)
+    kube.delete(kc.NODES, "node-gone")
+    claim("default-going", "aws:///us-west-2a/i-0going", {"cpu": "64"}, False)
+    kube.patch(kc.NODE_CLAIMS, "default-going", {"metadata": {"finalizers": ["karpenter.sh/termination"]}})
+    kube.delete(kc.NODE_CLAIMS, "default-going")
+
+    update_node_pool_statuses(kube, take_snapshot(kube), now=T0)
+    status = kube.get(kc.NODE_POOLS, "default")["status"]
+    assert status["resources"] == {
+        "cpu": "14",
+        "memory": "56Gi",
+        "pods": "1024",
+        "ephemeral-storage": "20Gi",
+        "nvidia.com/gpu": "1",
+        "nodes": "3",
+    }
+    assert status["nodes"] == 3
 
 
 def test_node_class_not_ready_yet_is_unknown(kube: KubeClient) -> None:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from tests.kubeapi.cluster import APIError, Cluster, Gone, bad_request, method_not_allowed
 from tests.kubeapi.rbac import ADMIN, Authorizer, Decision, DecisionLog, Tokens, forbidden, request_attributes
 from tests.kubeapi.resources import Obj, ResourceType
+from tests.kubeapi.table import to_table, wants_table
 
 if TYPE_CHECKING:
     import kubernetes.client
@@ -220,17 +221,17 @@ class _Handler(BaseHTTPRequestHandler):
                 limit = int(query.get("limit") or 0)
             except ValueError:
                 raise bad_request(f"invalid limit: {query.get('limit')}") from None
-            self._send_json(
-                200,
-                cluster.list_objects(
-                    rt,
-                    namespace,
-                    query.get("labelSelector", ""),
-                    query.get("fieldSelector", ""),
-                    limit,
-                    query.get("continue", ""),
-                ),
+            listed = cluster.list_objects(
+                rt,
+                namespace,
+                query.get("labelSelector", ""),
+                query.get("fieldSelector", ""),
+                limit,
+                query.get("continue", ""),
             )
+            if wants_table(self.headers.get("Accept") or ""):
+                listed = self._table(rt, listed["items"], listed.get("metadata") or {})
+            self._send_json(200, listed)
         elif method == "POST":
             if rt.namespaced and namespace is None:
                 raise method_not_allowed()
@@ -272,7 +273,10 @@ class _Handler(BaseHTTPRequestHandler):
                     selector += "," + query["fieldSelector"]
                 self._watch(rt, namespace, {**query, "fieldSelector": selector})
                 return
-            self._send_json(200, cluster.get(rt, namespace, name))
+            obj = cluster.get(rt, namespace, name)
+            if wants_table(self.headers.get("Accept") or ""):
+                obj = self._table(rt, [obj], obj["metadata"])
+            self._send_json(200, obj)
         elif method == "PUT":
             self._send_json(
                 200, cluster.update(rt, namespace, name, self._json_body(raw), subresource=sub, dry_run=dry_run)
@@ -290,6 +294,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(code, body)
         else:
             raise method_not_allowed()
+
+    def _table(self, rt: ResourceType, items: list[Obj], list_meta: Obj) -> Obj:
+        cluster = self.server.kube.cluster
+        crd = None
+        if rt.crd_name:
+            crd_rt = cluster.resource_type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            assert crd_rt is not None
+            crd = cluster.get(crd_rt, None, rt.crd_name)
+        return to_table(rt, items, list_meta, cluster._now(), crd)
 
     # ------------------------------------------------------------------- watch
 

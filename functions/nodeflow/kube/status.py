@@ -275,8 +275,10 @@ def update_node_pool_statuses(
         )
         if _comparable(status) == _comparable(previous):
             continue
+        # a merge patch keeps map keys it does not name: a resource no node has any more is removed (null)
+        gone = {key: None for key in previous.get("resources") or {} if key not in status["resources"]}
         try:
-            write_node_pool_status(client, name, status)
+            write_node_pool_status(client, name, {**status, "resources": {**gone, **status["resources"]}})
         except NotFound:
             continue
         written[name] = status

@@ -194,6 +194,14 @@ def test_node_pool_resources_count_node_claims_as_karpenter_does(kube: KubeClien
     }
     assert status["nodes"] == 3
 
+    # the GPU node goes: its resource leaves status.resources (not kept by the merge patch)
+    kube.delete(kc.NODE_CLAIMS, "default-gpu")
+    kube.delete(kc.NODES, "node-gpu")
+    update_node_pool_statuses(kube, take_snapshot(kube), now=T0)
+    status = kube.get(kc.NODE_POOLS, "default")["status"]
+    assert status["resources"] == {"cpu": "6", "memory": "24Gi", "pods": "512", "ephemeral-storage": "0", "nodes": "2"}
+    assert status["nodes"] == 2
+
 
 def test_node_class_not_ready_yet_is_unknown(kube: KubeClient) -> None:
     _seed_pools(kube, ready_class=False)

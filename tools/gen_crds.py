@@ -13,8 +13,10 @@ inlined, ``anyOf`` with null dropped, ``additionalProperties: false`` dropped (s
 prune unknown fields instead), ``type`` on every node, model defaults (including
 ``default_factory`` ones) as ``default``. Same models, same bytes.
 
-What the schema cannot say (cross-field rules, restricted label domains, mutually exclusive
-selector-term fields, ...) stays in the models' validators; see ``CEL_ONLY_RULES``.
+Karpenter's CEL rules (``x-kubernetes-validations``) of the NodePool and NodeClaim CRDs are attached
+per field from ``FIELD_RULES`` / ``MODEL_RULES``. What else the schema cannot say (EC2NodeClass
+cross-field rules, mutually exclusive selector-term fields, ...) stays in the models' validators; see
+``CEL_ONLY_RULES``.
 """
 
 from __future__ import annotations
@@ -42,13 +44,17 @@ from nodeflow.api.karpenter import (  # noqa: E402
     BlockDevice,
     Budget,
     CapacityReservationSelectorTerm,
+    Disruption,
     EC2NodeClass,
     EC2NodeClassSpec,
     KubeletConfiguration,
     NodeClaim,
+    NodeClaimSpec,
     NodeClaimTemplateMetadata,
+    NodeClaimTemplateSpec,
     NodeClassReference,
     NodePool,
+    NodePoolSpec,
     NodeSelectorRequirementWithMinValues,
     SecurityGroupSelectorTerm,
     SubnetSelectorTerm,
@@ -59,7 +65,9 @@ from nodeflow.api.labels import AWS_GROUP, GROUP  # noqa: E402
 __all__ = [
     "CEL_ONLY_RULES",
     "CRD_DIR",
+    "FIELD_RULES",
     "KINDS",
+    "MODEL_RULES",
     "QUANTITY_PATTERN",
     "CRDKind",
     "build_crd",
@@ -152,9 +160,91 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (BlockDevice, "volumeSize"): {"pattern": karpenter_ec2._VOLUME_SIZE.pattern},
 }
 
+# ---------------------------------------------------------------------------------------------
+# CEL rules (x-kubernetes-validations): the rules Karpenter's v1 CRDs carry, attached where they sit
+# upstream. FIELD_RULES is keyed by (model, field alias) and merged into that field's schema like
+# _FIELD_SCHEMAS (a dict, so a rule may sit on a sub-field of the field's items); MODEL_RULES sits on
+# the model's own object schema. Rules naming oldSelf are transition rules (checked on update only).
+
+
+def _cel(rule: str, message: str) -> dict[str, str]:
+    return {"message": message, "rule": rule}
+
+
+def _rules(*rules: dict[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": list(rules)}
+
+
+_KARPENTER_DOMAIN_LABELS = '["karpenter.sh/capacity-type", "karpenter.sh/nodepool"]'
+_DOMAIN_OF_KEY = 'find("^([^/]+)").endsWith("karpenter.sh")'
+_RESTRICTED_DOMAIN_MSG = 'label domain "karpenter.sh" is restricted'
+_NODEPOOL_LABEL_MSG = 'label "karpenter.sh/nodepool" is restricted'
+_HOSTNAME_LABEL_MSG = 'label "kubernetes.io/hostname" is restricted'
+_KEY_DOMAIN = _cel(f"self in {_KARPENTER_DOMAIN_LABELS} || !self.{_DOMAIN_OF_KEY}", _RESTRICTED_DOMAIN_MSG)
+_KEY_NOT_NODEPOOL = _cel('self != "karpenter.sh/nodepool"', _NODEPOOL_LABEL_MSG)
+_KEY_NOT_HOSTNAME = _cel('self != "kubernetes.io/hostname"', _HOSTNAME_LABEL_MSG)
+_NUMERIC_OPS = "(x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte')"
+_REQUIREMENTS_RULES = (
+    _cel(
+        "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+        "requirements with operator 'In' must have a value defined",
+    ),
+    _cel(
+        f"self.all(x, {_NUMERIC_OPS} ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+    ),
+    _cel(
+        "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+        "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+    ),
+)
+
+
+def _requirements(*key_rules: dict[str, str]) -> dict[str, Any]:
+    return {**_rules(*_REQUIREMENTS_RULES), "items": {"properties": {"key": _rules(*key_rules)}}}
+
+
+FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    (NodeClassReference, "group"): _rules(_cel("self != ''", "group may not be empty")),
+    (NodeClassReference, "kind"): _rules(_cel("self != ''", "kind may not be empty")),
+    (NodeClassReference, "name"): _rules(_cel("self != ''", "name may not be empty")),
+    (NodeClaimTemplateSpec, "nodeClassRef"): _rules(
+        _cel("self.group == oldSelf.group", "nodeClassRef.group is immutable"),
+        _cel("self.kind == oldSelf.kind", "nodeClassRef.kind is immutable"),
+    ),
+    # A NodePool may not set karpenter.sh/nodepool itself; a NodeClaim carries it (set by Karpenter).
+    (NodeClaimTemplateSpec, "requirements"): _requirements(_KEY_DOMAIN, _KEY_NOT_NODEPOOL, _KEY_NOT_HOSTNAME),
+    (NodeClaimSpec, "requirements"): _requirements(_KEY_DOMAIN, _KEY_NOT_HOSTNAME),
+    (NodeClaimTemplateMetadata, "labels"): _rules(
+        _cel(f"self.all(x, x in {_KARPENTER_DOMAIN_LABELS} || !x.{_DOMAIN_OF_KEY})", _RESTRICTED_DOMAIN_MSG),
+        _cel('self.all(x, x != "karpenter.sh/nodepool")', _NODEPOOL_LABEL_MSG),
+        _cel('self.all(x, x != "kubernetes.io/hostname")', _HOSTNAME_LABEL_MSG),
+    ),
+    (Disruption, "budgets"): _rules(
+        _cel("self.all(x, has(x.schedule) == has(x.duration))", "'schedule' must be set with 'duration'")
+    ),
+}
+
+MODEL_RULES: dict[type[BaseModel], dict[str, Any]] = {
+    NodePoolSpec: _rules(
+        _cel(
+            "has(self.replicas) == has(oldSelf.replicas)",
+            "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+        ),
+        _cel(
+            "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || "
+            "(size(self.limits) == 1 && 'nodes' in self.limits))",
+            "only 'limits.nodes' is supported on static NodePools",
+        ),
+        _cel("!has(self.replicas) || !has(self.weight)", "'weight' is not supported on static NodePools"),
+    ),
+    NodeClaimSpec: _rules(_cel("self == oldSelf", "spec is immutable")),
+}
+
 # Rules the models enforce that an OpenAPI v3 structural schema cannot express (Karpenter states
-# them as CEL x-kubernetes-validations or enforces them at runtime). The CRDs do not carry them;
-# nodeflow's models reject such objects when it reads them.
+# them as CEL x-kubernetes-validations or enforces them at runtime). Those of Karpenter's NodePool and
+# NodeClaim CEL rules are in the CRDs too (FIELD_RULES / MODEL_RULES); the rest the CRDs do not carry,
+# and nodeflow's models reject such objects when it reads them.
 CEL_ONLY_RULES: tuple[str, ...] = (
     "NodePool/NodeClaim requirements: operator In needs >= 1 value; Exists/DoesNotExist take no values; "
     "Gt/Lt/Gte/Lte exactly one non-negative integer value",
@@ -236,9 +326,12 @@ class _CRDSchemaGenerator(GenerateJsonSchema):
                 default = _dump_default(field.get_default(call_default_factory=True, validated_data={}))
                 if default not in ({}, []):
                     prop["default"] = default
-            extra = _FIELD_SCHEMAS.get((cls, alias))
-            if extra is not None:
-                _merge(_field_target(prop), extra)
+            for table in (_FIELD_SCHEMAS, FIELD_RULES):
+                extra = table.get((cls, alias))
+                if extra is not None:
+                    _merge(_field_target(prop), extra)
+        if cls in MODEL_RULES:
+            _merge(js, MODEL_RULES[cls])
         return js
 
 
@@ -251,7 +344,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     ref = node.pop("$ref", None)
     if ref is not None:
         base = copy.deepcopy(defs[ref.rsplit("/", 1)[-1]])
-        base.update(node)
+        _merge(base, node)
         return _structural(base, defs)
     if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
         branches = [b for b in node.pop("anyOf") if b != {"type": "null"}]

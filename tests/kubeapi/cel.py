@@ -1,0 +1,94 @@
+"""CEL validation rules (``x-kubernetes-validations``) of a CRD schema, evaluated with cel-python.
+
+``validate(schema, obj, old)`` walks an object along its structural schema like the API server does:
+every rule on a node whose value is present is evaluated with ``self`` bound to that value; a rule that
+names ``oldSelf`` (a transition rule) only when the old object has a value at the same place, reached
+through object properties and map keys (list items are not correlated, as for atomic lists). Returns
+``(field path, message)`` for every rule that evaluates to false or fails to evaluate.
+
+Kubernetes' CEL library adds functions to standard CEL; those the Karpenter CRDs use are provided here:
+``string.find(regex)`` (the first match, or "").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+Violation = tuple[str, str]
+
+_ABSENT = object()
+
+
+def _find(value: celtypes.StringType, pattern: celtypes.StringType) -> celtypes.StringType:
+    match = re.search(str(pattern), str(value))
+    return celtypes.StringType(match.group(0) if match else "")
+
+
+_FUNCTIONS = {"find": _find}
+
+
+@functools.lru_cache(maxsize=512)
+def _program(rule: str) -> celpy.Runner:
+    env = celpy.Environment()
+    return env.program(env.compile(rule), functions=_FUNCTIONS)
+
+
+def is_transition_rule(rule: str) -> bool:
+    return re.search(r"\boldSelf\b", rule) is not None
+
+
+def evaluate(rule: str, value: Any, old: Any = _ABSENT) -> bool:
+    """One rule on one value; raises ValueError when it does not evaluate to a bool."""
+    activation = {"self": celpy.json_to_cel(value)}
+    if old is not _ABSENT:
+        activation["oldSelf"] = celpy.json_to_cel(old)
+    try:
+        result = _program(rule).evaluate(activation)
+    except celpy.CELEvalError as exc:
+        raise ValueError(f"rule {rule!r} failed to evaluate: {exc}") from exc
+    if isinstance(result, celpy.CELEvalError):
+        raise ValueError(f"rule {rule!r} failed to evaluate: {result}")
+    if not isinstance(result, celtypes.BoolType):
+        raise ValueError(f"rule {rule!r} evaluated to {result!r}, not a bool")
+    return bool(result)
+
+
+def validate(schema: dict[str, Any], obj: Any, old: Any = _ABSENT, path: str = "") -> list[Violation]:
+    """Every CEL rule of ``schema`` (recursively) that ``obj`` breaks; ``old`` is the stored object on update."""
+    out: list[Violation] = []
+    _walk(schema, obj, old, path, out)
+    return out
+
+
+def _walk(schema: dict[str, Any], value: Any, old: Any, path: str, out: list[Violation]) -> None:
+    if value is None:
+        return
+    for item in schema.get("x-kubernetes-validations") or []:
+        rule = item["rule"]
+        transition = is_transition_rule(rule)
+        if transition and old is _ABSENT:
+            continue
+        try:
+            ok = evaluate(rule, value, old if transition else _ABSENT)
+        except ValueError as exc:
+            out.append((path or "<root>", str(exc)))
+            continue
+        if not ok:
+            out.append((path or "<root>", item.get("message") or f"failed rule: {rule}"))
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, sub in value.items():
+            child = props.get(key) if key in props else (additional if isinstance(additional, dict) else None)
+            if child is None:
+                continue
+            old_child = old.get(key, _ABSENT) if isinstance(old, dict) else _ABSENT
+            _walk(child, sub, _ABSENT if old_child is None else old_child, f"{path}.{key}" if path else key, out)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            _walk(schema["items"], item, _ABSENT, f"{path}[{i}]", out)

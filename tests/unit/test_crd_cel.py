@@ -1,0 +1,349 @@
+"""Every CEL rule (x-kubernetes-validations) of the generated NodePool and NodeClaim CRDs, evaluated with
+cel-python (tests/kubeapi/cel.py): a good object is admitted on create and update, and for each rule a
+bad object (or update) is refused with that rule's message at that rule's field, and only by it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.kubeapi import cel
+from tests.kubeapi.crds import CRD_DIR
+
+Obj = dict[str, Any]
+
+
+def _schema(filename: str) -> Obj:
+    doc = next(d for d in yaml.safe_load_all((CRD_DIR / filename).read_text()) if d)
+    return doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
+
+
+SCHEMAS = {"NodePool": _schema("karpenter.sh_nodepools.yaml"), "NodeClaim": _schema("karpenter.sh_nodeclaims.yaml")}
+
+_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+_REQUIREMENTS = [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"], "minValues": 2},
+    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["3"]},
+    {"key": "karpenter.k8s.aws/instance-memory", "operator": "Lte", "values": ["65536"]},
+    {"key": "example.com/team", "operator": "Exists"},
+]
+
+GOOD: dict[str, Obj] = {
+    "NodePool": {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "a", "karpenter.sh/capacity-type": "spot"}},
+                "spec": {"nodeClassRef": dict(_REF), "requirements": copy.deepcopy(_REQUIREMENTS)},
+            },
+            "disruption": {
+                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                "budgets": [{"nodes": "10%"}, {"nodes": "0", "schedule": "@daily", "duration": "10m"}],
+            },
+            "limits": {"cpu": "1000"},
+            "weight": 10,
+        },
+    },
+    "NodeClaim": {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "default-abc12"},
+        "spec": {
+            "nodeClassRef": dict(_REF),
+            "requirements": [
+                *copy.deepcopy(_REQUIREMENTS),
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+            ],
+        },
+    },
+}
+
+_NP_SPEC = "spec.template.spec"
+
+
+def _set(path: str, value: Any) -> Callable[[Obj], None]:
+    """A mutation setting a dotted path (list indexes as numbers; label keys may contain dots: use '|')."""
+
+    def mutate(obj: Obj) -> None:
+        parts = [int(p) if p.isdigit() else p.replace("|", ".") for p in path.split(".")]
+        node: Any = obj
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Callable[[Obj], None]:
+    def mutate(obj: Obj) -> None:
+        parts = path.split(".")
+        node: Any = obj
+        for part in parts[:-1]:
+            node = node[int(part) if part.isdigit() else part]
+        del node[parts[-1]]
+
+    return mutate
+
+
+def _label(key: str) -> Callable[[Obj], None]:
+    def mutate(obj: Obj) -> None:
+        obj["spec"]["template"]["metadata"]["labels"][key] = "x"
+
+    return mutate
+
+
+def _both(*mutations: Callable[[Obj], None]) -> Callable[[Obj], None]:
+    def mutate(obj: Obj) -> None:
+        for m in mutations:
+            m(obj)
+
+    return mutate
+
+
+# (kind, rule field path, message, mutation, bad on update only). The rule field path is the schema
+# path of the field carrying the rule ([] for any list item); the mutation makes the good object break
+# exactly that rule (on create, or on update from the good object when the last column is True).
+CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
+    # NodePool
+    (
+        "NodePool",
+        "spec.disruption.budgets",
+        "'schedule' must be set with 'duration'",
+        _set("spec.disruption.budgets.1", {"nodes": "0", "schedule": "@daily"}),
+        False,
+    ),
+    (
+        "NodePool",
+        "spec.template.metadata.labels",
+        'label domain "karpenter.sh" is restricted',
+        _label("team.karpenter.sh/x"),
+        False,
+    ),
+    (
+        "NodePool",
+        "spec.template.metadata.labels",
+        'label "karpenter.sh/nodepool" is restricted',
+        _label("karpenter.sh/nodepool"),
+        False,
+    ),
+    (
+        "NodePool",
+        "spec.template.metadata.labels",
+        'label "kubernetes.io/hostname" is restricted',
+        _label("kubernetes.io/hostname"),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.nodeClassRef.group",
+        "group may not be empty",
+        _set(f"{_NP_SPEC}.nodeClassRef.group", ""),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.nodeClassRef.kind",
+        "kind may not be empty",
+        _set(f"{_NP_SPEC}.nodeClassRef.kind", ""),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.nodeClassRef.name",
+        "name may not be empty",
+        _set(f"{_NP_SPEC}.nodeClassRef.name", ""),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.nodeClassRef",
+        "nodeClassRef.group is immutable",
+        _set(f"{_NP_SPEC}.nodeClassRef.group", "example.com"),
+        True,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.nodeClassRef",
+        "nodeClassRef.kind is immutable",
+        _set(f"{_NP_SPEC}.nodeClassRef.kind", "OtherNodeClass"),
+        True,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.requirements[].key",
+        'label domain "karpenter.sh" is restricted',
+        _set(f"{_NP_SPEC}.requirements.3.key", "sub.karpenter.sh/thing"),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.requirements[].key",
+        'label "karpenter.sh/nodepool" is restricted',
+        _set(f"{_NP_SPEC}.requirements.3.key", "karpenter.sh/nodepool"),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.requirements[].key",
+        'label "kubernetes.io/hostname" is restricted',
+        _set(f"{_NP_SPEC}.requirements.3.key", "kubernetes.io/hostname"),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.requirements",
+        "requirements with operator 'In' must have a value defined",
+        _set(f"{_NP_SPEC}.requirements.3", {"key": "example.com/team", "operator": "In", "values": []}),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.requirements",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+        _set(f"{_NP_SPEC}.requirements.1.values", ["3", "4"]),
+        False,
+    ),
+    (
+        "NodePool",
+        f"{_NP_SPEC}.requirements",
+        "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+        _set(f"{_NP_SPEC}.requirements.0.minValues", 3),
+        False,
+    ),
+    (
+        "NodePool",
+        "spec",
+        "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+        _both(_set("spec.replicas", 3), _delete("spec.weight"), _set("spec.limits", {"nodes": "5"})),
+        True,
+    ),
+    (
+        "NodePool",
+        "spec",
+        "only 'limits.nodes' is supported on static NodePools",
+        _both(_set("spec.replicas", 3), _delete("spec.weight")),
+        False,
+    ),
+    (
+        "NodePool",
+        "spec",
+        "'weight' is not supported on static NodePools",
+        _both(_set("spec.replicas", 3), _set("spec.limits", {"nodes": "5"})),
+        False,
+    ),
+    # NodeClaim
+    ("NodeClaim", "spec.nodeClassRef.group", "group may not be empty", _set("spec.nodeClassRef.group", ""), False),
+    ("NodeClaim", "spec.nodeClassRef.kind", "kind may not be empty", _set("spec.nodeClassRef.kind", ""), False),
+    ("NodeClaim", "spec.nodeClassRef.name", "name may not be empty", _set("spec.nodeClassRef.name", ""), False),
+    (
+        "NodeClaim",
+        "spec.requirements[].key",
+        'label domain "karpenter.sh" is restricted',
+        _set("spec.requirements.3.key", "karpenter.sh/thing"),
+        False,
+    ),
+    (
+        "NodeClaim",
+        "spec.requirements[].key",
+        'label "kubernetes.io/hostname" is restricted',
+        _set("spec.requirements.3.key", "kubernetes.io/hostname"),
+        False,
+    ),
+    (
+        "NodeClaim",
+        "spec.requirements",
+        "requirements with operator 'In' must have a value defined",
+        _set("spec.requirements.3", {"key": "example.com/team", "operator": "In", "values": []}),
+        False,
+    ),
+    (
+        "NodeClaim",
+        "spec.requirements",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+        _set("spec.requirements.2.values", ["-1"]),
+        False,
+    ),
+    (
+        "NodeClaim",
+        "spec.requirements",
+        "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+        _set("spec.requirements.0.minValues", 5),
+        False,
+    ),
+    ("NodeClaim", "spec", "spec is immutable", _set("spec.expireAfter", "24h"), True),
+]
+
+
+def _rules(schema: Obj, path: str = "") -> list[tuple[str, str, str]]:
+    """(schema path, message, rule) of every x-kubernetes-validations entry."""
+    out = [(path, r["message"], r["rule"]) for r in schema.get("x-kubernetes-validations") or []]
+    for key, sub in (schema.get("properties") or {}).items():
+        out += _rules(sub, f"{path}.{key}" if path else key)
+    if isinstance(schema.get("items"), dict):
+        out += _rules(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        out += _rules(schema["additionalProperties"], f"{path}{{}}")
+    return out
+
+
+def _case_id(case: tuple[str, str, str, Callable[[Obj], None], bool]) -> str:
+    return f"{case[0]}:{case[1]}:{case[2]}"
+
+
+def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
+    in_crds = {(kind, path, message) for kind, schema in SCHEMAS.items() for path, message, _ in _rules(schema)}
+    in_table = {(kind, path, message) for kind, path, message, _, _ in CASES}
+    assert in_crds == in_table
+    assert len(CASES) == len(in_table)  # one case per rule
+    assert len(in_crds) == 27  # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules
+
+
+@pytest.mark.parametrize("kind", sorted(GOOD))
+def test_good_object_is_admitted_on_create_and_update(kind: str) -> None:
+    good = GOOD[kind]
+    assert cel.validate(SCHEMAS[kind], good) == []
+    assert cel.validate(SCHEMAS[kind], good, copy.deepcopy(good)) == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_each_rule_rejects_its_bad_object(case: tuple[str, str, str, Callable[[Obj], None], bool]) -> None:
+    kind, rule_path, message, mutate, on_update = case
+    good = GOOD[kind]
+    bad = copy.deepcopy(good)
+    mutate(bad)
+    violations = cel.validate(SCHEMAS[kind], bad, good) if on_update else cel.validate(SCHEMAS[kind], bad)
+    assert [(re.sub(r"\[\d+\]", "[]", path), msg) for path, msg in violations] == [(rule_path, message)]
+    if on_update:  # a transition rule does not apply on create
+        assert cel.validate(SCHEMAS[kind], bad) == []
+
+
+def test_transition_rules_are_the_ones_naming_oldself() -> None:
+    transition = {m for s in SCHEMAS.values() for _, m, rule in _rules(s) if cel.is_transition_rule(rule)}
+    assert transition == {
+        "nodeClassRef.group is immutable",
+        "nodeClassRef.kind is immutable",
+        "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+        "spec is immutable",
+    }
+
+
+def test_a_rule_that_cannot_evaluate_is_reported_with_its_field() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "string", "x-kubernetes-validations": [{"rule": "int(self) > 0", "message": "positive"}]}
+        },
+    }
+    assert cel.validate(schema, {"n": "5"}) == []
+    assert cel.validate(schema, {"n": "0"}) == [("n", "positive")]
+    [(path, detail)] = cel.validate(schema, {"n": "five"})
+    assert path == "n"
+    assert "failed to evaluate" in detail

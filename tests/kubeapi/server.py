@@ -41,6 +41,10 @@ _NOT_FOUND = APIError(404, "NotFound", "the server could not find the requested 
 #: the token of ``api_client()`` and ``kubeconfig()``: a cluster admin (system:masters) when RBAC is on
 ADMIN_TOKEN = "nodeflow-test"
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
+#: request bodies and answers the server does not speak (it serves JSON only)
+PROTOBUF_TYPES = frozenset(
+    {"application/vnd.kubernetes.protobuf", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"}
+)
 
 
 def _verbs(rt: ResourceType) -> list[str]:
@@ -86,6 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
+            self._media_types(method, raw)
             self._authorize(method, path, query)
             hook = self.server.kube.before_request
             if hook is not None:
@@ -97,6 +102,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         except Exception as e:  # pragma: no cover - a bug in the test server should be visible, not a hang
             self._send_json(500, APIError(500, "InternalError", f"test API server error: {e!r}").status())
+
+    def _media_types(self, method: str, raw: bytes) -> None:
+        """JSON only: a protobuf body is refused (415) the way a server without that serializer refuses it, so
+        client-go retries the request as JSON; an Accept allowing only protobuf gets 406."""
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if raw and method in ("POST", "PUT") and ctype in PROTOBUF_TYPES:
+            raise APIError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format ({ctype}) - accepted media types include: "
+                "application/json, application/yaml",
+            )
+        accept = [m.split(";")[0].strip() for m in (self.headers.get("Accept") or "").split(",") if m.strip()]
+        if accept and all(m in PROTOBUF_TYPES for m in accept):
+            raise APIError(
+                406,
+                "NotAcceptable",
+                f"only the following media types are accepted: application/json (not {', '.join(accept)})",
+            )
 
     def _authorize(self, method: str, path: str, query: dict[str, str]) -> None:
         """With RBAC on: who is asking (token, impersonation headers), and may they (403 if not)."""

@@ -17,6 +17,7 @@ from types import FrameType
 from . import __version__
 from .auth import CredentialsError, HMACSigner, Signer, SigV4Signer, provider_from_env
 from .buffer import Buffer, Item
+from .cluster import ClusterMetrics
 from .config import Settings, SettingsError
 from .health import HealthServer
 from .kube import KubeClient
@@ -42,6 +43,11 @@ class Agent:
         metrics.gauge("nodeflow_agent_events_coalesced_total", lambda: buffer.coalesced)
         metrics.gauge("nodeflow_agent_events_dropped_total", lambda: buffer.dropped, reason="overflow")
         metrics.gauge("nodeflow_agent_ready", lambda: 0 if self.readiness() else 1)
+        # Karpenter's cluster-state gauges (karpenter_*), LISTed when scraped, at most every CLUSTER_METRICS_SECONDS
+        self.cluster_metrics = ClusterMetrics(
+            self._kube_client(), min_interval=settings.cluster_metrics_seconds, page_size=settings.list_page_size
+        )
+        metrics.collector(self.cluster_metrics.render)
         signer: Signer
         if settings.auth_mode == "hmac":
             signer = HMACSigner(settings.hmac_secret_file)
@@ -51,13 +57,7 @@ class Agent:
         self.watchers = [
             Watcher(
                 resource,
-                KubeClient(
-                    settings.kube_api_url,
-                    token_file=settings.kube_token_file,
-                    ca_file=settings.kube_ca_file,
-                    insecure=settings.kube_insecure,
-                    timeout=settings.request_timeout_seconds,
-                ),
+                self._kube_client(),
                 self.emit,
                 metrics,
                 resync_seconds=settings.resync_seconds,
@@ -84,6 +84,16 @@ class Agent:
             on_full_resync=self.full_resync,
         )
         self.health = HealthServer(settings.health_bind, settings.health_port, metrics, self.liveness, self.readiness)
+
+    def _kube_client(self) -> KubeClient:
+        s = self.settings
+        return KubeClient(
+            s.kube_api_url,
+            token_file=s.kube_token_file,
+            ca_file=s.kube_ca_file,
+            insecure=s.kube_insecure,
+            timeout=s.request_timeout_seconds,
+        )
 
     def emit(self, events: list[Event], from_list: bool = False) -> None:
         """Watch events never block (a full buffer drops its oldest); LIST events wait for room."""

@@ -59,6 +59,7 @@ class Settings:
     health_port: int = 8080
     health_bind: str = "0.0.0.0"
     resync_seconds: float = 300.0
+    cluster_metrics_seconds: float = 10.0
     buffer_max_events: int = 20_000
     batch_max_events: int = 100
     batch_max_bytes: int = 200_000
@@ -173,6 +174,7 @@ class Settings:
             health_port=number("HEALTH_PORT", 8080, int, 0, 65535),
             health_bind=get("HEALTH_BIND", "0.0.0.0"),
             resync_seconds=number("RESYNC_SECONDS", 300.0, float, 0.1),
+            cluster_metrics_seconds=number("CLUSTER_METRICS_SECONDS", 10.0, float, 0.0),
             buffer_max_events=number("BUFFER_MAX_EVENTS", 20_000, int, 1),
             batch_max_events=number("BATCH_MAX_EVENTS", 100, int, 1, MAX_EVENTS_PER_REQUEST),
             batch_max_bytes=number("BATCH_MAX_BYTES", 200_000, int, 4096, MAX_BODY_BYTES),

@@ -45,6 +45,11 @@ class Metrics:
         self._lock = threading.Lock()
         self._values: dict[tuple[str, Labels], float] = {}
         self._gauges: dict[tuple[str, Labels], Callable[[], float]] = {}
+        self._collectors: list[Callable[[], str]] = []
+
+    def collector(self, fn: Callable[[], str]) -> None:
+        """More Prometheus text, appended to ``render`` (e.g. Karpenter's cluster-state gauges)."""
+        self._collectors.append(fn)
 
     def inc(self, name: str, value: float = 1, **labels: str) -> None:
         assert name in METRICS, name
@@ -93,4 +98,4 @@ class Metrics:
                 rendered = ",".join(f'{k}="{_escape(val)}"' for k, val in labels)
                 number = repr(float(v)) if v != int(v) else str(int(v))
                 lines.append(f"{name}{{{rendered}}} {number}" if rendered else f"{name} {number}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + "".join(fn() for fn in self._collectors)

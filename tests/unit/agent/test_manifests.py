@@ -19,6 +19,7 @@ MODELS = {
     "ClusterRoleBinding": "V1ClusterRoleBinding",
     "Deployment": "V1Deployment",
     "NetworkPolicy": "V1NetworkPolicy",
+    "Service": "V1Service",
 }
 
 

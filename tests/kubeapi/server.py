@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.kubeapi.cluster import APIError, Cluster, Gone, bad_request, method_not_allowed
+from tests.kubeapi.openapi import content_hash, group_version_document, gv_path, unknown_fields
 from tests.kubeapi.rbac import ADMIN, Authorizer, Decision, DecisionLog, Tokens, forbidden, request_attributes
 from tests.kubeapi.resources import Obj, ResourceType
 from tests.kubeapi.table import to_table, wants_table
@@ -171,6 +172,13 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/version" or path == "/version/":
             self._send_json(200, SERVER_VERSION)
             return
+        if parts[:2] == ["openapi", "v3"]:
+            self._only_get(method)
+            doc = kube.openapi_v3("/".join(parts[2:]))
+            if doc is None:
+                raise _NOT_FOUND
+            self._send_json(200, doc)
+            return
         if not parts or parts[0] not in ("api", "apis"):
             raise _NOT_FOUND
         if parts[0] == "api":
@@ -259,6 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "POST":
             if rt.namespaced and namespace is None:
                 raise method_not_allowed()
+            self._strict_fields(rt, query, raw)
             dry_run = query.get("dryRun") == "All"
             self._send_json(201, cluster.create(rt, namespace, self._json_body(raw), dry_run=dry_run))
         elif method == "DELETE":
@@ -302,6 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
                 obj = self._table(rt, [obj], obj["metadata"])
             self._send_json(200, obj)
         elif method == "PUT":
+            self._strict_fields(rt, query, raw)
             self._send_json(
                 200, cluster.update(rt, namespace, name, self._json_body(raw), subresource=sub, dry_run=dry_run)
             )
@@ -318,6 +328,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(code, body)
         else:
             raise method_not_allowed()
+
+    def _strict_fields(self, rt: ResourceType, query: dict[str, str], raw: bytes) -> None:
+        """``fieldValidation=Strict`` on a custom resource: fields its schema does not declare → 400 naming them
+        (the default, like ``Ignore``, prunes them silently)."""
+        if query.get("fieldValidation") != "Strict" or not rt.crd_name:
+            return
+        body = self._json_body(raw)
+        if not isinstance(body, dict):
+            return
+        cluster = self.server.kube.cluster
+        crd_rt = cluster.resource_type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert crd_rt is not None
+        crd = cluster.get(crd_rt, None, rt.crd_name)
+        version = next((v for v in crd["spec"]["versions"] if v["name"] == rt.version), {})
+        schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+        unknown = unknown_fields(body, schema)
+        if unknown:
+            raise bad_request("strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
 
     def _table(self, rt: ResourceType, items: list[Obj], list_meta: Obj) -> Obj:
         cluster = self.server.kube.cluster
@@ -558,6 +586,31 @@ class KubeAPIServer:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.kubeconfig(token=token), f, indent=2)
         return os.fspath(path)
+
+    # ---------------------------------------------------------------- OpenAPI
+
+    def openapi_v3(self, path: str) -> Obj | None:
+        """``/openapi/v3`` (path ``""``: the index of group-version documents) or one document (``apis/G/V``,
+        ``api/v1``); None when no such group-version is served."""
+        by_gv: dict[str, list[ResourceType]] = {}
+        for rt in self.cluster.types():
+            by_gv.setdefault(gv_path(rt.group, rt.version), []).append(rt)
+        crd_rt = self.cluster.resource_type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert crd_rt is not None
+        crds = {c["metadata"]["name"]: c for c in self.cluster.list_objects(crd_rt, None)["items"]}
+        version = SERVER_VERSION["gitVersion"]
+        if path:
+            types = by_gv.get(path)
+            return None if types is None else group_version_document(types, crds, version)
+        return {
+            "paths": {
+                gv: {
+                    "serverRelativeURL": f"/openapi/v3/{gv}?hash="
+                    + content_hash(group_version_document(types, crds, version))
+                }
+                for gv, types in sorted(by_gv.items())
+            }
+        }
 
     # -------------------------------------------------------------- discovery
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.kubeapi import KubeAPIServer
+from tests.kubeapi import APIError, KubeAPIServer
 from tests.kubeapi.crds import karpenter_crds
 from tests.kubeapi.table import human_age, jsonpath
 
@@ -296,3 +296,53 @@ def test_kubectl_create_from_file_sends_json_and_imperative_protobuf_is_refused(
     # kubectl's typed clients send built-ins as protobuf and (client-go, kubernetes#86253) do not retry as JSON
     out = kubectl(kubeconfig, "create", "configmap", "imperative", "--from-literal=a=b", check=False)
     assert "unknown format (application/vnd.kubernetes.protobuf)" in out
+
+
+NODEPOOL = """apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: %s}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+%s"""
+
+
+@needs_kubectl
+def test_kubectl_explain_reads_the_crd_schema(kube: KubeAPIServer, kubeconfig: str) -> None:
+    out = kubectl(kubeconfig, "explain", "nodepool.spec.disruption")
+    assert "KIND:       NodePool" in out
+    assert "GROUP:      karpenter.sh" in out
+    assert "consolidationPolicy\t<string>" in out
+    assert "budgets\t<[]Object>" in out
+    out = kubectl(kubeconfig, "explain", "ec2nodeclass.spec.role")
+    assert "FIELD: role <string>" in out
+
+
+@needs_kubectl
+def test_kubectl_create_validates_fields_strictly(kube: KubeAPIServer, kubeconfig: str) -> None:
+    assert "nodepool.karpenter.sh/good created" in kubectl(
+        kubeconfig, "create", "-f", "-", stdin=NODEPOOL % ("good", "")
+    )
+    out = kubectl(kubeconfig, "create", "-f", "-", stdin=NODEPOOL % ("bad", "      bogusField: 1\n"), check=False)
+    assert 'strict decoding error: unknown field "spec.template.spec.bogusField"' in out
+    with pytest.raises(APIError, match="not found"):
+        kube.get("karpenter.sh/v1", "NodePool", "bad")
+    # --validate=false: the unknown field is pruned, as the real server does
+    kubectl(kubeconfig, "create", "--validate=false", "-f", "-", stdin=NODEPOOL % ("pruned", "      bogusField: 1\n"))
+    assert "bogusField" not in kube.get("karpenter.sh/v1", "NodePool", "pruned")["spec"]["template"]["spec"]
+
+
+def test_openapi_v3_index_and_documents(kube: KubeAPIServer) -> None:
+    index = kube.openapi_v3("")
+    assert index is not None
+    url = index["paths"]["apis/karpenter.sh/v1"]["serverRelativeURL"]
+    assert url.startswith("/openapi/v3/apis/karpenter.sh/v1?hash=")
+    doc = kube.openapi_v3("apis/karpenter.sh/v1")
+    assert doc is not None
+    schema = doc["components"]["schemas"]["sh.karpenter.v1.NodePool"]
+    assert schema["x-kubernetes-group-version-kind"] == [{"group": "karpenter.sh", "version": "v1", "kind": "NodePool"}]
+    assert "disruption" in schema["properties"]["spec"]["properties"]
+    assert "io.k8s.api.core.v1.Pod" in (kube.openapi_v3("api/v1") or {})["components"]["schemas"]
+    assert kube.openapi_v3("apis/nope/v1") is None

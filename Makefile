@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit demo bench catalog synth clean
+.PHONY: test lint typecheck unit demo bench catalog synth install-manifests clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ catalog: $(STAMP)
 # Synthesize the stack (cdk.out/): make synth CLUSTER=my-cluster
 synth: $(STAMP) node_modules/.package-lock.json $(VENV)/lambda-wheels/.done
 	npx cdk synth -c clusterName=$(or $(CLUSTER),demo) -q
+
+# Render the in-cluster install from a deployed stack, then `kubectl apply -k` the printed directory:
+# make install-manifests STACK=Nodeflow-my-cluster [REGION=us-east-1] [OUT=dir]
+install-manifests: $(STAMP)
+	@test -n "$(STACK)" || { echo "usage: make install-manifests STACK=Nodeflow-<cluster> [REGION=...] [OUT=dir]" >&2; exit 2; }
+	$(PY) -m nodeflow install-manifests --stack $(STACK) $(if $(REGION),--region $(REGION)) $(if $(OUT),-o $(OUT))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules

@@ -1,10 +1,11 @@
-"""Command line: ``python -m nodeflow plan|explain|disrupt -f PATH [-f PATH ...]``.
+"""Command line: ``python -m nodeflow plan|explain|disrupt -f PATH [-f PATH ...]`` and ``install-manifests``.
 
 ``plan`` reads Karpenter v1 NodePools and EC2NodeClasses with workloads, nodes and
 NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their price.
 ``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
 ``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
-Exit codes: 0 done, 2 bad input (manifests, region, unknown pod), 1 the catalog could not be had.
+``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
+Exit codes: 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or the stack) could not be had.
 """
 
 from __future__ import annotations
@@ -60,6 +61,17 @@ def _parser() -> argparse.ArgumentParser:
         "--spot-to-spot", action="store_true", help="allow spot-to-spot consolidation (Karpenter's feature gate)"
     )
     disrupt.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    install = commands.add_parser(
+        "install-manifests",
+        help="render the in-cluster manifests (kustomization) from a deployed stack's outputs",
+        description="Write a kustomization directory with the CRDs, namespace, RBAC and agent, every value taken "
+        "from the stack's outputs; then `kubectl apply -k DIR`.",
+    )
+    install.add_argument("--stack", required=True, help="the CloudFormation stack, e.g. Nodeflow-my-cluster")
+    install.add_argument("--region", help="the stack's region (default: the AWS SDK's, e.g. AWS_REGION)")
+    install.add_argument(
+        "-o", "--output-dir", dest="out_dir", help="the directory to write (default: cdk.out/install/STACK)"
+    )
     return parser
 
 
@@ -116,7 +128,44 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
+    if args.command == "install-manifests":
+        return _install(args, out, err)
     return _run(args, out, err)
+
+
+def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from pathlib import Path
+
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    from nodeflow.install import InstallError, read_stack, render
+
+    session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
+    region = session.region_name
+    if not region:
+        print("error: --region: no region given and the AWS SDK has none configured (AWS_REGION)", file=err)
+        return EXIT_INPUT
+    out_dir = Path(args.out_dir or Path("cdk.out") / "install" / args.stack)
+    try:
+        outputs = read_stack(session.client("cloudformation"), args.stack, region)
+        kustomization = render(outputs, out_dir)
+    except InstallError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_INPUT
+    except BotoCoreError as exc:
+        print(f"error: the stack could not be read: {exc}", file=err)
+        return EXIT_CATALOG
+    print(f"wrote {kustomization.parent}/ (cluster {outputs.cluster_name}, auth {outputs.auth_mode})", file=out)
+    if outputs.hmac_secret_arn:
+        print(
+            "hmac mode: create the agent's secret first: kubectl -n nodeflow create secret generic "
+            'nodeflow-agent-hmac --from-literal=secret="$(aws secretsmanager get-secret-value --secret-id '
+            f'{outputs.hmac_secret_arn} --query SecretString --output text)"',
+            file=out,
+        )
+    print(f"install: kubectl apply -k {kustomization.parent}", file=out)
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

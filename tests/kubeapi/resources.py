@@ -273,6 +273,13 @@ def builtin_resources() -> list[ResourceType]:
         ResourceType("batch", "v1", "cronjobs", "CronJob", True, short_names=["cj"], status_subresource=True),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
         ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=["pc"]),
+        # Served so that `kubectl apply -k` of the rendered install (tests/functional/test_install_manifests.py)
+        # can create them; stored only (the RBAC the server enforces comes from tests/kubeapi/rbac.py).
+        ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+        ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+        ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+        ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+        ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, short_names=["netpol"]),
         ResourceType(
             "apiextensions.k8s.io",
             "v1",

@@ -6,7 +6,9 @@ collection (every class, on its schedule, so a class recovers when its subnets, 
 without an edit, and turns not Ready when they go).
 
 Conditions (as Karpenter names them): ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
-``InstanceProfileReady`` and the root ``Ready``, each with the object's generation as observedGeneration.
+``InstanceProfileReady`` and the root ``Ready``, each with the object's generation as observedGeneration;
+``status.subnets`` (id, zone, zoneID), ``securityGroups`` (id, name), ``amis`` (id, name, requirements),
+``instanceProfile`` and ``capacityReservations`` (an empty list: capacity reservations are not selected yet).
 ``nodeflow.plan.node_class_readiness`` reads them back: a NodePool whose class is Ready=False is skipped by
 the solver with that message.
 
@@ -49,7 +51,13 @@ _PARTS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-_RESOLVED = ("subnets", "securityGroups", "amis", "instanceProfile")  # status fields resolution owns
+_RESOLVED = (
+    "subnets",
+    "securityGroups",
+    "amis",
+    "instanceProfile",
+    "capacityReservations",
+)  # status fields resolution owns
 
 
 def node_class_status(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass, now: datetime) -> dict[str, Any]:
@@ -74,7 +82,8 @@ def node_class_status(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass
     else:
         ready = ("True", "Ready", "")
     conditions = set_condition(conditions, "Ready", *ready, now=now, generation=generation)
-    return {**resolved.status, "conditions": conditions}
+    # no capacityReservationSelectorTerms are resolved yet: Karpenter reports an empty list then
+    return {**resolved.status, "capacityReservations": [], "conditions": conditions}
 
 
 def _comparable(status: dict[str, Any]) -> Any:

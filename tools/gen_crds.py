@@ -44,18 +44,23 @@ from nodeflow.api.karpenter import (  # noqa: E402
     BlockDevice,
     Budget,
     CapacityReservationSelectorTerm,
+    Condition,
     Disruption,
     EC2NodeClass,
     EC2NodeClassSpec,
     KubeletConfiguration,
     NodeClaim,
     NodeClaimSpec,
+    NodeClaimStatus,
+    NodeClaimTemplate,
     NodeClaimTemplateMetadata,
     NodeClaimTemplateSpec,
     NodeClassReference,
     NodePool,
     NodePoolSpec,
+    NodePoolStatus,
     NodeSelectorRequirementWithMinValues,
+    ResourceRequirements,
     SecurityGroupSelectorTerm,
     SubnetSelectorTerm,
     Taint,
@@ -65,6 +70,7 @@ from nodeflow.api.labels import AWS_GROUP, GROUP  # noqa: E402
 __all__ = [
     "CEL_ONLY_RULES",
     "CRD_DIR",
+    "FIELD_DOCS",
     "FIELD_RULES",
     "KINDS",
     "MODEL_RULES",
@@ -241,6 +247,160 @@ MODEL_RULES: dict[type[BaseModel], dict[str, Any]] = {
     NodeClaimSpec: _rules(_cel("self == oldSelf", "spec is immutable")),
 }
 
+# ---------------------------------------------------------------------------------------------
+# Field descriptions (what `kubectl explain` shows), keyed by (model, field alias). A field whose type is
+# a model without an entry here is described by the model's docstring.
+
+_TAINTS_DOC = "Taints put on every node launched from this template; pods must tolerate them to be scheduled there."
+_STARTUP_TAINTS_DOC = (
+    "Taints expected on the node only while it starts (for example set by a CNI or a node agent and removed by "
+    "it); the scheduler simulation ignores them and the node is not considered initialized until they are gone."
+)
+_REQUIREMENTS_DOC = (
+    "Node selector requirements on well-known and custom labels (instance type, zone, capacity type, "
+    "architecture, ...) that every launched node satisfies; the choice of instance types comes from them."
+)
+_TGP_DOC = (
+    "How long a node may stay draining once its deletion started before it is deleted anyway, pods that block "
+    "eviction (PDBs, do-not-disrupt) included. Unset: wait for the drain without a bound."
+)
+_EXPIRE_DOC = (
+    "Age after which a node is replaced regardless of its use (a duration such as 720h, or Never). Expiration "
+    "is forceful: it does not wait for disruption budgets."
+)
+_REF_DOC = "The provider node class (EC2NodeClass) holding the cloud-specific launch settings of the node."
+_CONDITIONS_DOC = "Observations of the object's state, one per condition type (Ready summarises the others)."
+
+FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
+    # Taints (core/v1 Taint)
+    (Taint, "key"): "The taint's key (a qualified name, optionally prefixed by a DNS subdomain).",
+    (Taint, "value"): "The taint's value (may be empty).",
+    (
+        Taint,
+        "effect",
+    ): "What the taint does to pods that do not tolerate it: NoSchedule, PreferNoSchedule or NoExecute.",
+    (Taint, "timeAdded"): "When a NoExecute taint was added (set by the node lifecycle controller; informational).",
+    # Requirements
+    (NodeSelectorRequirementWithMinValues, "key"): "The node label the requirement is about.",
+    (NodeSelectorRequirementWithMinValues, "operator"): (
+        "How the label's value is compared with values: In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte."
+    ),
+    (NodeSelectorRequirementWithMinValues, "values"): (
+        "The values compared with: one or more for In and NotIn, exactly one integer for Gt, Lt, Gte and Lte, "
+        "none for Exists and DoesNotExist."
+    ),
+    (NodeSelectorRequirementWithMinValues, "minValues"): (
+        "The fewest distinct values of this label the instance types considered for one launch must cover "
+        "(keeps launches flexible, e.g. at least 3 instance families for spot)."
+    ),
+    # Node class reference
+    (NodeClassReference, "group"): "API group of the node class (karpenter.k8s.aws for an EC2NodeClass).",
+    (NodeClassReference, "kind"): "Kind of the node class (EC2NodeClass).",
+    (NodeClassReference, "name"): "Name of the node class object.",
+    # NodePool template
+    (NodeClaimTemplateMetadata, "labels"): (
+        "Labels set on every NodeClaim and node launched from the NodePool (also usable by pods' node "
+        "selectors before any such node exists)."
+    ),
+    (
+        NodeClaimTemplateMetadata,
+        "annotations",
+    ): "Annotations set on every NodeClaim and node launched from the NodePool.",
+    (NodeClaimTemplateSpec, "taints"): _TAINTS_DOC,
+    (NodeClaimTemplateSpec, "startupTaints"): _STARTUP_TAINTS_DOC,
+    (NodeClaimTemplateSpec, "requirements"): _REQUIREMENTS_DOC,
+    (NodeClaimTemplateSpec, "nodeClassRef"): _REF_DOC,
+    (NodeClaimTemplateSpec, "terminationGracePeriod"): _TGP_DOC,
+    (NodeClaimTemplateSpec, "expireAfter"): _EXPIRE_DOC,
+    (NodeClaimTemplate, "metadata"): "Labels and annotations of the launched NodeClaims and nodes.",
+    (NodeClaimTemplate, "spec"): "What every NodeClaim launched from the NodePool asks for.",
+    # Disruption
+    (Budget, "reasons"): (
+        "The disruption reasons this budget limits (Underutilized, Empty, Drifted). Unset: all of them."
+    ),
+    (Budget, "nodes"): (
+        "How many of the NodePool's nodes may be disrupted at once: a count or a percentage of its nodes "
+        "(rounded up); 0 blocks disruption."
+    ),
+    (Budget, "schedule"): (
+        "Cron expression (UTC) of when the budget starts to apply; set together with duration. Unset: always."
+    ),
+    (Budget, "duration"): "How long the budget applies after each scheduled start (e.g. 8h); set with schedule.",
+    (Disruption, "consolidateAfter"): (
+        "How long a node must have had no pod scheduled or removed before consolidation may act on it "
+        "(a duration, or Never to disable consolidation)."
+    ),
+    (Disruption, "consolidationPolicy"): (
+        "Which nodes consolidation may remove or replace: WhenEmpty (only nodes without workload pods) or "
+        "WhenEmptyOrUnderutilized (also nodes whose pods fit elsewhere or on a cheaper node)."
+    ),
+    (Disruption, "consolidateWhen"): (
+        "Alternative spelling of the consolidation policy accepted by newer Karpenter releases (optional)."
+    ),
+    (Disruption, "decisionRatioThreshold"): (
+        "For cost-ratio consolidation: the minimum ratio of savings to disruption for a move to be taken (optional)."
+    ),
+    (Disruption, "budgets"): (
+        "Limits on how many nodes voluntary disruption may act on at the same time; the most restrictive "
+        "active budget wins."
+    ),
+    # NodePool spec / status
+    (NodePoolSpec, "template"): "Template of the NodeClaims (and so the nodes) the NodePool launches.",
+    (
+        NodePoolSpec,
+        "disruption",
+    ): "How and when the NodePool's nodes may be voluntarily disrupted (consolidation, drift).",
+    (NodePoolSpec, "limits"): (
+        "Ceilings on the total resources (cpu, memory, nodes, ...) of the NodePool's nodes; no launch may "
+        "take the NodePool past them."
+    ),
+    (NodePoolSpec, "weight"): (
+        "Priority among NodePools that fit a pod (1-100, higher first). Unset: lowest priority."
+    ),
+    (NodePoolSpec, "replicas"): (
+        "Makes the NodePool static: keep exactly this many nodes regardless of pending pods. Unset: dynamic "
+        "provisioning from pending pods."
+    ),
+    (NodePoolStatus, "resources"): "Sum of the capacity of the NodePool's nodes (cpu, memory, pods, nodes, ...).",
+    (NodePoolStatus, "conditions"): _CONDITIONS_DOC,
+    (NodePoolStatus, "nodeClassObservedGeneration"): (
+        "The generation of the referenced node class last taken into account for this NodePool's readiness."
+    ),
+    (NodePoolStatus, "nodes"): "Number of nodes (NodeClaims) the NodePool currently owns.",
+    # Conditions
+    (Condition, "type"): "The condition's type, in CamelCase (Ready, Launched, Registered, Drifted, ...).",
+    (Condition, "status"): "True, False or Unknown.",
+    (Condition, "reason"): "A CamelCase code for the condition's last transition.",
+    (Condition, "message"): "A human-readable explanation of the condition's state.",
+    (Condition, "lastTransitionTime"): "When the status last changed.",
+    (Condition, "observedGeneration"): "The object's generation the condition was computed from.",
+    # NodeClaim
+    (ResourceRequirements, "requests"): (
+        "The resources the pods that caused this launch need; the instance type chosen has at least this allocatable."
+    ),
+    (NodeClaimSpec, "taints"): _TAINTS_DOC,
+    (NodeClaimSpec, "startupTaints"): _STARTUP_TAINTS_DOC,
+    (NodeClaimSpec, "requirements"): _REQUIREMENTS_DOC,
+    (NodeClaimSpec, "resources"): "Minimum resources the launched instance must offer.",
+    (NodeClaimSpec, "nodeClassRef"): _REF_DOC,
+    (NodeClaimSpec, "terminationGracePeriod"): _TGP_DOC,
+    (NodeClaimSpec, "expireAfter"): _EXPIRE_DOC,
+    (NodeClaimStatus, "nodeName"): "Name of the Node object that registered for this NodeClaim.",
+    (NodeClaimStatus, "providerID"): "Cloud provider ID of the instance (aws:///<zone>/<instance id>).",
+    (NodeClaimStatus, "imageID"): "The machine image (AMI) the instance was launched from.",
+    (NodeClaimStatus, "capacity"): "Resources of the launched instance type before any reservation.",
+    (NodeClaimStatus, "allocatable"): (
+        "Resources expected to be available to pods (capacity minus kubelet, system and eviction reservations)."
+    ),
+    (NodeClaimStatus, "conditions"): _CONDITIONS_DOC,
+    (NodeClaimStatus, "lastPodEventTime"): (
+        "When a pod was last scheduled to or removed from the node (consolidateAfter counts from it)."
+    ),
+}
+
+# Fields met during generation that have neither a description nor a FIELD_DOCS entry.
+_UNDOCUMENTED: list[tuple[type[BaseModel], str]] = []
+
 # Rules the models enforce that an OpenAPI v3 structural schema cannot express (Karpenter states
 # them as CEL x-kubernetes-validations or enforces them at runtime). Those of Karpenter's NodePool and
 # NodeClaim CEL rules are in the CRDs too (FIELD_RULES / MODEL_RULES); the rest the CRDs do not carry,
@@ -326,6 +486,12 @@ class _CRDSchemaGenerator(GenerateJsonSchema):
                 default = _dump_default(field.get_default(call_default_factory=True, validated_data={}))
                 if default not in ({}, []):
                     prop["default"] = default
+            if "description" not in prop:
+                doc = FIELD_DOCS.get((cls, alias))
+                if doc is not None:
+                    prop["description"] = doc
+                elif (cls, alias) not in _UNDOCUMENTED:
+                    _UNDOCUMENTED.append((cls, alias))
             for table in (_FIELD_SCHEMAS, FIELD_RULES):
                 extra = table.get((cls, alias))
                 if extra is not None:
@@ -387,6 +553,7 @@ _API_VERSION_DOC = (
     "APIVersion defines the versioned schema of this representation of an object. Servers should convert "
     "recognized schemas to the latest internal value, and may reject unrecognized values."
 )
+_METADATA_DOC = "Standard object metadata (name, labels, annotations, finalizers, ...); the API server validates it."
 _KIND_DOC = "Kind is a string value representing the REST resource this object represents. In CamelCase."
 
 

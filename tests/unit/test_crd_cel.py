@@ -1,5 +1,5 @@
 """Every CEL rule (x-kubernetes-validations) of the generated NodePool and NodeClaim CRDs, evaluated with
-cel-python (tests/kubeapi/cel.py): a good object is admitted on create and update, and for each rule a
+common-expression-language (tests/kubeapi/cel.py): a good object is admitted on create and update, and for each rule a
 bad object (or update) is refused with that rule's message at that rule's field, and only by it.
 """
 

@@ -47,19 +47,22 @@ class SimulatedReplicaSets(BackgroundLoop):
         self.created: list[str] = []  # "namespace/name" of replacement pods
 
     def track_existing(self) -> SimulatedReplicaSets:
-        """Keep the current number of pods of every ReplicaSet (the desired replicas)."""
+        """Keep the current number of pods of every ReplicaSet (the desired replicas); ReplicaSets already
+        tracked keep their desired replicas (so it can be called again for ReplicaSets created since)."""
+        found: dict[str, _Owned] = {}
         for pod in self.kube.list_items(PODS):
             uid = _owner_uid(pod)
-            if uid is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if uid is None or uid in self.owned or (pod.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             meta = pod["metadata"]
-            entry = self.owned.get(uid)
+            entry = found.get(uid)
             if entry is None:
                 template = copy.deepcopy(pod)
                 template["spec"].pop("nodeName", None)
-                self.owned[uid] = _Owned(meta.get("namespace", "default"), 1, template)
+                found[uid] = _Owned(meta.get("namespace", "default"), 1, template)
             else:
                 entry.replicas += 1
+        self.owned.update(found)
         return self
 
     def scale(self, namespace: str, prefix: str, replicas: int) -> list[str]:

@@ -1,4 +1,5 @@
-"""`make demo` as a user runs it: the provisioning path and a spot interruption end to end, in a fresh process."""
+"""`make demo` as a user runs it: the provisioning path, a spot interruption and consolidation (emptiness, and a
+replace whose pod the simulated scheduler moves) end to end, in a fresh process."""
 
 from __future__ import annotations
 
@@ -48,6 +49,20 @@ def test_demo_provisions_every_pending_pod() -> None:
     assert saved, out
     assert int(saved.group(1)) >= 1
     assert float(saved.group(2)) > 0
+    # consolidation that moves pods: an underused on-demand node replaced, its pod moved by the simulated scheduler
+    assert re.search(r"single-node consolidation \(Underutilized\): ip-\S+ -> replace, saves \$[\d.]+/hour", out), out
+    assert re.search(r"^execution nodeflow-demo-replace:\S+: SUCCEEDED in ", out, re.M), out
+    assert re.search(r"^ *\d+ +TerminateCandidates +Task ", out, re.M), out
+    moved = re.search(
+        r"replace SUCCEEDED: (ip-\S+) tainted karpenter.sh/disrupted, replacement default-\w{5} -> (ip-\S+) "
+        r"\(\S+, on-demand\) initialized, (ip-\S+) drained and terminated\n"
+        r"  1 evicted pod recreated by its ReplicaSet, bound by the scheduler to (ip-\S+), Running [\d.]+ s after the round; "
+        r"\$[\d.]+/hour \(saved \$([\d.]+)/hour\)",
+        out,
+    )
+    assert moved, out
+    assert moved.group(1) == moved.group(3) != moved.group(2) == moved.group(4)
+    assert float(moved.group(5)) > 0
     assert "Launch " in out
     assert "Initialized " in out
     assert re.search(r"demo finished in [\d.]+ s: OK", out)

@@ -26,6 +26,8 @@ def test_a_replace_moves_the_pods_onto_the_replacement(local: LocalNodeflow) -> 
     old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
     old_node = old["status"]["nodeName"]
     replicasets = SimulatedReplicaSets(KubeClient(local.kube_server.api_client())).track_existing()
+    replicasets.track_existing()  # again (as the demo does for ReplicaSets created since): the desired count stays
+    assert [o.replicas for o in replicasets.owned.values()] == [4]
     replicasets.run_in_background(0.05)
     try:
         kept = replicasets.scale("default", "web", 1)  # the Deployment scaled down: one pod left on a big node

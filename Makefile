@@ -36,7 +36,7 @@ unit: $(STAMP) node_modules/.package-lock.json
 test: lint typecheck unit
 
 demo: $(STAMP)
-	$(PY) -m sandbox.demo
+	$(PY) -m sandbox.demo $(if $(KEEP),--keep)
 
 bench: $(STAMP)
 	$(PY) benchmarks/solver.py

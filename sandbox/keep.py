@@ -1,0 +1,88 @@
+"""``make demo KEEP=1``: after the scenario, keep the local cluster up for kubectl until interrupted.
+
+The API server, the moto server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's
+Function URL) stay as the scenario left them; a fresh agent watches the API server again, so pods created with
+kubectl are provisioned as in the scenario. A kubeconfig for the API server is written and announced on a line
+``KUBECONFIG=<path>``; SIGINT or SIGTERM ends the wait (the caller then tears everything down).
+
+kubectl sends no credentials to a plain-http server, so its requests come as ``system:anonymous``; the demo cluster
+lets that user do anything (``KUBECTL_ACCESS``, added to the RBAC the server enforces), as a throwaway local
+cluster may.
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+#: granted before the kubeconfig is announced: kubectl (anonymous over http) may do anything in the demo cluster
+KUBECTL_ACCESS: list[dict[str, Any]] = [
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "nodeflow-demo-kubectl"},
+        "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "nodeflow-demo-kubectl"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "nodeflow-demo-kubectl"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}],
+    },
+]
+
+
+def grant_kubectl_access(kube: Any) -> None:
+    """Add ``KUBECTL_ACCESS`` to the API server's RBAC authorizer (when it enforces RBAC)."""
+    from tests.kubeapi.rbac import Authorizer
+
+    if kube.rbac is None:
+        return
+    extra = Authorizer(KUBECTL_ACCESS)
+    kube.rbac.roles.update(extra.roles)
+    kube.rbac.bindings.extend(extra.bindings)
+
+
+def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None:
+    """Announce ``KUBECONFIG=<path>`` and block until SIGINT/SIGTERM (must run in the main thread)."""
+    from sandbox.agent import AgentProcess
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    tmp = None
+    if kubeconfig is None:
+        tmp = tempfile.TemporaryDirectory(prefix="nodeflow-demo-")
+        kubeconfig = str(Path(tmp.name) / "kubeconfig")
+    agent = AgentProcess(local.agent_env(BATCH_MAX_WAIT="0.1")).start()
+    try:
+        agent.wait_ready()
+        grant_kubectl_access(local.kube_server)
+        path = local.kube_server.write_kubeconfig(kubeconfig)
+        print(
+            "\nKEEP=1: the cluster stays up (API server, moto, Lambdas on their triggers, agent); try\n"
+            f"  kubectl --kubeconfig {path} get nodepools,nodeclaims,ec2nodeclasses,nodes\n"
+            "Ctrl-C (SIGINT) or SIGTERM stops it.",
+            file=out,
+        )
+        print(f"KUBECONFIG={path}", file=out, flush=True)
+        while not stop.wait(0.5):
+            pass
+        print("interrupted: stopping the cluster", file=out, flush=True)
+    finally:
+        agent.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if tmp is not None:
+            tmp.cleanup()

@@ -1,0 +1,81 @@
+"""`make demo KEEP=1`: after the scenario the demo cluster stays up, announces `KUBECONFIG=<path>`, answers the real
+kubectl with Karpenter's columns, and exits 0 on SIGINT."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = shutil.which("kubectl")
+
+
+def test_make_demo_keep_passes_the_flag() -> None:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    out = subprocess.run([make, "-n", "demo", "KEEP=1"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert re.search(r"-m sandbox\.demo --keep$", out.stdout, re.M), out.stdout
+    out = subprocess.run([make, "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "--keep" not in out.stdout
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_demo_keep_serves_kubectl_until_interrupted() -> None:
+    assert KUBECTL is not None
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'functions'}{os.pathsep}{ROOT}"}
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "KUBECONFIG"):
+        env.pop(key, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox.demo", "--keep"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 150
+        kubeconfig = None
+        while kubeconfig is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("KUBECONFIG="):
+                kubeconfig = line.strip().removeprefix("KUBECONFIG=")
+        assert kubeconfig is not None, "".join(lines[-60:])
+        assert "demo finished in" in "".join(lines)
+        assert Path(kubeconfig).is_file()
+        got = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "get", "nodeclaims"], capture_output=True, text=True, timeout=60
+        )
+        assert got.returncode == 0, got.stderr
+        table = [re.split(r"\s{2,}", row.strip()) for row in got.stdout.splitlines()]
+        assert table[0] == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+        assert len(table) > 1
+        for row in table[1:]:
+            assert re.fullmatch(r"default-\w{5}", row[0]), row
+            assert row[2] in ("spot", "on-demand")
+            assert row[3].startswith("us-east-1")
+            assert row[4].startswith("ip-")
+            assert row[5] == "True"
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, "".join(lines[-30:]) + rest
+        assert "interrupted: stopping the cluster" in rest
+        assert not Path(kubeconfig).exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

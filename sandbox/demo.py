@@ -381,11 +381,7 @@ def _consolidate(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> boo
                 break
             what = f"{cmd['method']} ({cmd['reason']}): {', '.join(cmd['candidates'])} -> {cmd['decision']}"
             if cmd["reason"] != "Empty":
-                print(
-                    f"  round {i}: would do {what}, saving ${cmd['savedPerHour']:.4f}/hour - not run here: moved "
-                    "pods need kube-scheduler, which the local cluster does not have",
-                    file=out,
-                )
+                print(f"  round {i}: {what} - run in the next part", file=out)
                 break
             print(f"  round {i}: {what}, saves ${cmd['savedPerHour']:.4f}/hour", file=out)
             for claim in result["result"]["executed"]:
@@ -403,7 +399,148 @@ def _consolidate(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> boo
         f"(saved ${before - after:.4f}/hour)",
         file=out,
     )
-    return deleted > 0 and after < before
+    return deleted > 0 and after < before and _move(local, out, catalog, replicasets)
+
+
+REPORT: dict[str, Any] = {  # four pods kept together on one on-demand node (required pod affinity on hostname)
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "report", "namespace": "shop"},
+    "spec": {
+        "replicas": 4,
+        "selector": {"matchLabels": {"app": "report"}},
+        "template": {
+            "metadata": {"labels": {"app": "report"}},
+            "spec": {
+                "nodeSelector": {"karpenter.sh/capacity-type": "on-demand"},
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": {"app": "report"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                },
+                "containers": [
+                    {
+                        "name": "report",
+                        "image": "example/report:1",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    }
+                ],
+            },
+        },
+    },
+}
+
+
+def _node_of(local: Any, claim: str) -> tuple[str, str]:
+    """(node name, "instance type, capacity type") of a NodeClaim."""
+    c = local.kube_server.get("karpenter.sh/v1", "NodeClaim", claim)
+    labels = c["metadata"].get("labels") or {}
+    kind = f"{labels.get('node.kubernetes.io/instance-type')}, {labels.get('karpenter.sh/capacity-type')}"
+    return str((c.get("status") or {}).get("nodeName", "-")), kind
+
+
+def _move(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
+    """Consolidation that moves pods: shop/report (4 pods together on one on-demand node) scaled to 1 leaves its
+    node underused; the disruption Lambda replaces it with a cheaper node (replace workflow: candidate tainted
+    karpenter.sh/disrupted, replacement launched and initialized, candidate drained and terminated), and the
+    simulated kube-scheduler binds the evicted pod, recreated by its ReplicaSet, to the replacement."""
+    from datetime import UTC, datetime, timedelta
+
+    from nodeflow.handlers import runtime
+    from sandbox.stepfunctions import wait_for_execution
+
+    local.scheduler.place_pending = True  # from here on, pending pods go to the nodes they fit
+    pods = _pending(REPORT)
+    before_claims = {c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}
+    local.apply(pods)
+    names = [p["metadata"]["name"] for p in pods]
+
+    def report_pods() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in local.kube_server.objects("v1", "Pod", "shop")
+            if p["metadata"]["name"].startswith("report-") and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    placed = _wait(lambda: all(p["spec"].get("nodeName") for p in report_pods() if p["metadata"]["name"] in names), 60)
+    fresh = sorted(
+        c["metadata"]["name"]
+        for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+        if c["metadata"]["name"] not in before_claims
+    )
+    if not placed or len(fresh) != 1:
+        print(f"\nconsolidation that moves pods: shop/report not placed on one new node ({fresh})", file=out)
+        return False
+    old_node, old_kind = _node_of(local, fresh[0])
+    replicasets.track_existing()
+    gone = replicasets.scale("shop", "report", 1)
+    before = _cluster_price(local, catalog)
+    print(
+        f"\nconsolidation that moves pods: Deployment shop/report x4 (on-demand, kept together) -> {old_node} "
+        f"({old_kind}); scaled to 1 ({len(gone)} pods deleted), ${before:.4f}/hour",
+        file=out,
+    )
+    created = len(replicasets.created)
+    t0 = time.perf_counter()
+    rt = runtime.runtime()
+    saved_clock = rt.clock
+    rt.clock = lambda: datetime.now(UTC) + timedelta(minutes=5)
+    try:
+        result = local.invoke("disruption", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
+    finally:
+        rt.clock = saved_clock
+    cmd, replacing = result["result"]["command"], result["result"].get("replacing")
+    if cmd is None or not replacing:
+        print(f"  no replace command: {cmd}", file=out)
+        return False
+    print(
+        f"  {cmd['method']} ({cmd['reason']}): {', '.join(cmd['candidates'])} -> {cmd['decision']}, "
+        f"saves ${cmd['savedPerHour']:.4f}/hour",
+        file=out,
+    )
+    arn = f"{local.replace_arn.replace(':stateMachine:', ':execution:', 1)}:{replacing['name']}"
+    done = wait_for_execution(local.clients.sfn, arn, timeout=60)
+    print("\n" + local.trace(arn).render(), file=out)
+    terminated = [
+        wait_for_execution(
+            local.clients.sfn,
+            f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{c['nodeClaim']}",
+            timeout=60,
+        )
+        for c in replacing["candidates"]
+    ]
+    (new,) = replacing["replacements"]
+    new_node, new_kind = _node_of(local, new)
+    moved = _wait(
+        lambda: [
+            p
+            for p in report_pods()
+            if p["spec"].get("nodeName") == new_node and (p.get("status") or {}).get("phase") == "Running"
+        ],
+        30,
+    )
+    after = _cluster_price(local, catalog)
+    ok = bool(
+        done["status"] == "SUCCEEDED"
+        and all(t["status"] == "SUCCEEDED" for t in terminated)
+        and moved
+        and len(replicasets.created) > created
+        and not any(p["spec"].get("nodeName") == old_node for p in report_pods())
+        and after < before
+    )
+    print(
+        f"  replace {done['status']}: {old_node} tainted karpenter.sh/disrupted, replacement {new} -> {new_node} "
+        f"({new_kind}) initialized, {old_node} drained and terminated\n"
+        f"  {len(moved or [])} evicted pod recreated by its ReplicaSet, bound by the scheduler to {new_node}, Running "
+        f"{time.perf_counter() - t0:.1f} s after the round; ${after:.4f}/hour (saved ${before - after:.4f}/hour)",
+        file=out,
+    )
+    return ok
 
 
 def _described(local: Any, arn: str) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 from nodeflow.aws.sfn import start_launch, start_workflow
 from nodeflow.disruption.model import Settings as DisruptionSettings
 from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.karpenter_metrics import record_disruption_decision
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
 
@@ -56,5 +57,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="NodesExpired", unit="Count", value=len(outcome.expired))
     metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))
+    if outcome.command and (outcome.executed or outcome.replacing):  # the command was carried out
+        record_disruption_decision(outcome.command)
     logger.info("disruption round", extra=outcome.to_json())
     return {"batchItemFailures": [], "result": {**outcome.to_json(), "podEventTimers": timers}}

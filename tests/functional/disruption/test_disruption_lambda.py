@@ -99,7 +99,9 @@ def _execution(local: LocalNodeflow, name: str) -> str:
     return f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
 
 
-def test_an_empty_node_is_terminated_after_consolidate_after(local: LocalNodeflow) -> None:
+def test_an_empty_node_is_terminated_after_consolidate_after(
+    local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
+) -> None:
     keep = _launch(local, "web", 2)
     empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
     _scale_down(local, "batch")
@@ -111,6 +113,9 @@ def test_an_empty_node_is_terminated_after_consolidate_after(local: LocalNodeflo
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert result["command"]["reason"] == "Empty", result
     assert result["executed"] == [empty["metadata"]["name"]]
+    # Karpenter's decision metric, as a CloudWatch EMF record with Karpenter's labels as dimensions
+    emf = [json.loads(line) for line in capfd.readouterr().out.splitlines() if "karpenter_voluntary" in line]
+    assert [(m["decision"], m["reason"], m["consolidation_type"]) for m in emf] == [("delete", "empty", "empty")]
     done = wait_for_execution(local.clients.sfn, _execution(local, empty["metadata"]["name"]), timeout=60)
     assert done["status"] == "SUCCEEDED", local.trace(done["executionArn"]).render()
     names = {c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")}

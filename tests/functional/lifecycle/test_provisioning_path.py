@@ -36,11 +36,18 @@ def live_instances(local: LocalNodeflow) -> list[dict[str, Any]]:
     return local.instances(("pending", "running"))
 
 
-def test_pending_pods_become_initialized_nodes(local: LocalNodeflow) -> None:
+def test_pending_pods_become_initialized_nodes(local: LocalNodeflow, capfd: pytest.CaptureFixture[str]) -> None:
     local.apply(pending_pods("web", 6, cpu="1", memory="2Gi"))
     local.send_pending(["default/web"])
     result = local.provision()["result"]
     assert result["pendingPods"] == 6
+    # Karpenter's scheduling-duration metric, an EMF record labelled with the controller
+    out = capfd.readouterr().out.splitlines()
+    [emf] = [json.loads(line) for line in out if "karpenter_scheduler_scheduling_duration_seconds" in line]
+    assert emf["controller"] == "provisioner"
+    assert emf["karpenter_scheduler_scheduling_duration_seconds"] == [
+        pytest.approx(result["timings"]["solve"], abs=1e-3)
+    ]
     assert result["executionsStarted"] == result["nodeClaimsCreated"]
 
     done = local.wait_for_executions()

@@ -23,7 +23,7 @@ from typing import Any
 
 from tests.kubeapi.patch import PatchError, json_merge_patch, json_patch, strategic_merge_patch
 from tests.kubeapi.resources import Obj, ResourceType, builtin_resources, crd_resources
-from tests.kubeapi.schema import prune_and_validate
+from tests.kubeapi.schema import cel_issues, prune_and_validate
 from tests.kubeapi.selectors import (
     FieldRequirement,
     Requirement,
@@ -251,6 +251,9 @@ class Cluster:
         self.pdb_controller = True
         #: delete dependents (ownerReferences) of deleted objects, like the garbage collector in Background mode
         self.garbage_collector = True
+        #: evaluate the CRDs' CEL rules (x-kubernetes-validations) on create and update, as a real API server
+        #: does; off by default because some tests seed objects Karpenter's CEL rules would refuse on purpose
+        self.cel_validation = False
         self._syncing = False
         for rt in builtin_resources():
             self._add_type(rt)
@@ -512,7 +515,10 @@ class Cluster:
         if not rt.builtin:
             schema = self._schema_for(rt)
             if schema is not None:
-                for field, type_, detail in prune_and_validate(obj, schema):
+                issues = prune_and_validate(obj, schema)
+                if not issues and self.cel_validation:
+                    issues = cel_issues(obj, schema, old)
+                for field, type_, detail in issues:
                     causes.append(_cause(type_, field, detail))
         if causes:
             raise invalid(rt.kind, name, causes, rt.group)

@@ -4,7 +4,9 @@ Supported: type, properties, additionalProperties, items, required, enum, nullab
 exclusiveMinimum/exclusiveMaximum, minLength/maxLength, pattern, minItems/maxItems, minProperties/maxProperties,
 x-kubernetes-preserve-unknown-fields, x-kubernetes-int-or-string, x-kubernetes-embedded-resource (metadata kept),
 ``default`` (applied to absent fields on every write), pruning of nulls for non-nullable fields.
-Not supported: x-kubernetes-validations (CEL), format checks, oneOf/anyOf/allOf/not, x-kubernetes-list-type.
+``cel_issues`` evaluates x-kubernetes-validations (CEL rules, with tests/kubeapi/cel.py: common-expression-language) on create
+and, with oldSelf, on update; the API server runs it after structural validation passed.
+Not supported: format checks, oneOf/anyOf/allOf/not, x-kubernetes-list-type, CEL ratcheting and cost limits.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import copy
 import re
 from typing import Any
+
+from tests.kubeapi import cel
 
 Issue = tuple[str, str, str]  # (field path, cause type, detail)
 
@@ -51,6 +55,17 @@ def prune_and_validate(obj: dict[str, Any], schema: dict[str, Any]) -> list[Issu
     for req in schema.get("required") or []:
         if req not in obj:
             issues.append((req, "FieldValueRequired", ""))
+    return issues
+
+
+def cel_issues(obj: dict[str, Any], schema: dict[str, Any], old: dict[str, Any] | None) -> list[Issue]:
+    """The CEL rules ``obj`` breaks (on update ``old`` is the stored object: transition rules apply)."""
+    issues: list[Issue] = []
+    for path, message in cel.validate(schema, obj, old):
+        node: Any = obj
+        for part in re.findall(r"[^.\[\]]+", path):
+            node = node[int(part)] if isinstance(node, list) else node.get(part) if isinstance(node, dict) else None
+        issues.append((path, "FieldValueInvalid", f'"{cel.value_type(node)}": {message}'))
     return issues
 
 

@@ -1,0 +1,169 @@
+"""The test API server enforces the CRDs' CEL rules (x-kubernetes-validations) like a real API server:
+an invalid NodePool is refused on create with 422 naming the field and the rule's message (also through the
+real kubectl), and transition rules (oldSelf) refuse forbidden updates while admitting allowed ones."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from tests.kubeapi import KubeAPIServer
+from tests.kubeapi.crds import karpenter_crds
+
+KUBECTL = shutil.which("kubectl")
+
+NODEPOOL: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": "default"},
+    "spec": {
+        "template": {
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+            }
+        },
+        "weight": 10,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[KubeAPIServer]:
+    with KubeAPIServer() as kube:
+        kube.cluster.cel_validation = True
+        for crd in karpenter_crds():
+            kube.register_crd(crd)
+        yield kube
+
+
+@pytest.fixture
+def api(server: KubeAPIServer) -> Iterator[client.CustomObjectsApi]:
+    server.reset()
+    yield client.CustomObjectsApi(server.api_client())
+    server.reset()
+
+
+def _create(api: client.CustomObjectsApi, body: dict[str, Any]) -> dict[str, Any]:
+    return api.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", body)  # type: ignore[no-any-return]
+
+
+def _refusal(exc: ApiException) -> tuple[str, list[tuple[str, str]]]:
+    status = json.loads(exc.body)
+    causes = [(c["field"], c["message"]) for c in status["details"]["causes"]]
+    return status["message"], causes
+
+
+def test_valid_nodepool_is_admitted(api: client.CustomObjectsApi) -> None:
+    created = _create(api, copy.deepcopy(NODEPOOL))
+    assert created["spec"]["weight"] == 10
+
+
+def test_static_nodepool_with_weight_is_refused_naming_spec(api: client.CustomObjectsApi) -> None:
+    bad = copy.deepcopy(NODEPOOL)
+    bad["spec"]["replicas"] = 2
+    with pytest.raises(ApiException) as err:
+        _create(api, bad)
+    assert err.value.status == 422
+    message, causes = _refusal(err.value)
+    assert causes == [("spec", "Invalid value: \"object\": 'weight' is not supported on static NodePools")]
+    assert message.startswith('NodePool.karpenter.sh "default" is invalid: spec: Invalid value')
+    with pytest.raises(ApiException) as missing:
+        api.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", "default")
+    assert missing.value.status == 404
+
+
+def test_restricted_requirement_key_is_refused_at_the_key(api: client.CustomObjectsApi) -> None:
+    bad = copy.deepcopy(NODEPOOL)
+    bad["spec"]["template"]["spec"]["requirements"].append({"key": "kubernetes.io/hostname", "operator": "Exists"})
+    with pytest.raises(ApiException) as err:
+        _create(api, bad)
+    _, causes = _refusal(err.value)
+    assert causes == [
+        (
+            "spec.template.spec.requirements[1].key",
+            'Invalid value: "string": label "kubernetes.io/hostname" is restricted',
+        )
+    ]
+
+
+def test_transition_rules_apply_on_update_only(api: client.CustomObjectsApi) -> None:
+    created = _create(api, copy.deepcopy(NODEPOOL))
+    changed_kind = copy.deepcopy(created)
+    changed_kind["spec"]["template"]["spec"]["nodeClassRef"]["kind"] = "OtherNodeClass"
+    with pytest.raises(ApiException) as err:
+        api.replace_cluster_custom_object("karpenter.sh", "v1", "nodepools", "default", changed_kind)
+    _, causes = _refusal(err.value)
+    assert causes == [("spec.template.spec.nodeClassRef", 'Invalid value: "object": nodeClassRef.kind is immutable')]
+    renamed = copy.deepcopy(created)  # the name may change, group and kind may not
+    renamed["spec"]["template"]["spec"]["nodeClassRef"]["name"] = "other"
+    updated = api.replace_cluster_custom_object("karpenter.sh", "v1", "nodepools", "default", renamed)
+    assert updated["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "other"
+
+
+def test_nodeclaim_spec_is_immutable_but_status_writes(api: client.CustomObjectsApi) -> None:
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "default-x1"},
+        "spec": copy.deepcopy(NODEPOOL["spec"]["template"]["spec"]),
+    }
+    created = api.create_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", claim)
+    created["status"] = {"nodeName": "ip-10-0-0-1"}
+    api.replace_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "default-x1", created)
+    current = api.get_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", "default-x1")
+    assert current["status"]["nodeName"] == "ip-10-0-0-1"
+    current["spec"]["expireAfter"] = "1h"
+    with pytest.raises(ApiException) as err:
+        api.replace_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", "default-x1", current)
+    assert _refusal(err.value)[1] == [("spec", 'Invalid value: "object": spec is immutable')]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_kubectl_create_of_an_invalid_nodepool_is_refused(
+    server: KubeAPIServer, api: client.CustomObjectsApi, tmp_path: Path
+) -> None:
+    assert KUBECTL is not None
+    # --validate=false: the refusal asserted is the server's (CEL runs server-side), not kubectl's schema check.
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    bad = copy.deepcopy(NODEPOOL)
+    bad["spec"]["disruption"] = {"budgets": [{"nodes": "0", "schedule": "@daily"}]}
+    proc = subprocess.run(
+        [KUBECTL, "--kubeconfig", kubeconfig, "create", "--validate=false", "-f", "-"],
+        input=json.dumps(bad),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "spec.disruption.budgets: Invalid value: \"array\": 'schedule' must be set with 'duration'" in proc.stderr
+    good = copy.deepcopy(NODEPOOL)
+    good["spec"]["disruption"] = {"budgets": [{"nodes": "0", "schedule": "@daily", "duration": "1h"}]}
+    proc = subprocess.run(
+        [KUBECTL, "--kubeconfig", kubeconfig, "create", "--validate=false", "-f", "-"],
+        input=json.dumps(good),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "nodepool.karpenter.sh/default created" in proc.stdout
+
+
+def test_cel_validation_is_off_unless_enabled(server: KubeAPIServer, api: client.CustomObjectsApi) -> None:
+    bad = copy.deepcopy(NODEPOOL)
+    bad["spec"]["replicas"] = 2
+    server.cluster.cel_validation = False
+    try:
+        assert _create(api, bad)["spec"]["replicas"] == 2
+    finally:
+        server.cluster.cel_validation = True

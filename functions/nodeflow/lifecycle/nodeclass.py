@@ -6,7 +6,8 @@ collection (every class, on its schedule, so a class recovers when its subnets, 
 without an edit, and turns not Ready when they go).
 
 Conditions (as Karpenter names them): ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
-``InstanceProfileReady`` and the root ``Ready``, each with the object's generation as observedGeneration;
+``InstanceProfileReady``, ``ValidationSucceeded`` (False with reason DependenciesNotReady while one of the
+four is False) and the root ``Ready``, each with the object's generation as observedGeneration;
 ``status.subnets`` (id, zone, zoneID), ``securityGroups`` (id, name), ``amis`` (id, name, requirements),
 ``instanceProfile`` and ``capacityReservations`` (an empty list: capacity reservations are not selected yet).
 ``nodeflow.plan.node_class_readiness`` reads them back: a NodePool whose class is Ready=False is skipped by
@@ -77,6 +78,17 @@ def node_class_status(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass
             unhealthy.append(why)
         else:
             conditions = set_condition(conditions, kind, "True", kind, "", now=now, generation=generation)
+    # Karpenter validates a class only once what it selects is resolved (its restricted tags are refused by
+    # the EC2NodeClass model already, so such a class is never resolved)
+    if unhealthy:
+        valid = (
+            "False",
+            "DependenciesNotReady",
+            "waiting until the subnets, security groups, AMIs and instance profile resolve",
+        )
+    else:
+        valid = ("True", "ValidationSucceeded", "")
+    conditions = set_condition(conditions, "ValidationSucceeded", *valid, now=now, generation=generation)
     if unhealthy:
         ready = ("False", "UnhealthyDependents", "; ".join(unhealthy))
     else:

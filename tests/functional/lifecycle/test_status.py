@@ -14,7 +14,14 @@ from nodeflow.kube.client import KubeClient
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending_pods
 
-CLASS_CONDITIONS = ("SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "Ready")
+CLASS_CONDITIONS = (
+    "SubnetsReady",
+    "SecurityGroupsReady",
+    "AMIsReady",
+    "InstanceProfileReady",
+    "ValidationSucceeded",
+    "Ready",
+)
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, str]:
@@ -92,3 +99,23 @@ def test_status_after_the_demo_scenario_reads_back_through_the_api(local: LocalN
     pool = kube.get(kc.NODE_POOLS, "default")
     assert pool["status"]["nodes"] == len(created) - 1
     assert pool["status"]["resources"]["nodes"] == str(len(created) - 1)
+
+
+def test_a_class_whose_subnets_do_not_resolve_is_not_validated(local: LocalNodeflow) -> None:
+    kube = KubeClient(local.kube_server.api_client())
+    broken = kube.get(kc.EC2_NODE_CLASSES, "default")
+    broken["metadata"] = {"name": "broken"}
+    broken.pop("status", None)
+    broken["spec"]["subnetSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "no-such-subnets"}}]
+    kube.create(kc.EC2_NODE_CLASSES, broken)
+    local.collect_garbage()
+    node_class = kube.get(kc.EC2_NODE_CLASSES, "broken")
+    conditions = {c["type"]: c for c in node_class["status"]["conditions"]}
+    assert conditions["SubnetsReady"]["status"] == "False"
+    assert (conditions["ValidationSucceeded"]["status"], conditions["ValidationSucceeded"]["reason"]) == (
+        "False",
+        "DependenciesNotReady",
+    )
+    assert conditions["Ready"]["status"] == "False"
+    assert node_class["status"]["subnets"] == []
+    assert node_class["status"]["capacityReservations"] == []

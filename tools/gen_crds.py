@@ -38,7 +38,7 @@ from pydantic import BaseModel  # noqa: E402
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue  # noqa: E402
 from pydantic_core import PydanticUndefined, core_schema  # noqa: E402
 
-from nodeflow.api import karpenter_common, karpenter_core, karpenter_ec2  # noqa: E402
+from nodeflow.api import karpenter_common, karpenter_core, karpenter_ec2, meta  # noqa: E402
 from nodeflow.api.karpenter import (  # noqa: E402
     AMISelectorTerm,
     BlockDevice,
@@ -396,6 +396,165 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
     (NodeClaimStatus, "lastPodEventTime"): (
         "When a pod was last scheduled to or removed from the node (consolidateAfter counts from it)."
     ),
+    # EC2NodeClass selector terms
+    (SubnetSelectorTerm, "tags"): "Select subnets carrying all these tags (a value of * matches any value).",
+    (SubnetSelectorTerm, "id"): "Select the subnet with this ID (subnet-...); not combined with other fields.",
+    (SecurityGroupSelectorTerm, "tags"): "Select security groups carrying all these tags (* matches any value).",
+    (
+        SecurityGroupSelectorTerm,
+        "id",
+    ): "Select the security group with this ID (sg-...); not combined with other fields.",
+    (SecurityGroupSelectorTerm, "name"): "Select security groups with this group name.",
+    (CapacityReservationSelectorTerm, "tags"): "Select capacity reservations carrying all these tags.",
+    (CapacityReservationSelectorTerm, "id"): "Select the capacity reservation with this ID (cr-...).",
+    (CapacityReservationSelectorTerm, "ownerID"): "Select reservations owned by this AWS account ID.",
+    (CapacityReservationSelectorTerm, "instanceMatchCriteria"): (
+        "Select reservations by how they match instances: open (any matching launch uses them) or targeted "
+        "(only launches that name them)."
+    ),
+    (AMISelectorTerm, "alias"): (
+        "A family and version (family@version, e.g. al2023@latest or bottlerocket@v1.20.0) resolving to the "
+        "EKS-optimized AMI; must be the only term."
+    ),
+    (AMISelectorTerm, "tags"): "Select AMIs carrying all these tags.",
+    (AMISelectorTerm, "id"): "Select the AMI with this ID (ami-...); not combined with other fields.",
+    (AMISelectorTerm, "name"): "Select AMIs with this name (may contain wildcards).",
+    (
+        AMISelectorTerm,
+        "owner",
+    ): "Restrict name or tag selection to AMIs owned by this account ID or alias (self, amazon).",
+    (AMISelectorTerm, "ssmParameter"): "Select the AMI whose ID is stored in this SSM parameter.",
+    # Kubelet
+    (
+        KubeletConfiguration,
+        "clusterDNS",
+    ): "DNS server addresses the kubelet gives to pods instead of the cluster default.",
+    (KubeletConfiguration, "maxPods"): "Upper bound on pods per node (overrides the ENI-based default).",
+    (KubeletConfiguration, "podsPerCore"): (
+        "Pods allowed per vCPU; the node's pod limit is the smaller of this times its vCPUs and maxPods."
+    ),
+    (KubeletConfiguration, "systemReserved"): "Resources kept for OS daemons (cpu, memory, ephemeral-storage, pid).",
+    (KubeletConfiguration, "kubeReserved"): (
+        "Resources kept for Kubernetes daemons (cpu, memory, ephemeral-storage, pid); the default depends on "
+        "the instance type."
+    ),
+    (KubeletConfiguration, "evictionHard"): (
+        "Eviction signals (memory.available, nodefs.available, ...) and thresholds at which the kubelet evicts "
+        "pods at once."
+    ),
+    (KubeletConfiguration, "evictionSoft"): (
+        "Eviction thresholds that evict pods only once exceeded for their grace period in evictionSoftGracePeriod."
+    ),
+    (KubeletConfiguration, "evictionSoftGracePeriod"): (
+        "For each evictionSoft signal, how long it must be exceeded before pods are evicted."
+    ),
+    (KubeletConfiguration, "evictionMaxPodGracePeriod"): (
+        "Longest termination grace period (seconds) granted to pods evicted for a soft threshold."
+    ),
+    (KubeletConfiguration, "imageGCHighThresholdPercent"): (
+        "Disk usage percentage above which image garbage collection always runs."
+    ),
+    (KubeletConfiguration, "imageGCLowThresholdPercent"): (
+        "Disk usage percentage image garbage collection frees down to; below imageGCHighThresholdPercent."
+    ),
+    (KubeletConfiguration, "cpuCFSQuota"): "Whether CPU limits are enforced with CFS quota.",
+    # Block devices
+    (BlockDevice, "deleteOnTermination"): "Delete the volume when the instance terminates.",
+    (BlockDevice, "encrypted"): "Encrypt the volume (with kmsKeyID, or the account's default EBS key).",
+    (BlockDevice, "iops"): "Provisioned IOPS (io1, io2, gp3 volumes).",
+    (BlockDevice, "kmsKeyID"): "KMS key (ID or ARN) used to encrypt the volume.",
+    (BlockDevice, "snapshotID"): "EBS snapshot the volume is created from.",
+    (BlockDevice, "throughput"): "Throughput in MiB/s (gp3 volumes).",
+    (BlockDevice, "volumeInitializationRate"): (
+        "Rate (MiB/s) at which blocks of a volume created from a snapshot are fetched; needs snapshotID."
+    ),
+    (BlockDevice, "volumeSize"): "Size of the volume (a quantity such as 100Gi).",
+    (BlockDevice, "volumeType"): "EBS volume type (gp2, gp3, io1, io2, sc1, st1, standard).",
+    (karpenter_ec2.BlockDeviceMapping, "deviceName"): "Device name the volume is attached as (e.g. /dev/xvda).",
+    (karpenter_ec2.BlockDeviceMapping, "ebs"): "The EBS volume attached at this device.",
+    (karpenter_ec2.BlockDeviceMapping, "rootVolume"): (
+        "This device is the node's root volume (its size counts as the node's ephemeral storage); at most one."
+    ),
+    # Instance metadata service, enclaves
+    (
+        karpenter_ec2.MetadataOptions,
+        "httpEndpoint",
+    ): "Whether the instance metadata service is reachable: enabled or disabled.",
+    (karpenter_ec2.MetadataOptions, "httpProtocolIPv6"): "Whether the metadata service answers on its IPv6 address.",
+    (karpenter_ec2.MetadataOptions, "httpPutResponseHopLimit"): (
+        "Hop limit of metadata token responses; 1 keeps the token from pods on other network namespaces."
+    ),
+    (karpenter_ec2.MetadataOptions, "httpTokens"): "required (IMDSv2 session tokens only) or optional (IMDSv1 too).",
+    (karpenter_ec2.EnclaveOptions, "enabled"): "Launch instances with Nitro Enclaves enabled.",
+    # EC2NodeClass spec
+    (EC2NodeClassSpec, "subnetSelectorTerms"): (
+        "Terms selecting the subnets nodes may be launched in (a subnet matching any term is used)."
+    ),
+    (EC2NodeClassSpec, "securityGroupSelectorTerms"): (
+        "Terms selecting the security groups attached to nodes (all groups matching any term)."
+    ),
+    (EC2NodeClassSpec, "capacityReservationSelectorTerms"): (
+        "Terms selecting On-Demand Capacity Reservations nodes may be launched into (reserved capacity type)."
+    ),
+    (EC2NodeClassSpec, "associatePublicIPAddress"): "Give nodes a public IPv4 address (default: the subnet's setting).",
+    (EC2NodeClassSpec, "ipPrefixCount"): "Number of IPv4 prefixes to assign to the primary network interface.",
+    (EC2NodeClassSpec, "amiSelectorTerms"): (
+        "Terms selecting the AMIs nodes boot from: an alias alone, or terms by id, name, tags or SSM parameter."
+    ),
+    (EC2NodeClassSpec, "amiFamily"): (
+        "How nodes are bootstrapped (user data format, default block devices): AL2, AL2023, Bottlerocket, "
+        "Windows2019, Windows2022 or Custom. Implied by an alias term."
+    ),
+    (EC2NodeClassSpec, "userData"): "User data merged with (or, for Custom, used instead of) the generated bootstrap.",
+    (
+        EC2NodeClassSpec,
+        "role",
+    ): "IAM role of the nodes; an instance profile is created for it. Exclusive with instanceProfile.",
+    (EC2NodeClassSpec, "instanceProfile"): "Existing IAM instance profile given to the nodes. Exclusive with role.",
+    (EC2NodeClassSpec, "tags"): "Tags put on the instances, volumes and launch templates created for nodes.",
+    (EC2NodeClassSpec, "kubelet"): "Kubelet settings of the nodes (reservations, eviction, pod limits, image GC).",
+    (EC2NodeClassSpec, "blockDeviceMappings"): "EBS volumes attached to nodes (default: the AMI family's root volume).",
+    (EC2NodeClassSpec, "instanceStorePolicy"): (
+        "What to do with local NVMe instance store: RAID0 stripes the disks and uses them for ephemeral storage."
+    ),
+    (EC2NodeClassSpec, "detailedMonitoring"): "Enable EC2 detailed (1-minute) CloudWatch monitoring of nodes.",
+    (EC2NodeClassSpec, "metadataOptions"): "Instance metadata service settings of the nodes.",
+    (EC2NodeClassSpec, "enclaveOptions"): "Nitro Enclaves settings of the nodes.",
+    (EC2NodeClassSpec, "context"): "Reserved EC2 Fleet context value (for accounts with a custom context).",
+    # EC2NodeClass status
+    (karpenter_ec2.StatusSubnet, "id"): "Subnet ID.",
+    (karpenter_ec2.StatusSubnet, "zone"): "Availability zone name of the subnet.",
+    (karpenter_ec2.StatusSubnet, "zoneID"): "Availability zone ID of the subnet.",
+    (karpenter_ec2.StatusSecurityGroup, "id"): "Security group ID.",
+    (karpenter_ec2.StatusSecurityGroup, "name"): "Security group name.",
+    (karpenter_ec2.StatusCapacityReservation, "id"): "Capacity reservation ID.",
+    (karpenter_ec2.StatusCapacityReservation, "availabilityZone"): "Zone the reserved capacity is in.",
+    (karpenter_ec2.StatusCapacityReservation, "instanceType"): "Instance type the reservation is for.",
+    (karpenter_ec2.StatusCapacityReservation, "ownerID"): "Account owning the reservation.",
+    (karpenter_ec2.StatusCapacityReservation, "instanceMatchCriteria"): "open or targeted.",
+    (karpenter_ec2.StatusCapacityReservation, "endTime"): "When the reservation ends (unset: no end).",
+    (karpenter_ec2.StatusCapacityReservation, "reservationType"): "default or capacity-block.",
+    (karpenter_ec2.StatusCapacityReservation, "state"): "active, or expiring for a capacity block about to end.",
+    (meta.NodeSelectorRequirement, "key"): "The node label the requirement is about.",
+    (meta.NodeSelectorRequirement, "operator"): "In, NotIn, Exists, DoesNotExist, Gt or Lt.",
+    (meta.NodeSelectorRequirement, "values"): "The values the label is compared with.",
+    (karpenter_ec2.StatusAMI, "id"): "AMI ID.",
+    (karpenter_ec2.StatusAMI, "name"): "AMI name.",
+    (karpenter_ec2.StatusAMI, "requirements"): (
+        "Which instance types this AMI is for (architecture, GPU, ...), as node selector requirements."
+    ),
+    (karpenter_ec2.StatusAMI, "deprecated"): "The AMI is deprecated (still used until a replacement is found).",
+    (karpenter_ec2.EC2NodeClassStatus, "subnets"): "Subnets resolved from subnetSelectorTerms.",
+    (karpenter_ec2.EC2NodeClassStatus, "securityGroups"): "Security groups resolved from securityGroupSelectorTerms.",
+    (karpenter_ec2.EC2NodeClassStatus, "capacityReservations"): (
+        "Capacity reservations resolved from capacityReservationSelectorTerms."
+    ),
+    (
+        karpenter_ec2.EC2NodeClassStatus,
+        "amis",
+    ): "AMIs resolved from amiSelectorTerms, with the instance types each serves.",
+    (karpenter_ec2.EC2NodeClassStatus, "instanceProfile"): "The instance profile nodes are launched with.",
+    (karpenter_ec2.EC2NodeClassStatus, "conditions"): _CONDITIONS_DOC,
 }
 
 # Fields met during generation that have neither a description nor a FIELD_DOCS entry.

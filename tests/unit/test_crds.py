@@ -614,7 +614,7 @@ def _undocumented(schema: dict[str, Any], path: str = "") -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("kind", ["NodePool", "NodeClaim"])
+@pytest.mark.parametrize("kind", ["NodePool", "NodeClaim", "EC2NodeClass"])
 def test_every_field_has_a_description(kind: str) -> None:
     """What `kubectl explain` shows: no field without one (add it to FIELD_DOCS in tools/gen_crds.py).
     The root metadata stays bare (a structural schema may not say more about it)."""

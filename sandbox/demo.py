@@ -473,7 +473,18 @@ def _move(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
         for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
         if c["metadata"]["name"] not in before_claims
     )
-    if not placed or len(fresh) != 1:
+    # The scheduler may bind the pods once the node is Ready, before the launch workflow marks the NodeClaim
+    # Initialized; disruption does not consider an uninitialized node, so wait for that too.
+    initialized = len(fresh) == 1 and _wait(
+        lambda: any(
+            c.get("type") == "Initialized" and c.get("status") == "True"
+            for c in (local.kube_server.get("karpenter.sh/v1", "NodeClaim", fresh[0]).get("status") or {}).get(
+                "conditions", []
+            )
+        ),
+        60,
+    )
+    if not placed or not initialized:
         print(f"\nconsolidation that moves pods: shop/report not placed on one new node ({fresh})", file=out)
         return False
     old_node, old_kind = _node_of(local, fresh[0])

@@ -1,8 +1,8 @@
 """A stand-in for the ReplicaSet controller and kube-scheduler's "no fit" verdict: pods owned by a
 ReplicaSet that disappear (evicted, deleted) are replaced by new pods from the same template, which
-the scheduler leaves Pending with ``PodScheduled=False/Unschedulable`` (the local cluster has no
-scheduler placing pods on existing nodes). With it, a drained node's pods come back as pending pods,
-and the agent and the provisioner take it from there.
+start Pending with ``PodScheduled=False/Unschedulable``. With it, a drained node's pods come back as
+pending pods: the simulated scheduler (sandbox/scheduler.py) binds them to a node they fit when its
+``place_pending`` is on, else the agent and the provisioner take it from there.
 """
 
 from __future__ import annotations

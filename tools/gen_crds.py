@@ -210,6 +210,34 @@ def _requirements(*key_rules: dict[str, str]) -> dict[str, Any]:
     return {**_rules(*_REQUIREMENTS_RULES), "items": {"properties": {"key": _rules(*key_rules)}}}
 
 
+_ALIAS_FAMILIES = (
+    ("al2", "AL2"),
+    ("al2023", "AL2023"),
+    ("bottlerocket", "Bottlerocket"),
+    ("windows2019", "Windows2019"),
+    ("windows2022", "Windows2022"),
+    ("windows2025", "Windows2025"),
+)
+
+
+def _alias_family_rule(alias: str, family: str) -> dict[str, str]:
+    """An alias term of this family allows amiFamily unset, the same family, or Custom."""
+    article = "an" if family.startswith("AL") else "a"
+    return _cel(
+        f"!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && "
+        f"x.alias.find('^[^@]+') == '{alias}') ? (self.amiFamily == 'Custom' || self.amiFamily == '{family}') : true)",
+        f"if set, amiFamily must be '{family}' or 'Custom' when using {article} {family} alias",
+    )
+
+
+_RESTRICTED_TAGS = (
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+)
+
+
 FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (NodeClassReference, "group"): _rules(_cel("self != ''", "group may not be empty")),
     (NodeClassReference, "kind"): _rules(_cel("self != ''", "kind may not be empty")),
@@ -225,6 +253,18 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
         _cel(f"self.all(x, x in {_KARPENTER_DOMAIN_LABELS} || !x.{_DOMAIN_OF_KEY})", _RESTRICTED_DOMAIN_MSG),
         _cel('self.all(x, x != "karpenter.sh/nodepool")', _NODEPOOL_LABEL_MSG),
         _cel('self.all(x, x != "kubernetes.io/hostname")', _HOSTNAME_LABEL_MSG),
+    ),
+    (EC2NodeClassSpec, "tags"): _rules(
+        _cel("self.all(k, k != '')", "empty tag keys aren't supported"),
+        _cel("self.all(k, k != 'eks:eks-cluster-name')", "tag contains a restricted tag matching eks:eks-cluster-name"),
+        _cel(
+            "self.all(k, !k.startsWith('kubernetes.io/cluster'))",
+            "tag contains a restricted tag matching kubernetes.io/cluster/",
+        ),
+        *(
+            _cel(f"self.all(k, k != '{tag}')", f"tag contains a restricted tag matching {tag}")
+            for tag in _RESTRICTED_TAGS[1:]
+        ),
     ),
     (Disruption, "budgets"): _rules(
         _cel("self.all(x, has(x.schedule) == has(x.duration))", "'schedule' must be set with 'duration'")
@@ -245,6 +285,17 @@ MODEL_RULES: dict[type[BaseModel], dict[str, Any]] = {
         _cel("!has(self.replicas) || !has(self.weight)", "'weight' is not supported on static NodePools"),
     ),
     NodeClaimSpec: _rules(_cel("self == oldSelf", "spec is immutable")),
+    EC2NodeClassSpec: _rules(
+        _cel(
+            "(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))",
+            "must specify exactly one of ['role', 'instanceProfile']",
+        ),
+        *(_alias_family_rule(alias, family) for alias, family in _ALIAS_FAMILIES),
+        _cel(
+            "self.amiSelectorTerms.exists(x, has(x.alias)) ? true : has(self.amiFamily)",
+            "must specify amiFamily if amiSelectorTerms does not contain an alias",
+        ),
+    ),
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every CEL rule (x-kubernetes-validations) of the generated NodePool and NodeClaim CRDs, evaluated with
+"""Every CEL rule (x-kubernetes-validations) of the generated NodePool, NodeClaim and EC2NodeClass CRDs, evaluated with
 common-expression-language (tests/kubeapi/cel.py): a good object is admitted on create and update, and for each rule a
 bad object (or update) is refused with that rule's message at that rule's field, and only by it.
 """
@@ -24,7 +24,11 @@ def _schema(filename: str) -> Obj:
     return doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 
-SCHEMAS = {"NodePool": _schema("karpenter.sh_nodepools.yaml"), "NodeClaim": _schema("karpenter.sh_nodeclaims.yaml")}
+SCHEMAS = {
+    "NodePool": _schema("karpenter.sh_nodepools.yaml"),
+    "NodeClaim": _schema("karpenter.sh_nodeclaims.yaml"),
+    "EC2NodeClass": _schema("karpenter.k8s.aws_ec2nodeclasses.yaml"),
+}
 
 _REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 _REQUIREMENTS = [
@@ -63,6 +67,19 @@ GOOD: dict[str, Obj] = {
                 {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
             ],
         },
+    },
+}
+
+GOOD["EC2NodeClass"] = {
+    "apiVersion": "karpenter.k8s.aws/v1",
+    "kind": "EC2NodeClass",
+    "metadata": {"name": "default"},
+    "spec": {
+        "role": "KarpenterNodeRole",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        "tags": {"team": "a", "kubernetes.io/role": "node"},
     },
 }
 
@@ -279,6 +296,56 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
         False,
     ),
     ("NodeClaim", "spec", "spec is immutable", _set("spec.expireAfter", "24h"), True),
+    # EC2NodeClass (the spec-level and tags rules; the selector-term, kubelet and block-device rules are not
+    # generated yet)
+    (
+        "EC2NodeClass",
+        "spec",
+        "must specify exactly one of ['role', 'instanceProfile']",
+        _set("spec.instanceProfile", "KarpenterNodeProfile"),
+        False,
+    ),
+    *(
+        (
+            "EC2NodeClass",
+            "spec",
+            f"if set, amiFamily must be '{family}' or 'Custom' when using {article} {family} alias",
+            _both(_set("spec.amiSelectorTerms", [{"alias": f"{alias}@latest"}]), _set("spec.amiFamily", other)),
+            False,
+        )
+        for alias, family, article, other in [
+            ("al2", "AL2", "an", "AL2023"),
+            ("al2023", "AL2023", "an", "Bottlerocket"),
+            ("bottlerocket", "Bottlerocket", "a", "AL2"),
+            ("windows2019", "Windows2019", "a", "Windows2022"),
+            ("windows2022", "Windows2022", "a", "Windows2019"),
+            ("windows2025", "Windows2025", "a", "AL2023"),
+        ]
+    ),
+    (
+        "EC2NodeClass",
+        "spec",
+        "must specify amiFamily if amiSelectorTerms does not contain an alias",
+        _set("spec.amiSelectorTerms", [{"id": "ami-0123456789abcdef0"}]),
+        False,
+    ),
+    ("EC2NodeClass", "spec.tags", "empty tag keys aren't supported", _set("spec.tags.", "x"), False),
+    *(
+        (
+            "EC2NodeClass",
+            "spec.tags",
+            f"tag contains a restricted tag matching {shown}",
+            _set(f"spec.tags.{key.replace('.', '|')}", "x"),
+            False,
+        )
+        for key, shown in [
+            ("eks:eks-cluster-name", "eks:eks-cluster-name"),
+            ("kubernetes.io/cluster/demo", "kubernetes.io/cluster/"),
+            ("karpenter.sh/nodepool", "karpenter.sh/nodepool"),
+            ("karpenter.sh/nodeclaim", "karpenter.sh/nodeclaim"),
+            ("karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/ec2nodeclass"),
+        ]
+    ),
 ]
 
 
@@ -303,7 +370,8 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
     in_table = {(kind, path, message) for kind, path, message, _, _ in CASES}
     assert in_crds == in_table
     assert len(CASES) == len(in_table)  # one case per rule
-    assert len(in_crds) == 27  # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules
+    # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules; 14 of the EC2NodeClass's
+    assert len(in_crds) == 41
 
 
 @pytest.mark.parametrize("kind", sorted(GOOD))
@@ -347,3 +415,25 @@ def test_a_rule_that_cannot_evaluate_is_reported_with_its_field() -> None:
     [(path, detail)] = cel.validate(schema, {"n": "five"})
     assert path == "n"
     assert "failed to evaluate" in detail
+
+
+def _examples() -> list[tuple[str, Obj]]:
+    root = CRD_DIR.parents[2] / "examples"
+    return [
+        (f"{path.relative_to(root)}:{doc['metadata']['name']}", doc)
+        for path in sorted(root.rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") in SCHEMAS
+    ]
+
+
+EXAMPLES = _examples()
+
+
+def test_examples_exist() -> None:
+    assert {doc["kind"] for _, doc in EXAMPLES} >= {"NodePool", "EC2NodeClass"}
+
+
+@pytest.mark.parametrize(("name", "doc"), EXAMPLES, ids=[name for name, _ in EXAMPLES])
+def test_every_example_passes_the_cel_rules(name: str, doc: Obj) -> None:
+    assert cel.validate(SCHEMAS[doc["kind"]], doc) == []

@@ -230,6 +230,7 @@ def _alias_family_rule(alias: str, family: str) -> dict[str, str]:
     )
 
 
+_NO_EMPTY_TAGS = _cel("self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported")
 _RESTRICTED_TAGS = (
     "eks:eks-cluster-name",
     "karpenter.sh/nodepool",
@@ -254,6 +255,35 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
         _cel('self.all(x, x != "karpenter.sh/nodepool")', _NODEPOOL_LABEL_MSG),
         _cel('self.all(x, x != "kubernetes.io/hostname")', _HOSTNAME_LABEL_MSG),
     ),
+    (SubnetSelectorTerm, "tags"): _rules(_NO_EMPTY_TAGS),
+    (SecurityGroupSelectorTerm, "tags"): _rules(_NO_EMPTY_TAGS),
+    (EC2NodeClassSpec, "subnetSelectorTerms"): _rules(
+        _cel("self.size() != 0", "subnetSelectorTerms cannot be empty"),
+        _cel("self.all(x, has(x.tags) || has(x.id))", "expected at least one, got none, ['tags', 'id']"),
+        _cel(
+            "!self.all(x, has(x.id) && has(x.tags))",
+            "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",
+        ),
+    ),
+    (EC2NodeClassSpec, "securityGroupSelectorTerms"): _rules(
+        _cel("self.size() != 0", "securityGroupSelectorTerms cannot be empty"),
+        _cel(
+            "self.all(x, has(x.tags) || has(x.id) || has(x.name))",
+            "expected at least one, got none, ['tags', 'id', 'name']",
+        ),
+        _cel(
+            "!self.all(x, has(x.id) && (has(x.tags) || has(x.name)))",
+            "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group "
+            "selector term",
+        ),
+        _cel(
+            "!self.all(x, has(x.name) && (has(x.tags) || has(x.id)))",
+            "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group "
+            "selector term",
+        ),
+    ),
+    (EC2NodeClassSpec, "role"): _rules(_cel("self != ''", "role cannot be empty")),
+    (EC2NodeClassSpec, "instanceProfile"): _rules(_cel("self != ''", "instanceProfile cannot be empty")),
     (EC2NodeClassSpec, "tags"): _rules(
         _cel("self.all(k, k != '')", "empty tag keys aren't supported"),
         _cel("self.all(k, k != 'eks:eks-cluster-name')", "tag contains a restricted tag matching eks:eks-cluster-name"),

@@ -2,8 +2,10 @@
 
 The API server, the moto server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's
 Function URL) stay as the scenario left them; a fresh agent watches the API server again, so pods created with
-kubectl are provisioned as in the scenario. A kubeconfig for the API server is written and announced on a line
-``KUBECONFIG=<path>``; SIGINT or SIGTERM ends the wait (the caller then tears everything down).
+kubectl are provisioned as in the scenario: the simulated scheduler binds those that fit a node, and the ones
+that fit none are marked Unschedulable (``mark_unschedulable``), as kube-scheduler does. A kubeconfig for the API
+server is written and announced on a line ``KUBECONFIG=<path>``; SIGINT or SIGTERM ends the wait (the caller then
+tears everything down).
 
 kubectl sends no credentials to a plain-http server, so its requests come as ``system:anonymous``; the demo cluster
 lets that user do anything (``KUBECTL_ACCESS``, added to the RBAC the server enforces), as a throwaway local
@@ -15,6 +17,7 @@ from __future__ import annotations
 import signal
 import tempfile
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -51,6 +54,41 @@ def grant_kubectl_access(kube: Any) -> None:
     kube.rbac.bindings.extend(extra.bindings)
 
 
+def mark_unschedulable(kube: Any, now: datetime, after: float = 1.0) -> list[str]:
+    """kube-scheduler's part for pods created with kubectl: a pending, unbound pod that no node took within ``after``
+    seconds (the simulated scheduler places the ones that fit) gets PodScheduled=False/Unschedulable, which the agent
+    forwards to the provisioner. Returns the pods marked (namespace/name)."""
+    import kubernetes.client
+
+    marked: list[str] = []
+    api = kube.api_client()
+    try:
+        core = kubernetes.client.CoreV1Api(api)
+        for pod in kube.objects("v1", "Pod"):
+            meta, status = pod["metadata"], pod.get("status") or {}
+            created = datetime.strptime(meta["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            if (
+                (pod.get("spec") or {}).get("nodeName")
+                or meta.get("deletionTimestamp")
+                or status.get("phase", "Pending") != "Pending"
+                or any(c.get("type") == "PodScheduled" for c in status.get("conditions") or [])
+                or (now - created).total_seconds() < after
+            ):
+                continue
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "no node fits the pod (nodeflow demo scheduler)",
+                "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {"conditions": [condition]}})
+            marked.append(f"{meta['namespace']}/{meta['name']}")
+    finally:
+        api.close()
+    return marked
+
+
 def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None:
     """Announce ``KUBECONFIG=<path>`` and block until SIGINT/SIGTERM (must run in the main thread)."""
     from sandbox.agent import AgentProcess
@@ -77,8 +115,11 @@ def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None
             file=out,
         )
         print(f"KUBECONFIG={path}", file=out, flush=True)
+        local.scheduler.place_pending = True  # pods that fit existing nodes are bound to them
         while not stop.wait(0.5):
-            pass
+            for key in mark_unschedulable(local.kube_server, datetime.now(UTC)):
+                print(f"pod {key}: Unschedulable (no node fits) - the agent forwards it to the provisioner", file=out)
+            out.flush()
         print("interrupted: stopping the cluster", file=out, flush=True)
     finally:
         agent.stop()

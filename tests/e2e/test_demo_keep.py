@@ -70,10 +70,36 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
             assert row[3].startswith("us-east-1")
             assert row[4].startswith("ip-")
             assert row[5] == "True"
+        # a pod no node fits, created with kubectl: marked Unschedulable, provisioned, bound to the new node
+        before = {row[0] for row in table[1:]}
+        pod = (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: big, namespace: default}\nspec:\n  containers:\n"
+            "  - {name: c, image: x, resources: {requests: {cpu: '6', memory: 8Gi}}}\n"
+        )
+        created = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "create", "-f", "-"], input=pod, capture_output=True, text=True
+        )
+        assert created.returncode == 0, created.stderr
+        node = ""
+        deadline = time.monotonic() + 60
+        while not node and time.monotonic() < deadline:
+            time.sleep(1)
+            node = subprocess.run(
+                [KUBECTL, "--kubeconfig", kubeconfig, "get", "pod", "big", "-o", "jsonpath={.spec.nodeName}"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        assert node, "pod big was never bound"
+        claims = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "get", "nodeclaims", "--no-headers"], capture_output=True, text=True
+        ).stdout
+        new = [line.split() for line in claims.splitlines() if line.split()[0] not in before]
+        assert [row[4] for row in new] == [node], claims
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, "".join(lines[-30:]) + rest
         assert "interrupted: stopping the cluster" in rest
+        assert "pod default/big: Unschedulable" in rest
         assert not Path(kubeconfig).exists()
     finally:
         if proc.poll() is None:

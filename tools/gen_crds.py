@@ -230,6 +230,8 @@ def _alias_family_rule(alias: str, family: str) -> dict[str, str]:
     )
 
 
+_ALIAS_LIST = ",".join(f"'{alias}'" for alias, _ in _ALIAS_FAMILIES)
+_WINDOWS_LIST = ",".join(f"'{alias}'" for alias, _ in _ALIAS_FAMILIES if alias.startswith("windows"))
 _NO_EMPTY_TAGS = _cel("self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported")
 _RESTRICTED_TAGS = (
     "eks:eks-cluster-name",
@@ -280,6 +282,39 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
             "!self.all(x, has(x.name) && (has(x.tags) || has(x.id)))",
             "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group "
             "selector term",
+        ),
+    ),
+    (AMISelectorTerm, "tags"): _rules(_NO_EMPTY_TAGS),
+    (AMISelectorTerm, "alias"): _rules(
+        _cel(
+            "self.matches('^[a-zA-Z0-9]+@.+$')",
+            "'alias' is improperly formatted, must match the format 'family@version'",
+        ),
+        _cel(
+            f"self.split('@')[0] in [{_ALIAS_LIST}]",
+            f"family is not supported, must be one of the following: {_ALIAS_LIST.replace(',', ', ')}",
+        ),
+        _cel(
+            f"self.split('@')[0] in [{_WINDOWS_LIST}] ? self.split('@')[1] == 'latest' : true",
+            "windows families may only specify version 'latest'",
+        ),
+    ),
+    (EC2NodeClassSpec, "amiSelectorTerms"): _rules(
+        _cel(
+            "self.all(x, has(x.tags) || has(x.id) || has(x.name) || has(x.alias) || has(x.ssmParameter))",
+            "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']",
+        ),
+        _cel(
+            "!self.exists(x, has(x.id) && (has(x.alias) || has(x.tags) || has(x.name) || has(x.owner)))",
+            "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        ),
+        _cel(
+            "!self.exists(x, has(x.alias) && (has(x.id) || has(x.tags) || has(x.name) || has(x.owner)))",
+            "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        ),
+        _cel(
+            "!(self.exists(x, has(x.alias)) && self.size() != 1)",
+            "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
         ),
     ),
     (EC2NodeClassSpec, "role"): _rules(_cel("self != ''", "role cannot be empty")),

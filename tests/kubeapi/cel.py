@@ -9,7 +9,7 @@ through object properties and map keys (list items are not correlated, as for at
 ``(field path, message)`` for every rule that evaluates to false or fails to evaluate.
 
 Kubernetes' CEL library adds functions to standard CEL; those the Karpenter CRDs use are provided here:
-``string.find(regex)`` (the first match, or "").
+``string.find(regex)`` (the first match, or "") and ``string.split(separator)``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ def _find(value: str, pattern: str) -> str:
     return match.group(0) if match else ""
 
 
+def _split(value: str, separator: str) -> list[str]:
+    return value.split(separator)
+
+
 @functools.lru_cache(maxsize=512)
 def _program(rule: str) -> Any:
     try:
@@ -47,6 +51,7 @@ def evaluate(rule: str, value: Any, old: Any = _ABSENT) -> bool:
     """One rule on one value; raises ValueError when it does not evaluate to a bool."""
     context = celrs.Context()
     context.add_function("find", _find)
+    context.add_function("split", _split)
     context.add_variable("self", value)
     if old is not _ABSENT:
         context.add_variable("oldSelf", old)

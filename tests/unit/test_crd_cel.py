@@ -296,7 +296,7 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
         False,
     ),
     ("NodeClaim", "spec", "spec is immutable", _set("spec.expireAfter", "24h"), True),
-    # EC2NodeClass (spec-level, tags, role/instanceProfile, subnet and security group terms; the AMI and
+    # EC2NodeClass (spec-level, tags, role/instanceProfile, subnet, security group and AMI terms; the
     # capacity reservation term, kubelet and block-device rules are not generated yet)
     (
         "EC2NodeClass",
@@ -331,6 +331,66 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
     ),
     ("EC2NodeClass", "spec.tags", "empty tag keys aren't supported", _set("spec.tags.", "x"), False),
     ("EC2NodeClass", "spec.role", "role cannot be empty", _set("spec.role", ""), False),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms[].alias",
+        "'alias' is improperly formatted, must match the format 'family@version'",
+        _set("spec.amiSelectorTerms.0.alias", "al2023"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms[].alias",
+        "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', "
+        "'windows2022', 'windows2025'",
+        _set("spec.amiSelectorTerms.0.alias", "ubuntu@latest"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms[].alias",
+        "windows families may only specify version 'latest'",
+        _set("spec.amiSelectorTerms.0.alias", "windows2022@v20250101"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms[].tags",
+        "empty tag keys or values aren't supported",
+        _both(_set("spec.amiSelectorTerms", [{"tags": {"team": ""}}]), _set("spec.amiFamily", "AL2023")),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms",
+        "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']",
+        _both(_set("spec.amiSelectorTerms", [{"owner": "self"}]), _set("spec.amiFamily", "AL2023")),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms",
+        "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        _both(
+            _set("spec.amiSelectorTerms", [{"id": "ami-0123456789abcdef0", "owner": "self"}]),
+            _set("spec.amiFamily", "AL2023"),
+        ),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms",
+        "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        _set("spec.amiSelectorTerms.0.owner", "amazon"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiSelectorTerms",
+        "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+        _set("spec.amiSelectorTerms", [{"alias": "al2023@latest"}, {"name": "my-ami-*"}]),
+        False,
+    ),
     (
         "EC2NodeClass",
         "spec.instanceProfile",
@@ -457,8 +517,8 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
     in_table = {(kind, path, message) for kind, path, message, _, _ in CASES}
     assert in_crds == in_table
     assert len(CASES) == len(in_table)  # one case per rule
-    # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules; 25 of the EC2NodeClass's
-    assert len(in_crds) == 52
+    # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules; 33 of the EC2NodeClass's
+    assert len(in_crds) == 60
 
 
 @pytest.mark.parametrize("kind", sorted(GOOD))

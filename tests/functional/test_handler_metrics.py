@@ -87,3 +87,19 @@ def test_karpenter_metric_with_a_wrong_label_names_it() -> None:
         emit("karpenter_voluntary_disruption_decisions_total", 1, decision="delete", reason="empty", nodepool="a")
     with pytest.raises(ValueError, match="unknown Karpenter metric 'karpenter_nope'"):
         emit("karpenter_nope", 1)
+
+
+def test_nodeclaims_created_are_counted_per_nodepool() -> None:
+    script = """
+from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created
+record_nodeclaims_created(["spot", "default", "spot"])
+record_nodeclaims_created([])
+"""
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_NAME"}
+    default, spot = _emf_all(script, env)
+    (directive,) = spot["_aws"]["CloudWatchMetrics"]  # type: ignore[index]
+    assert sorted(directive["Dimensions"][0]) == ["min_values_relaxed", "nodepool", "reason", "service"]
+    assert (spot["nodepool"], spot["reason"], spot["min_values_relaxed"]) == ("spot", "provisioned", "false")
+    assert spot["karpenter_nodeclaims_created_total"] == [2.0]
+    assert default["nodepool"] == "default"
+    assert default["karpenter_nodeclaims_created_total"] == [1.0]

@@ -9,17 +9,26 @@ left out of the dimensions instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-__all__ = ["KARPENTER_METRICS", "NAMESPACE", "emit", "record_disruption_decision", "record_scheduling_duration"]
+__all__ = [
+    "KARPENTER_METRICS",
+    "NAMESPACE",
+    "emit",
+    "record_disruption_decision",
+    "record_nodeclaims_created",
+    "record_scheduling_duration",
+]
 
 NAMESPACE = "nodeflow"
 
 #: name -> (unit, label names), as Karpenter names them
 KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
+    "karpenter_nodeclaims_created_total": (MetricUnit.Count, ("reason", "nodepool", "min_values_relaxed")),
     "karpenter_voluntary_disruption_decisions_total": (
         MetricUnit.Count,
         ("decision", "reason", "consolidation_type"),
@@ -65,3 +74,12 @@ def record_disruption_decision(command: Mapping[str, Any]) -> None:
 def record_scheduling_duration(seconds: float, controller: str) -> None:
     """How long a scheduling simulation took (``controller``: ``provisioner`` or ``disruption``)."""
     emit("karpenter_scheduler_scheduling_duration_seconds", seconds, controller=controller)
+
+
+def record_nodeclaims_created(nodepools: Iterable[str]) -> None:
+    """NodeClaims the provisioner created, one NodePool name each (nodeflow never relaxes minValues on a
+    NodeClaim it writes, so ``min_values_relaxed`` is ``false``)."""
+    for pool, count in sorted(Counter(nodepools).items()):
+        emit(
+            "karpenter_nodeclaims_created_total", count, reason="provisioned", nodepool=pool, min_values_relaxed="false"
+        )

@@ -12,7 +12,7 @@ from typing import Any
 
 from nodeflow.aws.sfn import start_launch
 from nodeflow.handlers.common import logger, metrics, tracer
-from nodeflow.handlers.karpenter_metrics import record_scheduling_duration
+from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, record_scheduling_duration
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.claims import batch_id
 from nodeflow.lifecycle.provisioner import ProvisionDeps, provision
@@ -60,5 +60,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="PendingPods", unit="Count", value=result.pending_pods)
     if "solve" in result.timings:
         record_scheduling_duration(result.timings["solve"], "provisioner")
+    record_nodeclaims_created(result.pools[name] for name in result.created)
     logger.info("provisioned", extra=result.to_json())
     return {"batchItemFailures": [], "result": result.to_json()}

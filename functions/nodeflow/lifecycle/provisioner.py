@@ -62,6 +62,7 @@ class ProvisionResult:
     unschedulable: int = 0
     event_errors: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    pools: dict[str, str] = field(default_factory=dict)  # created NodeClaim -> its NodePool (for metrics)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +133,7 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
             continue
         claims.append((name, nc.pods))
         (out.existing if name in known else out.created).append(name)
+        out.pools[name] = nc.nodepool
         if deps.start_launch(name):
             out.started.append(name)
         if "first_start" not in out.timings:

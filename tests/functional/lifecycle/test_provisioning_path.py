@@ -48,6 +48,11 @@ def test_pending_pods_become_initialized_nodes(local: LocalNodeflow, capfd: pyte
     assert emf["karpenter_scheduler_scheduling_duration_seconds"] == [
         pytest.approx(result["timings"]["solve"], abs=1e-3)
     ]
+    created = [json.loads(line) for line in out if "karpenter_nodeclaims_created_total" in line]
+    assert [(m["reason"], m["nodepool"], m["min_values_relaxed"]) for m in created] == [
+        ("provisioned", "default", "false")
+    ]
+    assert created[0]["karpenter_nodeclaims_created_total"] == [float(len(result["nodeClaimsCreated"]))]
     assert result["executionsStarted"] == result["nodeClaimsCreated"]
 
     done = local.wait_for_executions()

@@ -317,6 +317,30 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
             "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
         ),
     ),
+    (CapacityReservationSelectorTerm, "tags"): _rules(_NO_EMPTY_TAGS),
+    (EC2NodeClassSpec, "capacityReservationSelectorTerms"): _rules(
+        _cel(
+            "self.all(x, has(x.tags) || has(x.id) || has(x.instanceMatchCriteria))",
+            "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']",
+        ),
+        _cel(
+            "!self.all(x, has(x.id) && (has(x.tags) || has(x.ownerID) || has(x.instanceMatchCriteria)))",
+            "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
+        ),
+    ),
+    (karpenter_ec2.BlockDeviceMapping, "ebs"): _rules(
+        _cel("has(self.snapshotID) || has(self.volumeSize)", "snapshotID or volumeSize must be defined"),
+        _cel(
+            "!has(self.volumeInitializationRate) || (has(self.snapshotID) && self.snapshotID != '')",
+            "snapshotID must be set when volumeInitializationRate is set",
+        ),
+    ),
+    (EC2NodeClassSpec, "blockDeviceMappings"): _rules(
+        _cel(
+            "self.filter(x, has(x.rootVolume)?x.rootVolume==true:false).size() <= 1",
+            "must have only one blockDeviceMappings with rootVolume",
+        )
+    ),
     (EC2NodeClassSpec, "role"): _rules(_cel("self != ''", "role cannot be empty")),
     (EC2NodeClassSpec, "instanceProfile"): _rules(_cel("self != ''", "instanceProfile cannot be empty")),
     (EC2NodeClassSpec, "tags"): _rules(

@@ -80,6 +80,14 @@ GOOD["EC2NodeClass"] = {
         "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
         "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
         "tags": {"team": "a", "kubernetes.io/role": "node"},
+        "capacityReservationSelectorTerms": [{"tags": {"team": "a"}}],
+        "blockDeviceMappings": [
+            {"deviceName": "/dev/xvda", "rootVolume": True, "ebs": {"volumeSize": "50Gi", "volumeType": "gp3"}},
+            {
+                "deviceName": "/dev/xvdb",
+                "ebs": {"snapshotID": "snap-0123456789abcdef0", "volumeInitializationRate": 200},
+            },
+        ],
     },
 }
 
@@ -296,8 +304,8 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
         False,
     ),
     ("NodeClaim", "spec", "spec is immutable", _set("spec.expireAfter", "24h"), True),
-    # EC2NodeClass (spec-level, tags, role/instanceProfile, subnet, security group and AMI terms; the
-    # capacity reservation term, kubelet and block-device rules are not generated yet)
+    # EC2NodeClass (all of Karpenter's rules on the fields nodeflow's model has, except the kubelet ones; the
+    # networkInterfaces, placementGroup and NAT timeout rules belong to fields the model lacks)
     (
         "EC2NodeClass",
         "spec",
@@ -331,6 +339,48 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
     ),
     ("EC2NodeClass", "spec.tags", "empty tag keys aren't supported", _set("spec.tags.", "x"), False),
     ("EC2NodeClass", "spec.role", "role cannot be empty", _set("spec.role", ""), False),
+    (
+        "EC2NodeClass",
+        "spec.capacityReservationSelectorTerms[].tags",
+        "empty tag keys or values aren't supported",
+        _set("spec.capacityReservationSelectorTerms.0.tags", {"team": ""}),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.capacityReservationSelectorTerms",
+        "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']",
+        _set("spec.capacityReservationSelectorTerms", [{"ownerID": "123456789012"}]),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.capacityReservationSelectorTerms",
+        "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
+        _set("spec.capacityReservationSelectorTerms", [{"id": "cr-0123456789abcdef0", "ownerID": "123456789012"}]),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.blockDeviceMappings[].ebs",
+        "snapshotID or volumeSize must be defined",
+        _set("spec.blockDeviceMappings.0.ebs", {"volumeType": "gp3"}),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.blockDeviceMappings[].ebs",
+        "snapshotID must be set when volumeInitializationRate is set",
+        _set("spec.blockDeviceMappings.0.ebs.volumeInitializationRate", 150),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.blockDeviceMappings",
+        "must have only one blockDeviceMappings with rootVolume",
+        _set("spec.blockDeviceMappings.1.rootVolume", True),
+        False,
+    ),
     (
         "EC2NodeClass",
         "spec.amiSelectorTerms[].alias",
@@ -517,8 +567,8 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
     in_table = {(kind, path, message) for kind, path, message, _, _ in CASES}
     assert in_crds == in_table
     assert len(CASES) == len(in_table)  # one case per rule
-    # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules; 33 of the EC2NodeClass's
-    assert len(in_crds) == 60
+    # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules; 39 of the EC2NodeClass's
+    assert len(in_crds) == 66
 
 
 @pytest.mark.parametrize("kind", sorted(GOOD))

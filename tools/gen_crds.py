@@ -13,10 +13,10 @@ inlined, ``anyOf`` with null dropped, ``additionalProperties: false`` dropped (s
 prune unknown fields instead), ``type`` on every node, model defaults (including
 ``default_factory`` ones) as ``default``. Same models, same bytes.
 
-Karpenter's CEL rules (``x-kubernetes-validations``) of the NodePool and NodeClaim CRDs are attached
-per field from ``FIELD_RULES`` / ``MODEL_RULES``. What else the schema cannot say (EC2NodeClass
-cross-field rules, mutually exclusive selector-term fields, ...) stays in the models' validators; see
-``CEL_ONLY_RULES``.
+Karpenter's CEL rules (``x-kubernetes-validations``) are attached per field from ``FIELD_RULES`` /
+``MODEL_RULES`` (all of the NodePool and NodeClaim rules; the EC2NodeClass rules except the kubelet
+ones), field descriptions from ``FIELD_DOCS``. What else the schema cannot say stays in the models'
+validators; see ``CEL_ONLY_RULES``.
 """
 
 from __future__ import annotations
@@ -701,9 +701,10 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
 _UNDOCUMENTED: list[tuple[type[BaseModel], str]] = []
 
 # Rules the models enforce that an OpenAPI v3 structural schema cannot express (Karpenter states
-# them as CEL x-kubernetes-validations or enforces them at runtime). Those of Karpenter's NodePool and
-# NodeClaim CEL rules are in the CRDs too (FIELD_RULES / MODEL_RULES); the rest the CRDs do not carry,
-# and nodeflow's models reject such objects when it reads them.
+# them as CEL x-kubernetes-validations or enforces them at runtime). Karpenter's CEL rules are in the
+# CRDs too (FIELD_RULES / MODEL_RULES: all of NodePool's and NodeClaim's, EC2NodeClass's except the
+# kubelet ones); the rest (kubelet rules, label key lengths, taint pairs, cron field ranges, ...) the CRDs
+# do not carry, and nodeflow's models reject such objects when it reads them.
 CEL_ONLY_RULES: tuple[str, ...] = (
     "NodePool/NodeClaim requirements: operator In needs >= 1 value; Exists/DoesNotExist take no values; "
     "Gt/Lt/Gte/Lte exactly one non-negative integer value",

@@ -4,12 +4,26 @@ utilities), shared by the provisioning plan and the disruption decisions. Pure: 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Pod, PodDisruptionBudget
 from nodeflow.api.duration import parse_duration, shift
+
+_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def eviction_cost(pod: Pod) -> float:
+    """Karpenter's EvictionCost: 1 + pod-deletion-cost / 2^27 + priority / 2^25, clamped to [-10, 10]."""
+    cost = 1.0
+    raw = (pod.metadata.annotations or {}).get(_DELETION_COST)
+    if raw is not None:
+        with contextlib.suppress(ValueError):
+            cost += int(raw) / 2.0**27
+    cost += (pod.spec.priority or 0) / 2.0**25
+    return max(-10.0, min(10.0, cost))
 
 
 def is_daemon_or_mirror(pod: Pod) -> bool:

@@ -25,7 +25,6 @@ Blockers (a blocked candidate is never disrupted voluntarily), as Karpenter's ca
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,7 +36,7 @@ from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.meta import Taint
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.model import Snapshot
-from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
+from nodeflow.podutil import do_not_disrupt_active, eviction_cost, fully_blocking_pdbs, is_daemon_or_mirror
 
 __all__ = [
     "Candidate",
@@ -49,7 +48,6 @@ __all__ = [
 ]
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
-_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,17 +173,6 @@ def held_pods(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: dat
     )
 
 
-def _eviction_cost(pod: Pod) -> float:
-    """Karpenter's EvictionCost: 1 + pod-deletion-cost / 2^27 + priority / 2^25, clamped to [-10, 10]."""
-    cost = 1.0
-    raw = (pod.metadata.annotations or {}).get(_DELETION_COST)
-    if raw is not None:
-        with contextlib.suppress(ValueError):
-            cost += int(raw) / 2.0**27
-    cost += (pod.spec.priority or 0) / 2.0**25
-    return max(-10.0, min(10.0, cost))
-
-
 def _lifetime_remaining(claim: NodeClaim, now: datetime) -> float:
     seconds = claim.spec.expire_after_seconds
     created = claim.metadata.creation_timestamp
@@ -301,7 +288,7 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
         price, ct = node_price(node, catalog)
         node_blocker = _node_blocker(node, claim, frozenset(nominated))
         pod_blocker = _pod_blocker(pods, snapshot.pdbs, now) if node_blocker is None else None
-        cost = sum(_eviction_cost(p) for p in movable) * _lifetime_remaining(claim, now)
+        cost = sum(eviction_cost(p) for p in movable) * _lifetime_remaining(claim, now)
         out.append(
             Candidate(
                 name=name,

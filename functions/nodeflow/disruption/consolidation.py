@@ -43,7 +43,6 @@ there), which keeps a round over a full cluster fast.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +53,11 @@ from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command, Move, Reason, Settings
+from nodeflow.podutil import eviction_cost
+from nodeflow.scheduling.packing import min_values_violation
+from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.solver import min_values_violation, solve, type_matches
+from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import (
     NodeClaimPlan,
     NodeInput,
@@ -75,8 +77,6 @@ __all__ = [
     "type_prices",
     "unconsolidatable",
 ]
-
-_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def _aware(t: datetime) -> datetime:
@@ -104,16 +104,7 @@ def unconsolidatable(c: Candidate, catalog: CatalogData) -> str | None:
 
 def _eviction_cost(c: Candidate) -> float:
     """1 + the positive eviction costs of ``c``'s pods (Karpenter's reschedule disruption cost)."""
-    total = 1.0
-    for pod in c.movable:
-        cost = 1.0
-        raw = (pod.metadata.annotations or {}).get(_DELETION_COST)
-        if raw is not None:
-            with contextlib.suppress(ValueError):
-                cost += int(raw) / 2.0**27
-        cost += (pod.spec.priority or 0) / 2.0**25
-        total += max(0.0, min(10.0, cost))
-    return total
+    return 1.0 + sum(max(0.0, eviction_cost(pod)) for pod in c.movable)
 
 
 def consolidation_order(candidates: Iterable[Candidate]) -> list[Candidate]:

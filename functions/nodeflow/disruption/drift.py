@@ -57,13 +57,11 @@ def drift_reason(
     annotations = claim.metadata.annotations or {}
     recorded = annotations.get(wk.ANNOTATION_NODEPOOL_HASH)
     version = annotations.get(wk.ANNOTATION_NODEPOOL_HASH_VERSION)
-    if (
-        recorded is not None
-        and version == NODEPOOL_HASH_VERSION
-        and recorded != nodepool_hash(pool)
-        and recorded != legacy_nodepool_hash(pool)  # written by nodeflow before 2026-11: the same template
-    ):
-        return f"NodePool {pool.name} template changed (nodepool-hash {recorded} != {nodepool_hash(pool)})"
+    if recorded is not None and version == NODEPOOL_HASH_VERSION:
+        current = nodepool_hash(pool)
+        # a hash written by nodeflow before 2026-11 (same version) describes the same template
+        if recorded not in (current, legacy_nodepool_hash(pool)):
+            return f"NodePool {pool.name} template changed (nodepool-hash {recorded} != {current})"
     labels = {**(node_labels or {}), **(claim.metadata.labels or {})}
     facts = (
         known_type(catalog, labels[wk.LABEL_INSTANCE_TYPE]) if catalog and wk.LABEL_INSTANCE_TYPE in labels else None

@@ -18,6 +18,9 @@ Every value is reduced to a 64-bit number: a string is FNV-1 of its bytes, an in
 little-endian bytes; a struct starts from the hash of its Go type name and, per non-zero field, XORs in
 the ordered hash of (field name, value) then re-hashes the running value; a map XORs the ordered
 hashes of its (key, value) pairs and re-hashes once; a set XORs its elements.
+
+The same machinery gives the EC2NodeClass hash the AWS provider writes as ``karpenter.k8s.aws/ec2nodeclass-hash``
+(hash version ``EC2NODECLASS_HASH_VERSION``, v5): ``ec2nodeclass_hash``, see there.
 """
 
 from __future__ import annotations
@@ -25,16 +28,25 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterable, Mapping
+from decimal import ROUND_CEILING, Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodeflow.api.duration import NEVER
 
 if TYPE_CHECKING:
     from nodeflow.api.karpenter_core import NodeClaimTemplate
+    from nodeflow.api.karpenter_ec2 import EC2NodeClass
     from nodeflow.api.meta import Taint
 
-__all__ = ["go_duration_nanoseconds", "template_hash"]
+__all__ = [
+    "EC2NODECLASS_HASH_VERSION",
+    "ec2nodeclass_hash",
+    "ec2nodeclass_spec_hash",
+    "go_duration_nanoseconds",
+    "go_quantity_string",
+    "template_hash",
+]
 
 _OFFSET = 14695981039346656037
 _PRIME = 1099511628211
@@ -82,9 +94,14 @@ def _struct(type_name: str, fields: Iterable[Field]) -> int:
 def _map(values: Mapping[str, str] | None) -> int | None:
     if values is None:
         return None
+    return _map_of((_string(key), _string(value)) for key, value in values.items())
+
+
+def _map_of(pairs: Iterable[tuple[int, int]]) -> int:
+    """A Go map from the hashes of its (key, value) pairs."""
     h = 0
-    for key, value in values.items():
-        h ^= _ordered(_string(key), _string(value))
+    for key, value in pairs:
+        h ^= _ordered(key, value)
     return _finish(h)
 
 
@@ -180,3 +197,251 @@ def template_hash(template: NodeClaimTemplate) -> str:
         ],
     )
     return str(_struct("NodeClaimTemplate", [("ObjectMeta", object_meta), ("Spec", spec_hash)]))
+
+
+# --- EC2NodeClass (karpenter.k8s.aws/ec2nodeclass-hash) ------------------------------------------------------------
+
+EC2NODECLASS_HASH_VERSION = "v5"
+
+# The Go types of EC2NodeClassSpec as hashstructure walks them. A type is one of
+#   "string" | "int32" | "int64" | "bool" | "quantity" (a resource.Quantity hashed as its canonical String())
+#   | "duration" (metav1.Duration) | ("ptr", T) | ("slice", T) | ("map", T) (string keys)
+#   | ("struct", GoTypeName, ((jsonName, GoFieldName, T | None), ...))   (None: tagged hash:"ignore")
+# Struct fields are listed in Go declaration order: the order matters to the hash.
+_GoType = Any
+_PSTR: _GoType = ("ptr", "string")
+_PI32: _GoType = ("ptr", "int32")
+_PI64: _GoType = ("ptr", "int64")
+_PBOOL: _GoType = ("ptr", "bool")
+_SMAP: _GoType = ("map", "string")
+
+_KUBELET: _GoType = (
+    "struct",
+    "KubeletConfiguration",
+    (
+        ("clusterDNS", "ClusterDNS", ("slice", "string")),
+        ("maxPods", "MaxPods", _PI32),
+        ("podsPerCore", "PodsPerCore", _PI32),
+        ("systemReserved", "SystemReserved", _SMAP),
+        ("kubeReserved", "KubeReserved", _SMAP),
+        ("evictionHard", "EvictionHard", _SMAP),
+        ("evictionSoft", "EvictionSoft", _SMAP),
+        ("evictionSoftGracePeriod", "EvictionSoftGracePeriod", ("map", "duration")),
+        ("evictionMaxPodGracePeriod", "EvictionMaxPodGracePeriod", _PI32),
+        ("imageGCHighThresholdPercent", "ImageGCHighThresholdPercent", _PI32),
+        ("imageGCLowThresholdPercent", "ImageGCLowThresholdPercent", _PI32),
+        ("cpuCFSQuota", "CPUCFSQuota", _PBOOL),
+    ),
+)
+_BLOCK_DEVICE: _GoType = (
+    "struct",
+    "BlockDevice",
+    (
+        ("deleteOnTermination", "DeleteOnTermination", _PBOOL),
+        ("encrypted", "Encrypted", _PBOOL),
+        ("iops", "IOPS", _PI64),
+        ("kmsKeyID", "KMSKeyID", _PSTR),
+        ("snapshotID", "SnapshotID", _PSTR),
+        ("throughput", "Throughput", _PI64),
+        ("volumeInitializationRate", "VolumeInitializationRate", _PI32),
+        ("volumeSize", "VolumeSize", ("ptr", "quantity")),
+        ("volumeType", "VolumeType", _PSTR),
+    ),
+)
+_BLOCK_DEVICE_MAPPING: _GoType = (
+    "struct",
+    "BlockDeviceMapping",
+    (
+        ("deviceName", "DeviceName", _PSTR),
+        ("ebs", "EBS", ("ptr", _BLOCK_DEVICE)),
+        ("rootVolume", "RootVolume", "bool"),
+    ),
+)
+_NETWORK_INTERFACE: _GoType = (
+    "struct",
+    "NetworkInterface",
+    (
+        ("networkCardIndex", "NetworkCardIndex", "int32"),
+        ("deviceIndex", "DeviceIndex", "int32"),
+        ("interfaceType", "InterfaceType", "string"),
+    ),
+)
+_EC2NODECLASS_SPEC: _GoType = (
+    "struct",
+    "EC2NodeClassSpec",
+    (
+        # what the selector terms select is judged by drift from status (subnets, groups, AMIs), not the hash
+        ("subnetSelectorTerms", "SubnetSelectorTerms", None),
+        ("securityGroupSelectorTerms", "SecurityGroupSelectorTerms", None),
+        ("capacityReservationSelectorTerms", "CapacityReservationSelectorTerms", None),
+        (
+            "placementGroupSelector",
+            "PlacementGroupSelector",
+            ("ptr", ("struct", "PlacementGroupSelector", (("name", "Name", _PSTR), ("id", "ID", _PSTR)))),
+        ),
+        ("associatePublicIPAddress", "AssociatePublicIPAddress", _PBOOL),
+        ("ipPrefixCount", "IPPrefixCount", None),
+        ("amiSelectorTerms", "AMISelectorTerms", None),
+        ("amiFamily", "AMIFamily", None),  # hashed as the resolved family instead (next to the spec)
+        ("userData", "UserData", _PSTR),
+        ("role", "Role", "string"),
+        ("instanceProfile", "InstanceProfile", _PSTR),
+        ("tags", "Tags", _SMAP),
+        ("kubelet", "Kubelet", ("ptr", _KUBELET)),
+        ("blockDeviceMappings", "BlockDeviceMappings", ("slice", ("ptr", _BLOCK_DEVICE_MAPPING))),
+        ("instanceStorePolicy", "InstanceStorePolicy", _PSTR),
+        ("networkInterfaces", "NetworkInterfaces", ("slice", ("ptr", _NETWORK_INTERFACE))),
+        ("detailedMonitoring", "DetailedMonitoring", _PBOOL),
+        (
+            "metadataOptions",
+            "MetadataOptions",
+            (
+                "ptr",
+                (
+                    "struct",
+                    "MetadataOptions",
+                    (
+                        ("httpEndpoint", "HTTPEndpoint", _PSTR),
+                        ("httpProtocolIPv6", "HTTPProtocolIPv6", _PSTR),
+                        ("httpPutResponseHopLimit", "HTTPPutResponseHopLimit", _PI64),
+                        ("httpTokens", "HTTPTokens", _PSTR),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "connectionTracking",
+            "ConnectionTracking",
+            (
+                "ptr",
+                (
+                    "struct",
+                    "ConnectionTracking",
+                    (
+                        ("tcpEstablishedTimeout", "TCPEstablishedTimeout", _PI32),
+                        ("udpStreamTimeout", "UDPStreamTimeout", _PI32),
+                        ("udpTimeout", "UDPTimeout", _PI32),
+                    ),
+                ),
+            ),
+        ),
+        ("context", "Context", _PSTR),
+        (
+            "cpuOptions",
+            "CPUOptions",
+            ("ptr", ("struct", "CPUOptions", (("nestedVirtualization", "NestedVirtualization", _PSTR),))),
+        ),
+    ),
+)
+
+_INT_FORMATS = {"int32": "<i", "int64": "<q", "bool": "<b"}
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def go_quantity_string(text: str) -> str:
+    """A Kubernetes quantity in its canonical form, as Go's ``resource.Quantity.String()`` prints it after
+    parsing ``text``: ``2000M`` -> ``2G``, ``1024Mi`` -> ``1Gi``, ``1.5Gi`` -> ``1536Mi``, ``1500M`` -> ``1500M``."""
+    from nodeflow.api.quantity import parse_quantity
+
+    stripped = text.strip()
+    value = parse_quantity(stripped).quantize(Decimal("1e-9"), rounding=ROUND_CEILING)  # Go keeps nano precision
+    if value == 0:
+        return "0"
+    binary = stripped.endswith("i")
+    exponent_form = not binary and re.search(r"[eE][+-]?\d+$", stripped) is not None
+    if binary and abs(value) >= 1024 and value == value.to_integral_value():
+        number, power = int(value), 0
+        while power < len(_BINARY_SUFFIXES) - 1 and number % 1024 == 0:
+            number, power = number // 1024, power + 1
+        return f"{number}{_BINARY_SUFFIXES[power]}"
+    sign, digits, exp = value.normalize().as_tuple()
+    assert isinstance(exp, int)
+    mantissa = int("".join(map(str, digits))) * (-1 if sign else 1)
+    shift = exp % 3  # lower the exponent to a multiple of three
+    mantissa, exp = mantissa * 10**shift, exp - shift
+    if exponent_form:
+        return f"{mantissa}e{exp}" if exp else str(mantissa)
+    while exp > 18:
+        mantissa, exp = mantissa * 1000, exp - 3
+    return f"{mantissa}{_DECIMAL_SUFFIXES[exp]}"
+
+
+def _is_zero(value: Any, go_type: _GoType) -> bool:
+    """Go's ``reflect.Value.IsZero`` for a field's JSON value (a pointer, slice or map is zero only when nil)."""
+    if value is None:
+        return True
+    if isinstance(go_type, tuple):
+        if go_type[0] == "struct":
+            return all(_is_zero(value.get(j), t) for j, _n, t in go_type[2] if t is not None)
+        return False
+    if go_type == "duration":
+        return go_duration_nanoseconds(value) == 0
+    return not value
+
+
+def _go_value(value: Any, go_type: _GoType) -> int:
+    if isinstance(go_type, tuple):
+        kind = go_type[0]
+        if kind == "ptr":  # nil pointers never get here (zero fields are left out; ZeroNil elsewhere)
+            return _go_value(value, go_type[1])
+        if kind == "slice":  # slices as sets
+            return _set(_go_value(v, go_type[1]) for v in value) or 0
+        if kind == "map":
+            return _map_of((_string(str(k)), _go_value(v, go_type[1])) for k, v in value.items())
+        return _go_struct(value, go_type[1], go_type[2])
+    if go_type == "string":
+        return _string(value)
+    if go_type == "quantity":
+        return _string(go_quantity_string(str(value)))
+    if go_type == "duration":
+        ns = go_duration_nanoseconds(value) or 0
+        return _struct("Duration", [("Duration", _int64(ns) if ns else None)])
+    return _fnv1(struct.pack(_INT_FORMATS[go_type], int(value)))
+
+
+def _inferred_type(value: Any) -> _GoType:
+    """The Go type of a spec field this table does not know yet (a field newer than the table): pointers to
+    scalars, maps of strings, structs of the same inference, slices as sets."""
+    if isinstance(value, bool):
+        return _PBOOL
+    if isinstance(value, int):
+        return _PI64
+    if isinstance(value, list):
+        return ("slice", _inferred_type(value[0]) if value else "string")
+    if isinstance(value, dict):
+        if all(isinstance(v, str) for v in value.values()):
+            return _SMAP
+        return ("ptr", ("struct", "", ()))
+    return _PSTR
+
+
+def _go_struct(value: Mapping[str, Any], type_name: str, fields: tuple[Any, ...]) -> int:
+    known = {j for j, _n, _t in fields}
+    # fields newer than the table are hashed after the known ones, named as Go names them (capitalised)
+    extra = tuple((j, j[:1].upper() + j[1:], _inferred_type(v)) for j, v in value.items() if j not in known)
+    hashed: list[Field] = []
+    for json_name, go_name, go_type in (*fields, *extra):
+        if go_type is None or _is_zero(value.get(json_name), go_type):
+            continue
+        hashed.append((go_name, _go_value(value[json_name], go_type)))
+    return _struct(type_name, hashed)
+
+
+def ec2nodeclass_spec_hash(spec: Mapping[str, Any], ami_family: str, ca_bundle: str | None) -> str:
+    """The decimal ``karpenter.k8s.aws/ec2nodeclass-hash`` of an EC2NodeClass ``spec`` (its JSON form, with the
+    API server's defaults), given its resolved AMI family and the cluster CA bundle (base64) nodes get.
+
+    As the AWS provider computes it (hash version v5): hashstructure of the three values (spec, amiFamily,
+    caBundle) as a set, with slices as sets, zero values left out and nil pointers as zero values. The
+    selector terms, ipPrefixCount and amiFamily of the spec are not hashed (tagged ``hash:"ignore"``): what they
+    select is judged from status; the family is hashed as resolved (an alias's family when amiFamily is unset),
+    so setting amiFamily to what the alias already implies does not drift nodes."""
+    spec_hash = _go_value(spec, _EC2NODECLASS_SPEC)
+    return str(spec_hash ^ _string(ami_family) ^ _string(ca_bundle or ""))
+
+
+def ec2nodeclass_hash(node_class: EC2NodeClass, ca_bundle: str | None) -> str:
+    """``ec2nodeclass_spec_hash`` of an EC2NodeClass model: its whole spec (every field, new ones included)."""
+    spec = node_class.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return ec2nodeclass_spec_hash(spec, node_class.resolved_ami_family, ca_bundle)

@@ -14,8 +14,9 @@ prune unknown fields instead), ``type`` on every node, model defaults (including
 ``default_factory`` ones) as ``default``. Same models, same bytes.
 
 Karpenter's CEL rules (``x-kubernetes-validations``) are attached per field from ``FIELD_RULES`` /
-``MODEL_RULES`` (all of the NodePool and NodeClaim rules; the EC2NodeClass rules except the kubelet
-ones), field descriptions from ``FIELD_DOCS``. What else the schema cannot say stays in the models'
+``MODEL_RULES`` (all of the NodePool, NodeClaim and EC2NodeClass rules of Karpenter v1.14, kubelet,
+placementGroupSelector, networkInterfaces and connectionTracking included), field descriptions from
+``FIELD_DOCS``. What else the schema cannot say stays in the models'
 validators; see ``CEL_ONLY_RULES``.
 """
 
@@ -164,6 +165,15 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (KubeletConfiguration, "evictionHard"): {"additionalProperties": {"pattern": _EVICTION_THRESHOLD}},
     (KubeletConfiguration, "evictionSoft"): {"additionalProperties": {"pattern": _EVICTION_THRESHOLD}},
     (BlockDevice, "volumeSize"): {"pattern": karpenter_ec2._VOLUME_SIZE.pattern},
+    (karpenter_ec2.PlacementGroupSelector, "id"): {"pattern": karpenter_ec2._PG_ID.pattern},
+}
+
+# Keys of a field's schema replaced outright (not merged), keyed like _FIELD_SCHEMAS: Karpenter types
+# kubelet's systemReserved / kubeReserved values as plain strings (map[string]string), which its CEL
+# rules call startsWith() on; the models also take integers, the CRDs, like Karpenter's, do not.
+_FIELD_REPLACE: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    (KubeletConfiguration, "systemReserved"): {"additionalProperties": {"type": "string"}},
+    (KubeletConfiguration, "kubeReserved"): {"additionalProperties": {"type": "string"}},
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +249,27 @@ _RESTRICTED_TAGS = (
     "karpenter.sh/nodeclaim",
     "karpenter.k8s.aws/ec2nodeclass",
 )
+_RESERVED_KEYS = ("cpu", "memory", "ephemeral-storage", "pid")
+_SIGNAL_LIST = ",".join(
+    f"'{signal}'"
+    for signal in (
+        "memory.available",
+        "nodefs.available",
+        "nodefs.inodesFree",
+        "imagefs.available",
+        "imagefs.inodesFree",
+        "pid.available",
+    )
+)
+
+
+def _reserved_rules(name: str) -> dict[str, Any]:
+    """systemReserved / kubeReserved: known resource names, no negative quantity."""
+    keys = " || ".join(f"x=='{k}'" for k in _RESERVED_KEYS)
+    return _rules(
+        _cel(f"self.all(x, {keys})", f"valid keys for {name} are [{','.join(repr(k) for k in _RESERVED_KEYS)}]"),
+        _cel("self.all(x, !self[x].startsWith('-'))", f"{name} value cannot be a negative resource quantity"),
+    )
 
 
 FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
@@ -358,6 +389,53 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (Disruption, "budgets"): _rules(
         _cel("self.all(x, has(x.schedule) == has(x.duration))", "'schedule' must be set with 'duration'")
     ),
+    (EC2NodeClassSpec, "placementGroupSelector"): _rules(
+        _cel("has(self.name) || has(self.id)", "expected at least one, got none, ['name', 'id']"),
+        _cel("!(has(self.name) && has(self.id))", "'name' and 'id' are mutually exclusive"),
+    ),
+    (EC2NodeClassSpec, "networkInterfaces"): _rules(
+        _cel(
+            "self.size() == 0 || self.exists(x, x.deviceIndex == 0 && x.networkCardIndex == 0 && "
+            "x.interfaceType == 'interface')",
+            "networkInterfaces must include a primary interface with interfaceType='interface'",
+        ),
+        _cel(
+            "self.all(x, self.filter(y, x.networkCardIndex == y.networkCardIndex && x.deviceIndex == y.deviceIndex)"
+            ".size() == 1 && (x.interfaceType != 'efa-only' || self.filter(y, x.networkCardIndex == "
+            "y.networkCardIndex && y.interfaceType == 'efa-only').size() == 1))",
+            "networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs, and can have at "
+            "most one efa device per network card",
+        ),
+    ),
+    (EC2NodeClassSpec, "connectionTracking"): _rules(
+        _cel(
+            "has(self.tcpEstablishedTimeout) || has(self.udpStreamTimeout) || has(self.udpTimeout)",
+            "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set",
+        )
+    ),
+    # Kubelet (upstream: KubeletConfiguration's field markers and the three rules on spec.kubelet)
+    (EC2NodeClassSpec, "kubelet"): _rules(
+        _cel(
+            "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ? "
+            "self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
+            "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
+        ),
+        _cel(
+            "has(self.evictionSoft) ? self.evictionSoft.all(e, (e in self.evictionSoftGracePeriod)) : true",
+            "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
+        ),
+        _cel(
+            "has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)) : true",
+            "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
+        ),
+    ),
+    **{(KubeletConfiguration, name): _reserved_rules(name) for name in ("systemReserved", "kubeReserved")},
+    **{
+        (KubeletConfiguration, name): _rules(
+            _cel(f"self.all(x, x in [{_SIGNAL_LIST}])", f"valid keys for {name} are [{_SIGNAL_LIST}]")
+        )
+        for name in ("evictionHard", "evictionSoft", "evictionSoftGracePeriod")
+    },
 }
 
 MODEL_RULES: dict[type[BaseModel], dict[str, Any]] = {
@@ -643,7 +721,7 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
     ),
     (EC2NodeClassSpec, "amiFamily"): (
         "How nodes are bootstrapped (user data format, default block devices): AL2, AL2023, Bottlerocket, "
-        "Windows2019, Windows2022 or Custom. Implied by an alias term."
+        "Windows2019, Windows2022, Windows2025 or Custom. Implied by an alias term."
     ),
     (EC2NodeClassSpec, "userData"): "User data merged with (or, for Custom, used instead of) the generated bootstrap.",
     (
@@ -661,6 +739,36 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
     (EC2NodeClassSpec, "metadataOptions"): "Instance metadata service settings of the nodes.",
     (EC2NodeClassSpec, "enclaveOptions"): "Nitro Enclaves settings of the nodes.",
     (EC2NodeClassSpec, "context"): "Reserved EC2 Fleet context value (for accounts with a custom context).",
+    (EC2NodeClassSpec, "placementGroupSelector"): (
+        "The EC2 placement group (cluster, partition or spread) nodes are launched into, selected by name or id."
+    ),
+    (EC2NodeClassSpec, "networkInterfaces"): (
+        "Network interfaces attached to nodes at launch (e.g. EFA-only interfaces on further network cards); "
+        "unset: one primary interface."
+    ),
+    (EC2NodeClassSpec, "connectionTracking"): (
+        "Idle connection tracking timeouts of the nodes' network interfaces (not EFA-only ones); Nitro instances."
+    ),
+    (EC2NodeClassSpec, "cpuOptions"): "CPU options of the nodes' instances.",
+    (karpenter_ec2.PlacementGroupSelector, "name"): "Select the placement group with this name.",
+    (karpenter_ec2.PlacementGroupSelector, "id"): "Select the placement group with this ID (pg-...).",
+    (karpenter_ec2.NetworkInterface, "networkCardIndex"): "Index of the network card the interface is attached to.",
+    (karpenter_ec2.NetworkInterface, "deviceIndex"): "Device index of the interface on its network card.",
+    (karpenter_ec2.NetworkInterface, "interfaceType"): (
+        "interface (an ENA interface with IP addresses) or efa-only (an Elastic Fabric Adapter without IP addresses)."
+    ),
+    (karpenter_ec2.ConnectionTracking, "tcpEstablishedTimeout"): (
+        "Seconds an idle established TCP connection stays tracked (60-432000)."
+    ),
+    (karpenter_ec2.ConnectionTracking, "udpStreamTimeout"): (
+        "Seconds an idle UDP flow that saw more than one request-response stays tracked (60-180)."
+    ),
+    (karpenter_ec2.ConnectionTracking, "udpTimeout"): (
+        "Seconds an idle one-directional or single request-response UDP flow stays tracked (30-60)."
+    ),
+    (karpenter_ec2.CPUOptions, "nestedVirtualization"): (
+        "enabled: launch with nested virtualization, on instance types that support it only; or disabled."
+    ),
     # EC2NodeClass status
     (karpenter_ec2.StatusSubnet, "id"): "Subnet ID.",
     (karpenter_ec2.StatusSubnet, "zone"): "Availability zone name of the subnet.",
@@ -702,9 +810,9 @@ _UNDOCUMENTED: list[tuple[type[BaseModel], str]] = []
 
 # Rules the models enforce that an OpenAPI v3 structural schema cannot express (Karpenter states
 # them as CEL x-kubernetes-validations or enforces them at runtime). Karpenter's CEL rules are in the
-# CRDs too (FIELD_RULES / MODEL_RULES: all of NodePool's and NodeClaim's, EC2NodeClass's except the
-# kubelet ones); the rest (kubelet rules, label key lengths, taint pairs, cron field ranges, ...) the CRDs
-# do not carry, and nodeflow's models reject such objects when it reads them.
+# CRDs too (FIELD_RULES / MODEL_RULES: all of NodePool's, NodeClaim's and EC2NodeClass's); the rest
+# (label key lengths, taint pairs, cron field ranges, eviction threshold formats, ...) the CRDs do not
+# carry, and nodeflow's models reject such objects when it reads them.
 CEL_ONLY_RULES: tuple[str, ...] = (
     "NodePool/NodeClaim requirements: operator In needs >= 1 value; Exists/DoesNotExist take no values; "
     "Gt/Lt/Gte/Lte exactly one non-negative integer value",
@@ -719,7 +827,7 @@ CEL_ONLY_RULES: tuple[str, ...] = (
     "selector terms: at least one field set; id (and alias, name) mutually exclusive with other fields; "
     "no empty tag keys or values",
     "amiSelectorTerms: an alias term must be the only term; alias family is one of al2, al2023, bottlerocket, "
-    "windows2019, windows2022; windows aliases only @latest",
+    "windows2019, windows2022, windows2025; windows aliases only @latest",
     "EC2NodeClass: exactly one of role and instanceProfile; amiFamily required without an alias and "
     "consistent with it (or Custom)",
     "EC2NodeClass tags: no empty keys, no eks:eks-cluster-name, karpenter.sh/nodepool, karpenter.sh/nodeclaim, "
@@ -729,6 +837,10 @@ CEL_ONLY_RULES: tuple[str, ...] = (
     "imageGCHighThresholdPercent > imageGCLowThresholdPercent",
     "blockDeviceMappings: at most one rootVolume; ebs needs snapshotID or volumeSize; "
     "volumeInitializationRate needs snapshotID",
+    "placementGroupSelector: exactly one of name and id",
+    "networkInterfaces: a primary interface (card 0, device 0, interface); no two at one (card, device); "
+    "at most one efa-only per network card",
+    "connectionTracking: at least one timeout set",
     "quantities: the models also accept YAML floats (cpu: 0.5); the CRDs, like Kubernetes, take integers "
     "or strings only",
 )
@@ -792,6 +904,8 @@ class _CRDSchemaGenerator(GenerateJsonSchema):
                     prop["description"] = doc
                 elif (cls, alias) not in _UNDOCUMENTED:
                     _UNDOCUMENTED.append((cls, alias))
+            for key, value in _FIELD_REPLACE.get((cls, alias), {}).items():
+                _field_target(prop)[key] = copy.deepcopy(value)
             for table in (_FIELD_SCHEMAS, FIELD_RULES):
                 extra = table.get((cls, alias))
                 if extra is not None:

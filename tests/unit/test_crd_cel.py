@@ -88,10 +88,30 @@ GOOD["EC2NodeClass"] = {
                 "ebs": {"snapshotID": "snap-0123456789abcdef0", "volumeInitializationRate": 200},
             },
         ],
+        "kubelet": {
+            "maxPods": 110,
+            "systemReserved": {"cpu": "100m", "memory": "100Mi"},
+            "kubeReserved": {"cpu": "200m", "ephemeral-storage": "1Gi"},
+            "evictionHard": {"memory.available": "5%"},
+            "evictionSoft": {"memory.available": "10%"},
+            "evictionSoftGracePeriod": {"memory.available": "1m"},
+            "imageGCHighThresholdPercent": 85,
+            "imageGCLowThresholdPercent": 80,
+        },
+        "placementGroupSelector": {"name": "training"},
+        "networkInterfaces": [
+            {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+            {"networkCardIndex": 1, "deviceIndex": 0, "interfaceType": "efa-only"},
+        ],
+        "connectionTracking": {"tcpEstablishedTimeout": 3600},
+        "cpuOptions": {"nestedVirtualization": "enabled"},
     },
 }
 
 _NP_SPEC = "spec.template.spec"
+_SIGNALS = (
+    "'memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'"
+)
 
 
 def _set(path: str, value: Any) -> Callable[[Obj], None]:
@@ -529,6 +549,105 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
             ("karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/ec2nodeclass"),
         ]
     ),
+    (
+        "EC2NodeClass",
+        "spec.placementGroupSelector",
+        "expected at least one, got none, ['name', 'id']",
+        _set("spec.placementGroupSelector", {}),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.placementGroupSelector",
+        "'name' and 'id' are mutually exclusive",
+        _set("spec.placementGroupSelector.id", "pg-0123456789abcdef0"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.networkInterfaces",
+        "networkInterfaces must include a primary interface with interfaceType='interface'",
+        _set("spec.networkInterfaces.0.interfaceType", "efa-only"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.networkInterfaces",
+        "networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs, and can have at most "
+        "one efa device per network card",
+        _set("spec.networkInterfaces.1.networkCardIndex", 0),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.connectionTracking",
+        "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set",
+        _set("spec.connectionTracking", {}),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.kubelet",
+        "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
+        _set("spec.kubelet.imageGCLowThresholdPercent", 85),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.kubelet",
+        "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
+        _set("spec.kubelet.evictionSoft.nodefs|available", "10%"),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.kubelet",
+        "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
+        _set("spec.kubelet.evictionSoftGracePeriod.nodefs|available", "2m"),
+        False,
+    ),
+    *(
+        case
+        for name in ("systemReserved", "kubeReserved")
+        for case in (
+            (
+                "EC2NodeClass",
+                f"spec.kubelet.{name}",
+                f"valid keys for {name} are ['cpu','memory','ephemeral-storage','pid']",
+                _set(f"spec.kubelet.{name}.nvidia|com/gpu", "1"),
+                False,
+            ),
+            (
+                "EC2NodeClass",
+                f"spec.kubelet.{name}",
+                f"{name} value cannot be a negative resource quantity",
+                _set(f"spec.kubelet.{name}.cpu", "-100m"),
+                False,
+            ),
+        )
+    ),
+    (
+        "EC2NodeClass",
+        "spec.kubelet.evictionHard",
+        f"valid keys for evictionHard are [{_SIGNALS}]",
+        _set("spec.kubelet.evictionHard.memory|free", "100Mi"),
+        False,
+    ),
+    # evictionSoft and evictionSoftGracePeriod must keep the same keys: one bad key in both (ALSO_BROKEN)
+    (
+        "EC2NodeClass",
+        "spec.kubelet.evictionSoft",
+        f"valid keys for evictionSoft are [{_SIGNALS}]",
+        _both(_set("spec.kubelet.evictionSoft.swap", "1Gi"), _set("spec.kubelet.evictionSoftGracePeriod.swap", "1m")),
+        False,
+    ),
+    (
+        "EC2NodeClass",
+        "spec.kubelet.evictionSoftGracePeriod",
+        f"valid keys for evictionSoftGracePeriod are [{_SIGNALS}]",
+        _both(_set("spec.kubelet.evictionSoft.swap", "1Gi"), _set("spec.kubelet.evictionSoftGracePeriod.swap", "1m")),
+        False,
+    ),
 ]
 
 
@@ -537,12 +656,20 @@ _SG_EXCLUSIVE = (
     "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term",
 )
 # Bad objects that break more rules than their own, as on a real API server: Karpenter states the
-# mutual-exclusion rules as "not every term has both", which an empty list of terms also breaks.
-ALSO_BROKEN: dict[tuple[str, str], tuple[str, ...]] = {
+# mutual-exclusion rules as "not every term has both", which an empty list of terms also breaks; a key
+# bad in both evictionSoft and evictionSoftGracePeriod breaks the key rule of each. Entries are messages
+# at the case's own rule path, or (path, message) pairs.
+ALSO_BROKEN: dict[tuple[str, str], tuple[str | tuple[str, str], ...]] = {
     ("EC2NodeClass", "subnetSelectorTerms cannot be empty"): (
         "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",
     ),
     ("EC2NodeClass", "securityGroupSelectorTerms cannot be empty"): _SG_EXCLUSIVE,
+    ("EC2NodeClass", f"valid keys for evictionSoft are [{_SIGNALS}]"): (
+        ("spec.kubelet.evictionSoftGracePeriod", f"valid keys for evictionSoftGracePeriod are [{_SIGNALS}]"),
+    ),
+    ("EC2NodeClass", f"valid keys for evictionSoftGracePeriod are [{_SIGNALS}]"): (
+        ("spec.kubelet.evictionSoft", f"valid keys for evictionSoft are [{_SIGNALS}]"),
+    ),
 }
 
 
@@ -567,8 +694,8 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
     in_table = {(kind, path, message) for kind, path, message, _, _ in CASES}
     assert in_crds == in_table
     assert len(CASES) == len(in_table)  # one case per rule
-    # Karpenter v1.14's NodePool (18) and NodeClaim (9) rules; 39 of the EC2NodeClass's
-    assert len(in_crds) == 66
+    # Karpenter v1.14's NodePool (18), NodeClaim (9) and EC2NodeClass (54) rules
+    assert len(in_crds) == 81
 
 
 @pytest.mark.parametrize("kind", sorted(GOOD))
@@ -585,7 +712,9 @@ def test_each_rule_rejects_its_bad_object(case: tuple[str, str, str, Callable[[O
     bad = copy.deepcopy(good)
     mutate(bad)
     violations = cel.validate(SCHEMAS[kind], bad, good) if on_update else cel.validate(SCHEMAS[kind], bad)
-    expected = [(rule_path, message)] + [(rule_path, m) for m in ALSO_BROKEN.get((kind, message), ())]
+    expected = [(rule_path, message)] + [
+        (rule_path, m) if isinstance(m, str) else m for m in ALSO_BROKEN.get((kind, message), ())
+    ]
     assert sorted((re.sub(r"\[\d+\]", "[]", path), msg) for path, msg in violations) == sorted(expected)
     if on_update:  # a transition rule does not apply on create
         assert cel.validate(SCHEMAS[kind], bad) == []

@@ -389,7 +389,11 @@ def test_disruption_default_is_the_models_default() -> None:
         ("EC2NodeClass", "spec.subnetSelectorTerms", {"minItems": 1, "maxItems": 30}),
         ("EC2NodeClass", "spec.amiSelectorTerms.[].alias", {"maxLength": 30}),
         ("EC2NodeClass", "spec.kubelet.imageGCHighThresholdPercent", {"minimum": 0, "maximum": 100}),
-        ("EC2NodeClass", "spec.kubelet.kubeReserved.{}", {"x-kubernetes-int-or-string": True}),
+        # Karpenter types kubelet reservations as map[string]string (its CEL rules call startsWith on them)
+        ("EC2NodeClass", "spec.kubelet.kubeReserved.{}", {"type": "string", "x-kubernetes-int-or-string": None}),
+        ("EC2NodeClass", "spec.placementGroupSelector.id", {"pattern": "^pg-[0-9a-z]+$"}),
+        ("EC2NodeClass", "spec.networkInterfaces", {"maxItems": 150}),
+        ("EC2NodeClass", "spec.connectionTracking.udpTimeout", {"minimum": 30, "maximum": 60}),
         ("EC2NodeClass", "spec.blockDeviceMappings", {"maxItems": 50}),
         ("EC2NodeClass", "spec.blockDeviceMappings.[].ebs.volumeSize", {"x-kubernetes-int-or-string": True}),
         ("EC2NodeClass", "spec.metadataOptions.httpPutResponseHopLimit", {"minimum": 1, "maximum": 64}),

@@ -30,13 +30,17 @@ __all__ = [
     "AMISelectorTerm",
     "BlockDevice",
     "BlockDeviceMapping",
+    "CPUOptions",
     "CapacityReservationSelectorTerm",
+    "ConnectionTracking",
     "EC2NodeClass",
     "EC2NodeClassSpec",
     "EC2NodeClassStatus",
     "EnclaveOptions",
     "KubeletConfiguration",
     "MetadataOptions",
+    "NetworkInterface",
+    "PlacementGroupSelector",
     "SecurityGroupSelectorTerm",
     "StatusAMI",
     "StatusCapacityReservation",
@@ -47,7 +51,7 @@ __all__ = [
 
 EC2_API_VERSION = f"{AWS_GROUP}/v1"
 
-AMIFamily = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
+AMIFamily = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"]
 # alias family (lowercase, as written in "family@version") -> amiFamily
 AMI_ALIAS_FAMILIES: dict[str, str] = {
     "al2": "AL2",
@@ -55,6 +59,7 @@ AMI_ALIAS_FAMILIES: dict[str, str] = {
     "bottlerocket": "Bottlerocket",
     "windows2019": "Windows2019",
     "windows2022": "Windows2022",
+    "windows2025": "Windows2025",
 }
 MAX_SELECTOR_TERMS = 30
 MAX_SELECTOR_TAGS = 20
@@ -82,6 +87,8 @@ _SG_ID = re.compile(r"^sg-[0-9a-z]+$")
 _AMI_ID = re.compile(r"^ami-[0-9a-z]+$")
 _CR_ID = re.compile(r"^cr-[0-9a-z]+$")
 _ACCOUNT_ID = re.compile(r"^[0-9]{12}$")
+_PG_ID = re.compile(r"^pg-[0-9a-z]+$")
+MAX_NETWORK_INTERFACES = 150
 _VOLUME_SIZE = re.compile(
     r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi"
     r"|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G"
@@ -233,7 +240,7 @@ class AMISelectorTerm(KubeModel):
         if family not in AMI_ALIAS_FAMILIES:
             raise ValueError(
                 f"alias family {family!r} is not supported, must be one of the following: "
-                "'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'"
+                "'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'"
             )
         if family.startswith("windows") and version != "latest":
             raise ValueError(f"alias {value!r}: windows families may only specify version 'latest'")
@@ -455,6 +462,85 @@ class EnclaveOptions(KubeModel):
     enabled: bool | None = None
 
 
+class PlacementGroupSelector(KubeModel):
+    """``spec.placementGroupSelector``: the EC2 placement group nodes launch into, by name or by id."""
+
+    name: str | None = Field(default=None, min_length=1)
+    id: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str | None) -> str | None:
+        return _pattern(value, _PG_ID, "pg-0123456789abcdef0")
+
+    @model_validator(mode="after")
+    def _rules(self) -> PlacementGroupSelector:
+        if self.name is None and self.id is None:
+            raise ValueError("expected at least one, got none, ['name', 'id']")
+        if self.name is not None and self.id is not None:
+            raise ValueError("'name' and 'id' are mutually exclusive")
+        return self
+
+
+class NetworkInterface(KubeModel):
+    """One entry of ``spec.networkInterfaces``: a network interface attached at launch."""
+
+    network_card_index: int = Field(ge=0, le=2**31 - 1)
+    device_index: int = Field(ge=0, le=2**31 - 1)
+    interface_type: Literal["interface", "efa-only"]
+
+
+class ConnectionTracking(KubeModel):
+    """``spec.connectionTracking``: idle connection tracking timeouts (seconds) of the launched ENIs."""
+
+    tcp_established_timeout: int | None = Field(default=None, ge=60, le=432000, alias="tcpEstablishedTimeout")
+    udp_stream_timeout: int | None = Field(default=None, ge=60, le=180, alias="udpStreamTimeout")
+    udp_timeout: int | None = Field(default=None, ge=30, le=60, alias="udpTimeout")
+
+    @model_validator(mode="after")
+    def _rules(self) -> ConnectionTracking:
+        if self.tcp_established_timeout is None and self.udp_stream_timeout is None and self.udp_timeout is None:
+            raise ValueError("at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set")
+        return self
+
+
+class CPUOptions(KubeModel):
+    """``spec.cpuOptions``: CPU options of the launched instances."""
+
+    nested_virtualization: Literal["enabled", "disabled"] | None = None
+
+
+def _network_interfaces(interfaces: list[NetworkInterface]) -> None:
+    """Karpenter's networkInterfaces rules: a primary ENA interface at card 0 / device 0, no two interfaces
+    at one (card, device), at most one efa-only interface per network card."""
+    if not interfaces:
+        return
+    if not any(
+        n.network_card_index == 0 and n.device_index == 0 and n.interface_type == "interface" for n in interfaces
+    ):
+        raise ValueError(
+            "networkInterfaces must include a primary interface with interfaceType='interface' "
+            "(networkCardIndex 0, deviceIndex 0)"
+        )
+    seen: set[tuple[int, int]] = set()
+    efa_cards: set[int] = set()
+    for i, n in enumerate(interfaces):
+        slot = (n.network_card_index, n.device_index)
+        if slot in seen:
+            raise ValueError(
+                f"[{i}]: networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs "
+                f"(networkCardIndex {slot[0]}, deviceIndex {slot[1]})"
+            )
+        seen.add(slot)
+        if n.interface_type == "efa-only":
+            if n.network_card_index in efa_cards:
+                raise ValueError(
+                    f"[{i}]: networkInterfaces can have at most one efa-only device per network card "
+                    f"(networkCardIndex {n.network_card_index})"
+                )
+            efa_cards.add(n.network_card_index)
+
+
 # ---------------------------------------------------------------------------------------------
 # Spec, status, kind
 
@@ -489,6 +575,10 @@ class EC2NodeClassSpec(KubeModel):
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     enclave_options: EnclaveOptions | None = None
     context: str | None = None
+    placement_group_selector: PlacementGroupSelector | None = None
+    network_interfaces: list[NetworkInterface] | None = Field(default=None, max_length=MAX_NETWORK_INTERFACES)
+    connection_tracking: ConnectionTracking | None = None
+    cpu_options: CPUOptions | None = Field(default=None, alias="cpuOptions")
 
     @field_validator("subnet_selector_terms")
     @classmethod
@@ -536,6 +626,12 @@ class EC2NodeClassSpec(KubeModel):
         if mappings and sum(1 for m in mappings if m.root_volume) > 1:
             raise ValueError("must have only one blockDeviceMappings with rootVolume")
         return mappings
+
+    @field_validator("network_interfaces")
+    @classmethod
+    def _nics(cls, interfaces: list[NetworkInterface] | None) -> list[NetworkInterface] | None:
+        _network_interfaces(list(interfaces or []))
+        return interfaces
 
     @model_validator(mode="after")
     def _rules(self) -> EC2NodeClassSpec:

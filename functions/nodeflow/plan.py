@@ -67,7 +67,12 @@ __all__ = [
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Device names an AMI family boots from, when no mapping says rootVolume: true.
-_ROOT_DEVICES = {"Bottlerocket": "/dev/xvdb", "Windows2019": "/dev/sda1", "Windows2022": "/dev/sda1"}
+_ROOT_DEVICES = {
+    "Bottlerocket": "/dev/xvdb",
+    "Windows2019": "/dev/sda1",
+    "Windows2022": "/dev/sda1",
+    "Windows2025": "/dev/sda1",
+}
 _DEFAULT_ROOT_DEVICE = "/dev/xvda"
 
 

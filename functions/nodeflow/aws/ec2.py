@@ -19,7 +19,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from nodeflow.api.karpenter import EC2NodeClass
-from nodeflow.api.karpenter_ec2 import AMISelectorTerm, BlockDeviceMapping, MetadataOptions
+from nodeflow.api.karpenter_ec2 import (
+    AMISelectorTerm,
+    BlockDeviceMapping,
+    ConnectionTracking,
+    CPUOptions,
+    MetadataOptions,
+    NetworkInterface,
+    PlacementGroupSelector,
+)
 from nodeflow.aws.errors import (
     AccessDenied,
     AlreadyExists,
@@ -40,6 +48,7 @@ __all__ = [
     "InstanceInfo",
     "LaunchTemplateSpec",
     "LaunchedInstance",
+    "PlacementGroup",
     "ResolvedNodeClass",
     "SecurityGroup",
     "Subnet",
@@ -55,6 +64,7 @@ __all__ = [
     "launch_template_name",
     "list_cluster_instances",
     "resolve_node_class",
+    "resolve_placement_group",
     "terminate_instances",
 ]
 
@@ -254,6 +264,16 @@ def _resolve_security_groups(ec2: Any, terms: Sequence[Any]) -> tuple[SecurityGr
 # --- AMIs -------------------------------------------------------------------------------------
 
 
+WINDOWS2025_MIN_MINOR = 35  # EKS publishes Windows Server 2025 AMIs from Kubernetes 1.35 on
+
+
+def _minor(kubernetes_version: str) -> int:
+    try:
+        return int(kubernetes_version.split(".")[1])
+    except (IndexError, ValueError):
+        return 10**6  # not "major.minor": do not refuse on a version we cannot read
+
+
 def alias_ssm_parameters(alias: str, kubernetes_version: str) -> dict[str, str]:
     """SSM parameter name -> kubernetes.io/arch for an AMI alias ("al2023@latest", "bottlerocket@v1.20.1")."""
     family, _, version = alias.partition("@")
@@ -279,8 +299,13 @@ def alias_ssm_parameters(alias: str, kubernetes_version: str) -> dict[str, str]:
             f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{ver}/image_id": _ARCH[arch]
             for arch in ("x86_64", "arm64")
         }
-    if family in ("windows2019", "windows2022"):
+    if family in ("windows2019", "windows2022", "windows2025"):
         year = family.removeprefix("windows")
+        if year == "2025" and _minor(k8s) < WINDOWS2025_MIN_MINOR:
+            raise InvalidRequest(
+                f"AMI alias {alias!r}: Windows Server 2025 requires Kubernetes 1.{WINDOWS2025_MIN_MINOR} or newer, "
+                f"the cluster runs {k8s}"
+            )
         return {
             f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id": "amd64"
         }
@@ -419,6 +444,39 @@ def ensure_instance_profile(iam: Any, cluster_name: str, node_class_name: str, r
     return name
 
 
+# --- placement group ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    id: str
+    name: str
+    strategy: str  # cluster / partition / spread
+    partition_count: int | None = None
+
+
+def resolve_placement_group(ec2: Any, selector: PlacementGroupSelector) -> PlacementGroup | None:
+    """The available placement group ``selector`` names (by id or name), or None when there is none."""
+    if selector.id:
+        query: dict[str, Any] = {"GroupIds": [selector.id]}
+    else:
+        query = {"Filters": [{"Name": "group-name", "Values": [selector.name or ""]}]}
+    try:
+        with aws_errors():
+            groups = ec2.describe_placement_groups(**query).get("PlacementGroups", [])
+    except (NotFound, InvalidRequest):  # an unknown id is an error in EC2, an unknown name an empty list
+        return None
+    for g in groups:
+        if g.get("State", "available") == "available":
+            return PlacementGroup(
+                id=g["GroupId"],
+                name=g.get("GroupName", ""),
+                strategy=g.get("Strategy", ""),
+                partition_count=g.get("PartitionCount"),
+            )
+    return None
+
+
 # =============================================================================================
 # Launch templates
 
@@ -439,6 +497,11 @@ class LaunchTemplateSpec:
     tags: Mapping[str, str] = field(default_factory=dict)
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = None
+    ip_prefix_count: int | None = None
+    network_interfaces: Sequence[NetworkInterface] = ()
+    connection_tracking: ConnectionTracking | None = None
+    cpu_options: CPUOptions | None = None
+    placement_group_id: str | None = None
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -493,16 +556,64 @@ def launch_template_data(spec: LaunchTemplateSpec) -> dict[str, Any]:
         "Monitoring": {"Enabled": bool(spec.detailed_monitoring)},
         "TagSpecifications": [{"ResourceType": "network-interface", "Tags": tags}],
     }
-    groups = sorted(spec.security_group_ids)
-    if spec.associate_public_ip_address is not None:
-        data["NetworkInterfaces"] = [
-            {"DeviceIndex": 0, "AssociatePublicIpAddress": spec.associate_public_ip_address, "Groups": groups}
-        ]
+    interfaces = _network_interfaces(spec)
+    if interfaces:
+        data["NetworkInterfaces"] = interfaces  # the security groups go on the interfaces
     else:
-        data["SecurityGroupIds"] = groups
+        data["SecurityGroupIds"] = sorted(spec.security_group_ids)
     if spec.block_device_mappings:
         data["BlockDeviceMappings"] = [_block_device_mapping(m) for m in spec.block_device_mappings]
+    if spec.cpu_options is not None and spec.cpu_options.nested_virtualization is not None:
+        data["CpuOptions"] = {"NestedVirtualization": spec.cpu_options.nested_virtualization}
+    if spec.placement_group_id:
+        data["Placement"] = {"GroupId": spec.placement_group_id}
     return data
+
+
+def _connection_tracking(ct: ConnectionTracking | None) -> dict[str, int] | None:
+    if ct is None:
+        return None
+    out = {
+        "TcpEstablishedTimeout": ct.tcp_established_timeout,
+        "UdpStreamTimeout": ct.udp_stream_timeout,
+        "UdpTimeout": ct.udp_timeout,
+    }
+    return {k: v for k, v in out.items() if v is not None} or None
+
+
+def _network_interfaces(spec: LaunchTemplateSpec) -> list[dict[str, Any]] | None:
+    """The launch template's NetworkInterfaces, or None to use SecurityGroupIds (one default interface).
+
+    With ``networkInterfaces`` every entry becomes an interface on its card and device with the node's
+    security groups; EFA-only interfaces carry no IP settings (EC2 refuses prefixes, public IPs and
+    connection tracking on them). Otherwise one primary interface is written only when a setting needs it
+    (public IP, IPv4 prefixes, connection tracking)."""
+    groups = sorted(spec.security_group_ids)
+    tracking = _connection_tracking(spec.connection_tracking)
+
+    def ip_settings(out: dict[str, Any]) -> dict[str, Any]:
+        if spec.associate_public_ip_address is not None:
+            out["AssociatePublicIpAddress"] = spec.associate_public_ip_address
+        if spec.ip_prefix_count is not None:
+            out["Ipv4PrefixCount"] = spec.ip_prefix_count
+        if tracking:
+            out["ConnectionTrackingSpecification"] = tracking
+        return out
+
+    if spec.network_interfaces:
+        result = []
+        for ni in spec.network_interfaces:
+            out: dict[str, Any] = {
+                "NetworkCardIndex": ni.network_card_index,
+                "DeviceIndex": ni.device_index,
+                "InterfaceType": ni.interface_type,
+                "Groups": groups,
+            }
+            result.append(out if ni.interface_type == "efa-only" else ip_settings(out))
+        return result
+    if spec.associate_public_ip_address is None and spec.ip_prefix_count is None and not tracking:
+        return None
+    return [ip_settings({"DeviceIndex": 0, "Groups": groups})]
 
 
 def launch_template_name(spec: LaunchTemplateSpec) -> str:

@@ -13,7 +13,7 @@ Families:
   the NodeClass spells out.
 - ``AL2``: a MIME multi-part archive; the user's parts first, then a shell part calling
   ``/etc/eks/bootstrap.sh``.
-- ``Windows2019`` / ``Windows2022``: one ``<powershell>`` block, the user's script first, then
+- ``Windows2019`` / ``Windows2022`` / ``Windows2025``: one ``<powershell>`` block, the user's script first, then
   ``Start-EKSBootstrap.ps1``.
 - ``Custom``: the user's userData unchanged.
 
@@ -66,7 +66,7 @@ CONTENT_TYPE_NODECONFIG = "application/node.eks.aws"
 CONTENT_TYPE_MULTIPART = "multipart/mixed"
 NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
 
-AMI_FAMILIES = ("AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022")
+AMI_FAMILIES = ("AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
 
 
 class TaintLike(Protocol):
@@ -120,7 +120,7 @@ def render_user_data(boot: NodeBootstrap) -> str:
         return _render_bottlerocket(boot)
     if family == "AL2":
         return _render_al2(boot)
-    if family in ("Windows2019", "Windows2022"):
+    if family in ("Windows2019", "Windows2022", "Windows2025"):
         return _render_windows(boot)
     if family == "Custom":
         return boot.user_data or ""

@@ -95,6 +95,7 @@ _FAMILIES: Mapping[str, _Family] = {
     "Bottlerocket": _Family(pods_per_core=False, eviction_soft=False),
     "Windows2019": _Family(windows_build="10.0.17763", eni_limited_pods=False, root_volume_bytes=50 * GI),
     "Windows2022": _Family(windows_build="10.0.20348", eni_limited_pods=False, root_volume_bytes=50 * GI),
+    "Windows2025": _Family(windows_build="10.0.26100", eni_limited_pods=False, root_volume_bytes=50 * GI),
 }
 AMI_FAMILIES = tuple(_FAMILIES)
 

@@ -244,6 +244,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             deps.node_classes.put(node_class, resolved, deps.now())
     if not resolved.ready:
         raise NodeClassNotReady(f"EC2NodeClass {node_class.name} is not ready: no usable {', '.join(resolved.missing)}")
+    placement_group = _placement_group(deps, node_class)
     settings = node_class_settings(node_class)
     subnets = {zone: s.id for zone, s in resolved.subnets_by_zone.items()}
     arches = {a.architecture for a in resolved.amis}
@@ -257,7 +258,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
         ami = resolved.ami_for(options.architecture)
         assert ami is not None  # options only hold architectures with an AMI
         template = ec2x.ensure_launch_template(
-            deps.ec2, _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name)
+            deps.ec2, _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name, placement_group)
         )
         request = ec2x.FleetRequest(
             launch_template_name=template,
@@ -313,6 +314,20 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
 
 
+def _placement_group(deps: LaunchDeps, node_class: EC2NodeClass) -> str | None:
+    """The id of the placement group ``spec.placementGroupSelector`` selects (None without a selector)."""
+    selector = node_class.spec.placement_group_selector
+    if selector is None:
+        return None
+    group = ec2x.resolve_placement_group(deps.ec2, selector)
+    if group is None:
+        what = f"id {selector.id!r}" if selector.id else f"name {selector.name!r}"
+        raise NodeClassNotReady(
+            f"EC2NodeClass {node_class.name}: spec.placementGroupSelector ({what}) matches no available placement group"
+        )
+    return group.id
+
+
 def _node_class(deps: LaunchDeps, claim: NodeClaim) -> EC2NodeClass:
     ref = claim.spec.node_class_ref
     if ref.kind != "EC2NodeClass":
@@ -341,6 +356,7 @@ def _template_spec(
     resolved: ec2x.ResolvedNodeClass,
     image_id: str,
     cluster_name: str,
+    placement_group_id: str | None = None,
 ) -> ec2x.LaunchTemplateSpec:
     from nodeflow.api.meta import Taint
 
@@ -373,6 +389,11 @@ def _template_spec(
         tags=spec.tags or {},
         detailed_monitoring=bool(spec.detailed_monitoring),
         associate_public_ip_address=spec.associate_public_ip_address,
+        ip_prefix_count=spec.ip_prefix_count,
+        network_interfaces=spec.network_interfaces or (),
+        connection_tracking=spec.connection_tracking,
+        cpu_options=spec.cpu_options,
+        placement_group_id=placement_group_id,
     )
 
 

@@ -1,0 +1,96 @@
+"""An EC2NodeClass with Karpenter v1.14's launch settings, through the real launch workflow (moto, the
+test API server): the launch template CreateFleet used carries its network interfaces (EFA-only
+included), connection tracking, CPU options, the resolved placement group and the kubelet settings in
+the user data; the NodeClaim's allocatable follows kubelet.maxPods. A placement group that does not
+resolve fails the launch naming spec.placementGroupSelector."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sandbox.nodeflow import LocalNodeflow
+from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.placement_groups import serve_placement_groups
+
+EXTRA_SPEC: dict[str, Any] = {
+    "placementGroupSelector": {"name": "training"},
+    "networkInterfaces": [
+        {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+        {"networkCardIndex": 1, "deviceIndex": 0, "interfaceType": "efa-only"},
+    ],
+    "connectionTracking": {"tcpEstablishedTimeout": 600},
+    "cpuOptions": {"nestedVirtualization": "enabled"},
+    "kubelet": {"maxPods": 42, "systemReserved": {"memory": "300Mi"}},
+}
+
+
+def _edit_node_class(local: LocalNodeflow, **spec: Any) -> None:
+    rt = local.kube_server.resource_for("karpenter.k8s.aws/v1", "EC2NodeClass")
+    obj = copy.deepcopy(local.kube_server.get("karpenter.k8s.aws/v1", "EC2NodeClass", "default"))
+    obj["spec"].update(spec)
+    local.kube_server.cluster.update(rt, None, "default", obj)
+
+
+def _provision(local: LocalNodeflow) -> list[dict[str, Any]]:
+    local.apply(pending_pods("train", 1, cpu="1", memory="2Gi"))
+    local.send_pending(["default/train"])
+    local.provision()
+    return local.wait_for_executions()
+
+
+def test_launch_template_carries_the_v114_settings(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_placement_groups(
+        monkeypatch,
+        [{"GroupName": "training", "GroupId": "pg-0123456789abcdef0", "Strategy": "cluster", "State": "available"}],
+    )
+    local = make_local()
+    _edit_node_class(local, **EXTRA_SPEC)
+    [done] = _provision(local)
+    assert done["status"] == "SUCCEEDED"
+
+    ec2 = local.clients.ec2
+    [fleet] = ec2.describe_fleets()["Fleets"]
+    name = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    [version] = ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"]
+    data = version["LaunchTemplateData"]
+    sg = local.world.security_group_id
+    assert data["NetworkInterfaces"] == [
+        {
+            "NetworkCardIndex": 0,
+            "DeviceIndex": 0,
+            "InterfaceType": "interface",
+            "Groups": [sg],
+            "ConnectionTrackingSpecification": {"TcpEstablishedTimeout": 600},
+        },
+        {"NetworkCardIndex": 1, "DeviceIndex": 0, "InterfaceType": "efa-only", "Groups": [sg]},
+    ]
+    assert data["CpuOptions"] == {"NestedVirtualization": "enabled"}
+    assert data["Placement"] == {"GroupId": "pg-0123456789abcdef0"}
+    user_data = base64.b64decode(data["UserData"]).decode()
+    assert "maxPods: 42" in user_data
+    assert "memory: 300Mi" in user_data
+
+    [claim] = local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+    assert claim["status"]["allocatable"]["pods"] == "42"
+
+
+def test_unresolvable_placement_group_fails_the_launch_naming_the_field(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_placement_groups(monkeypatch, [])
+    local = make_local()
+    _edit_node_class(local, placementGroupSelector={"id": "pg-0123456789abcdef0"})
+    [done] = _provision(local)
+    assert done["status"] == "FAILED"
+    history = local.clients.sfn.get_execution_history(executionArn=done["executionArn"])["events"]
+    text = json.dumps(history, default=str)
+    assert "spec.placementGroupSelector (id 'pg-0123456789abcdef0') matches no available placement group" in text
+    assert local.clients.ec2.describe_fleets()["Fleets"] == []

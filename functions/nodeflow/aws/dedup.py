@@ -17,8 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from nodeflow.aws.errors import Throttled, aws_errors
 
 __all__ = ["EVENT_PARTITION", "NONCE_PARTITION", "SeenRecords", "batch_write"]
@@ -141,6 +139,8 @@ def batch_write(dynamodb: Any, table_name: str, requests: list[dict[str, Any]]) 
 
 def _cancellation_reasons(exc: Exception) -> list[str] | None:
     """Per-item codes of a cancelled transaction, or None when ``exc`` is something else."""
+    from botocore.exceptions import ClientError
+
     cause = exc.__cause__ if not isinstance(exc, ClientError) else exc
     if not isinstance(cause, ClientError):
         return None

@@ -15,15 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectionClosedError,
-    ConnectionError,
-    EndpointConnectionError,
-    HTTPClientError,
-    ReadTimeoutError,
-)
+# botocore.exceptions is imported where an error is mapped, not here: importing it costs a handler's cold start
+# ~0.05 s, and only a failed call needs it (a botocore exception cannot exist before botocore is loaded).
 
 __all__ = [
     "ACCESS_DENIED_CODES",
@@ -42,6 +35,7 @@ __all__ = [
     "Offering",
     "Throttled",
     "aws_errors",
+    "client_error_code",
     "error_class_for",
     "is_insufficient_capacity_code",
     "map_error",
@@ -258,13 +252,25 @@ def error_class_for(code: str, status: int | None = None) -> type[AwsError]:
     return InvalidRequest
 
 
-_CONNECTION_ERRORS = (
-    EndpointConnectionError,
-    ConnectionClosedError,
-    ReadTimeoutError,
-    ConnectionError,
-    HTTPClientError,
-)
+def _connection_errors() -> tuple[type[Exception], ...]:
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        ConnectionError,
+        EndpointConnectionError,
+        HTTPClientError,
+        ReadTimeoutError,
+    )
+
+    return (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError, ConnectionError, HTTPClientError)
+
+
+def client_error_code(exc: BaseException) -> str | None:
+    """The error code of a botocore ``ClientError`` (``"ExecutionAlreadyExists"``, ...); None for anything else."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(exc, ClientError):
+        return None
+    return str(exc.response.get("Error", {}).get("Code") or "")
 
 
 def map_error(
@@ -279,6 +285,8 @@ def map_error(
     ``instance_type``/``zone``/``capacity_type`` describe the offering the call was about; they
     are attached to ``InsufficientCapacity`` errors.
     """
+    from botocore.exceptions import BotoCoreError, ClientError
+
     if isinstance(exc, AwsError):
         return exc
     if isinstance(exc, ClientError):
@@ -291,7 +299,7 @@ def map_error(
         if cls is InsufficientCapacity:
             offerings = (Offering(instance_type, zone, capacity_type),)
         return cls(message, code=code, operation=exc.operation_name, status=status, offerings=offerings)
-    if isinstance(exc, _CONNECTION_ERRORS):
+    if isinstance(exc, _connection_errors()):
         return AwsUnavailable(str(exc), code=type(exc).__name__)
     if isinstance(exc, BotoCoreError):
         # Parameter validation, missing credentials, ...: not worth a retry.
@@ -309,5 +317,9 @@ def aws_errors(
     """Re-raise botocore errors raised inside the block as typed ``AwsError``s."""
     try:
         yield
-    except (ClientError, BotoCoreError) as exc:
+    except Exception as exc:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if not isinstance(exc, (ClientError, BotoCoreError)):
+            raise
         raise map_error(exc, instance_type=instance_type, zone=zone, capacity_type=capacity_type) from exc

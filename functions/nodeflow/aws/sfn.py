@@ -25,9 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from nodeflow.aws.errors import aws_errors
+from nodeflow.aws.errors import aws_errors, client_error_code
 
 __all__ = [
     "EXECUTION_NAME_PATTERN",
@@ -71,8 +69,8 @@ def start_execution(sfn: Any, state_machine_arn: str, name: str, payload: Mappin
     with aws_errors():
         try:
             sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=json.dumps(dict(payload)))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+        except Exception as exc:
+            if client_error_code(exc) == "ExecutionAlreadyExists":
                 return False
             raise
     return True
@@ -87,8 +85,8 @@ def _status(sfn: Any, execution_arn: str) -> str | None:
     with aws_errors():
         try:
             return str(sfn.describe_execution(executionArn=execution_arn)["status"])
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+        except Exception as exc:
+            if client_error_code(exc) == "ExecutionDoesNotExist":
                 return None
             raise
 

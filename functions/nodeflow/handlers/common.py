@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodeflow.api.errors import format_validation_error
 from nodeflow.lifecycle.errors import as_termination_error, as_workflow_error
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Tracer
+
 __all__ = [
     "InvalidInput",
     "LaunchOutput",
+    "LazyTracer",
     "StepInput",
     "TaintOutput",
     "TerminationInput",
@@ -27,14 +32,57 @@ __all__ = [
     "workflow_step",
 ]
 
-logger = Logger(service="nodeflow")
-tracer = Tracer(service="nodeflow")
-metrics = Metrics(namespace="nodeflow", service="nodeflow")
-if _cluster := os.environ.get("CLUSTER_NAME", "").strip():  # clusters sharing an account keep their own metrics
-    metrics.set_default_dimensions(cluster=_cluster)
 
 M = TypeVar("M", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class LazyTracer:
+    """Powertools' ``Tracer``, built on first use. Building one imports the X-Ray SDK and botocore and, in Lambda,
+    patches the libraries it traces (about half of a handler's import time): a handler module builds it on its
+    first invocation instead, before the handler body runs, so every call is traced as before.
+    ``capture_lambda_handler`` (used bare, as a decorator) and every other attribute go to the real tracer."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._tracer: Tracer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._tracer is not None
+
+    def get(self) -> Tracer:
+        with self._lock:
+            if self._tracer is None:
+                from aws_lambda_powertools import Tracer
+
+                self._tracer = Tracer(**self._options)
+            return self._tracer
+
+    def capture_lambda_handler(self, fn: F) -> F:
+        traced: Callable[..., Any] | None = None
+
+        @functools.wraps(fn)
+        def wrapper(event: Any, context: Any, **kwargs: Any) -> Any:
+            nonlocal traced
+            if traced is None:
+                traced = self.get().capture_lambda_handler(fn)
+            return traced(event, context, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.get(), name)
+
+
+logger = Logger(service="nodeflow")
+tracer = LazyTracer(service="nodeflow")
+metrics = Metrics(namespace="nodeflow", service="nodeflow")
+if _cluster := os.environ.get("CLUSTER_NAME", "").strip():  # clusters sharing an account keep their own metrics
+    metrics.set_default_dimensions(cluster=_cluster)
 
 
 class InvalidInput(ValueError):

@@ -27,7 +27,6 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
 from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, KubeClient
 from nodeflow.kube.errors import NotFound
-from nodeflow.plan import node_class_readiness
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -156,6 +155,8 @@ def node_class_ready(ref_name: str | None, node_class: EC2NodeClass | None) -> t
         return "False", "NodeClassNotFound", "spec.template.spec.nodeClassRef: no EC2NodeClass is referenced"
     if node_class is None:
         return "False", "NodeClassNotFound", f"EC2NodeClass {ref_name!r} not found"
+    from nodeflow.plan import node_class_readiness  # not at the top: the step handlers would import the solver
+
     status, message = node_class_readiness(node_class)
     if status == "Unknown":
         return "Unknown", "AwaitingReconciliation", message

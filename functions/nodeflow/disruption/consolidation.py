@@ -44,15 +44,17 @@ there), which keeps a round over a full cluster fast.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from nodeflow.api import labels as wk
+from nodeflow.api.core import Pod
 from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command, Move, Reason, Settings
+from nodeflow.plan import ClusterState, convert_pods
 from nodeflow.podutil import eviction_cost
 from nodeflow.scheduling.packing import min_values_violation
 from nodeflow.scheduling.pricing import type_matches
@@ -68,6 +70,7 @@ from nodeflow.scheduling.types import (
 )
 
 __all__ = [
+    "PodInputs",
     "Simulator",
     "consolidate",
     "consolidation_order",
@@ -157,6 +160,49 @@ def _uninitialized(node: NodeInput) -> bool:
     return node.in_flight or (node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true")
 
 
+class PodInputs(Mapping[str, PodInput]):
+    """The bound pods of ``state`` as solver input, keyed "namespace/name", converted as
+    ``nodeflow.plan.convert_pods`` converts them but only when first needed, in batches (``load``): a round
+    over a full cluster, where ``Simulator.hopeless`` rules every candidate out, converts none of its pods.
+    ``requests`` gives a pod's requests without converting it."""
+
+    def __init__(self, state: ClusterState, pods: Iterable[Pod]) -> None:
+        self._state = state
+        self._pods = {p.key: p for p in pods}
+        self._done: dict[str, PodInput] = {}
+
+    def __getitem__(self, key: str) -> PodInput:
+        hit = self._done.get(key)
+        if hit is None:
+            self.load((key,))
+            hit = self._done[key]  # KeyError for a pod it does not hold
+        return hit
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pods
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pods)
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def load(self, keys: Iterable[str]) -> None:
+        """Convert those of ``keys`` not converted yet, together (one ``convert_pods`` call)."""
+        missing = [self._pods[k] for k in dict.fromkeys(keys) if k in self._pods and k not in self._done]
+        if missing:
+            self._done.update(convert_pods(self._state, missing))
+
+    def requests(self, key: str) -> Mapping[str, int] | None:
+        """The pod's requests in milli-units (``PodInput.requests``: ``PodSpec.effective_requests``), None
+        for a pod it does not hold."""
+        hit = self._done.get(key)
+        if hit is not None:
+            return hit.requests
+        pod = self._pods.get(key)
+        return pod.spec.effective_requests() if pod is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Simulator:
     base: SchedulingInput  # the whole cluster's solver input (pools, nodes, daemons)
@@ -164,11 +210,15 @@ class Simulator:
     held: frozenset[str] = frozenset()  # nodes inside their consolidateAfter window (see ``on_hold``)
     draining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # deleting node -> its movable pods
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
+    room: dict[str, list[dict[str, int]]] = field(init=False)  # node name -> its room (schedulable, not held)
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
 
     def __post_init__(self) -> None:
         free: dict[str, int] = {}
+        room: dict[str, list[dict[str, int]]] = {}
         for node in self.base.nodes:
+            if node.schedulable and node.name not in self.held:
+                room.setdefault(node.name, []).append(_free(node))
             if node.schedulable and node.name not in self.held and node.name not in self.draining:
                 for k, v in _free(node).items():
                     free[k] = free.get(k, 0) + v
@@ -191,6 +241,7 @@ class Simulator:
                 if prices:
                     offers.append(_Offer(min(prices), it.allocatable))
         object.__setattr__(self, "free", free)
+        object.__setattr__(self, "room", room)
         object.__setattr__(self, "offers", tuple(sorted(offers, key=lambda o: o.price)))
 
     def _leaving(self, candidates: Sequence[Candidate]) -> list[str]:
@@ -204,16 +255,14 @@ class Simulator:
         """A cheap NECESSARY condition checked before simulating: the pods that cannot fit in the room
         left on the other nodes (summed, constraints ignored) must fit one instance type cheaper than
         ``before``. Returns why not, or None when a simulation is worth running."""
-        names = {c.name for c in candidates}
         free = dict(self.free)
-        for node in self.base.nodes:
-            if node.name in names and node.schedulable and node.name not in self.held:
-                for k, v in _free(node).items():
+        for name in dict.fromkeys(c.name for c in candidates):
+            for own in self.room.get(name, ()):
+                for k, v in own.items():
                     free[k] = free.get(k, 0) - v
         need: dict[str, int] = {}
         for key in self._leaving(candidates):
-            inp = self.pods.get(key)
-            for k, v in (inp.requests if inp is not None else {}).items():
+            for k, v in (self._requests(key) or {}).items():
                 need[k] = need.get(k, 0) + v
         need = {k: v - free.get(k, 0) for k, v in need.items() if v > free.get(k, 0)}
         if not need:
@@ -224,6 +273,12 @@ class Simulator:
             if all(offer.allocatable.get(k, 0) >= v for k, v in need.items()):
                 return None
         return "its pods fit neither on the other nodes nor on any cheaper instance type"
+
+    def _requests(self, key: str) -> Mapping[str, int] | None:
+        if isinstance(self.pods, PodInputs):
+            return self.pods.requests(key)  # no conversion needed for the sums
+        inp = self.pods.get(key)
+        return inp.requests if inp is not None else None
 
     def _solve(
         self, pods: tuple[PodInput, ...], nodes: Iterable[NodeInput], closed: frozenset[str]
@@ -269,6 +324,9 @@ class Simulator:
         the pending pods take their places first and share the new capacity; pending pods that fit nowhere are
         not the candidates' concern."""
         gone = {c.name for c in candidates} | (set(self.draining) if cluster else set())
+        if isinstance(self.pods, PodInputs):  # one conversion for the whole simulation
+            own_keys = (p.key for c in candidates for p in c.movable)
+            self.pods.load((*own_keys, *(k for keys in self.draining.values() for k in keys)) if cluster else own_keys)
         own = tuple(
             self.pods[p.key] for c in candidates for p in c.movable if p.key in self.pods and p.key not in c.held
         )

@@ -31,6 +31,7 @@ from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import Candidate, budget_standing, build_candidates
 from nodeflow.disruption.consolidation import (
+    PodInputs,
     Simulator,
     consolidate,
     consolidation_order,
@@ -50,7 +51,7 @@ from nodeflow.disruption.model import (
     Settings,
     Snapshot,
 )
-from nodeflow.plan import build_input, convert_pods
+from nodeflow.plan import build_input
 
 __all__ = ["decide"]
 
@@ -169,7 +170,7 @@ def decide(
     bound = [p for c in candidates for p in c.movable]
     sim = Simulator(
         base=base,
-        pods=convert_pods(snapshot.state, bound),
+        pods=PodInputs(snapshot.state, bound),
         held=on_hold(candidates, snapshot.last_pod_events, now),
         draining={c.name: tuple(p.key for p in c.movable if p.key not in c.held) for c in candidates if c.deleting},
     )
@@ -212,7 +213,8 @@ def decide(
             eligible.append(c)
     eligible = consolidation_order(eligible)
     in_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) > 0]
-    budgets.within([c for c in eligible if c not in in_budget], Reason.UNDERUTILIZED, blocked)
+    out_of_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) <= 0]
+    budgets.within(out_of_budget, Reason.UNDERUTILIZED, blocked)
     multi = _multi_node(  # a batch takes no more nodes of a NodePool than its budget has left
         budgets.within(in_budget, Reason.UNDERUTILIZED, [])[: settings.multi_node_candidates],
         lambda cs: consolidate(cs, sim, settings, "multi-node consolidation"),

@@ -170,7 +170,7 @@ def _full_cluster(count: int) -> Snapshot:
 def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) -> None:
     counts = {"eq": 0, "free": 0, "converted": 0}
     real_eq = Candidate.__eq__
-    real_convert = consolidation.convert_pods
+    real_convert = convert_pods
 
     def counting_eq(self: Candidate, other: object) -> bool:
         counts["eq"] += 1

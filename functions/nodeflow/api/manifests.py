@@ -12,6 +12,7 @@ and the field, e.g.::
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from nodeflow.api.core import (
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
+    PodSpec,
     ReplicaSet,
     StatefulSet,
     StorageClass,
@@ -43,6 +45,104 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 __all__ = ["KINDS", "ManifestError", "Manifests", "SkippedDocument", "load_manifests"]
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML was built with it (``yaml.__with_libyaml__``), else the pure-Python one."""
+
+# --- a faster SafeLoader ------------------------------------------------------------------------
+#
+# Even with libyaml, PyYAML builds Python objects from the node graph in Python, generically (one
+# memo entry, one generator per mapping and sequence, regular expressions for every plain scalar).
+# ``_FastLoader`` gives the same objects for the same text as ``_SafeLoader``: it caches the tag
+# resolved for each distinct plain scalar, and builds each document with one recursive pass for
+# the plain cases (mappings and sequences of the default tags, scalar keys, the scalar tags
+# SafeLoader knows). Anything else (merge keys ``<<``, ``=`` value keys, !!set / !!omap / !!pairs,
+# unknown tags, complex keys, very deep nesting) builds the whole document with SafeLoader's own
+# constructor, so results and errors stay SafeLoader's.
+
+_TAG = "tag:yaml.org,2002:"
+_MAP_TAG, _SEQ_TAG, _STR_TAG = _TAG + "map", _TAG + "seq", _TAG + "str"
+_SPECIAL_KEY_TAGS = frozenset({_TAG + "merge", _TAG + "value"})
+# SafeConstructor's scalar constructors (plain functions of the node; the others are generators).
+_SCALAR_CONSTRUCTORS: Mapping[str, Any] = {
+    _TAG + name: yaml.SafeLoader.yaml_constructors[_TAG + name]
+    for name in ("null", "bool", "int", "float", "binary", "timestamp", "str")
+}
+
+
+_FAST = True
+"""Use ``_FastLoader`` and share the PodSpecs of identical pod specs (False: PyYAML's SafeLoader as is and one
+PodSpec per pod, the reference the tests compare the fast path with)."""
+
+
+class _NotPlain(Exception):
+    """The document needs SafeLoader's generic constructor."""
+
+
+def _build_document(loader: yaml.SafeLoader, root: yaml.Node) -> Any:
+    scalar_node, mapping_node, sequence_node = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
+    scalars = _SCALAR_CONSTRUCTORS
+    special_keys = _SPECIAL_KEY_TAGS
+    built: dict[int, Any] = {}  # id(node) -> object, for aliases (and recursive documents)
+
+    def build(node: yaml.Node) -> Any:
+        kind = node.__class__
+        if kind is scalar_node:
+            tag = node.tag
+            if tag == _STR_TAG:
+                return node.value
+            construct = scalars.get(tag)
+            if construct is None:
+                raise _NotPlain
+            return construct(loader, node)
+        done = built.get(id(node), built)
+        if done is not built:
+            return done
+        if kind is mapping_node:
+            if node.tag != _MAP_TAG:
+                raise _NotPlain
+            mapping: dict[Any, Any] = {}
+            built[id(node)] = mapping
+            for key_node, value_node in node.value:
+                if key_node.__class__ is not scalar_node or key_node.tag in special_keys:
+                    raise _NotPlain
+                key = build(key_node)
+                mapping[key] = build(value_node)
+            return mapping
+        if kind is sequence_node:
+            if node.tag != _SEQ_TAG:
+                raise _NotPlain
+            sequence: list[Any] = []
+            built[id(node)] = sequence
+            append = sequence.append
+            for item in node.value:
+                append(build(item))
+            return sequence
+        raise _NotPlain
+
+    return build(root)
+
+
+class _FastLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """``_SafeLoader`` with memoised scalar resolution and a one-pass constructor for plain documents."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._resolved: dict[tuple[Any, str, Any], str] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode:
+            key = (implicit, value, kind)
+            tag = self._resolved.get(key)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                self._resolved[key] = tag
+            return tag
+        return super().resolve(kind, value, implicit)
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        try:
+            return _build_document(self, node)
+        except (_NotPlain, RecursionError):
+            return super().construct_document(node)
 
 
 @dataclass(frozen=True)
@@ -146,6 +246,8 @@ class _Collector:
     seen: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # pod key -> where the pod came from
     pod_origin: dict[str, str] = field(default_factory=dict)
+    # repr of a Pod's spec mapping -> the PodSpec validated from it (see _validate_pod)
+    pod_specs: dict[str, PodSpec] | None = field(default_factory=lambda: {} if _FAST else None)
 
     def result(self) -> Manifests:
         explicit = {claim.key for claim in self.pvcs}
@@ -174,13 +276,21 @@ def load_manifests(paths: Sequence[str | Path]) -> Manifests:
     """
     collector = _Collector()
     seen_files: set[Path] = set()
-    for file in _files(paths, collector.problems):
-        resolved = file.resolve()
-        if resolved in seen_files:
-            continue
-        seen_files.add(resolved)
-        for index, document in _documents(file, collector.problems):
-            _load_document(collector, str(file), index, None, document)
+    # Hundreds of thousands of acyclic objects (YAML nodes, dicts, models): cyclic GC passes over them
+    # would cost more than the loading itself.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for file in _files(paths, collector.problems):
+            resolved = file.resolve()
+            if resolved in seen_files:
+                continue
+            seen_files.add(resolved)
+            for index, document in _documents(file, collector.problems):
+                _load_document(collector, str(file), index, None, document)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     if collector.problems:
         raise ManifestError(collector.problems)
     return collector.result()
@@ -218,7 +328,7 @@ def _documents(file: Path, problems: list[str]) -> Iterator[tuple[int, Any]]:
         return
     index = 0
     try:
-        for document in yaml.load_all(text, Loader=_SafeLoader):
+        for document in yaml.load_all(text, Loader=_FastLoader if _FAST else _SafeLoader):
             yield index, document
             index += 1
     except yaml.YAMLError as exc:
@@ -313,7 +423,7 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
         elif isinstance(raw_namespace, str):
             namespace = raw_namespace
     try:
-        obj = spec.model.model_validate(document)
+        obj = _validate_pod(collector, document) if spec.model is Pod else spec.model.model_validate(document)
     except ValidationError as exc:
         collector.problems.extend(f"{label}: {line}" for line in format_validation_error(exc))
         return
@@ -327,6 +437,33 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
         return
     collector.seen[identity] = where
     _store(collector, obj, label)
+
+
+def _validate_pod(collector: _Collector, document: dict[str, Any]) -> Pod:
+    """``Pod.model_validate(document)``, with one PodSpec per distinct spec: pods whose ``spec`` mapping is the
+    same (the replicas of a workload in a ``kubectl get pods`` dump) share the PodSpec validated for the first,
+    as the pods of an expanded Deployment do, so a spec is validated and converted for the solver once.
+
+    The key is the mapping's ``repr``, which tells apart what ``==`` does not (``1``, ``1.0``, ``True``), so
+    a shared PodSpec was validated from exactly the same values. Only valid specs are shared: a pod whose
+    spec was refused is validated again, and reports its own problems.
+    """
+    raw_spec = document.get("spec")
+    specs = collector.pod_specs
+    if specs is None or not isinstance(raw_spec, dict) or not raw_spec:
+        return Pod.model_validate(document)
+    try:
+        key = repr(raw_spec)
+    except RecursionError:  # nested deeper than repr goes: validated alone (and refused)
+        return Pod.model_validate(document)
+    shared = specs.get(key)
+    if shared is None:
+        pod = Pod.model_validate(document)
+        if "..." not in key:  # a self-referencing mapping (YAML anchors) prints "{...}": never shared
+            specs[key] = pod.spec
+        return pod
+    rest = Pod.model_validate({name: value for name, value in document.items() if name != "spec"})
+    return rest.model_copy(update={"spec": shared})
 
 
 def _store(collector: _Collector, obj: BaseModel, label: str) -> None:

@@ -1,0 +1,300 @@
+"""``python -m nodeflow plan`` at scale: manifests on disk -> plan, end to end, phase by phase.
+
+    .venv/bin/python -m benchmarks.plan_scale [--pods 20000] [--deployments-100k] [--repeat 3] [--no-subprocess]
+
+Writes Karpenter's benchmark mix (the one ``benchmarks/solver_parity.py`` solves: Deployments of
+10-50 replicas, one fifth each plain, zone spread, hostname spread, zone self-affinity, hostname
+self anti-affinity; same seed, same requests) as the files a user would have, into a temp dir:
+
+* ``pods``: every pod as its own document (``kubectl get pods -o yaml`` style, 20,000 documents),
+* ``deployments``: the Deployments themselves (about 670 documents),
+* ``100k`` (with ``--deployments-100k``): 100,000 pods from 200 Deployments of 500 replicas
+  (every fifth zone-spread), as Deployments,
+
+each with one NodePool over the whole offline catalog (spot and on-demand) and its EC2NodeClass.
+Then runs the real ``plan`` entry point:
+
+* in process, phase by phase, calling what ``nodeflow.cli`` calls: load (``load_manifests``),
+  catalog (``load_offline``, cached after the first call, as in one CLI run it is loaded once),
+  input (``ClusterState`` + ``build_input``), solve, render (warnings + table), best of ``--repeat``;
+  and ``main(["plan", ...])`` itself, best of ``--repeat`` (column ``main``);
+* as a subprocess ``python -m nodeflow plan -f DIR``: the true wall time with interpreter start
+  and imports (column ``process``), best of ``--repeat``.
+
+Target (issue 18): ``total / solve <= 2`` (``main`` over ``solve``). Measure on one core:
+``taskset -c 1 .venv/bin/python -m benchmarks.plan_scale``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+_ROOT = Path(__file__).resolve().parents[1]
+for _path in (str(_ROOT / "functions"), str(_ROOT)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+NAMESPACE = "bench"
+# The same choices, in the same order, as benchmarks/solver_parity.py (same seed: the same mix).
+CPUS = ("100m", "250m", "500m", "1", "1.5")
+MEMORY = ("100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi")
+KINDS = ("plain", "zone-spread", "hostname-spread", "zone-affinity", "hostname-anti-affinity")
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+T = TypeVar("T")
+
+
+# --- manifests --------------------------------------------------------------------------------
+
+
+def node_pool_docs() -> list[dict[str, Any]]:
+    """Karpenter's benchmark NodePool (every instance type, spot and on-demand) and its EC2NodeClass."""
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "all"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+                    ],
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                }
+            }
+        },
+    }
+    node_class = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-bench",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+        },
+    }
+    return [pool, node_class]
+
+
+def pod_spec(app: str, cpu: str, memory: str, kind: str) -> dict[str, Any]:
+    """The pod spec of one Deployment of the mix: one container with requests, the constraint ``kind``."""
+    own = {"matchLabels": {"app": app}}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.9",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ]
+    }
+    if kind in ("zone-spread", "hostname-spread"):
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE if kind == "zone-spread" else HOSTNAME,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": own,
+            }
+        ]
+    elif kind == "zone-affinity":
+        term = {"topologyKey": ZONE, "labelSelector": own}
+        spec["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif kind == "hostname-anti-affinity":
+        term = {"topologyKey": HOSTNAME, "labelSelector": own}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif kind != "plain":
+        raise ValueError(f"unknown kind {kind!r}")
+    return spec
+
+
+def deployment(app: str, replicas: int, spec: dict[str, Any]) -> dict[str, Any]:
+    labels = {"app": app}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": app, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def pods(app: str, replicas: int, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{app}-{i:04d}", "namespace": NAMESPACE, "labels": {"app": app}},
+            "spec": spec,
+        }
+        for i in range(replicas)
+    ]
+
+
+def karpenter_mix(count: int, as_pods: bool, seed: int = 42) -> list[dict[str, Any]]:
+    """The mix of ``solver_parity.karpenter_mix`` as Deployments (or as their pods)."""
+    rng = random.Random(seed)
+    docs: list[dict[str, Any]] = []
+    total = index = 0
+    while total < count:
+        replicas = min(rng.randint(10, 50), count - total)
+        cpu, memory = rng.choice(CPUS), rng.choice(MEMORY)
+        app = f"app-{index:05d}"
+        spec = pod_spec(app, cpu, memory, KINDS[index % len(KINDS)])
+        docs += pods(app, replicas, spec) if as_pods else [deployment(app, replicas, spec)]
+        total += replicas
+        index += 1
+    return docs
+
+
+def large_mix(deployments: int = 200, replicas: int = 500, seed: int = 42) -> list[dict[str, Any]]:
+    """``solver_parity.large_mix``: ``deployments`` x ``replicas`` pods, every fifth Deployment zone-spread."""
+    rng = random.Random(seed)
+    docs = []
+    for index in range(deployments):
+        cpu, memory = rng.choice(CPUS), rng.choice(MEMORY)
+        app = f"svc-{index:03d}"
+        docs.append(deployment(app, replicas, pod_spec(app, cpu, memory, "zone-spread" if index % 5 == 4 else "plain")))
+    return docs
+
+
+def write_case(directory: Path, workloads: list[dict[str, Any]]) -> Path:
+    """``directory``/nodepool.yaml (NodePool + EC2NodeClass) and workloads.yaml (multi-document)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "nodepool.yaml").write_text(yaml.dump_all(node_pool_docs(), Dumper=_Dumper, sort_keys=False))
+    (directory / "workloads.yaml").write_text(yaml.dump_all(workloads, Dumper=_Dumper, sort_keys=False))
+    return directory
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+def _best(repeat: int, run: Callable[[], T]) -> tuple[float, T]:
+    best, value = float("inf"), None
+    for _ in range(max(repeat, 1)):
+        gc.collect()
+        start = time.perf_counter()
+        value = run()
+        best = min(best, time.perf_counter() - start)
+    assert value is not None
+    return best, value
+
+
+def measure(directory: Path, repeat: int, subprocess_too: bool) -> dict[str, float | int]:
+    from nodeflow.api.manifests import load_manifests
+    from nodeflow.catalog.offline import load_offline
+    from nodeflow.cli import main, render_table
+    from nodeflow.plan import ClusterState, build_input, plan_warnings
+    from nodeflow.scheduling.solver import solve
+
+    paths = [str(directory)]
+    catalog_s, catalog = _best(1, lambda: load_offline("us-east-1"))
+    load_s, manifests = _best(repeat, lambda: load_manifests(paths))
+
+    def build() -> Any:
+        state = ClusterState.from_manifests(manifests)
+        return state, build_input(state, catalog)
+
+    input_s, (state, inp) = _best(repeat, build)
+    solve_s, result = _best(repeat, lambda: solve(inp))
+
+    def render() -> str:
+        out = io.StringIO()
+        plan_warnings(state, inp, catalog.region)
+        render_table(result, out, spot_estimated=catalog.spot_prices_estimated)
+        return out.getvalue()
+
+    render_s, _ = _best(repeat, render)
+
+    def run_main() -> int:
+        code = main(["plan", "-f", str(directory)], out=io.StringIO(), err=io.StringIO())
+        if code != 0:
+            raise SystemExit(f"plan exited {code}")
+        return code
+
+    main_s, _ = _best(repeat, run_main)
+    row: dict[str, float | int] = {
+        "load": load_s,
+        "catalog": catalog_s,
+        "input": input_s,
+        "solve": solve_s,
+        "render": render_s,
+        "main": main_s,
+    }
+    if subprocess_too:
+        env = {**os.environ, "PYTHONPATH": str(_ROOT / "functions")}
+        command = [sys.executable, "-m", "nodeflow", "plan", "-f", str(directory)]
+
+        def run_process() -> int:
+            done = subprocess.run(command, env=env, capture_output=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"plan exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+            return done.returncode
+
+        row["process"], _ = _best(repeat, run_process)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pods", type=int, default=20000, help="pods of the Karpenter mix (default 20000)")
+    parser.add_argument("--deployments-100k", action="store_true", help="add 100,000 pods in 200 Deployments")
+    parser.add_argument("--only-100k", action="store_true", help="run the 100,000-pod case only")
+    parser.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
+    parser.add_argument("--no-subprocess", action="store_true", help="skip the `python -m nodeflow plan` wall time")
+    parser.add_argument("--quick", action="store_true", help="2,000 pods, best of 1")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.pods, args.repeat = 2000, 1
+    cases: list[tuple[str, Callable[[], list[dict[str, Any]]]]] = []
+    if not args.only_100k:
+        cases.append((f"{args.pods} pods as Pods", lambda: karpenter_mix(args.pods, as_pods=True)))
+        cases.append((f"{args.pods} pods as Deployments", lambda: karpenter_mix(args.pods, as_pods=False)))
+    if args.deployments_100k or args.only_100k:
+        cases.append(("100000 pods in 200 Deployments", large_mix))
+    columns = ("load", "catalog", "input", "solve", "render", "main", "main/solve", "process", "process/solve")
+    header = f"{'case':<32}" + "".join(f"{c:>14}" for c in columns)
+    print(f"python {sys.version.split()[0]}, libyaml {getattr(yaml, '__with_libyaml__', False)}, best of {args.repeat}")
+    print(header)
+    with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
+        for number, (name, make) in enumerate(cases):
+            directory = write_case(Path(tmp) / f"case{number}", make())
+            row = measure(directory, args.repeat, not args.no_subprocess)
+            row["main/solve"] = row["main"] / row["solve"]
+            if "process" in row:
+                row["process/solve"] = row["process"] / row["solve"]
+            cells = []
+            for column in columns:
+                value = row.get(column)
+                if value is None:
+                    cells.append(f"{'-':>14}")
+                elif column.endswith("/solve"):
+                    cells.append(f"{value:>13.2f}x")
+                else:
+                    cells.append(f"{value:>13.3f}s")
+            print(f"{name:<32}" + "".join(cells), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -502,6 +502,7 @@ class LaunchTemplateSpec:
     connection_tracking: ConnectionTracking | None = None
     cpu_options: CPUOptions | None = None
     placement_group_id: str | None = None
+    efa_count: int = 0  # EFA interfaces to attach (pods asked for vpc.amazonaws.com/efa); 0: none
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -586,8 +587,9 @@ def _network_interfaces(spec: LaunchTemplateSpec) -> list[dict[str, Any]] | None
 
     With ``networkInterfaces`` every entry becomes an interface on its card and device with the node's
     security groups; EFA-only interfaces carry no IP settings (EC2 refuses prefixes, public IPs and
-    connection tracking on them). Otherwise one primary interface is written only when a setting needs it
-    (public IP, IPv4 prefixes, connection tracking)."""
+    connection tracking on them). Else, with ``efa_count``, one EFA interface per network card (device 0
+    on card 0, device 1 on the others, so card 0 stays the primary). Otherwise one primary interface is
+    written only when a setting needs it (public IP, IPv4 prefixes, connection tracking)."""
     groups = sorted(spec.security_group_ids)
     tracking = _connection_tracking(spec.connection_tracking)
 
@@ -611,6 +613,18 @@ def _network_interfaces(spec: LaunchTemplateSpec) -> list[dict[str, Any]] | None
             }
             result.append(out if ni.interface_type == "efa-only" else ip_settings(out))
         return result
+    if spec.efa_count:
+        return [
+            ip_settings(
+                {
+                    "NetworkCardIndex": card,
+                    "DeviceIndex": 0 if card == 0 else 1,
+                    "InterfaceType": "efa",
+                    "Groups": groups,
+                }
+            )
+            for card in range(spec.efa_count)
+        ]
     if spec.associate_public_ip_address is None and spec.ip_prefix_count is None and not tracking:
         return None
     return [ip_settings({"DeviceIndex": 0, "Groups": groups})]

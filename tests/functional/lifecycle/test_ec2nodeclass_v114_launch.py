@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from nodeflow.catalog.offline import load_offline
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending_pods
 from tests.functional.placement_groups import serve_placement_groups
@@ -94,3 +96,55 @@ def test_unresolvable_placement_group_fails_the_launch_naming_the_field(
     text = json.dumps(history, default=str)
     assert "spec.placementGroupSelector (id 'pg-0123456789abcdef0') matches no available placement group" in text
     assert local.clients.ec2.describe_fleets()["Fleets"] == []
+
+
+def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: Callable[..., LocalNodeflow]) -> None:
+    local = make_local()
+    [pod] = pending_pods("mpi", 1, cpu="1", memory="2Gi")
+    pod["spec"]["containers"][0]["resources"]["requests"]["vpc.amazonaws.com/efa"] = "1"
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"vpc.amazonaws.com/efa": "1"}
+    # two types with EFA: c5n.18xlarge has 1 interface, c6in.32xlarge 2; one launch template attaches one count
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": ["c5n.18xlarge", "c6in.32xlarge"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    local.apply([pod])
+    local.send_pending(["default/mpi"])
+    local.provision()
+    # the simulated kubelet does not report EFA devices, so the node never initializes: wait for the launch only
+    deadline = time.monotonic() + 60
+    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
+        claims[0].get("status") or {}
+    ).get("providerID"):
+        assert time.monotonic() < deadline, "the NodeClaim did not launch"
+        time.sleep(0.1)
+    [claim] = claims
+    assert claim["spec"]["resources"]["requests"]["vpc.amazonaws.com/efa"] == "1"
+    ec2 = local.clients.ec2
+    [fleet] = ec2.describe_fleets()["Fleets"]
+    config = fleet["LaunchTemplateConfigs"][0]
+    name = config["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    [version] = ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"]
+    interfaces = version["LaunchTemplateData"]["NetworkInterfaces"]
+    # every fleet override has as many EFA interfaces as the template attaches (one per network card)
+    infos = load_offline("us-east-1").infos  # the catalog the launch chose from
+    counts = {o["InstanceType"]: infos[o["InstanceType"]].efa_max_interfaces for o in config["Overrides"]}
+    assert set(counts.values()) == {len(interfaces)}
+    assert set(counts) == {"c5n.18xlarge"}
+    assert [(i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in interfaces] == [
+        (card, 0 if card == 0 else 1, "efa") for card in range(len(interfaces))
+    ]
+    assert all(i["Groups"] == [local.world.security_group_id] for i in interfaces)

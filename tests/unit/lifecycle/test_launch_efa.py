@@ -1,0 +1,50 @@
+"""Pods asking for vpc.amazonaws.com/efa: the launch keeps the instance types with the EFA interface count of
+the cheapest one (one launch template attaches one count) and attaches that many EFA interfaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodeflow.api.karpenter import NodeClaim
+from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_type
+from nodeflow.catalog.model import InstanceType
+from nodeflow.catalog.offline import load_offline
+from nodeflow.lifecycle.launch import _efa_group
+
+
+def _claim(requests: dict[str, Any] | None) -> NodeClaim:
+    spec: dict[str, Any] = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [],
+    }
+    if requests is not None:
+        spec["resources"] = {"requests": requests}
+    return NodeClaim.model_validate({"metadata": {"name": "default-abcde"}, "spec": spec})
+
+
+def _types(*names: str) -> list[InstanceType]:
+    data = load_offline("us-east-1")
+    out = []
+    for name in names:
+        it = resolve_instance_type(data, name, NodeClassSettings())
+        assert it is not None
+        out.append(it)
+    return out
+
+
+def test_efa_request_keeps_the_cheapest_types_count() -> None:
+    types = _types("c5n.18xlarge", "c6in.32xlarge", "c5n.9xlarge")  # 1, 2 and 1 EFA interfaces
+    group, count = _efa_group(_claim({"cpu": "1", "vpc.amazonaws.com/efa": "1"}), types)
+    assert [it.name for it in group] == ["c5n.18xlarge", "c5n.9xlarge"]
+    assert count == 1
+    group, count = _efa_group(_claim({"vpc.amazonaws.com/efa": "2"}), list(reversed(types))[1:])
+    assert [it.name for it in group] == ["c6in.32xlarge"]
+    assert count == 2
+
+
+def test_no_efa_request_keeps_every_type_without_interfaces() -> None:
+    types = _types("c5n.18xlarge", "c6in.32xlarge", "m5.large")
+    for requests in (None, {"cpu": "1"}, {"vpc.amazonaws.com/efa": "0"}):
+        group, count = _efa_group(_claim(requests), types)
+        assert [it.name for it in group] == ["c5n.18xlarge", "c6in.32xlarge", "m5.large"]
+        assert count == 0

@@ -166,14 +166,35 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (KubeletConfiguration, "evictionSoft"): {"additionalProperties": {"pattern": _EVICTION_THRESHOLD}},
     (BlockDevice, "volumeSize"): {"pattern": karpenter_ec2._VOLUME_SIZE.pattern},
     (karpenter_ec2.PlacementGroupSelector, "id"): {"pattern": karpenter_ec2._PG_ID.pattern},
+    # Karpenter's int32 fields (format: int32, as controller-gen writes them)
+    **{
+        (model, name): {"format": "int32"}
+        for model, names in (
+            (
+                KubeletConfiguration,
+                (
+                    "maxPods",
+                    "podsPerCore",
+                    "evictionMaxPodGracePeriod",
+                    "imageGCHighThresholdPercent",
+                    "imageGCLowThresholdPercent",
+                ),
+            ),
+            (karpenter_ec2.NetworkInterface, ("networkCardIndex", "deviceIndex")),
+            (karpenter_ec2.ConnectionTracking, ("tcpEstablishedTimeout", "udpStreamTimeout", "udpTimeout")),
+            (EC2NodeClassSpec, ("ipPrefixCount",)),
+            (BlockDevice, ("volumeInitializationRate",)),
+        )
+        for name in names
+    },
 }
 
 # Keys of a field's schema replaced outright (not merged), keyed like _FIELD_SCHEMAS: Karpenter types
 # kubelet's systemReserved / kubeReserved values as plain strings (map[string]string), which its CEL
 # rules call startsWith() on; the models also take integers, the CRDs, like Karpenter's, do not.
 _FIELD_REPLACE: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
-    (KubeletConfiguration, "systemReserved"): {"additionalProperties": {"type": "string"}},
-    (KubeletConfiguration, "kubeReserved"): {"additionalProperties": {"type": "string"}},
+    (KubeletConfiguration, "systemReserved"): {"additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN}},
+    (KubeletConfiguration, "kubeReserved"): {"additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN}},
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -390,7 +390,12 @@ def test_disruption_default_is_the_models_default() -> None:
         ("EC2NodeClass", "spec.amiSelectorTerms.[].alias", {"maxLength": 30}),
         ("EC2NodeClass", "spec.kubelet.imageGCHighThresholdPercent", {"minimum": 0, "maximum": 100}),
         # Karpenter types kubelet reservations as map[string]string (its CEL rules call startsWith on them)
-        ("EC2NodeClass", "spec.kubelet.kubeReserved.{}", {"type": "string", "x-kubernetes-int-or-string": None}),
+        (
+            "EC2NodeClass",
+            "spec.kubelet.kubeReserved.{}",
+            {"type": "string", "x-kubernetes-int-or-string": None, "pattern": gen_crds.QUANTITY_PATTERN},
+        ),
+        ("EC2NodeClass", "spec.kubelet.maxPods", {"format": "int32", "minimum": 0}),
         ("EC2NodeClass", "spec.placementGroupSelector.id", {"pattern": "^pg-[0-9a-z]+$"}),
         ("EC2NodeClass", "spec.networkInterfaces", {"maxItems": 150}),
         ("EC2NodeClass", "spec.connectionTracking.udpTimeout", {"minimum": 30, "maximum": 60}),

@@ -678,6 +678,7 @@ class FleetRequest:
     tags: Mapping[str, str] = field(default_factory=dict)
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (instance type, zone) to leave out
     attempt: int = 0  # which CreateFleet call of the Launch step this is (0, 1, ...)
+    context: str | None = None  # EC2NodeClass spec.context: CreateFleet's reserved Context
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -751,6 +752,8 @@ def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
         ],
         "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in ("instance", "volume", "fleet")],
     }
+    if request.context:
+        params["Context"] = request.context
     if request.capacity_type == "spot":
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
     else:

@@ -275,6 +275,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             tags=node_class.spec.tags or {},
             unavailable=options.excluded,
             attempt=attempt,
+            context=_fleet_context(claim, node_class),
         )
         try:
             instance = ec2x.create_fleet(deps.ec2, request)
@@ -314,6 +315,12 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
     deps.recorder.insufficient_capacity(claim, message)
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
+
+
+def _fleet_context(claim: NodeClaim, node_class: EC2NodeClass) -> str | None:
+    """spec.context for CreateFleet, except for a claim whose minValues were relaxed (as Karpenter)."""
+    relaxed = (claim.metadata.annotations or {}).get(wk.ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED) == "true"
+    return None if relaxed else node_class.spec.context
 
 
 def _efa_group(claim: NodeClaim, types: Sequence[InstanceType]) -> tuple[tuple[InstanceType, ...], int]:

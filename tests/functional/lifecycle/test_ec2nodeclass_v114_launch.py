@@ -1,7 +1,7 @@
 """An EC2NodeClass with Karpenter v1.14's launch settings, through the real launch workflow (moto, the
 test API server): the launch template CreateFleet used carries its network interfaces (EFA-only
 included), connection tracking, CPU options, the resolved placement group and the kubelet settings in
-the user data; the NodeClaim's allocatable follows kubelet.maxPods. A placement group that does not
+the user data; CreateFleet carries spec.context; the NodeClaim's allocatable follows kubelet.maxPods. A placement group that does not
 resolve fails the launch naming spec.placementGroupSelector."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ EXTRA_SPEC: dict[str, Any] = {
     "connectionTracking": {"tcpEstablishedTimeout": 600},
     "cpuOptions": {"nestedVirtualization": "enabled"},
     "kubelet": {"maxPods": 42, "systemReserved": {"memory": "300Mi"}},
+    "context": "ctx-0123456789",
 }
 
 
@@ -53,10 +54,21 @@ def test_launch_template_carries_the_v114_settings(
         monkeypatch,
         [{"GroupName": "training", "GroupId": "pg-0123456789abcdef0", "Strategy": "cluster", "State": "available"}],
     )
+    from moto.ec2.responses.fleets import Fleets
+
+    contexts: list[str | None] = []
+    original = Fleets.create_fleet
+
+    def create_fleet(self: Fleets) -> Any:
+        contexts.append(self._get_param("Context"))
+        return original(self)
+
+    monkeypatch.setattr(Fleets, "create_fleet", create_fleet)
     local = make_local()
     _edit_node_class(local, **EXTRA_SPEC)
     [done] = _provision(local)
     assert done["status"] == "SUCCEEDED"
+    assert contexts == ["ctx-0123456789"]  # spec.context is CreateFleet's Context
 
     ec2 = local.clients.ec2
     [fleet] = ec2.describe_fleets()["Fleets"]

@@ -1,5 +1,6 @@
-"""Pods asking for vpc.amazonaws.com/efa: the launch keeps the instance types with the EFA interface count of
-the cheapest one (one launch template attaches one count) and attaches that many EFA interfaces."""
+"""Launch-step choices: pods asking for vpc.amazonaws.com/efa keep the instance types with the EFA
+interface count of the cheapest one (one launch template attaches one count) and attach that many EFA
+interfaces; CreateFleet's Context is the EC2NodeClass's spec.context unless minValues were relaxed."""
 
 from __future__ import annotations
 
@@ -48,3 +49,31 @@ def test_no_efa_request_keeps_every_type_without_interfaces() -> None:
         group, count = _efa_group(_claim(requests), types)
         assert [it.name for it in group] == ["c5n.18xlarge", "c6in.32xlarge", "m5.large"]
         assert count == 0
+
+
+def test_fleet_context_is_the_node_class_context_unless_min_values_were_relaxed() -> None:
+    from nodeflow.api.karpenter import EC2NodeClass
+    from nodeflow.lifecycle.launch import _fleet_context
+
+    nc = EC2NodeClass.model_validate(
+        {
+            "metadata": {"name": "default"},
+            "spec": {
+                "role": "r",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"id": "subnet-0123"}],
+                "securityGroupSelectorTerms": [{"id": "sg-0123"}],
+                "context": "ctx-1",
+            },
+        }
+    )
+    claim = _claim(None)
+    assert _fleet_context(claim, nc) == "ctx-1"
+    relaxed = claim.model_copy(
+        update={
+            "metadata": claim.metadata.model_copy(
+                update={"annotations": {"karpenter.sh/nodeclaim-min-values-relaxed": "true"}}
+            )
+        }
+    )
+    assert _fleet_context(relaxed, nc) is None

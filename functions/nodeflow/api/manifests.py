@@ -121,11 +121,12 @@ def _build_document(loader: yaml.SafeLoader, root: yaml.Node) -> Any:
     return build(root)
 
 
-class _FastLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """``_SafeLoader`` with memoised scalar resolution and a one-pass constructor for plain documents."""
+class _Faster:
+    """Mixed into a SafeLoader (libyaml's or PyYAML's own): memoised scalar resolution and a one-pass
+    constructor for plain documents."""
 
     def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
+        super().__init__(stream)  # type: ignore[call-arg]
         self._resolved: dict[tuple[Any, str, Any], str] = {}
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
@@ -133,16 +134,20 @@ class _FastLoader(_SafeLoader):  # type: ignore[valid-type,misc]
             key = (implicit, value, kind)
             tag = self._resolved.get(key)
             if tag is None:
-                tag = super().resolve(kind, value, implicit)
+                tag = super().resolve(kind, value, implicit)  # type: ignore[misc]
                 self._resolved[key] = tag
             return tag
-        return super().resolve(kind, value, implicit)
+        return super().resolve(kind, value, implicit)  # type: ignore[misc]
 
     def construct_document(self, node: yaml.Node) -> Any:
         try:
-            return _build_document(self, node)
+            return _build_document(self, node)  # type: ignore[arg-type]
         except (_NotPlain, RecursionError):
-            return super().construct_document(node)
+            return super().construct_document(node)  # type: ignore[misc]
+
+
+class _FastLoader(_Faster, _SafeLoader):  # type: ignore[valid-type,misc]
+    """``_SafeLoader`` made faster (the loader ``load_manifests`` uses)."""
 
 
 @dataclass(frozen=True)

@@ -42,15 +42,35 @@ YAML_CASES = {
 }
 
 
+class _PurePythonFast(manifests._Faster, yaml.SafeLoader):
+    """What ``_FastLoader`` is where PyYAML has no libyaml (``yaml.__with_libyaml__`` false)."""
+
+
+# (reference, fast): libyaml's, where PyYAML has it, and the pure-Python fallback.
+LOADERS = {"libyaml": (manifests._SafeLoader, manifests._FastLoader), "python": (yaml.SafeLoader, _PurePythonFast)}
+
+
 def _load(text: str, loader: Any) -> list[Any]:
     return list(yaml.load_all(text, Loader=loader))
 
 
+def test_libyaml_is_used_where_pyyaml_has_it() -> None:
+    assert manifests._SafeLoader is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    assert issubclass(manifests._FastLoader, manifests._SafeLoader)
+
+
+@pytest.mark.parametrize("loaders", sorted(LOADERS))
 @pytest.mark.parametrize("name", sorted(YAML_CASES))
-def test_fast_loader_builds_what_safe_loader_builds(name: str) -> None:
+def test_fast_loader_builds_what_safe_loader_builds(name: str, loaders: str) -> None:
     text = YAML_CASES[name]
-    want = _load(text, manifests._SafeLoader)
-    got = _load(text, manifests._FastLoader)  # the deep cases exceed the recursion limit: the generic path builds them
+    reference, fast = LOADERS[loaders]
+    try:
+        want = _load(text, reference)
+    except RecursionError:  # PyYAML's own composer recurses: too deep for it, too deep for both
+        with pytest.raises(RecursionError):
+            _load(text, fast)
+        return
+    got = _load(text, fast)  # the deep cases exceed the recursion limit: the generic path builds them
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))  # repr itself recurses
     try:
@@ -61,11 +81,13 @@ def test_fast_loader_builds_what_safe_loader_builds(name: str) -> None:
     assert [type(doc) for doc in got] == [type(doc) for doc in want]
 
 
-def test_fast_loader_keeps_aliases_shared_and_recursion() -> None:
-    (doc,) = _load(YAML_CASES["anchors"], manifests._FastLoader)
+@pytest.mark.parametrize("loaders", sorted(LOADERS))
+def test_fast_loader_keeps_aliases_shared_and_recursion(loaders: str) -> None:
+    fast = LOADERS[loaders][1]
+    (doc,) = _load(YAML_CASES["anchors"], fast)
     assert doc["other"] is doc["base"]
     assert doc["labels"] is doc["base"]["labels"]
-    (rec,) = _load(YAML_CASES["recursive"], manifests._FastLoader)
+    (rec,) = _load(YAML_CASES["recursive"], fast)
     assert rec["a"][1] is rec["a"]
     assert rec["b"]["self"] is rec["b"]
 
@@ -80,11 +102,13 @@ def test_fast_loader_keeps_aliases_shared_and_recursion() -> None:
         "? [a, b]\n: 1\n? {c: d}\n: 2\n",  # complex keys: lists are unhashable, a constructor error
     ],
 )
-def test_fast_loader_raises_what_safe_loader_raises(text: str) -> None:
+@pytest.mark.parametrize("loaders", sorted(LOADERS))
+def test_fast_loader_raises_what_safe_loader_raises(text: str, loaders: str) -> None:
+    reference, fast = LOADERS[loaders]
     with pytest.raises(yaml.YAMLError) as want:
-        _load(text, manifests._SafeLoader)
+        _load(text, reference)
     with pytest.raises(yaml.YAMLError) as got:
-        _load(text, manifests._FastLoader)
+        _load(text, fast)
     assert type(got.value) is type(want.value)
     assert str(got.value) == str(want.value)
 

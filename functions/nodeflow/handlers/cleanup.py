@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodeflow.handlers.common import StepInput, logger, metrics, parse, tracer, workflow_step
+from nodeflow.handlers.karpenter_metrics import record_launch_failure
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.cleanup import CleanupDeps, cleanup
 
@@ -36,5 +37,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(StepInput, event)
     result = cleanup(deps(), step.node_claim, step.error, step.launch.instance_id if step.launch else None)
     metrics.add_metric(name="LaunchFailures", unit="Count", value=1)
+    record_launch_failure(step.error, result.pop("labels", None))  # for the metrics, not the workflow's state
     logger.warning("cleaned up a failed NodeClaim", extra=result)
     return result

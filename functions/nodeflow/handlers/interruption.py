@@ -14,6 +14,7 @@ from typing import Any
 
 from nodeflow.aws.sfn import start_workflow
 from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.karpenter_metrics import record_interruption_batch
 from nodeflow.handlers.runtime import runtime
 from nodeflow.interruption.messages import Message, Rejected, parse_message
 from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch
@@ -76,9 +77,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = [r for r in event.get("Records") or [] if isinstance(r, dict)]
     counts: Counter[str] = Counter()
     messages: list[tuple[str, Message]] = []
+    seen: list[tuple[str, Message | Rejected]] = []
     for record in records:
         message_id = str(record.get("messageId") or "")
         parsed = parse_message(record.get("body"))
+        seen.append((message_id, parsed))
         if isinstance(parsed, Rejected):
             _log_rejected(message_id, parsed)
             counts[f"Dropped{parsed.status.capitalize()}"] += 1
@@ -86,6 +89,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         messages.append((message_id, parsed))
     result = handle_batch(deps(), messages) if messages else BatchResult()
     _metrics(counts, result)
+    record_interruption_batch(seen, result.outcomes, runtime().now())
     for outcome in result.outcomes:
         if outcome.error is not None:
             logger.warning("interruption message failed; SQS will deliver it again", extra=outcome.to_json())

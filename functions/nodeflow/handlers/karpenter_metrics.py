@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from nodeflow.api import labels as wk
+from nodeflow.lifecycle.errors import as_workflow_error
 
 __all__ = [
     "KARPENTER_METRICS",
     "NAMESPACE",
     "emit",
+    "message_type",
+    "record_cloudprovider_error",
     "record_disruption_decision",
+    "record_disruptions",
+    "record_interruption_batch",
+    "record_launch_failure",
     "record_nodeclaims_created",
+    "record_nodeclaims_disrupted",
+    "record_registration",
     "record_scheduling_duration",
+    "record_termination",
 ]
 
 NAMESPACE = "nodeflow"
@@ -34,6 +46,18 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
         ("decision", "reason", "consolidation_type"),
     ),
     "karpenter_scheduler_scheduling_duration_seconds": (MetricUnit.Seconds, ("controller",)),
+    "karpenter_nodeclaims_disrupted_total": (MetricUnit.Count, ("reason", "nodepool", "capacity_type")),
+    "karpenter_nodeclaims_terminated_total": (MetricUnit.Count, ("nodepool", "capacity_type", "zone")),
+    "karpenter_nodeclaims_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
+    "karpenter_nodes_created_total": (MetricUnit.Count, ("nodepool", "zone")),
+    "karpenter_nodes_terminated_total": (MetricUnit.Count, ("nodepool", "zone")),
+    "karpenter_nodes_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
+    "karpenter_nodes_lifetime_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
+    "karpenter_nodes_drained_total": (MetricUnit.Count, ("nodepool",)),
+    "karpenter_interruption_received_messages_total": (MetricUnit.Count, ("message_type",)),
+    "karpenter_interruption_deleted_messages_total": (MetricUnit.Count, ()),
+    "karpenter_interruption_message_queue_duration_seconds": (MetricUnit.Seconds, ()),
+    "karpenter_cloudprovider_errors_total": (MetricUnit.Count, ("controller", "method", "provider", "error")),
 }
 
 #: nodeflow's disruption method -> Karpenter's consolidation_type label
@@ -83,3 +107,140 @@ def record_nodeclaims_created(nodepools: Iterable[str]) -> None:
         emit(
             "karpenter_nodeclaims_created_total", count, reason="provisioned", nodepool=pool, min_values_relaxed="false"
         )
+
+
+def record_nodeclaims_disrupted(reason: str, disrupted: Iterable[Mapping[str, str]]) -> None:
+    """NodeClaims deleted for ``reason`` (Karpenter's snake_case value: ``drifted``, ``underutilized``,
+    ``empty``, ``expired``, ``spot_interrupted``, ``insufficient_capacity``, ...); each item carries the
+    NodeClaim's ``nodepool`` and ``capacity_type`` labels."""
+    counts = Counter((d.get("nodepool", ""), d.get("capacity_type", "")) for d in disrupted)
+    for (pool, capacity), count in sorted(counts.items()):
+        emit("karpenter_nodeclaims_disrupted_total", count, reason=reason, nodepool=pool, capacity_type=capacity)
+
+
+def record_disruptions(disrupted: Iterable[tuple[str, Mapping[str, str]]]) -> None:
+    """NodeClaims a disruption round deleted: (nodeflow's reason, the NodeClaim's Kubernetes labels) each;
+    the reason becomes Karpenter's snake_case label value (``Underutilized`` -> ``underutilized``)."""
+    by_reason: dict[str, list[dict[str, str]]] = {}
+    for reason, labels in disrupted:
+        by_reason.setdefault(_snake(reason), []).append(_claim_labels(labels))
+    for reason, items in sorted(by_reason.items()):
+        record_nodeclaims_disrupted(reason, items)
+
+
+def _snake(text: str) -> str:
+    return "".join(f"_{ch.lower()}" if ch.isupper() and i else ch.lower() for i, ch in enumerate(text))
+
+
+def record_registration(created: Mapping[str, str] | None) -> None:
+    """A Node the Register step registered for the first time (its ``nodepool`` and ``zone``) was created."""
+    if created is not None:
+        emit("karpenter_nodes_created_total", 1, nodepool=created.get("nodepool", ""), zone=created.get("zone", ""))
+
+
+def record_termination(facts: Mapping[str, Any]) -> None:
+    """What the RemoveFinalizer step finalized (``node``, ``nodeClaim``), with labels and durations."""
+    if node := facts.get("node"):
+        pool = node.get("nodepool", "")
+        emit("karpenter_nodes_terminated_total", 1, nodepool=pool, zone=node.get("zone", ""))
+        emit("karpenter_nodes_termination_duration_seconds", node["terminationSeconds"], nodepool=pool)
+        if node.get("lifetimeSeconds") is not None:
+            emit("karpenter_nodes_lifetime_duration_seconds", node["lifetimeSeconds"], nodepool=pool)
+    if claim := facts.get("nodeClaim"):
+        pool = claim.get("nodepool", "")
+        labels = {"nodepool": pool, "capacity_type": claim.get("capacity_type", ""), "zone": claim.get("zone", "")}
+        emit("karpenter_nodeclaims_terminated_total", 1, **labels)
+        emit("karpenter_nodeclaims_termination_duration_seconds", claim["terminationSeconds"], nodepool=pool)
+
+
+#: nodeflow's interruption kinds -> Karpenter's message_type (the AWS provider's message kinds)
+_MESSAGE_TYPES = {
+    "SpotInterruption": "spot_interrupted",
+    "RebalanceRecommendation": "rebalance_recommendation",
+    "ScheduledChange": "scheduled_change",
+}
+
+
+def message_type(message: Any) -> str | None:
+    """Karpenter's ``message_type`` of an interruption-queue message (parsed, or ``Rejected``): ``no_op`` for
+    one nodeflow does not act on; None for an unreadable one and for the agent's deletions (not AWS
+    interruption messages: Karpenter learns of deletions by watching, not from its queue)."""
+    kind = str(getattr(message, "kind", ""))
+    if kind == "StateChange":
+        return "instance_stopped" if message.stopping else "instance_terminated"
+    if kind in _MESSAGE_TYPES:
+        return _MESSAGE_TYPES[kind]
+    return "no_op" if getattr(message, "status", None) in ("unknown", "ignored") else None
+
+
+def record_interruption_batch(seen: Sequence[tuple[str, Any]], outcomes: Sequence[Any], now: datetime) -> None:
+    """One interruption-queue batch, as Karpenter counts: each readable AWS message is received (by
+    ``message_type``); each message the batch removes from the queue (all but those whose outcome has an
+    ``error``) is deleted, and the time from its event to its handling observed; each NodeClaim whose
+    termination a message started is disrupted with the message type as reason. ``seen``: (message id, parsed
+    message or ``Rejected``) per record. The agent's deletion messages share the queue but are not counted."""
+    by_id = {o.message_id: o for o in outcomes}
+    counted: list[tuple[str | None, datetime | None, bool]] = []  # (message_type, event time, deleted)
+    for mid, message in seen:
+        if getattr(message, "kind", "") == "Deletion":
+            continue
+        kind, outcome = message_type(message), by_id.get(mid)
+        counted.append(
+            (kind, getattr(getattr(message, "envelope", None), "time", None), not getattr(outcome, "error", None))
+        )
+        if kind is not None and outcome is not None and outcome.disrupted:
+            record_nodeclaims_disrupted(kind, [_claim_labels(labels) for labels in outcome.disrupted])
+    for kind, count in sorted(Counter(k for k, _, _ in counted if k is not None).items()):
+        emit("karpenter_interruption_received_messages_total", count, message_type=kind)
+    if deleted := [(k, at) for k, at, gone in counted if gone]:
+        emit("karpenter_interruption_deleted_messages_total", len(deleted))
+    for kind, at in deleted:
+        if kind is not None and at is not None:
+            emit("karpenter_interruption_message_queue_duration_seconds", max(0.0, (now - at).total_seconds()))
+
+
+def _claim_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """A NodeClaim's ``nodepool`` and ``capacity_type`` metric labels from its Kubernetes labels."""
+    return {"nodepool": labels.get(wk.LABEL_NODEPOOL, ""), "capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, "")}
+
+
+#: the workflow error a launch failed with -> Karpenter's cloud provider error type
+_CLOUDPROVIDER_ERRORS = {
+    "NoCapacity": "InsufficientCapacityError",
+    "NodeClassNotReady": "NodeClassNotReadyError",
+    "NodeClaimGone": "NodeClaimNotFoundError",
+}
+
+
+def record_cloudprovider_error(method: str, error: BaseException) -> None:
+    """A cloud provider call (``Create``: the launch; ``Delete``: the termination) failed with ``error`` (an
+    adapter or workflow error). Karpenter labels errors it does not classify with an empty value, which
+    CloudWatch takes as no dimension."""
+    name = type(as_workflow_error(error)).__name__
+    emit(
+        "karpenter_cloudprovider_errors_total",
+        1,
+        controller="nodeclaim.lifecycle",
+        method=method,
+        provider="aws",
+        error=_CLOUDPROVIDER_ERRORS.get(name, ""),
+    )
+
+
+#: the workflow error a launch failed with -> Karpenter's reason for deleting its NodeClaim
+_LAUNCH_FAILURE_REASONS = {
+    "NoCapacity": "insufficient_capacity",
+    "NodeClassNotReady": "nodeclass_not_ready",
+    "RegistrationTimeout": "registration_timeout",
+    "States.Timeout": "launch_timeout",
+}
+
+
+def record_launch_failure(error: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> None:
+    """The launch workflow's CleanUp deleted a NodeClaim (``labels``: its Kubernetes labels; None when it did
+    not delete it) after ``error`` (``{"Error": name, ...}``). Karpenter counts a NodeClaim deleted for
+    insufficient capacity, a not-ready EC2NodeClass or a launch / registration timeout as disrupted; other
+    launch failures are not (Karpenter retries those rather than deleting the NodeClaim)."""
+    reason = _LAUNCH_FAILURE_REASONS.get(str((error or {}).get("Error") or ""))
+    if reason is not None and labels is not None:
+        record_nodeclaims_disrupted(reason, [_claim_labels(labels)])

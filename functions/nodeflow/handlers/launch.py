@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodeflow.handlers.common import StepInput, logger, metrics, parse, tracer, workflow_step
+from nodeflow.handlers.karpenter_metrics import record_cloudprovider_error
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.launch import LaunchDeps, NodeClassCache, launch
 
@@ -34,7 +35,11 @@ def deps() -> LaunchDeps:
 @workflow_step
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(StepInput, event)
-    result = launch(deps(), step.node_claim, runtime().settings.cluster_name)
+    try:
+        result = launch(deps(), step.node_claim, runtime().settings.cluster_name)
+    except Exception as exc:
+        record_cloudprovider_error("Create", exc)
+        raise
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=1)
     logger.info("launched", extra=result)
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodeflow.handlers.common import StepInput, logger, parse, tracer, workflow_step
+from nodeflow.handlers.karpenter_metrics import record_registration
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.registration import StepDeps, register
 
@@ -20,4 +21,6 @@ def deps() -> StepDeps:
 @workflow_step
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(StepInput, event)
-    return register(deps(), step.node_claim, step.launch.launched_at if step.launch else None)
+    result = register(deps(), step.node_claim, step.launch.launched_at if step.launch else None)
+    record_registration(result.pop("created", None))  # for the metrics, not the workflow's state
+    return result

@@ -138,7 +138,14 @@ def cleanup(
                     "detail": {"nodeClaim": claim_name, "reason": reason, "pods": list(pods)},
                 }
             )
-    return {"nodeClaim": claim_name, "reason": reason, "terminated": sorted(states), "nodeClaimDeleted": deleted}
+    labels = dict(claim.metadata.labels or {}) if claim is not None and deleted else None  # for the metrics
+    return {
+        "nodeClaim": claim_name,
+        "reason": reason,
+        "terminated": sorted(states),
+        "nodeClaimDeleted": deleted,
+        "labels": labels,
+    }
 
 
 def _initialized(claim: NodeClaim) -> bool:

@@ -82,6 +82,7 @@ class DisruptionOutcome:
     executed: list[str] = field(default_factory=list)  # NodeClaims whose termination started
     replacing: dict[str, Any] | None = None  # the replace workflow's input, when the command replaces nodes
     skipped: str | None = None  # why the command was not executed
+    disrupted: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (reason, NodeClaim labels)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,9 +230,11 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out = DisruptionOutcome()
     first = _round(deps)
     mark_conditions(deps, first.snapshot)
+    labels = _labels(first) if first.result.expirations else {}
     for e in first.result.expirations:
         if deps.start_terminate(e.node_claim, "Expired"):
             out.expired.append(e.node_claim)
+            out.disrupted.append(("Expired", labels.get(e.node_claim, {})))
     out.paused = paused(deps.kube, deps.namespace)
     if out.paused is not None:
         return out
@@ -259,6 +262,7 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         )
         out.replacing = start(replace, command, again.claims, again.pools)
         return out
+    labels = _labels(again)
     for node in command.candidates:
         claim = again.claims.get(node)
         if claim is None:
@@ -280,4 +284,10 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         )
         if started:
             out.executed.append(claim)
+            out.disrupted.append((command.reason.value, labels.get(claim, {})))
     return out
+
+
+def _labels(r: _Round) -> dict[str, dict[str, str]]:
+    """NodeClaim name -> its labels (for the disruption metrics)."""
+    return {c.name: dict(c.metadata.labels or {}) for c in r.snapshot.state.node_claims}

@@ -122,6 +122,7 @@ class Outcome:
     started: list[str] = field(default_factory=list)  # terminate executions started
     ignored: list[str] = field(default_factory=list)  # "<instance or object>: why"
     offerings_marked: int = 0
+    disrupted: list[dict[str, str]] = field(default_factory=list)  # labels of the NodeClaims in ``started``
     events: int = 0
     event_errors: int = 0
     error: str | None = None
@@ -250,6 +251,7 @@ def _instance_message(
             outcome.offerings_marked += deps.mark_unavailable([offering], deps.now(), msg.kind)
         if reason is not None and deps.start_termination(claim.name, reason):
             outcome.started.append(claim.name)
+            outcome.disrupted.append(dict(claim.labels))
         event_reason, text = notice(msg, instance_id)
         _record(deps, claim, event_reason, text, outcome)
 

@@ -119,10 +119,12 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
         "blockOwnerDeletion": True,
     }
 
+    first = [False]  # this step registered the Node (counted once as created)
+
     def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
         meta = obj.setdefault("metadata", {})
         labels = meta.setdefault("labels", {})
-        first_time = labels.get(wk.LABEL_REGISTERED) != "true"
+        first_time = first[0] = labels.get(wk.LABEL_REGISTERED) != "true"
         labels.update(claim_labels)
         labels[wk.LABEL_REGISTERED] = "true"
         meta.setdefault("annotations", {}).update(annotations)
@@ -144,6 +146,7 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
         updated, _ = update(deps.kube, NODES, node_name, mutate)
     except kerr.NotFound:
         return {"registered": False, "elapsedSeconds": int(_elapsed(deps, _launched_at(claim, launched_at)))}
+    created = {"created": _created(first[0], claim_labels)}  # for the metrics
     # A node that is ready already (polls are sparse) is initialized in the same step.
     if _waiting_for(Node.model_validate(updated), claim) is None:
         deps.kube.patch(NODES, node_name, {"metadata": {"labels": {wk.LABEL_INITIALIZED: "true"}}})
@@ -153,9 +156,14 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
             [("Registered", "True", "Registered"), ("Initialized", "True", "Initialized"), ("Ready", "True", "Ready")],
             nodeName=node_name,
         )
-        return {"registered": True, "initialized": True, "node": node_name}
+        return {"registered": True, "initialized": True, "node": node_name, **created}
     _set_claim_conditions(deps, claim, [("Registered", "True", "Registered")], nodeName=node_name)
-    return {"registered": True, "initialized": False, "node": node_name}
+    return {"registered": True, "initialized": False, "node": node_name, **created}
+
+
+def _created(first: bool, labels: Mapping[str, str]) -> dict[str, str] | None:
+    """The Node this step registered for the first time (its NodePool and zone); None when it was already."""
+    return {"nodepool": labels.get(wk.LABEL_NODEPOOL, ""), "zone": labels.get(wk.LABEL_ZONE, "")} if first else None
 
 
 def _waiting_for(node: Node, claim: NodeClaim) -> str | None:

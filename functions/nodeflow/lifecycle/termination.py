@@ -343,6 +343,9 @@ def drain(
         }
 
     drained = ("True", "Drained", "")
+    was = claim.status.condition(CONDITION_DRAINED) if claim.status is not None else None
+    if node is not None and (was is None or was.status != "True"):  # turns True now: counted by the metrics
+        out["drainedNodePool"] = ((node.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_NODEPOOL, "")
     if decided.deadline_passed:
         elapsed = ("False", "TerminationGracePeriodElapsed", "the termination grace period has elapsed")
         _set_conditions(deps, claim, [(CONDITION_DRAINED, *drained), (CONDITION_VOLUMES_DETACHED, *elapsed)])
@@ -521,4 +524,33 @@ def remove_finalizers(deps: TerminationDeps, claim_name: str, node_name: str | N
         "node": node["metadata"]["name"] if node is not None else None,
         "nodeFinalized": node_removed,
         "nodeClaimFinalized": claim_removed,
+        "terminated": _terminated(deps.now(), claim if claim_removed else None, node if node_removed else None),
     }
+
+
+def _terminated(now: datetime, claim: NodeClaim | None, node: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What was finalized, for the metrics: labels, seconds since its deletion (and a Node's lifetime)."""
+    out: dict[str, Any] = {}
+    if node is not None:
+        meta = node.get("metadata") or {}
+        labels, born = meta.get("labels") or {}, plan.parse_time(meta.get("creationTimestamp"))
+        out["node"] = {
+            "nodepool": labels.get(wk.LABEL_NODEPOOL, ""),
+            "zone": labels.get(wk.LABEL_ZONE, ""),
+            "terminationSeconds": _since(now, plan.parse_time(meta.get("deletionTimestamp"))),
+            "lifetimeSeconds": _since(now, born) if born is not None else None,
+        }
+    if claim is not None:
+        labels = claim.metadata.labels or {}
+        out["nodeClaim"] = {
+            "nodepool": labels.get(wk.LABEL_NODEPOOL, ""),
+            "capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+            "zone": labels.get(wk.LABEL_ZONE, ""),
+            "terminationSeconds": _since(now, claim.metadata.deletion_timestamp),
+        }
+    return out
+
+
+def _since(now: datetime, then: datetime | None) -> float:
+    """Seconds from ``then`` (None: deleted just now) to ``now``, never negative."""
+    return 0.0 if then is None else max(0.0, (now - then).total_seconds())

@@ -45,6 +45,7 @@ ANNOTATION_NOMINATED_PODS = "nodeflow.io/nominated-pods"
 ANNOTATION_SUBNET_ID = "nodeflow.io/subnet-id"
 ANNOTATION_SECURITY_GROUP_IDS = "nodeflow.io/security-group-ids"  # comma-separated
 ANNOTATION_EC2NODECLASS_HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
+ANNOTATION_EC2NODECLASS_HASH_VERSION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
 # nodeflow's own: the id of the event batch that created a NodeClaim.
 ANNOTATION_BATCH = "nodeflow.io/batch"
 # Taints a node carries only while it comes up (not held against pods for nodes not yet

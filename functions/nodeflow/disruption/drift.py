@@ -16,7 +16,10 @@ In Karpenter's order, the first that applies:
    no instance-type label, a type the catalog no longer sells, or no offering of it (available or
    not) in the node's zone with its capacity type.
 4. EC2NodeClass hash: the NodeClaim's karpenter.k8s.aws/ec2nodeclass-hash annotation differs from the
-   EC2NodeClass's (only when both have one).
+   EC2NodeClass's. Judged only when both carry the hash and its karpenter.k8s.aws/ec2nodeclass-hash-version
+   and the versions are equal: a NodeClaim without them (made before nodeflow wrote them) or of another hash
+   version is not drifted by the hash (``nodeflow.lifecycle.nodeclass`` re-writes such a NodeClaim's hash when
+   the class's hash version changes, as the AWS provider does).
 5. AMI: the NodeClaim's status.imageID is not among the EC2NodeClass's status.amis.
 6. Subnet / security groups: the instance's subnet (annotation nodeflow.io/subnet-id) is not among
    status.subnets, or its security groups (nodeflow.io/security-group-ids) differ from
@@ -127,9 +130,18 @@ def _aware(t: datetime) -> datetime:
 def _node_class_drift(claim: NodeClaim, node_class: EC2NodeClass | None, annotations: Mapping[str, str]) -> str | None:
     if node_class is None:
         return None
-    class_hash = (node_class.metadata.annotations or {}).get(ANNOTATION_EC2NODECLASS_HASH)
+    class_annotations = node_class.metadata.annotations or {}
+    class_hash = class_annotations.get(ANNOTATION_EC2NODECLASS_HASH)
     claim_hash = annotations.get(ANNOTATION_EC2NODECLASS_HASH)
-    if class_hash is not None and claim_hash is not None and class_hash != claim_hash:
+    class_version = class_annotations.get(wk.ANNOTATION_EC2NODECLASS_HASH_VERSION)
+    claim_version = annotations.get(wk.ANNOTATION_EC2NODECLASS_HASH_VERSION)
+    if (
+        class_hash is not None
+        and claim_hash is not None
+        and class_version is not None
+        and class_version == claim_version
+        and class_hash != claim_hash
+    ):
         return f"EC2NodeClass {node_class.name} changed (ec2nodeclass-hash {claim_hash} != {class_hash})"
     status = node_class.status
     image = claim.status.image_id if claim.status is not None else None

@@ -253,6 +253,7 @@ class Runtime:
             cluster_name=self.settings.cluster_name,
             kubernetes_version=lambda: self.kubernetes_version,
             now=self.now,
+            ca_bundle=self.cluster_info().ca_bundle,
         )
 
     @property

@@ -13,6 +13,14 @@ four is False) and the root ``Ready``, each with the object's generation as obse
 ``nodeflow.plan.node_class_readiness`` reads them back: a NodePool whose class is Ready=False is skipped by
 the solver with that message.
 
+The hash annotations, as the AWS provider writes them: ``karpenter.k8s.aws/ec2nodeclass-hash`` (the spec's hash,
+``nodeflow.api.template_hash.ec2nodeclass_hash``, with the CA bundle nodes get) and
+``karpenter.k8s.aws/ec2nodeclass-hash-version`` on every class, written whenever they differ
+(``NodeClassResolver.write_hash``); Launch puts the same two on each NodeClaim it launches, and drift compares
+them. When a class's hash version changes (or it had none: a class nodeflow had not hashed yet), its NodeClaims of
+another version are re-stamped first: the current version, and the current hash unless the NodeClaim is already
+Drifted, so a new hash algorithm (or nodeflow starting to write the hash) never drifts a node by itself.
+
 ``reconcile_status`` does the whole job for the provisioner and garbage collection: EC2NodeClasses, then
 every NodePool's status (``ValidationSucceeded`` naming the field of an invalid NodePool, ``NodeClassReady``,
 ``Ready``; ``nodeflow.kube.status``), with a Warning Event on a NodePool when it turns not Ready
@@ -27,10 +35,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from nodeflow.api.karpenter import EC2NodeClass
+from nodeflow.api import labels as wk
+from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
+from nodeflow.api.template_hash import EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import errors as kerr
-from nodeflow.kube.client import EC2_NODE_CLASSES, KubeClient
+from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import REASON_NODECLASS_NOT_READY, WARNING, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import Snapshot
 from nodeflow.kube.status import (
@@ -41,7 +51,14 @@ from nodeflow.kube.status import (
 )
 from nodeflow.plan import node_class_readiness
 
-__all__ = ["NodeClassResolver", "node_class_status", "reconcile_node_classes", "reconcile_status"]
+__all__ = [
+    "NodeClassResolver",
+    "hash_annotations",
+    "node_class_status",
+    "reconcile_node_classes",
+    "reconcile_status",
+    "rehashed_claim_annotations",
+]
 
 # (condition, what ResolvedNodeClass.missing calls it, reason when missing, message when missing)
 _PARTS: tuple[tuple[str, str, str, str], ...] = (
@@ -106,6 +123,29 @@ def _comparable(status: dict[str, Any]) -> Any:
     return {**{k: v for k, v in status.items() if k != "conditions"}, "conditions": conditions}
 
 
+def hash_annotations(node_class: EC2NodeClass, ca_bundle: str | None) -> dict[str, str]:
+    """The class's ``ec2nodeclass-hash`` and ``ec2nodeclass-hash-version`` now (pure): what the class carries and
+    what a NodeClaim launched from it gets."""
+    return {
+        wk.ANNOTATION_EC2NODECLASS_HASH: ec2nodeclass_hash(node_class, ca_bundle),
+        wk.ANNOTATION_EC2NODECLASS_HASH_VERSION: EC2NODECLASS_HASH_VERSION,
+    }
+
+
+def rehashed_claim_annotations(claim: NodeClaim, current: dict[str, str]) -> dict[str, str] | None:
+    """The annotations to write on ``claim`` when its class's hash version changed (pure; None: nothing to write):
+    a NodeClaim of another hash version (or none) gets the current version, and the current hash unless it is
+    already Drifted (whether it still is cannot be judged across algorithms, so it stays drifted)."""
+    have = claim.metadata.annotations or {}
+    if have.get(wk.ANNOTATION_EC2NODECLASS_HASH_VERSION) == EC2NODECLASS_HASH_VERSION:
+        return None
+    out = {wk.ANNOTATION_EC2NODECLASS_HASH_VERSION: EC2NODECLASS_HASH_VERSION}
+    drifted = claim.status.condition("Drifted") if claim.status is not None else None
+    if drifted is None or drifted.status != "True":
+        out[wk.ANNOTATION_EC2NODECLASS_HASH] = current[wk.ANNOTATION_EC2NODECLASS_HASH]
+    return out
+
+
 @dataclass(frozen=True)
 class NodeClassResolver:
     """Resolves EC2NodeClasses against EC2/SSM/IAM and writes their status (only when it changes)."""
@@ -117,6 +157,39 @@ class NodeClassResolver:
     cluster_name: str
     kubernetes_version: Callable[[], str]
     now: Callable[[], datetime]
+    ca_bundle: str | None = None  # the cluster CA (base64) nodes get: part of the class hash, as in Karpenter
+
+    def write_hash(self, node_class: EC2NodeClass) -> EC2NodeClass:
+        """Write the class's hash annotations when they differ (``hash_annotations``); first, when its hash
+        version changes, re-stamp its NodeClaims (``rehashed_claim_annotations``). Returns the class as written."""
+        want = hash_annotations(node_class, self.ca_bundle)
+        have = node_class.metadata.annotations or {}
+        if all(have.get(k) == v for k, v in want.items()):
+            return node_class
+        if have.get(wk.ANNOTATION_EC2NODECLASS_HASH_VERSION) != EC2NODECLASS_HASH_VERSION:
+            self._rehash_claims(node_class, want)
+        try:
+            written = self.kube.patch(EC2_NODE_CLASSES, node_class.name, {"metadata": {"annotations": want}})
+        except kerr.NotFound:  # deleted meanwhile
+            return node_class
+        return EC2NodeClass.model_validate(written)
+
+    def _rehash_claims(self, node_class: EC2NodeClass, current: dict[str, str]) -> None:
+        for item in self.kube.list_items(NODE_CLAIMS):
+            try:
+                claim = NodeClaim.model_validate(item)
+            except ValueError:  # not a NodeClaim nodeflow can read: not one of this class's
+                continue
+            ref = claim.spec.node_class_ref
+            if ref.name != node_class.name or ref.kind != "EC2NodeClass":
+                continue
+            patch = rehashed_claim_annotations(claim, current)
+            if patch is None:
+                continue
+            try:
+                self.kube.patch(NODE_CLAIMS, claim.name, {"metadata": {"annotations": patch}})
+            except kerr.NotFound:  # deleted meanwhile
+                continue
 
     def resolve(self, node_class: EC2NodeClass) -> tuple[ec2x.ResolvedNodeClass, EC2NodeClass]:
         """(what it resolved to, the class with its new status)."""
@@ -150,18 +223,21 @@ def reconcile_node_classes(
     log: Callable[[str, dict[str, Any]], None] = lambda _m, _e: None,
 ) -> list[EC2NodeClass]:
     """``classes`` with fresh status: every one (``only_unknown=False``), or only those whose readiness at
-    their current generation is not known yet. A class that cannot be resolved now (AWS unavailable,
-    throttled) keeps what it had; the next caller tries again."""
+    their current generation is not known yet; and every one with its hash annotations (``write_hash``).
+    A class that cannot be resolved now (AWS unavailable, throttled) keeps what it had; the next caller
+    tries again."""
     out: list[EC2NodeClass] = []
     for nc in classes:
-        if only_unknown and node_class_readiness(nc)[0] != "Unknown":
-            out.append(nc)
-            continue
+        if not (only_unknown and node_class_readiness(nc)[0] != "Unknown"):
+            try:
+                nc = resolver.resolve(nc)[1]
+            except Exception as exc:  # one class must not stop the others (or the caller's batch)
+                log("EC2NodeClass not resolved", {"nodeClass": nc.name, "error": f"{type(exc).__name__}: {exc}"})
         try:
-            out.append(resolver.resolve(nc)[1])
-        except Exception as exc:  # one class must not stop the others (or the caller's batch)
-            log("EC2NodeClass not resolved", {"nodeClass": nc.name, "error": f"{type(exc).__name__}: {exc}"})
-            out.append(nc)
+            nc = resolver.write_hash(nc)
+        except kerr.KubeError as exc:  # the next caller tries again
+            log("EC2NodeClass hash not written", {"nodeClass": nc.name, "error": f"{type(exc).__name__}: {exc}"})
+        out.append(nc)
     return out
 
 

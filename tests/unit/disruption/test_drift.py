@@ -38,10 +38,37 @@ def test_nodepool_hash_of_another_version_is_not_compared() -> None:
     assert drift_reason(c, pool(), node_class(), n.metadata.labels, catalog=CATALOG) is None
 
 
+def _class_hash(value: str, version: str | None = "v5") -> dict[str, str]:
+    out = {"karpenter.k8s.aws/ec2nodeclass-hash": value}
+    if version is not None:
+        out["karpenter.k8s.aws/ec2nodeclass-hash-version"] = version
+    return out
+
+
 def test_ec2nodeclass_hash_drift() -> None:
-    cls = node_class(annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "2"})
-    n, c = node("a", claim_annotations={"karpenter.k8s.aws/ec2nodeclass-hash": "1"})
+    cls = node_class(annotations=_class_hash("2"))
+    n, c = node("a", claim_annotations=_class_hash("1"))
     assert "EC2NodeClass default changed" in (drift_reason(c, pool(), cls, n.metadata.labels, catalog=CATALOG) or "")
+    n, c = node("a", claim_annotations=_class_hash("2"))
+    assert drift_reason(c, pool(), cls, n.metadata.labels, catalog=CATALOG) is None
+
+
+def test_ec2nodeclass_hash_of_another_version_is_not_drift() -> None:
+    """The AWS provider's rule: hashes of different hash versions are not compared."""
+    cls = node_class(annotations=_class_hash("2", "v5"))
+    n, c = node("a", claim_annotations=_class_hash("1", "v4"))
+    assert drift_reason(c, pool(), cls, n.metadata.labels, catalog=CATALOG) is None
+
+
+def test_ec2nodeclass_hash_without_versions_or_on_a_legacy_claim_is_not_drift() -> None:
+    cls = node_class(annotations=_class_hash("2"))
+    legacy_claim = node("a")
+    assert drift_reason(legacy_claim[1], pool(), cls, legacy_claim[0].metadata.labels, catalog=CATALOG) is None
+    n, c = node("a", claim_annotations=_class_hash("1", None))
+    assert drift_reason(c, pool(), cls, n.metadata.labels, catalog=CATALOG) is None
+    unversioned_class = node_class(annotations=_class_hash("2", None))
+    n, c = node("a", claim_annotations=_class_hash("1"))
+    assert drift_reason(c, pool(), unversioned_class, n.metadata.labels, catalog=CATALOG) is None
 
 
 def test_ami_drift() -> None:

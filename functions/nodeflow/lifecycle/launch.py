@@ -18,7 +18,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
-from nodeflow.api.quantity import format_milli
+from nodeflow.api.quantity import format_milli, parse_quantity
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.aws.errors import InsufficientCapacity, Offering
 from nodeflow.aws.offerings import UnavailableOfferings
@@ -264,13 +264,15 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             break
         ami = resolved.ami_for(options.architecture)
         assert ami is not None  # options only hold architectures with an AMI
+        instance_types, efa_count = _efa_group(claim, options.instance_types)
         template = ec2x.ensure_launch_template(
-            deps.ec2, _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name, placement_group)
+            deps.ec2,
+            _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name, placement_group, efa_count),
         )
         request = ec2x.FleetRequest(
             launch_template_name=template,
             capacity_type="spot" if options.capacity_type == wk.CAPACITY_TYPE_SPOT else "on-demand",
-            instance_types=[it.name for it in options.instance_types],
+            instance_types=[it.name for it in instance_types],
             subnets=options.subnets,
             client_token=claim.metadata.uid or claim.name,
             cluster_name=cluster_name,
@@ -280,6 +282,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             tags=node_class.spec.tags or {},
             unavailable=options.excluded,
             attempt=attempt,
+            context=_fleet_context(claim, node_class),
         )
         try:
             instance = ec2x.create_fleet(deps.ec2, request)
@@ -320,6 +323,26 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
     deps.recorder.insufficient_capacity(claim, message)
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
+
+
+def _fleet_context(claim: NodeClaim, node_class: EC2NodeClass) -> str | None:
+    """spec.context for CreateFleet, except for a claim whose minValues were relaxed (as Karpenter)."""
+    relaxed = (claim.metadata.annotations or {}).get(wk.ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED) == "true"
+    return None if relaxed else node_class.spec.context
+
+
+def _efa_group(claim: NodeClaim, types: Sequence[InstanceType]) -> tuple[tuple[InstanceType, ...], int]:
+    """The instance types to launch and the EFA interfaces their launch template attaches.
+
+    Pods asking for vpc.amazonaws.com/efa need every EFA interface of the instance attached at launch. A
+    launch template holds one count, so a launch whose claim requests EFA keeps the types with the count of
+    its first (cheapest) type; otherwise all the types and no EFA interface."""
+    requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
+    wanted = requests.get(wk.RESOURCE_EFA)
+    if not types or wanted is None or parse_quantity(wanted) <= 0:
+        return tuple(types), 0
+    count = types[0].capacity.get(wk.RESOURCE_EFA, 0)
+    return tuple(it for it in types if it.capacity.get(wk.RESOURCE_EFA, 0) == count), count // 1000  # milli-units
 
 
 def _placement_group(deps: LaunchDeps, node_class: EC2NodeClass) -> str | None:
@@ -365,6 +388,7 @@ def _template_spec(
     image_id: str,
     cluster_name: str,
     placement_group_id: str | None = None,
+    efa_count: int = 0,
 ) -> ec2x.LaunchTemplateSpec:
     from nodeflow.api.meta import Taint
 
@@ -402,6 +426,7 @@ def _template_spec(
         connection_tracking=spec.connection_tracking,
         cpu_options=spec.cpu_options,
         placement_group_id=placement_group_id,
+        efa_count=efa_count,
     )
 
 

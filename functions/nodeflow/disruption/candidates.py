@@ -66,6 +66,7 @@ class Candidate:
     blocker: str | None  # why it cannot be disrupted voluntarily, None when it can
     pod_blocked: bool = False  # the blocker is a pod's (do-not-disrupt or PDB), not the node's
     held: frozenset[str] = frozenset()  # movable pods that will not be evicted now: left out of simulations
+    reschedule_cost: float | None = None  # 1 + the positive eviction costs of ``movable`` (None: not computed)
 
     @property
     def eventual_ok(self) -> bool:
@@ -129,6 +130,8 @@ def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
 
 def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> str | None:
     """Why evicting ``pods`` would be refused by PodDisruptionBudgets, or None (see the module docstring)."""
+    if not pdbs:
+        return None  # nothing can refuse
     for pod in pods:
         if not _evicted(pod, now):
             continue
@@ -158,7 +161,7 @@ def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: 
 
 def _fully_blocked(pod: Pod, pdbs: Sequence[PodDisruptionBudget], now: datetime) -> bool:
     """Would PodDisruptionBudgets keep ``pod`` for good: it is evicted when its node drains and they fully block it."""
-    return _evicted(pod, now) and fully_blocking_pdbs(pod, pdbs)
+    return bool(pdbs) and _evicted(pod, now) and fully_blocking_pdbs(pod, pdbs)
 
 
 def held_pods(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> frozenset[str]:
@@ -276,6 +279,7 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
         elif not pod.spec.node_name and pod.status.nominated_node_name and _active(pod):
             nominated.add(pod.status.nominated_node_name)
     out: list[Candidate] = []
+    nominated_nodes = frozenset(nominated)
     for node in state.nodes:
         name = node.metadata.name or ""
         claim = claims.get(name)
@@ -286,9 +290,10 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
         pods = tuple(bound.get(name, ()))
         movable = tuple(p for p in pods if _reschedulable(p))
         price, ct = node_price(node, catalog)
-        node_blocker = _node_blocker(node, claim, frozenset(nominated))
+        node_blocker = _node_blocker(node, claim, nominated_nodes)
         pod_blocker = _pod_blocker(pods, snapshot.pdbs, now) if node_blocker is None else None
-        cost = sum(eviction_cost(p) for p in movable) * _lifetime_remaining(claim, now)
+        costs = [eviction_cost(p) for p in movable]
+        cost = sum(costs) * _lifetime_remaining(claim, now)
         out.append(
             Candidate(
                 name=name,
@@ -307,6 +312,7 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
                 held=held_pods(movable, snapshot.pdbs, now)
                 if snapshot.pdbs or node_blocker or pod_blocker
                 else frozenset(),
+                reschedule_cost=1.0 + sum(max(0.0, e) for e in costs),
             )
         )
     out.sort(key=lambda c: (c.disruption_cost, c.name))

@@ -107,6 +107,8 @@ def unconsolidatable(c: Candidate, catalog: CatalogData) -> str | None:
 
 def _eviction_cost(c: Candidate) -> float:
     """1 + the positive eviction costs of ``c``'s pods (Karpenter's reschedule disruption cost)."""
+    if c.reschedule_cost is not None:
+        return c.reschedule_cost  # computed with the candidate
     return 1.0 + sum(max(0.0, eviction_cost(pod)) for pod in c.movable)
 
 

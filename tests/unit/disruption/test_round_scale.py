@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from nodeflow.disruption import consolidation
+from nodeflow.disruption import candidates, consolidation
 from nodeflow.disruption import round as round_mod
 from nodeflow.disruption.candidates import Candidate, build_candidates
 from nodeflow.disruption.consolidation import PodInputs, Simulator, _free
 from nodeflow.disruption.model import Settings, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.plan import build_input, convert_pods
+from nodeflow.podutil import eviction_cost
 
 from .builders import CATALOG, NOW, SIZES, node, pdb, pod, pool, snapshot
 
@@ -51,6 +52,11 @@ def _reference_hopeless(self: Simulator, candidates: Any, before: float) -> str 
         if all(offer.allocatable.get(k, 0) >= v for k, v in need.items()):
             return None
     return "its pods fit neither on the other nodes nor on any cheaper instance type"
+
+
+def _reference_eviction_cost(c: Candidate) -> float:
+    """The reschedule cost as it was: recomputed from the pods for every use."""
+    return 1.0 + sum(max(0.0, eviction_cost(p)) for p in c.movable)
 
 
 def random_cluster(seed: int) -> Snapshot:
@@ -98,12 +104,20 @@ def random_cluster(seed: int) -> Snapshot:
                     f"{want_mem}Mi",
                     labels={"app": rng.choice(["web", "api", "db"])},
                     owner="DaemonSet" if roll < 0.08 else rng.choice(["ReplicaSet", "StatefulSet", None]),
-                    annotations={"karpenter.sh/do-not-disrupt": "true"} if 0.08 <= roll < 0.12 else None,
-                    priority=rng.choice([None, 0, 1000]),
+                    priority=rng.choice([None, 0, 1000, -(2**26)]),
+                    annotations=rng.choice([None, {"controller.kubernetes.io/pod-deletion-cost": "-400000000"}])
+                    if roll >= 0.12
+                    else {"karpenter.sh/do-not-disrupt": "true"}
+                    if roll >= 0.08
+                    else None,
                 )
             )
     for k in range(rng.choice([0, 0, 1, 3])):
-        pods.append(pod(f"pending-{k}", None, rng.choice(["250m", "1", "3"]), "512Mi"))
+        waiting = pod(f"pending-{k}", None, rng.choice(["250m", "1", "3"]), "512Mi")
+        if rng.random() < 0.3:  # nominated to a node: that node is blocked
+            nominated = {"nominated_node_name": rng.choice(nodes)[0].metadata.name}
+            waiting = waiting.model_copy(update={"status": waiting.status.model_copy(update=nominated)})
+        pods.append(waiting)
     pdbs = [pdb({"app": "db"}, rng.choice([0, 1]))] if rng.random() < 0.3 else []
     return snapshot(nodes, pods, pools=pools, pdbs=pdbs)
 
@@ -120,6 +134,7 @@ def test_decide_matches_the_slow_reference_path(seed: int, monkeypatch: pytest.M
         with monkeypatch.context() as m:
             m.setattr(round_mod, "PodInputs", lambda state, pods: convert_pods(state, list(pods)))
             m.setattr(Simulator, "hopeless", _reference_hopeless)
+            m.setattr(consolidation, "_eviction_cost", _reference_eviction_cost)
             slow = decide(snap, CATALOG, NOW, settings=settings)
         assert fast.to_json() == slow.to_json()
         assert fast == slow
@@ -164,11 +179,16 @@ def _full_cluster(count: int) -> Snapshot:
     quarter = build_input(one.state, CATALOG).nodes[0].allocatable["cpu"] // 4
     nodes = [node(f"n{i:03d}", "m5.xlarge") for i in range(count)]
     pods = [pod(f"p{i}-{j}", f"n{i:03d}", f"{quarter}m", "1Gi") for i in range(count) for j in range(4)]
+    for i in range(0, count, 2):  # every other node is nominated for a pending pod (a blocker)
+        waiting = pod(f"w{i}", None, "100m", "128Mi")
+        nominated = {"nominated_node_name": f"n{i:03d}"}
+        pods.append(waiting.model_copy(update={"status": waiting.status.model_copy(update=nominated)}))
     return snapshot(nodes, pods, pools=[pool(budgets=[{"nodes": "10%"}], extra=only)])
 
 
 def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    counts = {"eq": 0, "free": 0, "converted": 0}
+    counts = {"eq": 0, "free": 0, "converted": 0, "evicted": 0, "nominated": 0}
+    real_evicted = candidates._evicted
     real_eq = Candidate.__eq__
     real_convert = convert_pods
 
@@ -185,6 +205,17 @@ def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) 
         counts["converted"] += len(pods)
         return real_convert(state, pods)
 
+    def counting_evicted(p: Any, now: Any) -> bool:
+        counts["evicted"] += 1
+        return real_evicted(p, now)
+
+    def counting_frozenset(items: Any = ()) -> frozenset[Any]:
+        if isinstance(items, set):  # the nominated nodes
+            counts["nominated"] += len(items)
+        return frozenset(items)
+
+    monkeypatch.setattr(candidates, "_evicted", counting_evicted)
+    monkeypatch.setattr(candidates, "frozenset", counting_frozenset, raising=False)
     monkeypatch.setattr(Candidate, "__eq__", counting_eq)
     monkeypatch.setattr(consolidation, "_free", counting_free)
     monkeypatch.setattr(consolidation, "convert_pods", counting_convert)
@@ -194,7 +225,10 @@ def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) 
     assert len(build_input(snap.state, CATALOG).nodes) == count
     result = decide(snap, CATALOG, NOW)
     assert result.command is None
-    assert sum(b.kind.value == "Unconsolidatable" for b in result.blocked) == count
+    assert sum(b.kind.value == "Unconsolidatable" for b in result.blocked) == count // 2
+    assert sum("nominated" in b.message for b in result.blocked) == count // 2
     assert counts["eq"] == 0  # was count * (count - 1) / 2: candidates compared pairwise
     assert counts["free"] <= 2 * count  # was count * count: every node's room per candidate
     assert counts["converted"] == 0  # was 4 * count: every pod converted before any simulation
+    assert counts["evicted"] == 0  # no PodDisruptionBudget: was every pod, to find the PDBs selecting it
+    assert counts["nominated"] <= count  # was (count / 2) per node: the nominated nodes' set copied per node

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node
@@ -38,10 +38,10 @@ from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
-from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.writes import delete, find_node, get_node_claim, remove_finalizer
-from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
-from nodeflow.plan import nominated_pods
+
+if TYPE_CHECKING:  # the CleanUp step does not load the snapshot, the planner or EC2NodeClass resolution
+    from nodeflow.lifecycle.nodeclass import NodeClassResolver
 
 __all__ = ["CleanupDeps", "cleanup", "collect_garbage", "failure_reason"]
 
@@ -128,6 +128,8 @@ def cleanup(
         if node is not None:
             _delete_with_finalizer(deps.kube, NODES, str(node["metadata"]["name"]))
         deleted = _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim_name)
+        from nodeflow.plan import nominated_pods
+
         pods = nominated_pods(claim)
         if pods and deps.requeue is not None:
             deps.requeue(
@@ -176,6 +178,9 @@ def _abandoned(deps: CleanupDeps, claims: Sequence[NodeClaim], now: datetime, gr
 
 def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any]:
     """Finish what faults left half done (see the module docstring); returns what was done."""
+    from nodeflow.kube.snapshot import take_snapshot
+    from nodeflow.lifecycle.nodeclass import reconcile_status
+
     now = deps.now()
     snap = take_snapshot(deps.kube, kinds=("node_pools", "node_classes", "node_claims", "nodes"))
     snap = reconcile_status(

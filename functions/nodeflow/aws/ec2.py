@@ -503,6 +503,7 @@ class LaunchTemplateSpec:
     cpu_options: CPUOptions | None = None
     placement_group_id: str | None = None
     efa_count: int = 0  # EFA interfaces to attach (pods asked for vpc.amazonaws.com/efa); 0: none
+    ipv6: bool = False  # an IPv6 cluster: interfaces get a primary IPv6 address, prefixes are IPv6 prefixes
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -589,7 +590,9 @@ def _network_interfaces(spec: LaunchTemplateSpec) -> list[dict[str, Any]] | None
     security groups; EFA-only interfaces carry no IP settings (EC2 refuses prefixes, public IPs and
     connection tracking on them). Else, with ``efa_count``, one EFA interface per network card (device 0
     on card 0, device 1 on the others, so card 0 stays the primary). Otherwise one primary interface is
-    written only when a setting needs it (public IP, IPv4 prefixes, connection tracking)."""
+    written only when a setting needs it (public IP, IP prefixes, connection tracking, an IPv6 cluster).
+    In an IPv6 cluster every interface with IP settings gets one IPv6 address made primary, and
+    ipPrefixCount asks for IPv6 prefixes instead of IPv4 ones."""
     groups = sorted(spec.security_group_ids)
     tracking = _connection_tracking(spec.connection_tracking)
 
@@ -597,7 +600,10 @@ def _network_interfaces(spec: LaunchTemplateSpec) -> list[dict[str, Any]] | None
         if spec.associate_public_ip_address is not None:
             out["AssociatePublicIpAddress"] = spec.associate_public_ip_address
         if spec.ip_prefix_count is not None:
-            out["Ipv4PrefixCount"] = spec.ip_prefix_count
+            out["Ipv6PrefixCount" if spec.ipv6 else "Ipv4PrefixCount"] = spec.ip_prefix_count
+        if spec.ipv6:
+            out["PrimaryIpv6"] = True
+            out["Ipv6AddressCount"] = 1
         if tracking:
             out["ConnectionTrackingSpecification"] = tracking
         return out
@@ -625,7 +631,7 @@ def _network_interfaces(spec: LaunchTemplateSpec) -> list[dict[str, Any]] | None
             )
             for card in range(spec.efa_count)
         ]
-    if spec.associate_public_ip_address is None and spec.ip_prefix_count is None and not tracking:
+    if spec.associate_public_ip_address is None and spec.ip_prefix_count is None and not tracking and not spec.ipv6:
         return None
     return [ip_settings({"DeviceIndex": 0, "Groups": groups})]
 

@@ -11,6 +11,7 @@ offerings; when none is left it raises ``NoCapacity``.
 from __future__ import annotations
 
 import base64
+import ipaddress
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -325,6 +326,16 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
 
 
+def _is_ipv6_cluster(cluster: ClusterInfo) -> bool:
+    """An IPv6 cluster: said so, or its cluster DNS address is IPv6 (as Karpenter infers it)."""
+    if cluster.ip_family == "ipv6":
+        return True
+    try:
+        return bool(cluster.dns_ip) and ipaddress.ip_address(cluster.dns_ip or "").version == 6
+    except ValueError:
+        return False
+
+
 def _fleet_context(claim: NodeClaim, node_class: EC2NodeClass) -> str | None:
     """spec.context for CreateFleet, except for a claim whose minValues were relaxed (as Karpenter)."""
     relaxed = (claim.metadata.annotations or {}).get(wk.ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED) == "true"
@@ -427,6 +438,7 @@ def _template_spec(
         cpu_options=spec.cpu_options,
         placement_group_id=placement_group_id,
         efa_count=efa_count,
+        ipv6=_is_ipv6_cluster(deps.cluster),
     )
 
 

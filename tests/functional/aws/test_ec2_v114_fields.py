@@ -135,3 +135,38 @@ def test_windows2025_alias_needs_kubernetes_1_35(world: Any) -> None:
     nc = node_class(amiSelectorTerms=[{"alias": "windows2025@latest"}])
     with pytest.raises(InvalidRequest, match="Windows Server 2025"):
         resolve_node_class(world.ec2, world.ssm, world.iam, nc, CLUSTER, kubernetes_version="1.31")
+
+
+def test_ipv6_cluster_interfaces_get_a_primary_ipv6_address_and_ipv6_prefixes(world: Any) -> None:
+    plain = _template_data(world, ensure_launch_template(world.ec2, lt_spec(world, ipv6=True)))
+    assert "SecurityGroupIds" not in plain
+    assert plain["NetworkInterfaces"] == [
+        {"DeviceIndex": 0, "Groups": [world.sg_tagged], "PrimaryIpv6": True, "Ipv6AddressCount": 1}
+    ]
+    spec = lt_spec(
+        world,
+        ipv6=True,
+        ip_prefix_count=1,
+        network_interfaces=_nics((0, 0, "interface"), (1, 0, "efa-only")),
+    )
+    data = _template_data(world, ensure_launch_template(world.ec2, spec))
+    assert data["NetworkInterfaces"] == [
+        {
+            "NetworkCardIndex": 0,
+            "DeviceIndex": 0,
+            "InterfaceType": "interface",
+            "Groups": [world.sg_tagged],
+            "Ipv6PrefixCount": 1,
+            "PrimaryIpv6": True,
+            "Ipv6AddressCount": 1,
+        },
+        {"NetworkCardIndex": 1, "DeviceIndex": 0, "InterfaceType": "efa-only", "Groups": [world.sg_tagged]},
+    ]
+    efa = _template_data(world, ensure_launch_template(world.ec2, lt_spec(world, ipv6=True, efa_count=2)))
+    assert [
+        (i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"], i["PrimaryIpv6"])
+        for i in efa["NetworkInterfaces"]
+    ] == [
+        (0, 0, "efa", True),
+        (1, 1, "efa", True),
+    ]

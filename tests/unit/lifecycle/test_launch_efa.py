@@ -1,6 +1,7 @@
 """Launch-step choices: pods asking for vpc.amazonaws.com/efa keep the instance types with the EFA
 interface count of the cheapest one (one launch template attaches one count) and attach that many EFA
-interfaces; CreateFleet's Context is the EC2NodeClass's spec.context unless minValues were relaxed."""
+interfaces; CreateFleet's Context is the EC2NodeClass's spec.context unless minValues were relaxed; IPv6
+clusters are recognised by their IP family or cluster DNS address."""
 
 from __future__ import annotations
 
@@ -77,3 +78,17 @@ def test_fleet_context_is_the_node_class_context_unless_min_values_were_relaxed(
         }
     )
     assert _fleet_context(relaxed, nc) is None
+
+
+def test_ipv6_cluster_from_its_ip_family_or_dns_address() -> None:
+    from nodeflow.aws.userdata import ClusterInfo
+    from nodeflow.lifecycle.launch import _is_ipv6_cluster
+
+    base = ClusterInfo(name="demo", endpoint="https://example", ca_bundle="")
+    assert not _is_ipv6_cluster(base)
+    assert not _is_ipv6_cluster(
+        ClusterInfo(name="demo", endpoint="https://example", ca_bundle="", dns_ip="10.100.0.10")
+    )
+    assert _is_ipv6_cluster(ClusterInfo(name="demo", endpoint="https://example", ca_bundle="", dns_ip="fd00::a"))
+    assert _is_ipv6_cluster(ClusterInfo(name="demo", endpoint="https://example", ca_bundle="", ip_family="ipv6"))
+    assert not _is_ipv6_cluster(ClusterInfo(name="demo", endpoint="https://example", ca_bundle="", dns_ip="bad"))

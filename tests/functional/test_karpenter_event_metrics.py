@@ -201,3 +201,30 @@ def test_an_expired_node_is_counted_as_disrupted_by_the_disruption_lambda(
     # the next round finds its termination running: not disrupted again
     local.invoke("disruption", {"source": "aws.scheduler"})
     assert "karpenter_nodeclaims_disrupted_total" not in every(capfd)
+
+
+def test_candidates_a_replace_workflow_terminates_are_counted_as_disrupted_by_its_reason(
+    local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
+) -> None:
+    node = launch(local, "web", 1)
+    labels = local.kube_server.get("karpenter.sh/v1", "NodeClaim", node.claim)["metadata"]["labels"]
+    capfd.readouterr()
+    state = {
+        "reason": "Underutilized",
+        "candidates": [{"node": node.node, "nodeClaim": node.claim}],
+        "replacements": ["default-replacement"],
+        "deadline": "2099-01-01T00:00:00+00:00",
+    }
+    result = local.invoke("replace", {"action": "terminate", "replace": state})
+    assert result == {"started": [node.claim]}  # the workflow's state carries no metric labels
+    (disrupted,) = every(capfd)["karpenter_nodeclaims_disrupted_total"]
+    assert (disrupted["reason"], disrupted["nodepool"], disrupted["capacity_type"], disrupted["_value"]) == (
+        "underutilized",
+        labels[wk.LABEL_NODEPOOL],
+        labels[wk.LABEL_CAPACITY_TYPE],
+        1.0,
+    )
+    # the step retried (Step Functions delivers at least once): its termination is running, nothing counted
+    assert local.invoke("replace", {"action": "terminate", "replace": state}) == {"started": []}
+    assert "karpenter_nodeclaims_disrupted_total" not in every(capfd)
+    wait_for_execution(local.clients.sfn, local.terminate(node.claim), timeout=60)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nodeflow.aws.sfn import start_workflow
 from nodeflow.handlers.common import logger, metrics, parse, tracer, workflow_step
+from nodeflow.handlers.karpenter_metrics import record_disruptions
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.replace import ReplaceDeps, check, rollback, terminate_candidates
 
@@ -60,5 +61,6 @@ ACTIONS = {"check": check, "terminate": terminate_candidates, "rollback": rollba
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(ReplaceStep, event)
     result = ACTIONS[step.action](deps(), step.replace.model_dump(by_alias=True))
+    record_disruptions((step.replace.reason, labels) for labels in result.pop("disrupted", []))  # not in the state
     logger.info("replace step", extra={"action": step.action, **result})
     return result

@@ -125,11 +125,21 @@ def _candidates(replace: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
 def terminate_candidates(deps: ReplaceDeps, replace: Mapping[str, Any]) -> dict[str, Any]:
     reason = str(replace.get("reason") or "Disrupted")
     started: list[str] = []
+    disrupted: list[dict[str, str]] = []  # the labels of the NodeClaims in ``started`` (for the metrics)
     for c in _candidates(replace):
         claim = c.get("nodeClaim")
+        labels = _labels(deps, str(claim)) if claim else {}
         if claim and deps.start_terminate(str(claim), reason):
             started.append(str(claim))
-    return {"started": started}
+            disrupted.append(labels)
+    return {"started": started, "disrupted": disrupted}
+
+
+def _labels(deps: ReplaceDeps, claim: str) -> dict[str, str]:
+    try:
+        return dict((deps.kube.get(NODE_CLAIMS, claim).get("metadata") or {}).get("labels") or {})
+    except kerr.NotFound:
+        return {}
 
 
 def rollback(deps: ReplaceDeps, replace: Mapping[str, Any]) -> dict[str, Any]:

@@ -486,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kube-inflight", type=int, default=0, help="429 beyond N mutating requests in flight")
     parser.add_argument("--sfn-burst", type=int, default=0, help="StartExecution token bucket size (0: none)")
     parser.add_argument("--sfn-rate", type=float, default=300.0, help="StartExecution token refill per second")
+    parser.add_argument("--claim-workers", type=int, default=None, help="NodeClaim creates in flight (default: 8)")
     args = parser.parse_args(argv)
     if args.quick:
         args.pending, args.bound, args.nodes, args.repeat = 2000, 200, 50, 1
@@ -495,6 +496,10 @@ def main(argv: list[str] | None = None) -> int:
         "AWS_DEFAULT_REGION": REGION,
     }.items():
         os.environ[key] = value
+    if args.claim_workers:
+        from nodeflow.lifecycle import provisioner
+
+        provisioner.CLAIM_WORKERS = args.claim_workers
     runs = run(args)
     best = {k: min(r[k] for r in runs if r[k] is not None) for k in runs[0] if isinstance(runs[0][k], float)}
     med = {k: statistics.median(r[k] for r in runs if r[k] is not None) for k in best}

@@ -62,4 +62,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         record_scheduling_duration(result.timings["solve"], "provisioner")
     record_nodeclaims_created(result.pools[name] for name in result.created)
     logger.info("provisioned", extra=result.to_json())
+    if result.deferred:  # still throttled after backoff: SQS delivers the batch again, the retry starts them
+        raise RuntimeError(f"{len(result.deferred)} launch execution(s) could not be started (throttled); retrying")
     return {"batchItemFailures": [], "result": result.to_json()}

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import random
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from nodeflow.api.core import Pod
-from nodeflow.api.karpenter import NodeClaim
+from nodeflow.api.karpenter import NodeClaim, NodePool
+from nodeflow.aws import errors as aws_errors
 from nodeflow.catalog.model import CatalogData
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import KubeClient
@@ -29,10 +32,17 @@ from nodeflow.kube.writes import create_node_claim
 from nodeflow.lifecycle.claims import node_claim_manifest, node_claim_name
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.plan import plan
+from nodeflow.scheduling.types import NodeClaimPlan
 
 __all__ = ["ProvisionDeps", "ProvisionResult", "provision"]
 
 EVENT_WORKERS = 8
+# NodeClaim creates (each followed by its StartExecution) in flight at once: well under the API server's
+# default --max-mutating-requests-inflight (200) and the clients' connection pools (botocore: 10).
+CLAIM_WORKERS = 8
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,12 @@ class ProvisionDeps:
     # Resolves EC2NodeClasses not yet resolved at their generation (None: status is taken as found).
     resolver: NodeClassResolver | None = None
     log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
+    # Backoff of NodeClaim creates answered 429 and of throttled StartExecutions (attempts per call, longest wait).
+    kube_attempts: int = 8
+    start_attempts: int = 8
+    max_backoff: float = 5.0
+    sleep: Callable[[float], None] = time.sleep
+    jitter: Callable[[], float] = random.random
 
 
 @dataclass
@@ -57,6 +73,7 @@ class ProvisionResult:
     existing: list[str] = field(default_factory=list)  # proposed names that were there already
     started: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)  # NodeClaims that had no execution yet
+    deferred: list[str] = field(default_factory=list)  # NodeClaims whose execution could not be started (throttled)
     refused: dict[str, str] = field(default_factory=dict)  # NodePool -> why its NodeClaim could not be created
     pending_pods: int = 0
     unschedulable: int = 0
@@ -71,12 +88,65 @@ class ProvisionResult:
             "nodeClaimsExisting": self.existing,
             "executionsStarted": self.started,
             "executionsResumed": self.resumed,
+            "executionsDeferred": self.deferred,
             "nodeClaimsRefused": self.refused,
             "pendingPods": self.pending_pods,
             "unschedulablePods": self.unschedulable,
             "eventErrors": self.event_errors,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
+
+
+def _in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[fn(i) for i in items]``, CLAIM_WORKERS at a time (each in a copy of the caller's context)."""
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(CLAIM_WORKERS, len(items))) as executor:
+        futures = [executor.submit(contextvars.copy_context().run, fn, i) for i in items]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            executor.shutdown(wait=True, cancel_futures=True)  # the first error stops the rest (none is half done)
+            raise
+
+
+def _create_claim(deps: ProvisionDeps, nc: NodeClaimPlan, pool: NodePool, batch: str) -> str:
+    """Create ``nc``'s NodeClaim (idempotent); returns its name. A 429 is retried after the server's Retry-After
+    (the request was not processed); a clash of short names with a different NodeClaim takes a longer suffix."""
+    for length in (5, 10):
+        name = node_claim_name(nc.nodepool, batch, nc.pods, length=length)
+        manifest = node_claim_manifest(nc, pool, name, batch=batch)
+        try:
+            kerr.retry(
+                functools.partial(create_node_claim, deps.kube, manifest),
+                on=(kerr.TooManyRequests,),
+                attempts=deps.kube_attempts,
+                base_delay=0.2,
+                max_delay=deps.max_backoff,
+                sleep=deps.sleep,
+            )
+        except kerr.AlreadyExists:
+            continue
+        return name
+    raise kerr.Conflict(f"NodeClaim names for NodePool {nc.nodepool} of batch {batch} are taken")
+
+
+def _start(deps: ProvisionDeps, name: str, out: ProvisionResult, lock: threading.Lock) -> bool:
+    """Start ``name``'s launch, retrying Step Functions' throttling (and 5xx) with backoff and jitter. When it
+    still cannot be started, the NodeClaim is recorded in ``out.deferred`` (never dropped: the batch is retried,
+    and any later provisioner run starts every NodeClaim that never launched)."""
+    delay = 0.1
+    for attempt in range(deps.start_attempts):
+        try:
+            return deps.start_launch(name)
+        except (aws_errors.Throttled, aws_errors.AwsUnavailable):
+            if attempt == deps.start_attempts - 1:
+                break
+            deps.sleep(delay * (0.5 + deps.jitter() / 2))
+            delay = min(deps.max_backoff, delay * 2)
+    with lock:
+        out.deferred.append(name)
+    return False
 
 
 def _never_launched(claim: NodeClaim) -> bool:
@@ -99,48 +169,60 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     out.timings["status"] = deps.timer() - t_status
     out.pending_pods = len(snap.pending)
     if not snap.pending:
-        out.resumed = [c.name for c in snap.node_claims if _never_launched(c) and deps.start_launch(c.name)]
+        waiting = [c.name for c in snap.node_claims if _never_launched(c)]
+        lock = threading.Lock()
+        resumed = _in_parallel(lambda name: _start(deps, name, out, lock), waiting)
+        out.resumed = [name for name, ok in zip(waiting, resumed, strict=True) if ok]
         return out
 
     t1 = deps.timer()
     result = plan(snap.provisioning_state(), deps.catalog, unavailable=deps.unavailable(deps.now()))
     out.timings["solve"] = deps.timer() - t1
 
-    # Each NodeClaim's launch starts as soon as it exists: the first CreateFleet does not wait
-    # for the whole batch to be written.
+    # Each NodeClaim's launch starts as soon as it exists (the first CreateFleet does not wait for the whole batch
+    # to be written), a bounded number at a time (CLAIM_WORKERS), in the plan's order.
     pools = {p.name: p for p in snap.node_pools}
     known = {c.name for c in snap.node_claims}
     t2 = deps.timer()
-    claims: list[tuple[str, tuple[str, ...]]] = []
-    refused: list[tuple[str, tuple[str, ...]]] = []  # (NodePool, pods) whose NodeClaim was refused
-    for nc in result.node_claims:
-        pool = pools[nc.nodepool]
+    lock = threading.Lock()
+
+    def create_and_start(nc: NodeClaimPlan) -> tuple[str | None, str | None, bool]:
+        """(name, refusal, started) of one planned NodeClaim."""
         try:
-            for length in (5, 10):  # a clash of short names with a different NodeClaim: longer suffix
-                name = node_claim_name(nc.nodepool, batch, nc.pods, length=length)
-                try:
-                    create_node_claim(deps.kube, node_claim_manifest(nc, pool, name, batch=batch))
-                except kerr.AlreadyExists:
-                    continue
-                break
-            else:
-                raise kerr.Conflict(f"NodeClaim names for NodePool {nc.nodepool} of batch {batch} are taken")
+            name = _create_claim(deps, nc, pools[nc.nodepool], batch)
         except (ValueError, kerr.Invalid, kerr.Forbidden) as exc:
             # What this NodePool makes cannot be created (refused by validation or admission): its pods wait
             # with the reason, and the other NodePools' NodeClaims are still made. Retrying cannot help.
-            out.refused[nc.nodepool] = str(exc).splitlines()[0][:500]
+            return None, str(exc).splitlines()[0][:500], False
+        with lock:
+            out.timings["claims_created"] = deps.timer() - t0  # the last one to finish wins
+        started = _start(deps, name, out, lock)
+        with lock:
+            if "first_start" not in out.timings:
+                out.timings["first_start"] = deps.timer() - t0
+            out.timings["all_started"] = deps.timer() - t0
+        return name, None, started
+
+    claims: list[tuple[str, tuple[str, ...]]] = []
+    refused: list[tuple[str, tuple[str, ...]]] = []  # (NodePool, pods) whose NodeClaim was refused
+    for nc, (name, refusal, started) in zip(
+        result.node_claims, _in_parallel(create_and_start, result.node_claims), strict=True
+    ):
+        if name is None:
+            out.refused[nc.nodepool] = refusal or ""
             refused.append((nc.nodepool, nc.pods))
             continue
         claims.append((name, nc.pods))
         (out.existing if name in known else out.created).append(name)
         out.pools[name] = nc.nodepool
-        if deps.start_launch(name):
+        if started:
             out.started.append(name)
-        if "first_start" not in out.timings:
-            out.timings["first_start"] = deps.timer() - t0
     proposed = {name for name, _ in claims}
+    waiting = [c.name for c in snap.node_claims if c.name not in proposed and _never_launched(c)]
     out.resumed = [
-        c.name for c in snap.node_claims if c.name not in proposed and _never_launched(c) and deps.start_launch(c.name)
+        name
+        for name, ok in zip(waiting, _in_parallel(lambda n: _start(deps, n, out, lock), waiting), strict=True)
+        if ok
     ]
     out.timings["create_and_start"] = deps.timer() - t2
 

@@ -5,8 +5,10 @@ microsecond per rule, so the test API server can run them on every write).
 ``validate(schema, obj, old)`` walks an object along its structural schema like the API server does:
 every rule on a node whose value is present is evaluated with ``self`` bound to that value; a rule that
 names ``oldSelf`` (a transition rule) only when the old object has a value at the same place, reached
-through object properties and map keys (list items are not correlated, as for atomic lists). Returns
-``(field path, message)`` for every rule that evaluates to false or fails to evaluate.
+through object properties and map keys (list items are not correlated, as for atomic lists). On update, a value
+equal to its correlated old value is not checked at all (the API server's validation ratcheting, on by default
+since Kubernetes 1.30): a status write to an object stored before a rule existed is not refused for its spec.
+Returns ``(field path, message)`` for every rule that evaluates to false or fails to evaluate.
 
 Kubernetes' CEL library adds functions to standard CEL; those the Karpenter CRDs use are provided here:
 ``string.find(regex)`` (the first match, or "") and ``string.split(separator)``.
@@ -47,14 +49,24 @@ def is_transition_rule(rule: str) -> bool:
     return re.search(r"\boldSelf\b", rule) is not None
 
 
-def evaluate(rule: str, value: Any, old: Any = _ABSENT) -> bool:
-    """One rule on one value; raises ValueError when it does not evaluate to a bool."""
+def _context(value: Any, old: Any = _ABSENT) -> Any:
+    """A context binding ``self`` (and ``oldSelf``): converting a value to CEL costs more than running a rule on
+    it, so all the rules of one schema node share one context."""
     context = celrs.Context()
     context.add_function("find", _find)
     context.add_function("split", _split)
     context.add_variable("self", value)
     if old is not _ABSENT:
         context.add_variable("oldSelf", old)
+    return context
+
+
+def evaluate(rule: str, value: Any, old: Any = _ABSENT) -> bool:
+    """One rule on one value; raises ValueError when it does not evaluate to a bool."""
+    return _run(rule, _context(value, old))
+
+
+def _run(rule: str, context: Any) -> bool:
     try:
         result = _program(rule).execute(context)
     except RuntimeError as exc:
@@ -84,13 +96,18 @@ def value_type(value: Any) -> str:
 def _walk(schema: dict[str, Any], value: Any, old: Any, path: str, out: list[Violation]) -> None:
     if value is None:
         return
-    for item in schema.get("x-kubernetes-validations") or []:
+    if old is not _ABSENT and value == old:
+        return  # ratcheting: an update leaves a value the rules may refuse alone when it does not change it
+    rules = [
+        item
+        for item in schema.get("x-kubernetes-validations") or []
+        if old is not _ABSENT or not is_transition_rule(item["rule"])
+    ]
+    context = _context(value, old) if rules else None  # non-transition rules do not read oldSelf
+    for item in rules:
         rule = item["rule"]
-        transition = is_transition_rule(rule)
-        if transition and old is _ABSENT:
-            continue
         try:
-            ok = evaluate(rule, value, old if transition else _ABSENT)
+            ok = _run(rule, context)
         except ValueError as exc:
             out.append((path or "<root>", str(exc)))
             continue

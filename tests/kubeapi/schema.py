@@ -6,7 +6,8 @@ x-kubernetes-preserve-unknown-fields, x-kubernetes-int-or-string, x-kubernetes-e
 ``default`` (applied to absent fields on every write), pruning of nulls for non-nullable fields.
 ``cel_issues`` evaluates x-kubernetes-validations (CEL rules, with tests/kubeapi/cel.py: common-expression-language) on create
 and, with oldSelf, on update; the API server runs it after structural validation passed.
-Not supported: format checks, oneOf/anyOf/allOf/not, x-kubernetes-list-type, CEL ratcheting and cost limits.
+CEL ratcheting: on update, values equal to the stored ones are not checked (see cel.py).
+Not supported: format checks, oneOf/anyOf/allOf/not, x-kubernetes-list-type and CEL cost limits.
 """
 
 from __future__ import annotations

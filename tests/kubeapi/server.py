@@ -477,8 +477,10 @@ class KubeAPIServer:
         self.stop()
 
     def reset(self) -> None:
-        """Drop all objects (registered CRDs stay), recreate the default namespaces, clear ``requests``."""
+        """Drop all objects (registered CRDs stay), recreate the default namespaces, clear ``requests``; CEL
+        admission is on again."""
         self.cluster.reset()
+        self.cluster.cel_validation = True
         self.requests.clear()
         self.before_request = None
         self.disable_rbac()
@@ -540,6 +542,15 @@ class KubeAPIServer:
         rt = self.resource_for(obj["apiVersion"], obj["kind"])
         namespace = (obj.get("metadata") or {}).get("namespace") or "default" if rt.namespaced else None
         return self.cluster.create(rt, namespace, obj, keep_status=keep_status)
+
+    def store_bypassing_admission(self, obj: Obj) -> Obj:
+        """Write an object the API server would refuse (a broken NodePool, a spec a CEL rule forbids) straight into
+        storage, as an etcd-level write, an older server version or a corrupted backup would leave it: create
+        semantics (uid, resourceVersion, a watch event, ``status`` kept) without any validation. Only for tests of
+        how nodeflow copes with such objects; everything else goes through ``create``. Returns the stored object."""
+        rt = self.resource_for(obj["apiVersion"], obj["kind"])
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default" if rt.namespaced else None
+        return self.cluster.create(rt, namespace, obj, keep_status=True, admission=False)
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj:
         """Read an object directly (no HTTP); raises APIError (404) if missing."""

@@ -1,6 +1,7 @@
-"""The test API server enforces the CRDs' CEL rules (x-kubernetes-validations) like a real API server:
+"""The test API server enforces the CRDs' CEL rules (x-kubernetes-validations) by default, like a real API server:
 an invalid NodePool is refused on create with 422 naming the field and the rule's message (also through the
-real kubectl), and transition rules (oldSelf) refuse forbidden updates while admitting allowed ones."""
+real kubectl), transition rules (oldSelf) refuse forbidden updates while admitting allowed ones, and updates that
+leave an invalid stored value unchanged are admitted (validation ratcheting)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from tests.kubeapi import KubeAPIServer
+from tests.kubeapi import APIError, KubeAPIServer
 from tests.kubeapi.crds import karpenter_crds
 
 KUBECTL = shutil.which("kubectl")
@@ -39,8 +40,7 @@ NODEPOOL: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[KubeAPIServer]:
-    with KubeAPIServer() as kube:
-        kube.cluster.cel_validation = True
+    with KubeAPIServer() as kube:  # CEL enforcement is not switched on here: it is the default
         for crd in karpenter_crds():
             kube.register_crd(crd)
         yield kube
@@ -159,11 +159,70 @@ def test_kubectl_create_of_an_invalid_nodepool_is_refused(
     assert "nodepool.karpenter.sh/default created" in proc.stdout
 
 
-def test_cel_validation_is_off_unless_enabled(server: KubeAPIServer, api: client.CustomObjectsApi) -> None:
+def test_a_new_server_enforces_the_rules_without_being_told() -> None:
+    kube = KubeAPIServer()  # neither started nor reset: the constructor's default
+    for crd in karpenter_crds():
+        kube.register_crd(crd)
     bad = copy.deepcopy(NODEPOOL)
     bad["spec"]["replicas"] = 2
+    with pytest.raises(APIError) as err:
+        kube.create(bad)
+    assert err.value.code == 422
+    assert "'weight' is not supported on static NodePools" in err.value.message
+    assert kube.objects("karpenter.sh/v1", "NodePool") == []
+
+
+def test_cel_validation_can_be_switched_off_until_the_next_reset(
+    server: KubeAPIServer, api: client.CustomObjectsApi
+) -> None:
+    bad = copy.deepcopy(NODEPOOL)
+    bad["spec"]["replicas"] = 2
+    with pytest.raises(ApiException) as err:  # on by default
+        _create(api, copy.deepcopy(bad))
+    assert err.value.status == 422
     server.cluster.cel_validation = False
     try:
-        assert _create(api, bad)["spec"]["replicas"] == 2
+        assert _create(api, copy.deepcopy(bad))["spec"]["replicas"] == 2
     finally:
-        server.cluster.cel_validation = True
+        server.reset()  # switches enforcement on again
+    assert server.cluster.cel_validation is True
+    with pytest.raises(ApiException) as again:
+        _create(api, bad)
+    assert again.value.status == 422
+
+
+def test_updates_that_keep_an_invalid_stored_value_are_ratcheted(
+    server: KubeAPIServer, api: client.CustomObjectsApi
+) -> None:
+    bad = copy.deepcopy(NODEPOOL)
+    bad["spec"]["template"]["spec"]["requirements"].append({"key": "kubernetes.io/hostname", "operator": "Exists"})
+    stored = server.store_bypassing_admission(bad)  # as if written before the rule existed
+    assert stored["spec"]["template"]["spec"]["requirements"][1]["key"] == "kubernetes.io/hostname"
+    stored["status"] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "Invalid",
+                "message": "x",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    written = api.replace_cluster_custom_object_status("karpenter.sh", "v1", "nodepools", "default", stored)
+    assert written["status"]["conditions"][0]["reason"] == "Invalid"  # the unchanged spec is not checked
+    labelled = api.patch_cluster_custom_object(
+        "karpenter.sh", "v1", "nodepools", "default", {"metadata": {"labels": {"team": "a"}}}
+    )
+    assert labelled["metadata"]["labels"] == {"team": "a"}
+    # a spec change re-checks the changed requirements: the restricted key is refused again
+    changed = copy.deepcopy(labelled)
+    changed["spec"]["template"]["spec"]["requirements"][0]["values"] = ["on-demand"]
+    with pytest.raises(ApiException) as err:
+        api.replace_cluster_custom_object("karpenter.sh", "v1", "nodepools", "default", changed)
+    assert _refusal(err.value)[1] == [
+        (
+            "spec.template.spec.requirements[1].key",
+            'Invalid value: "string": label "kubernetes.io/hostname" is restricted',
+        )
+    ]

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from nodeflow.api import labels as wk
-from nodeflow.kube.client import NODE_CLAIMS, PODS
+from nodeflow.kube.client import NODE_POOLS, PODS
 from nodeflow.lifecycle.drain import parse_time
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.termination.conftest import (
@@ -268,12 +268,17 @@ def test_do_not_disrupt_with_a_grace_period_is_deleted_at_deadline_minus_its_gra
 ) -> None:
     # 20x: 2 minutes take ~6 s, and 45 handler-seconds of tolerance are ~2 s of harness latency (CI load)
     local = make_local(wait_scale=0.05)
+    # a NodeClaim's spec is immutable (CEL): it gets its terminationGracePeriod from its NodePool's template
+    for pool in local.kube_server.objects("karpenter.sh/v1", "NodePool"):
+        kube(local).patch(
+            NODE_POOLS, pool["metadata"]["name"], {"spec": {"template": {"spec": {"terminationGracePeriod": "2m"}}}}
+        )
     node = launch(local, "batch", 1, terminationGracePeriodSeconds=60)
+    assert local.kube_server.get("karpenter.sh/v1", "NodeClaim", node.claim)["spec"]["terminationGracePeriod"] == "2m"
     (batch,) = node.pods
     kube(local).patch(
         PODS, batch, {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}, namespace="default"
     )
-    kube(local).patch(NODE_CLAIMS, node.claim, {"spec": {"terminationGracePeriod": "2m"}})
     fast_clock(local)  # the handlers' clock runs as fast as the scaled waits
     local.kube_server.requests.clear()
 

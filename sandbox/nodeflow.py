@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,9 @@ from sandbox.kubelet import SimulatedKubelet
 from sandbox.scheduler import SimulatedScheduler
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
-__all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow"]
+__all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow", "stopped_executions_stay_aborted"]
 
+LOG = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_ASL = ROOT / "statemachines" / "launch.asl.json"
 
@@ -72,6 +75,33 @@ TERMINATE_SUBSTITUTIONS: Mapping[str, str] = {
 }
 
 
+@contextmanager
+def stopped_executions_stay_aborted() -> Iterator[None]:
+    """Make moto's Step Functions engine end a stopped execution ABORTED, as AWS does, whatever state it was in.
+
+    The engine evaluates a Task in a frame on its own thread and skips every step of a frame that is no longer
+    running; a StopExecution that lands after the frame opened and before the Task's resource was evaluated leaves
+    its stack empty, the Task raises ``IndexError('pop from empty list')``, and ``Environment.set_error`` (which,
+    unlike ``set_stop`` and ``set_ended``, overwrites any state) turns the stopped program into a FAILED execution.
+    Here an error reported after the stop is dropped: the stop caused it. Restored on exit."""
+    from moto.stepfunctions.parser.asl.eval.environment import Environment
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
+    original = Environment.__dict__["set_error"]
+
+    def set_error(self: Any, error: Any) -> None:
+        with self._state_mutex:
+            if isinstance(self._program_state, ProgramStopped):
+                return
+            original(self, error)
+
+    Environment.set_error = set_error  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Environment.set_error = original  # type: ignore[method-assign]
+
+
 def _handler(module: str) -> Callable[[Any, Any], Any]:
     return importlib.import_module(module).handler  # type: ignore[no-any-return]
 
@@ -108,7 +138,10 @@ class LocalNodeflow:
     interruption_source: SqsEventSource | None = field(default=None, init=False)
     agent_role_arn: str = field(default="", init=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False)
+    _engine_threads_before: set[Any] = field(default_factory=set, init=False)
     _scaler: Any = field(default=None, init=False)
+    _aborts: Any = field(default=None, init=False)
+    _stopped: bool = field(default=False, init=False)
     _tmp: Any = field(default=None, init=False)
 
     def function_name(self, suffix: str) -> str:
@@ -117,9 +150,13 @@ class LocalNodeflow:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> LocalNodeflow:
+        from moto.stepfunctions.parser.utils import TMP_THREADS
+
         from nodeflow.handlers import runtime
         from nodeflow.kube.client import KubeClient
 
+        self._stopped = False
+        self._engine_threads_before = set(TMP_THREADS)  # the Step Functions engine's threads started before this
         self.clients = as_clients(self.clients, self.region)
         self.world = build_world(self.clients, cluster_name=self.cluster_name, region=self.region)
         self._tmp = tempfile.TemporaryDirectory(prefix="nodeflow-local-")
@@ -184,6 +221,8 @@ class LocalNodeflow:
             self._enforce_rbac()
         self._scaler = scale_waits(self.wait_scale)
         self._scaler.__enter__()
+        self._aborts = stopped_executions_stay_aborted()
+        self._aborts.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
         self.kubelet = SimulatedKubelet(
             KubeClient(self.kube_server.api_client()),
@@ -200,9 +239,15 @@ class LocalNodeflow:
         return self
 
     def stop(self) -> None:
-        """Stop everything; then, with RBAC on, fail (``PermissionError``) if the API server denied a request."""
+        """Stop everything: first the workflow executions still running (they would go on calling the handlers,
+        and the API server, after this test); then, with RBAC on, fail (``PermissionError``) if the API server
+        denied a request, or (``RuntimeError``) if an execution's thread did not end."""
         from nodeflow.handlers import runtime
 
+        if self._stopped:
+            return
+        self._stopped = True
+        stuck = self.stop_executions()
         denied = self._release_rbac() if self.rbac else []
         for step in (
             lambda: self.event_source.stop() if self.event_source else None,
@@ -212,6 +257,7 @@ class LocalNodeflow:
             lambda: self.kubelet.stop(),
             lambda: self.faults.uninstall(),
             lambda: self._scaler.__exit__(None, None, None),
+            lambda: self._aborts.__exit__(None, None, None),
             lambda: self.dispatch.uninstall(),
         ):
             try:
@@ -227,11 +273,38 @@ class LocalNodeflow:
         runtime.reset()
         if self._tmp is not None:
             self._tmp.cleanup()
+        if stuck:
+            raise RuntimeError(f"Step Functions engine threads still running after stop(): {stuck}")
         if denied:
             raise PermissionError(
                 "the test API server denied requests (infra/cluster/controller-rbac.yaml, infra/cluster_rbac.py):\n  "
                 + "\n  ".join(dict.fromkeys(d.describe() for d in denied))
             )
+
+    def stop_executions(self, timeout: float = 30.0) -> list[str]:
+        """Stop (StopExecution) every running execution of the three workflows, then wait for the engine's threads
+        started since ``start()`` to end: a Task already running finishes its handler call (with the dispatch,
+        environment and RBAC still in place), no later state starts. Returns the names of the threads still
+        alive after ``timeout`` seconds (none normally)."""
+        from moto.stepfunctions.parser.utils import TMP_THREADS
+
+        for arn in (getattr(self, name, "") for name in ("launch_arn", "terminate_arn", "replace_arn")):
+            if not arn:
+                continue
+            try:
+                pages = self.clients.sfn.get_paginator("list_executions").paginate(
+                    stateMachineArn=arn, statusFilter="RUNNING"
+                )
+                for e in (e for page in pages for e in page.get("executions", [])):
+                    self.clients.sfn.stop_execution(executionArn=e["executionArn"])
+            except Exception:  # the account is gone (mock left): its threads are still joined below
+                LOG.warning("could not stop the executions of %s", arn, exc_info=True)
+        deadline = time.monotonic() + timeout
+        threads = [t for t in list(TMP_THREADS) if t not in self._engine_threads_before]
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._engine_threads_before = set(TMP_THREADS)
+        return [t.name for t in threads if t.is_alive()]
 
     def _enforce_rbac(self) -> None:
         """The API server enforces infra/cluster/controller-rbac.yaml and the agent's RBAC; each handler invocation

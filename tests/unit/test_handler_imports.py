@@ -21,9 +21,21 @@ from nodeflow.handlers.common import LazyTracer
 # the Kubernetes client, boto3's sessions and clients, the X-Ray SDK (Powertools' Tracer), botocore's
 # exceptions and clients.
 NEVER_AT_IMPORT = ("kubernetes", "boto3", "aws_xray_sdk", "botocore.exceptions", "botocore.client", "urllib3")
-# The launch workflow's steps but Launch, the terminate workflow's steps and the webhook do not plan: no solver, no
-# manifest loading (CleanUp imports the planner when it requeues a failed NodeClaim's pods, not before).
-LIGHT_HANDLERS = ("cleanup", "drain", "finalize", "initialize", "register", "taint", "terminate", "webhook")
+# The launch workflow's steps but Launch, the terminate and replace workflows' steps, the interruption handler and
+# the webhook do not plan: no solver, no manifest loading (CleanUp imports the planner when it requeues a failed
+# NodeClaim's pods, not before).
+LIGHT_HANDLERS = (
+    "cleanup",
+    "drain",
+    "finalize",
+    "initialize",
+    "interruption",
+    "register",
+    "replace",
+    "taint",
+    "terminate",
+    "webhook",
+)
 NOT_FOR_LIGHT = ("nodeflow.plan", "nodeflow.scheduling.solver", "yaml")
 
 _PROBE = """

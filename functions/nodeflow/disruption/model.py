@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodeflow.api.core import PodDisruptionBudget
 from nodeflow.api.labels import (  # re-exported: the drift rules read them
@@ -18,8 +18,10 @@ from nodeflow.api.labels import (  # re-exported: the drift rules read them
     ANNOTATION_SECURITY_GROUP_IDS,
     ANNOTATION_SUBNET_ID,
 )
-from nodeflow.plan import ClusterState
 from nodeflow.scheduling.types import NodeClaimPlan
+
+if TYPE_CHECKING:  # an annotation only: the replace step does not import the planner
+    from nodeflow.plan import ClusterState
 
 __all__ = [
     "ANNOTATION_EC2NODECLASS_HASH",

@@ -439,6 +439,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "node_claims": len(result.created) + len(result.existing),
                     "started": len(result.started),
                     "deferred": len(getattr(result, "deferred", ())),
+                    "refused": len(result.refused),
                     "pending": result.pending_pods,
                     "unschedulable": result.unschedulable,
                     "claim_posts": stats["claim_posts"],
@@ -451,7 +452,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 f"  run {rep + 1}: snapshot {r['snapshot']:.3f} s, solve {r['solve']:.3f} s, first StartExecution "
                 f"{_s(r['first_start'])}, all NodeClaims {_s(r['claims_created'])}, all started "
                 f"{_s(r['all_started'])}, total {r['total']:.2f} s; {r['node_claims']} NodeClaims, "
-                f"{r['started']} started, {r['deferred']} deferred; 429s {r['kube_429']}, "
+                f"{r['started']} started, {r['deferred']} deferred, {r['refused']} refused, {r['unschedulable']} "
+                f"unschedulable pods; 429s {r['kube_429']}, "
                 f"throttled starts {r['sfn_throttled']}; CPU here {r['cpu']:.2f} s, server {r['server_cpu']:.2f} s",
                 flush=True,
             )

@@ -191,7 +191,19 @@ def test_an_expired_node_is_counted_as_disrupted_by_the_disruption_lambda(
     runtime.runtime().clock = lambda: datetime.now(UTC) + timedelta(hours=721)  # expireAfter: 720h
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert result["expired"] == [node.claim]
-    (disrupted,) = every(capfd)["karpenter_nodeclaims_disrupted_total"]
+    emitted = every(capfd)
+    # each NodePool's budget per reason (Karpenter's case): no budgets is 10 %, rounded up, of its nodes
+    allowed = emitted["karpenter_nodepools_allowed_disruptions"]
+    assert sorted((s["nodepool"], s["reason"], s["_value"]) for s in allowed) == [
+        ("default", "Drifted", 1.0),
+        ("default", "Empty", 1.0),
+        ("default", "Underutilized", 1.0),
+        ("gpu", "Drifted", 0.0),
+        ("gpu", "Empty", 0.0),
+        ("gpu", "Underutilized", 0.0),
+    ]
+    assert allowed[0]["_dimensions"] == ["cluster", "nodepool", "reason", "service"]
+    (disrupted,) = emitted["karpenter_nodeclaims_disrupted_total"]
     assert (disrupted["reason"], disrupted["nodepool"], disrupted["capacity_type"], disrupted["_value"]) == (
         "expired",
         labels[wk.LABEL_NODEPOOL],
@@ -200,7 +212,9 @@ def test_an_expired_node_is_counted_as_disrupted_by_the_disruption_lambda(
     )
     # the next round finds its termination running: not disrupted again
     local.invoke("disruption", {"source": "aws.scheduler"})
-    assert "karpenter_nodeclaims_disrupted_total" not in every(capfd)
+    emitted = every(capfd)
+    assert "karpenter_nodeclaims_disrupted_total" not in emitted
+    assert len(emitted["karpenter_nodepools_allowed_disruptions"]) == 6  # a gauge: every round
 
 
 def test_candidates_a_replace_workflow_terminates_are_counted_as_disrupted_by_its_reason(

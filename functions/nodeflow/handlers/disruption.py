@@ -10,7 +10,11 @@ from typing import Any
 from nodeflow.aws.sfn import start_launch, start_workflow
 from nodeflow.disruption.model import Settings as DisruptionSettings
 from nodeflow.handlers.common import logger, metrics, tracer
-from nodeflow.handlers.karpenter_metrics import record_disruption_decision, record_disruptions
+from nodeflow.handlers.karpenter_metrics import (
+    record_allowed_disruptions,
+    record_disruption_decision,
+    record_disruptions,
+)
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
 
@@ -60,5 +64,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if outcome.command and (outcome.executed or outcome.replacing):  # the command was carried out
         record_disruption_decision(outcome.command)
     record_disruptions(outcome.disrupted)
+    record_allowed_disruptions(outcome.allowed_disruptions)
     logger.info("disruption round", extra=outcome.to_json())
     return {"batchItemFailures": [], "result": {**outcome.to_json(), "podEventTimers": timers}}

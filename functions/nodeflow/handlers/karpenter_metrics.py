@@ -24,6 +24,7 @@ __all__ = [
     "NAMESPACE",
     "emit",
     "message_type",
+    "record_allowed_disruptions",
     "record_cloudprovider_error",
     "record_disruption_decision",
     "record_disruptions",
@@ -54,6 +55,7 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     "karpenter_nodes_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
     "karpenter_nodes_lifetime_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
     "karpenter_nodes_drained_total": (MetricUnit.Count, ("nodepool",)),
+    "karpenter_nodepools_allowed_disruptions": (MetricUnit.Count, ("nodepool", "reason")),
     "karpenter_interruption_received_messages_total": (MetricUnit.Count, ("message_type",)),
     "karpenter_interruption_deleted_messages_total": (MetricUnit.Count, ()),
     "karpenter_interruption_message_queue_duration_seconds": (MetricUnit.Seconds, ()),
@@ -116,6 +118,13 @@ def record_nodeclaims_disrupted(reason: str, disrupted: Iterable[Mapping[str, st
     counts = Counter((d.get("nodepool", ""), d.get("capacity_type", "")) for d in disrupted)
     for (pool, capacity), count in sorted(counts.items()):
         emit("karpenter_nodeclaims_disrupted_total", count, reason=reason, nodepool=pool, capacity_type=capacity)
+
+
+def record_allowed_disruptions(allowed: Iterable[tuple[str, str, int]]) -> None:
+    """A gauge per (NodePool, reason): how many of its nodes its budgets let be disrupting at once. The reason
+    keeps Karpenter's case here (``Underutilized``, ``Empty``, ``Drifted``), as Karpenter labels this gauge."""
+    for pool, reason, count in allowed:
+        emit("karpenter_nodepools_allowed_disruptions", count, nodepool=pool, reason=reason)
 
 
 def record_disruptions(disrupted: Iterable[tuple[str, Mapping[str, str]]]) -> None:

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from nodeflow.api import labels as wk
 from nodeflow.api.duration import shift
-from nodeflow.api.karpenter import NodePool
+from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.catalog.model import CatalogData
+from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import build_candidates
 from nodeflow.disruption.drift import drift_reason
-from nodeflow.disruption.model import Command, RoundResult, Settings, Snapshot
+from nodeflow.disruption.model import Command, Reason, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
@@ -83,6 +85,7 @@ class DisruptionOutcome:
     replacing: dict[str, Any] | None = None  # the replace workflow's input, when the command replaces nodes
     skipped: str | None = None  # why the command was not executed
     disrupted: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (reason, NodeClaim labels)
+    allowed_disruptions: list[tuple[str, str, int]] = field(default_factory=list)  # (NodePool, reason, nodes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,6 +232,7 @@ def _same(a: Command, b: Command | None) -> bool:
 def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out = DisruptionOutcome()
     first = _round(deps)
+    out.allowed_disruptions = allowed_disruptions(first.snapshot, deps.now())
     mark_conditions(deps, first.snapshot)
     labels = _labels(first) if first.result.expirations else {}
     for e in first.result.expirations:
@@ -291,3 +295,30 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
 def _labels(r: _Round) -> dict[str, dict[str, str]]:
     """NodeClaim name -> its labels (for the disruption metrics)."""
     return {c.name: dict(c.metadata.labels or {}) for c in r.snapshot.state.node_claims}
+
+
+def allowed_disruptions(snapshot: Snapshot, now: datetime) -> list[tuple[str, str, int]]:
+    """(NodePool, reason, how many of its nodes its budgets let be disrupting at once now) per NodePool and
+    disruption reason, for the metrics; as Karpenter counts a pool's nodes: initialized ones, not those whose
+    instance is already terminating (nodes being disrupted are not subtracted)."""
+    nodes = {n.metadata.name: n for n in snapshot.state.nodes}
+    counts: dict[str, int] = {}
+    for claim in snapshot.state.node_claims:
+        status = claim.status
+        node = nodes.get(status.node_name or "") if status is not None else None
+        if node is None or status is None:
+            continue
+        initialized = (node.metadata.labels or {}).get(wk.LABEL_INITIALIZED) == "true" or _true(claim, "Initialized")
+        if initialized and not _true(claim, "InstanceTerminating"):
+            pool = (node.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "")
+            counts[pool] = counts.get(pool, 0) + 1
+    return [
+        (pool.name, reason.value, allowed(pool.spec.disruption.budgets, reason.value, counts.get(pool.name, 0), 0, now))
+        for pool in sorted(snapshot.state.node_pools, key=lambda p: p.name)
+        for reason in Reason
+    ]
+
+
+def _true(claim: NodeClaim, kind: str) -> bool:
+    cond = claim.status.condition(kind) if claim.status is not None else None
+    return cond is not None and cond.status == "True"

@@ -30,8 +30,6 @@ from nodeflow.api.core import (
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
-    PodSpec,
-    PodStatus,
     StorageClass,
 )
 from nodeflow.api.errors import format_validation_error
@@ -186,50 +184,6 @@ def _parse_page(
     kind: _Kind, data: bytes, invalid: list[InvalidObject]
 ) -> tuple[list[BaseModel], str | None, str | None]:
     """(items, continue token, resourceVersion) of one LIST page; invalid items go to ``invalid``."""
-    if kind.model is Pod:
-        return _parse_pods(data, invalid)
-    return _parse_models(kind, data, invalid)
-
-
-def _parse_pods(data: bytes, invalid: list[InvalidObject]) -> tuple[list[BaseModel], str | None, str | None]:
-    """``_parse_models`` for pods, cheaper on a burst of pods from a few templates: each distinct ``spec`` and
-    ``status`` (keyed by its ``repr``: equal text, equal JSON value) is validated once and its frozen model shared;
-    each pod is then validated with those models in place (pydantic does not validate a model instance again), so
-    it is equal to what ``Pod.model_validate`` makes of the item, with the same fields set. An item whose spec or
-    status does not validate is validated as a whole, for the same error messages."""
-    doc = json.loads(data)
-    if not isinstance(doc, dict):
-        raise ValueError(f"a pod LIST answered {type(doc).__name__}, not an object")
-    meta = ListMeta.model_validate(doc.get("metadata") or {})
-    specs: dict[str, PodSpec] = {}
-    statuses: dict[str, PodStatus] = {}
-    items: list[BaseModel] = []
-    for raw in doc.get("items") or ():
-        try:
-            item = raw
-            if isinstance(raw, dict) and isinstance(raw.get("spec"), dict) and isinstance(raw.get("status"), dict):
-                spec_key, status_key = repr(raw["spec"]), repr(raw["status"])
-                spec = specs.get(spec_key)
-                if spec is None:
-                    spec = specs[spec_key] = PodSpec.model_validate(raw["spec"])
-                status = statuses.get(status_key)
-                if status is None:
-                    status = statuses[status_key] = PodStatus.model_validate(raw["status"])
-                item = {**raw, "spec": spec, "status": status}
-            items.append(Pod.model_validate(item))
-        except ValidationError:
-            try:
-                items.append(Pod.model_validate(raw))
-            except ValidationError as exc:
-                name, namespace = _name_of(raw)
-                invalid.append(InvalidObject("Pod", name, namespace, tuple(format_validation_error(exc)), raw))
-    return items, meta.continue_, meta.resource_version
-
-
-def _parse_models(
-    kind: _Kind, data: bytes, invalid: list[InvalidObject]
-) -> tuple[list[BaseModel], str | None, str | None]:
-    """(items, continue token, resourceVersion) of one LIST page, each item validated as ``kind.model``."""
     try:
         page = _LIST_MODELS[kind.model].model_validate_json(data)
         return list(page.items or ()), page.metadata.continue_, page.metadata.resource_version

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from nodeflow.api import labels as wk
@@ -55,7 +56,16 @@ def make_node(node: NodeInput, inp: SchedulingInput) -> Node:
     if initializing(node):
         startup = {t.key for p in inp.nodepools if p.name == node.nodepool for t in p.startup_taints}
         taints = tuple(t for t in taints if t.key not in wk.EPHEMERAL_TAINTS and t.key not in startup)
-    return Node(node, Requirements.from_labels(node.labels), taints, dict(node.requested), set(node.host_ports))
+    return Node(
+        node, _label_requirements(tuple(node.labels.items())), taints, dict(node.requested), set(node.host_ports)
+    )
+
+
+@lru_cache(maxsize=16384)
+def _label_requirements(labels: tuple[tuple[str, str], ...]) -> Requirements:
+    """A node's labels as requirements (immutable, so shared): a disruption round solves the same thousands of
+    nodes again for every simulation."""
+    return Requirements.from_labels(dict(labels))
 
 
 def place_on_nodes(

@@ -7,6 +7,9 @@ that fit none are marked Unschedulable (``mark_unschedulable``), as kube-schedul
 server is written and announced on a line ``KUBECONFIG=<path>``; SIGINT or SIGTERM ends the wait (the caller then
 tears everything down).
 
+The API server enforces the CRDs' CEL rules (x-kubernetes-validations) as a real one does: ``kubectl create`` of an
+invalid NodePool or EC2NodeClass is refused with the rule's message.
+
 kubectl sends no credentials to a plain-http server, so its requests come as ``system:anonymous``; the demo cluster
 lets that user do anything (``KUBECTL_ACCESS``, added to the RBAC the server enforces), as a throwaway local
 cluster may.
@@ -107,6 +110,7 @@ def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None
     try:
         agent.wait_ready()
         grant_kubectl_access(local.kube_server)
+        local.kube_server.cluster.cel_validation = True  # the default; kubectl users get a real server's refusals
         path = local.kube_server.write_kubeconfig(kubeconfig)
         print(
             "\nKEEP=1: the cluster stays up (API server, moto, Lambdas on their triggers, agent); try\n"

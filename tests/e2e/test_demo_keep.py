@@ -1,5 +1,5 @@
 """`make demo KEEP=1`: after the scenario the demo cluster stays up, announces `KUBECONFIG=<path>`, answers the real
-kubectl with Karpenter's columns, and exits 0 on SIGINT."""
+kubectl with Karpenter's columns, refuses an invalid NodePool with its CEL rule's message, and exits 0 on SIGINT."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
     lines: list[str] = []
     try:
         assert proc.stdout is not None
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 300  # the demo takes ~30 s idle, over 2 min on a loaded CI machine
         kubeconfig = None
         while kubeconfig is None and time.monotonic() < deadline:
             line = proc.stdout.readline()
@@ -70,6 +70,26 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
             assert row[3].startswith("us-east-1")
             assert row[4].startswith("ip-")
             assert row[5] == "True"
+        # the CRDs' CEL rules are enforced: an invalid NodePool is refused with the rule's message
+        invalid = (
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: bad}\nspec:\n"
+            "  disruption: {budgets: [{nodes: '0', schedule: '@daily'}]}\n  template:\n    spec:\n"
+            "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n"
+            "      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]\n"
+        )
+        refused = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "create", "-f", "-"], input=invalid, capture_output=True, text=True
+        )
+        assert refused.returncode != 0
+        assert refused.stderr.strip() == (
+            'The NodePool "bad" is invalid: spec.disruption.budgets: Invalid value: "array": '
+            "'schedule' must be set with 'duration'"
+        ), refused.stderr
+        listed = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "get", "nodepools", "-o", "name"], capture_output=True, text=True
+        )
+        assert "nodepool.karpenter.sh/bad" not in listed.stdout
+        assert "nodepool.karpenter.sh/default" in listed.stdout
         # a pod no node fits, created with kubectl: marked Unschedulable, provisioned, bound to the new node
         before = {row[0] for row in table[1:]}
         pod = (

@@ -712,6 +712,8 @@ class Cluster:
                 obj["status"] = status
             if admission:
                 self._validate(rt, obj, None)
+            elif not rt.builtin and (schema := self._schema_for(rt)) is not None:
+                prune_and_validate(obj, schema)  # defaults applied (a real server applies them reading from etcd)
             if dry_run:
                 return self._out(rt, obj)
             stored = self._commit(rt, "ADDED", obj, None)

@@ -546,7 +546,7 @@ class KubeAPIServer:
     def store_bypassing_admission(self, obj: Obj) -> Obj:
         """Write an object the API server would refuse (a broken NodePool, a spec a CEL rule forbids) straight into
         storage, as an etcd-level write, an older server version or a corrupted backup would leave it: create
-        semantics (uid, resourceVersion, a watch event, ``status`` kept) without any validation. Only for tests of
+        semantics (uid, resourceVersion, a watch event, ``status`` kept, schema defaults applied) without any validation. Only for tests of
         how nodeflow copes with such objects; everything else goes through ``create``. Returns the stored object."""
         rt = self.resource_for(obj["apiVersion"], obj["kind"])
         namespace = (obj.get("metadata") or {}).get("namespace") or "default" if rt.namespaced else None

@@ -11,6 +11,12 @@ simple requests (no constraints), the way a cluster looks after a big scale-down
    simulations), with the NodePool's default budget (10%). Target: at most 5 s for 500 nodes and
    5,000 pods. Also timed: a FULL cluster of as many nodes where nothing can be consolidated, so
    every candidate is examined (the slowest kind of round).
+   ``--scale`` adds the issue 18 rows (default 5,000 nodes and 50,000 pods; target: at most 5 s on one
+   core), fragmented and full, COLD (the first round on freshly parsed objects, as each Lambda round is)
+   and warm (best of ``--repeat``), wall and CPU time (CPU time is what a busy machine distorts least), and
+   the snapshot side: the same objects as the API's LIST JSON parsed into models the way ``take_snapshot``
+   parses a page (``nodeflow.kube.snapshot``; HTTP excluded, see ``benchmarks.snapshot``).
+   ``--scale-only`` prints those rows alone.
 2. Cost quality: rounds are decided and APPLIED to the snapshot (candidates removed, pods bound where
    the command moves them, replacements added as nodes of their cheapest instance type) with a 100%
    budget, until no command is left or ``--rounds`` is reached; the cluster's $/hour is then divided
@@ -21,9 +27,11 @@ simple requests (no constraints), the way a cluster looks after a big scale-down
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +46,7 @@ from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.offline import load_offline
 from nodeflow.disruption.model import Command, Snapshot
 from nodeflow.disruption.round import decide
+from nodeflow.kube.snapshot import _LIST_MODELS
 from nodeflow.plan import ClusterState, build_input, node_class_settings, plan
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -232,14 +241,88 @@ def apply(snapshot: Snapshot, command: Command, catalog: CatalogData, serial: in
     )
 
 
+def _list_json(objs: Sequence[Any]) -> bytes:
+    items = ",".join(o.model_dump_json(by_alias=True, exclude_none=True) for o in objs)
+    return f'{{"apiVersion":"v1","kind":"List","metadata":{{}},"items":[{items}]}}'.encode()
+
+
+def parse_snapshot(snap: Snapshot) -> tuple[Snapshot, float]:
+    """``snap``'s nodes, NodeClaims and pods parsed again from LIST JSON (as ``take_snapshot`` parses each
+    page, its garbage collector paused likewise): a fresh snapshot and the CPU seconds the parsing took."""
+    state = snap.state
+    pages = {
+        kind: _list_json(objs)
+        for kind, objs in ((Node, state.nodes), (NodeClaim, state.node_claims), (Pod, state.pods))
+    }
+    gc.collect()
+    start = time.process_time()
+    gc.disable()
+    try:
+        parsed = {kind: tuple(_LIST_MODELS[kind].model_validate_json(data).items or ()) for kind, data in pages.items()}
+    finally:
+        gc.enable()
+    took = time.process_time() - start
+    fresh = ClusterState(
+        node_pools=state.node_pools,
+        node_classes=state.node_classes,
+        node_claims=parsed[NodeClaim],
+        nodes=parsed[Node],
+        pods=parsed[Pod],
+    )
+    return Snapshot(fresh), took
+
+
+def _timed(snap: Snapshot, catalog: CatalogData) -> tuple[float, float, Any]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = decide(snap, catalog, NOW)
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def scale_rows(catalog: CatalogData, nodes: int, pods: int, repeat: int) -> None:
+    """The issue 18 rows: cold and warm decision times, fragmented and full, and the snapshot parsing."""
+    print(
+        f"| cluster ({nodes} nodes, {pods} pods) | parse snapshot CPU s | cold wall / CPU s "
+        "| warm best wall / CPU s | command |"
+    )
+    print("|---|---|---|---|---|")
+    for kind in ("fragmented", "full"):
+        built = fragmented(catalog, nodes, pods, "10%") if kind == "fragmented" else full(catalog, nodes, pods // nodes)
+        snap, parse_cpu = parse_snapshot(built)
+        del built
+        gc.collect()
+        cold_wall, cold_cpu, result = _timed(snap, catalog)
+        warm = [_timed(snap, catalog) for _ in range(repeat)]
+        best_wall = min(w for w, _, _ in warm)
+        best_cpu = min(c for _, c, _ in warm)
+        command = result.command
+        what = (
+            f"{command.method}, {len(command.candidates)} node(s)"
+            if command
+            else f"none ({len(result.blocked)} blocked)"
+        )
+        print(
+            f"| {kind} | {parse_cpu:.2f} | {cold_wall:.2f} / {cold_cpu:.2f} "
+            f"| {best_wall:.2f} / {best_cpu:.2f} | {what} |",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=40, help="rounds applied for the cost figure")
+    parser.add_argument("--scale", action="store_true", help="also the issue 18 rows (--scale-nodes / --scale-pods)")
+    parser.add_argument("--scale-only", action="store_true", help="only the issue 18 rows")
+    parser.add_argument("--scale-nodes", type=int, default=5000)
+    parser.add_argument("--scale-pods", type=int, default=50000)
     args = parser.parse_args(argv)
     catalog = load_offline("us-east-1")
+    if args.scale or args.scale_only:
+        scale_rows(catalog, args.scale_nodes, args.scale_pods, args.repeat)
+        if args.scale_only:
+            return 0
 
     snap = fragmented(catalog, args.nodes, args.pods, "10%")
     best = float("inf")

@@ -23,6 +23,7 @@ from the pod-deletion-cost annotation and priority, times the fraction of the no
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -138,7 +139,26 @@ def decide(
     """At most one round of disruption for ``snapshot`` at ``now`` (see the module docstring).
 
     ``unavailable`` holds (instance type, zone, capacity type) offerings not to use for replacements.
+    The cyclic garbage collector is paused for the round (and restored as it was): the simulations allocate
+    many small objects next to the snapshot's millions, and each collection rescans them all (5,000 nodes and
+    50,000 pods: a third of the round's time).
     """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decide(snapshot, catalog, now, unavailable, settings)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _decide(
+    snapshot: Snapshot,
+    catalog: CatalogData,
+    now: datetime,
+    unavailable: frozenset[tuple[str, str, str]],
+    settings: Settings | None,
+) -> RoundResult:
     now = _aware(now)
     settings = settings or Settings()
     candidates = build_candidates(snapshot, catalog, now)

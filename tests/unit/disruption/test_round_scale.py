@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any
 
@@ -232,3 +233,35 @@ def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) 
     assert counts["converted"] == 0  # was 4 * count: every pod converted before any simulation
     assert counts["evicted"] == 0  # no PodDisruptionBudget: was every pod, to find the PDBs selecting it
     assert counts["nominated"] <= count  # was (count / 2) per node: the nominated nodes' set copied per node
+
+
+def test_decide_pauses_the_garbage_collector_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    real = build_candidates
+
+    def spying(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr("nodeflow.disruption.round.build_candidates", spying)
+    snap = random_cluster(1)
+    try:
+        assert gc.isenabled()
+        decide(snap, CATALOG, NOW)
+        assert gc.isenabled()  # restored
+        gc.disable()
+        decide(snap, CATALOG, NOW)
+        assert not gc.isenabled()  # left as it was
+        gc.enable()
+
+        def failing(*args: Any) -> Any:
+            seen.append(gc.isenabled())
+            raise ValueError("boom")
+
+        monkeypatch.setattr("nodeflow.disruption.round.build_candidates", failing)
+        with pytest.raises(ValueError, match="boom"):
+            decide(snap, CATALOG, NOW)
+        assert gc.isenabled()  # restored after an error too
+    finally:
+        gc.enable()
+    assert seen == [False, False, False]  # paused while deciding

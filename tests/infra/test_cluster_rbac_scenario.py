@@ -26,7 +26,7 @@ import yaml
 from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
-from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, KubeClient
+from nodeflow.kube.client import NODES, PODS, KubeClient
 from nodeflow.kube.errors import Forbidden
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
@@ -211,7 +211,9 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     admin.patch(
         PODS, batch.pods[0], {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}, namespace="default"
     )
-    admin.patch(NODE_CLAIMS, batch.claim, {"spec": {"terminationGracePeriod": "1s"}})
+    claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", batch.claim)
+    claim["spec"]["terminationGracePeriod"] = "1s"
+    local.kube_server.store_bypassing_admission(claim)  # a NodeClaim's spec is immutable (CEL): written as etcd would
 
     admin.delete(NODES, web.node)  # kubectl delete node: its finalizer keeps it
     reply = post(

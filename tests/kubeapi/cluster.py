@@ -864,8 +864,11 @@ class Cluster:
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
         return result
 
-    def _write(self, rt: ResourceType, old: Obj, new: Obj, dry_run: bool = False) -> Obj:
-        self._validate(rt, new, old)  # also prunes and defaults custom resources
+    def _write(self, rt: ResourceType, old: Obj, new: Obj, dry_run: bool = False, admission: bool = True) -> Obj:
+        if admission:
+            self._validate(rt, new, old)  # also prunes and defaults custom resources
+        elif not rt.builtin and (schema := self._schema_for(rt)) is not None:
+            prune_and_validate(new, schema)  # defaults applied, issues ignored (see create)
         old_generation = int(old["metadata"].get("generation") or 0)
         whole = not rt.builtin and not rt.status_subresource  # CRs without a status subresource: status counts
         new["metadata"]["generation"] = old_generation + (1 if _spec_view(new, whole) != _spec_view(old, whole) else 0)
@@ -891,6 +894,7 @@ class Cluster:
         body: Any,
         subresource: str | None = None,
         dry_run: bool = False,
+        admission: bool = True,
     ) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was not a JSON object")
@@ -913,7 +917,7 @@ class Cluster:
                 )
             if rv and rv != old["metadata"].get("resourceVersion"):
                 raise conflict(rt, name, STALE)
-            return self._write(rt, old, self._prepare_update(rt, old, new, subresource), dry_run)
+            return self._write(rt, old, self._prepare_update(rt, old, new, subresource), dry_run, admission)
 
     def patch(
         self,

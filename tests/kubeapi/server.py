@@ -547,10 +547,19 @@ class KubeAPIServer:
         """Write an object the API server would refuse (a broken NodePool, a spec a CEL rule forbids) straight into
         storage, as an etcd-level write, an older server version or a corrupted backup would leave it: create
         semantics (uid, resourceVersion, a watch event, ``status`` kept, schema defaults applied) without any validation. Only for tests of
-        how nodeflow copes with such objects; everything else goes through ``create``. Returns the stored object."""
+        how nodeflow copes with such objects; everything else goes through ``create``. An object that exists already
+        is replaced (its spec and metadata; the status subresource's rules apply). Returns the stored object."""
         rt = self.resource_for(obj["apiVersion"], obj["kind"])
         namespace = (obj.get("metadata") or {}).get("namespace") or "default" if rt.namespaced else None
-        return self.cluster.create(rt, namespace, obj, keep_status=True, admission=False)
+        name = (obj.get("metadata") or {}).get("name") or ""
+        with self.cluster.lock:
+            try:
+                current = self.cluster.get(rt, namespace, name)
+            except APIError:
+                return self.cluster.create(rt, namespace, obj, keep_status=True, admission=False)
+            rv = current["metadata"]["resourceVersion"]
+            body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}}
+            return self.cluster.update(rt, namespace, name, body, admission=False)
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj:
         """Read an object directly (no HTTP); raises APIError (404) if missing."""

@@ -1,6 +1,7 @@
 """Cold import time of every Lambda handler module (issue 18 target 4: at most 0.5 s each).
 
-    taskset -c 1 .venv/bin/python -m benchmarks.imports [--runs 5] [--quick] [--no-bytecode] [HANDLER ...]
+    taskset -c 1 .venv/bin/python -m benchmarks.imports [--runs 5] [--quick] [--no-bytecode] [--json]
+        [--python PYTHON] [--functions-dir DIR] [HANDLER ...]
 
 For each handler module (a module of ``functions/nodeflow/handlers`` that defines ``handler``; ``common``,
 ``runtime`` and ``karpenter_metrics`` are shared by them), runs ``python -X importtime -c "import
@@ -14,6 +15,10 @@ handlers (e.g. the code before a change) alternately with ours and shows its fig
 
 ``--no-bytecode`` compiles every module from source in every run (a fresh ``PYTHONPYCACHEPREFIX``): the Lambda
 bundle ships no ``.pyc`` files and /var/task is read-only, so that is what a real cold start pays.
+``--functions-dir DIR --python python3.12`` imports from another tree, e.g. a bundled Lambda asset
+(``python -m infra.bundling bundle DIR``, whose binary wheels must suit this machine), with that interpreter and
+without writing any bytecode (/var/task is read-only): the asset's own precompiled ``.pyc`` files are what a
+run "with .pyc" uses. ``--json`` prints the rows as JSON instead of the table.
 Figures are noisy on a shared machine: take the best of several runs, on one core.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import re
 import subprocess
@@ -98,15 +104,25 @@ class Run:
     self_times: dict[str, int]  # module -> self microseconds (-X importtime)
 
 
-def import_once(name: str, *, bytecode: bool = True, functions: Path = FUNCTIONS) -> Run:
+def import_once(
+    name: str,
+    *,
+    bytecode: bool = True,
+    functions: Path = FUNCTIONS,
+    python: str = sys.executable,
+    write_bytecode: bool = True,
+) -> Run:
     """Import ``nodeflow.handlers.<name>`` in a fresh interpreter with the Lambda's environment."""
     env = lambda_environment(name, functions=functions)
+    if functions != FUNCTIONS:
+        env["LAMBDA_TASK_ROOT"] = str(functions)
     with tempfile.TemporaryDirectory(prefix="nodeflow-pyc-") as tmp:
         if not bytecode:
             env["PYTHONPYCACHEPREFIX"] = tmp  # empty: everything is compiled from source
+        if not bytecode or not write_bytecode:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", _CHILD.format(name=name)],
+            [python, "-X", "importtime", "-c", _CHILD.format(name=name)],
             env=env,
             cwd=tmp,
             capture_output=True,
@@ -124,10 +140,21 @@ def import_once(name: str, *, bytecode: bool = True, functions: Path = FUNCTIONS
     return Run(seconds=wall, cpu=cpu, self_times=self_times)
 
 
-def best_of(name: str, runs: int, *, bytecode: bool = True, functions: Path = FUNCTIONS) -> Run:
+def best_of(
+    name: str,
+    runs: int,
+    *,
+    bytecode: bool = True,
+    functions: Path = FUNCTIONS,
+    python: str = sys.executable,
+    write_bytecode: bool = True,
+) -> Run:
+    def once(bytecode: bool) -> Run:
+        return import_once(name, bytecode=bytecode, functions=functions, python=python, write_bytecode=write_bytecode)
+
     if bytecode:
-        import_once(name, functions=functions)  # warm the .pyc files and the page cache; not counted
-    return _best([import_once(name, bytecode=bytecode, functions=functions) for _ in range(runs)])
+        once(True)  # warm the .pyc files and the page cache; not counted
+    return _best([once(bytecode) for _ in range(runs)])
 
 
 def _best(runs: Sequence[Run]) -> Run:
@@ -163,6 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-bytecode", action="store_true", help="compile from source (the Lambda bundle has no .pyc)"
     )
     parser.add_argument(
+        "--functions-dir",
+        type=Path,
+        metavar="DIR",
+        help="import from this tree (e.g. a bundled Lambda asset) instead of functions/, writing no bytecode",
+    )
+    parser.add_argument("--python", default=sys.executable, help="the interpreter (default: this one)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    parser.add_argument(
         "--compare",
         type=Path,
         metavar="DIR",
@@ -177,24 +212,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"not handler modules: {unknown} (known: {known})")
     runs = 2 if args.quick else max(1, args.runs)
     mode = "from source, no .pyc" if args.no_bytecode else "with .pyc"
-    print(
+    functions = args.functions_dir.resolve() if args.functions_dir else FUNCTIONS
+    out = (lambda *_a, **_k: None) if args.json else print
+    out(
         f"cold import of nodeflow.handlers.<name>, best of {runs} fresh interpreters ({mode}); "
         f"target {TARGET_SECONDS} s"
     )
     before = f"{'before s':>9} {'(cpu)':>6} " if args.compare else ""
-    print(f"{'handler':<14} {before}{'import s':>9} {'(cpu)':>6}  {'ok':<4} top 3 self-time modules (-X importtime)")
+    out(f"{'handler':<14} {before}{'import s':>9} {'(cpu)':>6}  {'ok':<4} top 3 self-time modules (-X importtime)")
     worst = 0.0
+    rows: list[dict[str, object]] = []
     for name in names:
         if args.compare:  # interleaved, so both see the same moment's load
             old, run = compare(name, runs, args.compare.resolve(), bytecode=not args.no_bytecode)
         else:
-            run = best_of(name, runs, bytecode=not args.no_bytecode)
+            run = best_of(
+                name,
+                runs,
+                bytecode=not args.no_bytecode,
+                functions=functions,
+                python=args.python,
+                write_bytecode=args.functions_dir is None,
+            )
         worst = max(worst, run.seconds)
         tops = ", ".join(f"{m} {s:.3f}" for m, s in top(run))
         ok = "yes" if run.seconds <= TARGET_SECONDS else "NO"
         col = f"{old.seconds:>9.3f} {old.cpu:>6.3f} " if args.compare else ""
-        print(f"{name:<14} {col}{run.seconds:>9.3f} {run.cpu:>6.3f}  {ok:<4} {tops}", flush=True)
-    print(f"slowest: {worst:.3f} s (python {sys.version.split()[0]}, pid affinity {sorted(os.sched_getaffinity(0))})")
+        out(f"{name:<14} {col}{run.seconds:>9.3f} {run.cpu:>6.3f}  {ok:<4} {tops}", flush=True)
+        row: dict[str, object] = {"handler": name, "seconds": run.seconds, "cpu": run.cpu, "bytecode": mode}
+        row.update({"target": TARGET_SECONDS, "met": run.seconds <= TARGET_SECONDS})
+        if args.compare:
+            row.update({"before_seconds": old.seconds, "before_cpu": old.cpu})
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        affinity = sorted(os.sched_getaffinity(0))
+        print(f"slowest: {worst:.3f} s (python {args.python}, {functions}, pid affinity {affinity})")
     return 0
 
 

@@ -24,10 +24,12 @@ GROUPS: Mapping[str, str] = {
     SNAPSHOT: "LIST every kind of the cluster snapshot",
     "nodeflow-provisioner": "create NodeClaims; NodePool and EC2NodeClass status",
     "nodeflow-launch": "the launch step: its NodeClaim, its EC2NodeClass",
-    "nodeflow-registration": "the register and initialize steps: NodeClaim status, the Node",
+    "nodeflow-registration": "the register and initialize steps: NodeClaim status, the Node; NodePool status counts",
     "nodeflow-housekeeping": "cleanup and gc: delete NodeClaims and Nodes, remove their finalizers",
     "nodeflow-nodeclasses": "gc: resolve EC2NodeClasses, NodePool and EC2NodeClass status",
-    "nodeflow-termination": "the taint and remove-finalizer steps: delete, taint, finalize NodeClaim and Node",
+    "nodeflow-termination": (
+        "the taint and remove-finalizer steps: delete, taint, finalize NodeClaim and Node; NodePool status counts"
+    ),
     "nodeflow-drain": "the drain step: evict (and at the deadline delete) pods, wait for volumes",
     "nodeflow-terminate": "the terminate step: NodeClaim status",
     "nodeflow-interruption": "map interruptions and deletions to NodeClaims",

@@ -63,8 +63,9 @@ NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
         "the Launch step writes what it resolved when it differs from the status the provisioner or gc wrote "
         "(the class changed between them); in the scenario the provisioner resolved it first"
     ),
-    ("nodeflow-termination", "", "nodes", "list"): (
-        "taint and finalize find the Node by providerID when the NodeClaim has no nodeName or names another Node"
+    ("nodeflow-nodeclasses", "karpenter.sh", "nodepools/status", "patch"): (
+        "gc writes a NodePool's status when it differs from what was last written (a class turning not Ready, a "
+        "node gone outside the workflows); in the scenario the register and finalize steps kept the counts current"
     ),
     ("nodeflow-drain", "", "nodes", "list"): (
         "the drain finds the Node by providerID when the NodeClaim has no nodeName or names another Node"

@@ -25,8 +25,8 @@ from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, resource_milli
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
-from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, KubeClient
-from nodeflow.kube.errors import NotFound
+from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, NODES, KubeClient
+from nodeflow.kube.errors import Conflict, NotFound
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -40,6 +40,7 @@ __all__ = [
     "node_class_ready",
     "node_pool_resources",
     "node_pool_status",
+    "recount_node_pool",
     "set_condition",
     "set_node_claim_conditions",
     "update_node_pool_statuses",
@@ -309,3 +310,41 @@ def set_node_claim_conditions(
     except NotFound:  # gone meanwhile: nothing to record it on
         return False
     return True
+
+
+RECOUNT_ATTEMPTS = 3  # a NodePool written meanwhile (409) is read and counted again, this many times in all
+
+
+def recount_node_pool(client: KubeClient | ApiClient, pool_name: str) -> bool:
+    """Recount one NodePool's ``status.resources`` / ``status.nodes`` from its own Nodes and NodeClaims (a LIST of
+    each by the ``karpenter.sh/nodepool`` label, not the whole cluster) and merge-patch them, with the NodePool's
+    resourceVersion, only when they changed; conditions are left alone. A write that raced another (409) is
+    recounted; True when written, False when unchanged, the NodePool is gone, or it kept racing (gc recounts)."""
+    if not pool_name:
+        return False
+    kube = KubeClient.of(client)
+    selector = f"{wk.LABEL_NODEPOOL}={pool_name}"
+    for _ in range(RECOUNT_ATTEMPTS):
+        try:
+            pool = kube.get(NODE_POOLS, pool_name)
+        except NotFound:
+            return False
+        nodes = [Node.model_validate(n) for n in kube.list_items(NODES, label_selector=selector)]
+        claims = [NodeClaim.model_validate(c) for c in kube.list_items(NODE_CLAIMS, label_selector=selector)]
+        resources, count = node_pool_resources(pool_name, nodes, claims)
+        previous = pool.get("status") or {}
+        if previous.get("resources") == resources and previous.get("nodes") == count:
+            return False
+        gone = {key: None for key in previous.get("resources") or {} if key not in resources}
+        patch = {
+            "metadata": {"resourceVersion": pool["metadata"]["resourceVersion"]},
+            "status": {"resources": {**gone, **resources}, "nodes": count},
+        }
+        try:
+            kube.patch(NODE_POOLS, pool_name, patch, subresource="status")
+        except NotFound:
+            return False
+        except Conflict:
+            continue
+        return True
+    return False

@@ -23,7 +23,7 @@ from nodeflow.api.karpenter import NodeClaim
 from nodeflow.api.quantity import to_milli
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
-from nodeflow.kube.status import set_condition
+from nodeflow.kube.status import recount_node_pool, set_condition
 from nodeflow.kube.writes import get_node_claim, update
 from nodeflow.lifecycle.errors import InitializationTimeout, NodeClaimGone, RegistrationTimeout
 
@@ -147,6 +147,7 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
     except kerr.NotFound:
         return {"registered": False, "elapsedSeconds": int(_elapsed(deps, _launched_at(claim, launched_at)))}
     created = {"created": _created(first[0], claim_labels)}  # for the metrics
+    recount_node_pool(deps.kube, claim_labels.get(wk.LABEL_NODEPOOL, ""))  # the pool's NODES column follows
     # A node that is ready already (polls are sparse) is initialized in the same step.
     if _waiting_for(Node.model_validate(updated), claim) is None:
         deps.kube.patch(NODES, node_name, {"metadata": {"labels": {wk.LABEL_INITIALIZED: "true"}}})

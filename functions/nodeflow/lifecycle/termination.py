@@ -60,7 +60,7 @@ from nodeflow.kube.events import (
     EventRecorder,
     ObjectRef,
 )
-from nodeflow.kube.status import set_node_claim_conditions
+from nodeflow.kube.status import recount_node_pool, set_node_claim_conditions
 from nodeflow.kube.writes import (
     add_finalizer,
     add_taints,
@@ -520,6 +520,10 @@ def remove_finalizers(deps: TerminationDeps, claim_name: str, node_name: str | N
         if claim.metadata.deletion_timestamp is None:
             delete(deps.kube, NODE_CLAIMS, claim_name)
         claim_removed = remove_finalizer(deps.kube, NODE_CLAIMS, claim_name)
+    pool = (claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL) if claim is not None else None
+    if not pool and node is not None:
+        pool = ((node.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_NODEPOOL)
+    recount_node_pool(deps.kube, pool or "")  # the pool's NODES column drops without waiting for gc
     return {
         "node": node["metadata"]["name"] if node is not None else None,
         "nodeFinalized": node_removed,

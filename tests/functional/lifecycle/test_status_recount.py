@@ -1,0 +1,91 @@
+"""NodePool ``status.resources`` / ``status.nodes`` follow a node's registration and termination without a
+provisioner or gc run: the Register and RemoveFinalizer steps recount the NodePool from its own Nodes and
+NodeClaims (a LIST by the ``karpenter.sh/nodepool`` label, not the whole cluster) and patch its status only when
+it changed (issue 17, part 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodeflow.api.core import resource_milli
+from nodeflow.api.quantity import format_milli
+from nodeflow.kube import client as kc
+from nodeflow.kube.client import KubeClient
+from nodeflow.kube.status import recount_node_pool
+from sandbox.nodeflow import LocalNodeflow
+from tests.functional.lifecycle.conftest import pending_pods
+
+POOL_STATUS = "/apis/karpenter.sh/v1/nodepools/default/status"
+
+
+def _pool_nodes(kube: KubeClient) -> list[dict[str, Any]]:
+    return [n for n in kube.list_items(kc.NODES) if n["metadata"]["labels"].get("karpenter.sh/nodepool") == "default"]
+
+
+def _expected(nodes: list[dict[str, Any]]) -> dict[str, str]:
+    out = {"nodes": str(len(nodes))}
+    for key in ("cpu", "memory", "pods"):
+        total = sum(resource_milli(n["status"]["capacity"]).get(key, 0) for n in nodes)
+        out[key] = format_milli(total, key if key == "memory" else "cpu")
+    return out
+
+
+def test_registration_and_termination_recount_the_node_pool(local: LocalNodeflow) -> None:
+    kube = KubeClient(local.kube_server.api_client())
+    local.apply(pending_pods("web", 5, cpu="1", memory="2Gi"))
+    local.send_pending(["default/web"])
+    created = local.provision()["result"]["nodeClaimsCreated"]
+    assert len(created) >= 2
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+
+    # registered: the count and the nodes' capacity are there, with no provisioner or gc run since
+    nodes = _pool_nodes(kube)
+    assert len(nodes) == len(created)
+    status = kube.get(kc.NODE_POOLS, "default")["status"]
+    assert status["nodes"] == len(nodes)
+    assert {k: status["resources"][k] for k in ("nodes", "cpu", "memory", "pods")} == _expected(nodes)
+    assert {c["type"] for c in status["conditions"]} >= {"Ready", "NodeClassReady", "ValidationSucceeded"}
+
+    # terminated: the count drops when its finalizers go, again without gc
+    local.terminate(created[0])
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_terminations())
+    nodes = _pool_nodes(kube)
+    assert len(nodes) == len(created) - 1
+    status = kube.get(kc.NODE_POOLS, "default")["status"]
+    assert status["nodes"] == len(nodes)
+    assert {k: status["resources"][k] for k in ("nodes", "cpu", "memory", "pods")} == _expected(nodes)
+
+    # unchanged: a recount writes nothing
+    before = local.kube_server.count("PATCH", POOL_STATUS)
+    assert recount_node_pool(kube, "default") is False
+    assert local.kube_server.count("PATCH", POOL_STATUS) == before
+
+
+def test_a_recount_racing_another_write_counts_again(local: LocalNodeflow) -> None:
+    """The status patch carries the NodePool's resourceVersion: a write in between (409) is read and recounted,
+    so a slower recount never overwrites a newer count with an older one."""
+    kube = KubeClient(local.kube_server.api_client())
+    kube.patch(
+        kc.NODE_POOLS,
+        "default",
+        {"status": {"nodes": 7, "resources": {"nodes": "7", "gpu": "1"}}},
+        subresource="status",
+    )
+    real_get = kube.get
+    calls = [0]
+
+    def get_then_bump(resource: kc.Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        obj = real_get(resource, name, namespace)
+        calls[0] += 1
+        if calls[0] == 1:  # another writer lands between this read and the patch
+            kube.patch(kc.NODE_POOLS, "default", {"metadata": {"labels": {"touched": "yes"}}})
+        return obj
+
+    kube.get = get_then_bump  # type: ignore[method-assign]
+    assert recount_node_pool(kube, "default") is True
+    assert calls[0] == 2
+    status = real_get(kc.NODE_POOLS, "default")["status"]
+    assert status["nodes"] == 0
+    assert status["resources"]["nodes"] == "0"
+    assert "gpu" not in status["resources"]  # a resource no node has any more is removed
+    assert recount_node_pool(kube, "no-such-pool") is False

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit demo bench catalog synth install-manifests clean
+.PHONY: test lint typecheck unit demo bench bench-all catalog synth install-manifests clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/solver.py
+
+# Every benchmark under benchmarks/, one table with the issue 18 targets (~15 min; ARGS=--quick: a smoke run,
+# ARGS="--only plan_scale,imports", ARGS="--pin 1" to run each on one core).
+bench-all: $(STAMP)
+	$(PY) -m benchmarks.all $(ARGS)
 
 # Regenerate the bundled offline catalog snapshot (from moto's copy of real DescribeInstanceTypes data).
 catalog: $(STAMP)

@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="BATCH_MAX_EVENTS (agent default 100)")
     parser.add_argument("--page", type=int, default=500, help="LIST_PAGE_SIZE (agent default 500)")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
 
     from tests.kubeapi import KubeAPIServer
@@ -251,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {'-' * width} | ----- |")
     for key, value in rows:
         print(f"| {key.ljust(width)} | {value} |")
+    if args.json:
+        case = f"{n} pods"
+        figures = [("initial list", list_seconds), ("watch stream", stream_seconds), ("agent CPU, list", cpu_list)]
+        print(json.dumps([{"case": case, "metric": m, "value": v} for m, v in figures]))
     if webhook.bad:
         print(f"\n{webhook.bad} requests failed the signature check", file=sys.stderr)
         return 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import random
 import sys
 import time
@@ -278,13 +279,14 @@ def _timed(snap: Snapshot, catalog: CatalogData) -> tuple[float, float, Any]:
     return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
-def scale_rows(catalog: CatalogData, nodes: int, pods: int, repeat: int) -> None:
+def scale_rows(catalog: CatalogData, nodes: int, pods: int, repeat: int) -> list[dict[str, Any]]:
     """The issue 18 rows: cold and warm decision times, fragmented and full, and the snapshot parsing."""
     print(
         f"| cluster ({nodes} nodes, {pods} pods) | parse snapshot CPU s | cold wall / CPU s "
         "| warm best wall / CPU s | command |"
     )
     print("|---|---|---|---|---|")
+    figures: list[dict[str, Any]] = []
     for kind in ("fragmented", "full"):
         built = fragmented(catalog, nodes, pods, "10%") if kind == "fragmented" else full(catalog, nodes, pods // nodes)
         snap, parse_cpu = parse_snapshot(built)
@@ -305,6 +307,16 @@ def scale_rows(catalog: CatalogData, nodes: int, pods: int, repeat: int) -> None
             f"| {best_wall:.2f} / {best_cpu:.2f} | {what} |",
             flush=True,
         )
+        case = f"{kind}, {nodes} nodes, {pods} pods"
+        for metric, value in (
+            ("parse snapshot CPU", parse_cpu),
+            ("cold round wall", cold_wall),
+            ("cold round CPU", cold_cpu),
+            ("warm round wall", best_wall),
+            ("warm round CPU", best_cpu),
+        ):
+            figures.append({"case": case, "metric": metric, "value": value})
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,11 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-only", action="store_true", help="only the issue 18 rows")
     parser.add_argument("--scale-nodes", type=int, default=5000)
     parser.add_argument("--scale-pods", type=int, default=50000)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
     catalog = load_offline("us-east-1")
     if args.scale or args.scale_only:
-        scale_rows(catalog, args.scale_nodes, args.scale_pods, args.repeat)
+        figures = scale_rows(catalog, args.scale_nodes, args.scale_pods, args.repeat)
         if args.scale_only:
+            if args.json:
+                print(json.dumps(figures))
             return 0
 
     snap = fragmented(catalog, args.nodes, args.pods, "10%")

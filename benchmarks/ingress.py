@@ -15,6 +15,7 @@ batching (``nodeflow.ingress.routing``), and the provisioner (in-process, throug
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import statistics
 import sys
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
     r = run(args.trials, args.burst)
     print(f"Ingress latency, local setup ({args.trials} single-pod trials; median / p90 / max seconds)\n")
@@ -144,6 +146,22 @@ def main(argv: list[str] | None = None) -> int:
         f"(patching took {r['burst_patch_seconds']:.2f} s) | {r['burst_last']:.3f} in {r['burst_batches']} batches |"
     )
     print(f"\nagent counters: {r['agent_metrics']}")
+    if args.json:
+        median = statistics.median
+        case = f"{args.trials} trials, burst {r['burst']}"
+        print(
+            json.dumps(
+                [
+                    {"case": case, "metric": "median pod -> queue", "value": median(r["to_queue"])},
+                    {
+                        "case": case,
+                        "metric": "median pod -> provisioner",
+                        "value": statistics.median(r["to_provisioner"]),
+                    },
+                    {"case": case, "metric": "burst: last pod at the provisioner", "value": r["burst_last"]},
+                ]
+            )
+        )
     return 0
 
 

@@ -15,6 +15,7 @@ uses 11 / 4).
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import statistics
 import sys
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--pods-per-node", type=int, default=6)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
     rows = run(args.nodes, args.pods_per_node)["rows"]
     print(f"Spot interruption → drain → terminate, local setup ({len(rows)} nodes, waits scaled by 0.01)\n")
@@ -135,6 +137,20 @@ def main(argv: list[str] | None = None) -> int:
             f"transitions / invocations per terminated node: "
             f"{statistics.mean(r['transitions'] for r in rows):.1f} / "
             f"{statistics.mean(r['invocations'] for r in rows):.1f}"
+        )
+    if args.json and rows:
+        case = f"{len(rows)} nodes"
+        print(
+            json.dumps(
+                [
+                    {
+                        "case": case,
+                        "metric": "median event -> first eviction",
+                        "value": statistics.median(r["to_eviction"] for r in rows),
+                    },
+                    {"case": case, "metric": "max event -> terminated", "value": max(r["to_end"] for r in rows)},
+                ]
+            )
         )
     return 0
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import io
+import json
 import os
 import random
 import resource
@@ -274,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
     parser.add_argument("--no-subprocess", action="store_true", help="skip the `python -m nodeflow plan` wall time")
     parser.add_argument("--quick", action="store_true", help="2,000 pods, best of 1")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     parser.add_argument("--no-main", action="store_true", help="skip timing main() in process")
     parser.add_argument(
         "--cases", help="comma-separated: pods, deployments, 100k (default: pods,deployments [,100k with its flag])"
@@ -325,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         f"best of {args.repeat}, {'CPU' if _CPU else 'wall'} seconds, nodeflow from {_FUNCTIONS}"
     )
     print(header)
+    figures: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
         for number, (name, make) in enumerate(cases):
             directory = write_case(Path(tmp) / f"case{number}", make())
@@ -343,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     cells.append(f"{value:>13.3f}s")
             print(f"{name:<32}" + "".join(cells), flush=True)
+            figures += [{"case": name, "metric": c, "value": row[c]} for c in columns if row.get(c) is not None]
+    if args.json:
+        print(json.dumps(figures))
     return 0
 
 

@@ -15,6 +15,7 @@ the real launch.asl.json, the test Kubernetes API server, handlers in-process, s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import statistics
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
     for key, value in {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -228,6 +230,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{last['transitions_per_node']:.1f} state transitions (max {last['max_transitions']}), "
             f"{last['task_invocations_per_node']:.1f} Lambda invocations "
             f"(+{1 / max(1, nodes):.2f} provisioner invocation per node for this batch)"
+        )
+    if args.json:
+        case = f"{args.pods} pods, {last['node_claims']} NodeClaims"
+        print(
+            json.dumps(
+                [
+                    {"case": case, "metric": "batch -> first CreateFleet", "value": min(firsts)},
+                    {
+                        "case": case,
+                        "metric": "one pod -> first CreateFleet",
+                        "value": min(r["idle_first_create_fleet"] for r in runs),
+                    },
+                ]
+            )
         )
     return 0
 

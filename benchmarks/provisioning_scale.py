@@ -21,6 +21,7 @@ the API server answer 429 (Retry-After: 1) to mutating requests beyond N in flig
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing
 import os
@@ -489,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sfn-burst", type=int, default=0, help="StartExecution token bucket size (0: none)")
     parser.add_argument("--sfn-rate", type=float, default=300.0, help="StartExecution token refill per second")
     parser.add_argument("--claim-workers", type=int, default=None, help="NodeClaim creates in flight (default: 8)")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
     if args.quick:
         args.pending, args.bound, args.nodes, args.repeat = 2000, 200, 50, 1
@@ -524,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:
     for label, key in rows:
         if key in best:
             print(f"  {label:<55} {best[key]:8.3f} s  {med[key]:8.3f} s")
+    if args.json:
+        case = f"{args.pending} pending, {args.bound} bound, {args.nodes} nodes, {last['node_claims']} NodeClaims"
+        figures = [{"case": case, "metric": key, "value": best[key]} for _, key in rows if key in best]
+        figures.append({"case": case, "metric": "node_claims", "value": last["node_claims"]})
+        print(json.dumps(figures))
     return 0
 
 

@@ -1,0 +1,71 @@
+"""benchmarks.all: runs benchmark modules as subprocesses and prints one table with the issue 18 targets.
+
+Not timed: the figures are whatever this machine gives; the test checks the table and the target bookkeeping."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import all as bench_all
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_only_imports_runs_it_and_prints_one_table(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.all", "--quick", "--only", "imports", "--logs", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    header = [i for i, line in enumerate(lines) if line.startswith("| benchmark ")]
+    assert len(header) == 1, done.stdout
+    cells = [c.strip() for c in lines[header[0]].strip("|").split("|")]
+    assert cells == ["benchmark", "case", "metric", "value", "target", "met?"]
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[header[0] + 2 :]]
+    assert body, done.stdout
+    (row,) = body
+    assert row[:3] == ["imports", "taint (with .pyc)", "import"]
+    assert 0 < float(row[3]) < 60
+    assert row[4:] == ["<= 0.5 s", "yes" if float(row[3]) <= 0.5 else "NO"]
+    assert "--json" in (tmp_path / "imports.log").read_text().splitlines()[0]
+
+
+def test_an_unknown_benchmark_is_named() -> None:
+    with pytest.raises(SystemExit):
+        bench_all.main(["--only", "imports,nosuch"])
+
+
+def test_targets_apply_by_benchmark_metric_and_case() -> None:
+    plan = bench_all.targeted("plan_scale", {"case": "20000 pods as Pods", "metric": "total/solve", "value": 2.5})
+    assert (plan["target"], plan["met"]) == ("<= 2x", "NO")
+    other = bench_all.targeted("plan_scale", {"case": "20000 pods as Pods", "metric": "solve", "value": 0.6})
+    assert (other["target"], other["met"]) == ("", "")
+    batch = bench_all.targeted(
+        "solver_parity", {"case": "batch, 300 pods", "metric": "plan / best bound", "value": 1.04}
+    )
+    web = bench_all.targeted("solver_parity", {"case": "web, 2000 pods", "metric": "plan / best bound", "value": 1.09})
+    assert (batch["met"], web["target"]) == ("yes", "")
+    own = bench_all.targeted("snapshot", {"case": "c", "metric": "LIST calls", "value": 16, "target": 15})
+    assert (own["target"], own["met"]) == ("<= 15", "NO")
+
+
+def test_the_last_json_value_is_read_after_a_table() -> None:
+    assert bench_all.last_json('table\n| a |\n[{"metric": "m", "value": 1}]\n') == [{"metric": "m", "value": 1}]
+    assert bench_all.last_json('x\n{\n  "cost": [\n    1\n  ]\n}\n') == {"cost": [1]}
+    with pytest.raises(ValueError, match="no JSON"):
+        bench_all.last_json("just a table\n")
+
+
+def test_every_benchmark_module_takes_json() -> None:
+    for bench in bench_all.BENCHMARKS:
+        source = (ROOT / "benchmarks" / f"{bench.name}.py").read_text()
+        assert '"--json"' in source, bench.name

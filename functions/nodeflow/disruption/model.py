@@ -30,6 +30,7 @@ __all__ = [
     "BlockKind",
     "Blocked",
     "Command",
+    "Evaluation",
     "Expiration",
     "Move",
     "Reason",
@@ -153,12 +154,26 @@ class Expiration:
 
 
 @dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One disruption method a round tried, under Karpenter's labels: ``reason`` (``empty``, ``drifted``,
+    ``underutilized``) and ``consolidation_type`` (``empty``, ``multi``, ``single``; empty for drift), how many
+    nodes it found eligible, and how long it took by the caller's timer (0 without one)."""
+
+    reason: str
+    consolidation_type: str
+    eligible: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class RoundResult:
-    """At most one voluntary command, the forceful expirations, and the blocked candidates."""
+    """At most one voluntary command, the forceful expirations, and the blocked candidates; ``evaluations``
+    (the methods tried, in order, for the metrics) is not part of the decision: not compared, not in JSON."""
 
     command: Command | None
     expirations: tuple[Expiration, ...] = ()
     blocked: tuple[Blocked, ...] = ()
+    evaluations: tuple[Evaluation, ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -46,6 +46,7 @@ from nodeflow.disruption.model import (
     Blocked,
     BlockKind,
     Command,
+    Evaluation,
     Expiration,
     Reason,
     RoundResult,
@@ -135,10 +136,13 @@ def decide(
     now: datetime,
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
     settings: Settings | None = None,
+    timer: Callable[[], float] | None = None,
 ) -> RoundResult:
     """At most one round of disruption for ``snapshot`` at ``now`` (see the module docstring).
 
     ``unavailable`` holds (instance type, zone, capacity type) offerings not to use for replacements.
+    ``timer`` (seconds, e.g. ``time.perf_counter``; the caller's: the round reads no clock) times each method
+    tried, reported in ``evaluations`` with its eligible nodes; the decision does not depend on it.
     The cyclic garbage collector is paused for the round (and restored as it was): the simulations allocate
     many small objects next to the snapshot's millions, and each collection rescans them all (5,000 nodes and
     50,000 pods: a third of the round's time).
@@ -146,7 +150,7 @@ def decide(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _decide(snapshot, catalog, now, unavailable, settings)
+        return _decide(snapshot, catalog, now, unavailable, settings, timer or _no_timer)
     finally:
         if enabled:
             gc.enable()
@@ -158,7 +162,18 @@ def _decide(
     now: datetime,
     unavailable: frozenset[tuple[str, str, str]],
     settings: Settings | None,
+    timer: Callable[[], float],
 ) -> RoundResult:
+    evaluations: list[Evaluation] = []
+    since = [timer()]
+
+    def evaluated(reason: Reason, consolidation_type: str, eligible: int) -> None:
+        """A method was tried: its time runs from the previous one's end (the first's from the round's start,
+        so the candidates all methods share are counted once, where Karpenter's first method lists them)."""
+        at = timer()
+        evaluations.append(Evaluation(reason.value.lower(), consolidation_type, eligible, max(0.0, at - since[0])))
+        since[0] = at
+
     now = _aware(now)
     settings = settings or Settings()
     candidates = build_candidates(snapshot, catalog, now)
@@ -175,11 +190,12 @@ def _decide(
         for b in blocked:  # one entry per node: the first blocker found
             if b.node not in taken:
                 first.setdefault(b.node, b)
-        return RoundResult(command, tuple(expirations), tuple(first.values()))
+        return RoundResult(command, tuple(expirations), tuple(first.values()), tuple(evaluations))
 
     # 1. emptiness
     empty = [c for c in usable if not c.movable and _settled(c, now)]
     chosen = budgets.within(empty, Reason.EMPTY, blocked)
+    evaluated(Reason.EMPTY, "empty", len(empty))
     if chosen:
         before = sum(c.price or 0.0 for c in chosen)
         return done(Command(Reason.EMPTY, "emptiness", tuple(c.name for c in chosen), (), (), before, 0.0))
@@ -221,7 +237,9 @@ def _decide(
         command = Command(
             Reason.DRIFTED, "drift", (c.name,), result.node_claims, moves_of(result), c.price or 0.0, after
         )
+        evaluated(Reason.DRIFTED, "", len(drifted))
         return done(command)
+    evaluated(Reason.DRIFTED, "", len(drifted))
 
     # 3. multi-node and 4. single-node consolidation (best savings per disruption first)
     eligible: list[Candidate] = []
@@ -239,14 +257,22 @@ def _decide(
         budgets.within(in_budget, Reason.UNDERUTILIZED, [])[: settings.multi_node_candidates],
         lambda cs: consolidate(cs, sim, settings, "multi-node consolidation"),
     )
+    evaluated(Reason.UNDERUTILIZED, "multi", len(eligible))
     if multi is not None:
         return done(multi)
+    single: Command | None = None
     for c in interleave_pools(in_budget):  # one node per command: any node of a NodePool with budget left
         outcome = consolidate([c], sim, settings, "single-node consolidation")
         if isinstance(outcome, Command):
-            return done(outcome)
+            single = outcome
+            break
         blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, outcome))
-    return done(None)
+    evaluated(Reason.UNDERUTILIZED, "single", len(eligible))
+    return done(single)
+
+
+def _no_timer() -> float:
+    return 0.0
 
 
 def _multi_node(

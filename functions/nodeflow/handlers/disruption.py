@@ -14,6 +14,7 @@ from nodeflow.handlers.karpenter_metrics import (
     record_allowed_disruptions,
     record_disruption_decision,
     record_disruptions,
+    record_evaluations,
 )
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
@@ -62,8 +63,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))
     if outcome.command and (outcome.executed or outcome.replacing):  # the command was carried out
-        record_disruption_decision(outcome.command)
+        record_disruption_decision(outcome.command, outcome.command_pools)
     record_disruptions(outcome.disrupted)
-    record_allowed_disruptions(outcome.allowed_disruptions)
+    record_allowed_disruptions(outcome.allowed_disruptions, outcome.consuming_budgets)
+    record_evaluations(outcome.evaluations)
     logger.info("disruption round", extra=outcome.to_json())
     return {"batchItemFailures": [], "result": {**outcome.to_json(), "podEventTimers": timers}}

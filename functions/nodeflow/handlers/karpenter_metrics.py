@@ -28,6 +28,7 @@ __all__ = [
     "record_cloudprovider_error",
     "record_disruption_decision",
     "record_disruptions",
+    "record_evaluations",
     "record_interruption_batch",
     "record_launch_failure",
     "record_nodeclaims_created",
@@ -46,6 +47,15 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
         MetricUnit.Count,
         ("decision", "reason", "consolidation_type"),
     ),
+    "karpenter_voluntary_disruption_decisions_by_nodepool_total": (
+        MetricUnit.Count,
+        ("nodepool", "decision", "reason", "consolidation_type"),
+    ),
+    "karpenter_voluntary_disruption_eligible_nodes": (MetricUnit.Count, ("reason",)),
+    "karpenter_voluntary_disruption_decision_evaluation_duration_seconds": (
+        MetricUnit.Seconds,
+        ("reason", "consolidation_type"),
+    ),
     "karpenter_scheduler_scheduling_duration_seconds": (MetricUnit.Seconds, ("controller",)),
     "karpenter_nodeclaims_disrupted_total": (MetricUnit.Count, ("reason", "nodepool", "capacity_type")),
     "karpenter_nodeclaims_terminated_total": (MetricUnit.Count, ("nodepool", "capacity_type", "zone")),
@@ -56,6 +66,7 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     "karpenter_nodes_lifetime_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
     "karpenter_nodes_drained_total": (MetricUnit.Count, ("nodepool",)),
     "karpenter_nodepools_allowed_disruptions": (MetricUnit.Count, ("nodepool", "reason")),
+    "karpenter_nodepools_nodes_consuming_budgets": (MetricUnit.Count, ("nodepool", "reason")),
     "karpenter_interruption_received_messages_total": (MetricUnit.Count, ("message_type",)),
     "karpenter_interruption_deleted_messages_total": (MetricUnit.Count, ()),
     "karpenter_interruption_message_queue_duration_seconds": (MetricUnit.Seconds, ()),
@@ -86,15 +97,34 @@ def emit(name: str, value: float, **labels: str) -> None:
         pass
 
 
-def record_disruption_decision(command: Mapping[str, Any]) -> None:
-    """A voluntary disruption command that was executed (its ``to_json()`` form)."""
-    emit(
-        "karpenter_voluntary_disruption_decisions_total",
-        1,
-        decision=str(command["decision"]),
-        reason=str(command["reason"]).lower(),
-        consolidation_type=_CONSOLIDATION_TYPE.get(str(command.get("method") or ""), ""),
-    )
+def record_disruption_decision(command: Mapping[str, Any], nodepools: Iterable[str] = ()) -> None:
+    """A voluntary disruption command that was executed (its ``to_json()`` form), once in all and once per
+    NodePool of its candidates (``nodepools``)."""
+    labels = {
+        "decision": str(command["decision"]),
+        "reason": str(command["reason"]).lower(),
+        "consolidation_type": _CONSOLIDATION_TYPE.get(str(command.get("method") or ""), ""),
+    }
+    for pool in sorted(set(nodepools)):
+        emit("karpenter_voluntary_disruption_decisions_by_nodepool_total", 1, nodepool=pool, **labels)
+    emit("karpenter_voluntary_disruption_decisions_total", 1, **labels)
+
+
+def record_evaluations(evaluations: Iterable[Any]) -> None:
+    """The disruption methods a round tried (``Evaluation`` each: reason, consolidation_type, eligible,
+    seconds): each one's evaluation time, and per reason the eligible-node gauge (multi- and single-node
+    consolidation share reason ``underutilized`` and their candidates: one sample)."""
+    eligible: dict[str, int] = {}
+    for e in evaluations:
+        emit(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            e.seconds,
+            reason=e.reason,
+            consolidation_type=e.consolidation_type,
+        )
+        eligible[e.reason] = e.eligible
+    for reason, count in eligible.items():
+        emit("karpenter_voluntary_disruption_eligible_nodes", count, reason=reason)
 
 
 def record_scheduling_duration(seconds: float, controller: str) -> None:
@@ -120,11 +150,16 @@ def record_nodeclaims_disrupted(reason: str, disrupted: Iterable[Mapping[str, st
         emit("karpenter_nodeclaims_disrupted_total", count, reason=reason, nodepool=pool, capacity_type=capacity)
 
 
-def record_allowed_disruptions(allowed: Iterable[tuple[str, str, int]]) -> None:
-    """A gauge per (NodePool, reason): how many of its nodes its budgets let be disrupting at once. The reason
-    keeps Karpenter's case here (``Underutilized``, ``Empty``, ``Drifted``), as Karpenter labels this gauge."""
+def record_allowed_disruptions(
+    allowed: Iterable[tuple[str, str, int]], consuming: Iterable[tuple[str, str, int]] = ()
+) -> None:
+    """Gauges per (NodePool, reason): how many of its nodes its budgets let be disrupting at once (``allowed``),
+    and how many use up its budget now (``consuming``). The reason keeps Karpenter's case here
+    (``Underutilized``, ``Empty``, ``Drifted``), as Karpenter labels these gauges."""
     for pool, reason, count in allowed:
         emit("karpenter_nodepools_allowed_disruptions", count, nodepool=pool, reason=reason)
+    for pool, reason, count in consuming:
+        emit("karpenter_nodepools_nodes_consuming_budgets", count, nodepool=pool, reason=reason)
 
 
 def record_disruptions(disrupted: Iterable[tuple[str, Mapping[str, str]]]) -> None:

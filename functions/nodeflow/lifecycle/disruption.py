@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,9 +32,9 @@ from nodeflow.api.duration import shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.budgets import allowed
-from nodeflow.disruption.candidates import build_candidates
+from nodeflow.disruption.candidates import build_candidates, is_deleting
 from nodeflow.disruption.drift import drift_reason
-from nodeflow.disruption.model import Command, Reason, RoundResult, Settings, Snapshot
+from nodeflow.disruption.model import Command, Evaluation, Reason, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
@@ -73,6 +74,7 @@ class DisruptionDeps:
     validation_seconds: float = VALIDATION_SECONDS
     start_launch: Callable[[str], bool] = lambda _name: False
     start_replace: Callable[[str, Mapping[str, Any]], bool] = lambda _name, _input: False
+    timer: Callable[[], float] = time.perf_counter  # times the round's methods (metrics only)
 
 
 @dataclass
@@ -86,6 +88,9 @@ class DisruptionOutcome:
     skipped: str | None = None  # why the command was not executed
     disrupted: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (reason, NodeClaim labels)
     allowed_disruptions: list[tuple[str, str, int]] = field(default_factory=list)  # (NodePool, reason, nodes)
+    consuming_budgets: list[tuple[str, str, int]] = field(default_factory=list)  # (NodePool, reason, nodes)
+    evaluations: list[Evaluation] = field(default_factory=list)  # the first round's methods tried
+    command_pools: list[str] = field(default_factory=list)  # the NodePools of the command carried out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -182,7 +187,7 @@ def _round(deps: DisruptionDeps) -> _Round:
     snap = take_snapshot(deps.kube)
     snapshot = Snapshot(state=snap.state, pdbs=snap.pdbs)
     claims = {c.status.node_name: c.name for c in snap.node_claims if c.status is not None and c.status.node_name}
-    result = decide(snapshot, deps.catalog, deps.now(), deps.unavailable(deps.now()), deps.settings)
+    result = decide(snapshot, deps.catalog, deps.now(), deps.unavailable(deps.now()), deps.settings, deps.timer)
     return _Round(result, claims, {p.name: p for p in snap.node_pools}, snapshot)
 
 
@@ -232,7 +237,8 @@ def _same(a: Command, b: Command | None) -> bool:
 def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out = DisruptionOutcome()
     first = _round(deps)
-    out.allowed_disruptions = allowed_disruptions(first.snapshot, deps.now())
+    out.allowed_disruptions, out.consuming_budgets = budget_gauges(first.snapshot, deps.now())
+    out.evaluations = list(first.result.evaluations)
     mark_conditions(deps, first.snapshot)
     labels = _labels(first) if first.result.expirations else {}
     for e in first.result.expirations:
@@ -255,6 +261,8 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         out.skipped = "the cluster changed during the validation wait; the next round decides again"
         return out
     command = again.result.command or command
+    pools = {n.metadata.name: (n.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "") for n in again.snapshot.state.nodes}
+    out.command_pools = sorted({pools.get(node, "") for node in command.candidates})
     if command.replacements:
         replace = ReplaceDeps(
             kube=deps.kube,
@@ -297,12 +305,14 @@ def _labels(r: _Round) -> dict[str, dict[str, str]]:
     return {c.name: dict(c.metadata.labels or {}) for c in r.snapshot.state.node_claims}
 
 
-def allowed_disruptions(snapshot: Snapshot, now: datetime) -> list[tuple[str, str, int]]:
-    """(NodePool, reason, how many of its nodes its budgets let be disrupting at once now) per NodePool and
-    disruption reason, for the metrics; as Karpenter counts a pool's nodes: initialized ones, not those whose
-    instance is already terminating (nodes being disrupted are not subtracted)."""
+def budget_gauges(snapshot: Snapshot, now: datetime) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
+    """Per NodePool and disruption reason, for the metrics: (NodePool, reason, how many of its nodes its budgets let
+    be disrupting at once now), and (NodePool, reason, how many of its nodes use up budget now: being deleted or
+    disrupted, or not Ready). As Karpenter counts a pool's nodes: initialized ones, not those whose instance is
+    already terminating (nodes being disrupted are not subtracted from the allowed count)."""
     nodes = {n.metadata.name: n for n in snapshot.state.nodes}
     counts: dict[str, int] = {}
+    consuming: dict[str, int] = {}
     for claim in snapshot.state.node_claims:
         status = claim.status
         node = nodes.get(status.node_name or "") if status is not None else None
@@ -312,11 +322,16 @@ def allowed_disruptions(snapshot: Snapshot, now: datetime) -> list[tuple[str, st
         if initialized and not _true(claim, "InstanceTerminating"):
             pool = (node.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "")
             counts[pool] = counts.get(pool, 0) + 1
-    return [
+            ready = next((c.status for c in node.status.conditions if c.type == "Ready"), None)
+            if is_deleting(node, claim) or ready not in (None, "True"):
+                consuming[pool] = consuming.get(pool, 0) + 1
+    pools = sorted(snapshot.state.node_pools, key=lambda p: p.name)
+    allowed_now = [
         (pool.name, reason.value, allowed(pool.spec.disruption.budgets, reason.value, counts.get(pool.name, 0), 0, now))
-        for pool in sorted(snapshot.state.node_pools, key=lambda p: p.name)
+        for pool in pools
         for reason in Reason
     ]
+    return allowed_now, [(pool.name, reason.value, consuming.get(pool.name, 0)) for pool in pools for reason in Reason]
 
 
 def _true(claim: NodeClaim, kind: str) -> bool:

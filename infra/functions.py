@@ -362,6 +362,8 @@ class Functions(Construct):
             )
         if "nodeclass" in uses:
             statements += permissions.nodeclass()
+            if "fleet" not in uses:  # validation's dry runs of the launch calls
+                statements += permissions.launch_dry_run()
         if "fleet" in uses:
             statements += permissions.fleet()
             if config.cluster_dns is not None:

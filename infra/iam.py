@@ -232,6 +232,20 @@ class Permissions:
             ),
         ]
 
+    def launch_dry_run(self) -> list[iam.PolicyStatement]:
+        """EC2NodeClass validation (``nodeflow.aws.ec2.dry_run_launch_authorization``) for functions that resolve
+        classes without launching (provisioner, gc): IAM evaluates a DryRun call as the real one, so the same
+        launch statements as ``fleet``, with DescribeLaunchTemplates (the class's template for CreateFleet)."""
+        return [
+            iam.PolicyStatement(
+                sid="DryRunDescribe",
+                actions=["ec2:DescribeLaunchTemplates"],
+                resources=["*"],
+                conditions=self._region(),
+            ),
+            *(s for s in self.fleet() if s.sid != "FleetDescribe"),
+        ]
+
     def describe_instances(self) -> list[iam.PolicyStatement]:
         """Find the cluster's instances (by their tags) and their states."""
         return [

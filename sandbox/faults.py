@@ -11,6 +11,10 @@ It also applies EC2's ClientToken rules, which moto ignores: a CreateFleet with 
 and the same request gets the first answer again (no new instance; the answer of a call that found
 no capacity is replayed too, as EC2 created that fleet), and the same token with a different request
 fails with ``IdempotentParameterMismatch``. A throttled call records nothing.
+
+``deny(operation)`` makes CreateFleet, RunInstances or CreateLaunchTemplate answer ``UnauthorizedOperation`` (dry
+run or not) as EC2 does when the caller's IAM policy does not allow the call, until ``allow(operation)``; every
+dry run of the three is recorded in ``dry_runs`` (operation, answer).
 """
 
 from __future__ import annotations
@@ -33,8 +37,39 @@ class Ec2Faults:
     calls: list[dict[str, Any]] = field(default_factory=list)  # every CreateFleet: overrides asked, outcome
     before: Callable[[list[tuple[str, str]]], None] | None = None  # sees each call's (type, zone) overrides first
     tokens: dict[str, tuple[str, Any]] = field(default_factory=dict)  # ClientToken -> (request digest, answer)
+    unauthorized: set[str] = field(default_factory=set)  # operations answering UnauthorizedOperation
+    dry_runs: list[tuple[str, str]] = field(default_factory=list)  # (operation, answer) of every dry run
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _real: Any = field(default=None, repr=False)
+    _real_others: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def deny(self, *operations: str) -> None:
+        """``operations`` (CreateFleet, RunInstances, CreateLaunchTemplate) answer UnauthorizedOperation."""
+        unknown = set(operations) - set(_AUTHORIZED_OPERATIONS)
+        if unknown:
+            raise ValueError(f"Ec2Faults.deny: unknown operation(s) {sorted(unknown)}; one of {_AUTHORIZED_OPERATIONS}")
+        with self._lock:
+            self.unauthorized.update(operations)
+
+    def allow(self, *operations: str) -> None:
+        with self._lock:
+            self.unauthorized.difference_update(operations)
+
+    def _authorize(self, operation: str, handler: Any) -> None:
+        from moto.ec2.exceptions import EC2ClientError
+
+        dry_run = str(handler._get_param("DryRun", False)).lower() == "true"
+        with self._lock:
+            denied = operation in self.unauthorized
+            if dry_run:
+                self.dry_runs.append((operation, "UnauthorizedOperation" if denied else "DryRunOperation"))
+        if denied:
+            raise EC2ClientError(
+                "UnauthorizedOperation",
+                f"You are not authorized to perform this operation. User: arn:aws:sts::123456789012:assumed-role/"
+                f"nodeflow/fn is not authorized to perform: ec2:{operation} because no identity-based policy "
+                f"allows the ec2:{operation} action.",
+            )
 
     def exhaust(self, pairs: Iterable[tuple[str, str]]) -> None:
         with self._lock:
@@ -52,7 +87,19 @@ class Ec2Faults:
             return faults._create_fleet(handler)
 
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign,assignment]
+        for operation, (cls, attr) in _others().items():
+            real = self._real_others[operation] = getattr(cls, attr)
+            setattr(cls, attr, self._guard(operation, real))
         return self
+
+    def _guard(self, operation: str, real: Any) -> Any:
+        faults = self
+
+        def guarded(handler: Any) -> Any:
+            faults._authorize(operation, handler)
+            return real(handler)
+
+        return guarded
 
     def uninstall(self) -> None:
         from moto.ec2.responses.fleets import Fleets
@@ -60,6 +107,10 @@ class Ec2Faults:
         if self._real is not None:
             Fleets.create_fleet = self._real  # type: ignore[method-assign]
             self._real = None
+        for operation, (cls, attr) in _others().items():
+            real = self._real_others.pop(operation, None)
+            if real is not None:
+                setattr(cls, attr, real)
 
     def __enter__(self) -> Ec2Faults:
         return self.install()
@@ -71,6 +122,9 @@ class Ec2Faults:
         from moto.core.responses import ActionResult
         from moto.ec2.exceptions import EC2ClientError
 
+        self._authorize("CreateFleet", handler)
+        if str(handler._get_param("DryRun", False)).lower() == "true":
+            return self._real(handler)  # moto answers DryRunOperation; no capacity, tokens or hooks
         token = str(handler._get_param("ClientToken") or "")
         digest = _request_digest(handler)
         if token:
@@ -154,6 +208,20 @@ class Ec2Faults:
         with self._lock:
             self.calls.append({"overrides": asked, "outcome": "launched", "instances": launched, "errors": len(errors)})
         return result
+
+
+_AUTHORIZED_OPERATIONS = ("CreateFleet", "RunInstances", "CreateLaunchTemplate")
+
+
+def _others() -> dict[str, tuple[Any, str]]:
+    """The moto response handlers wrapped besides CreateFleet: operation -> (class, method name)."""
+    from moto.ec2.responses.instances import InstanceResponse
+    from moto.ec2.responses.launch_templates import LaunchTemplates
+
+    return {
+        "RunInstances": (InstanceResponse, "run_instances"),
+        "CreateLaunchTemplate": (LaunchTemplates, "create_launch_template"),
+    }
 
 
 def _request_digest(handler: Any) -> str:

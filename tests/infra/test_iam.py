@@ -155,6 +155,12 @@ NODECLASS_ACTIONS = {
     "iam:TagInstanceProfile",
     "iam:AddRoleToInstanceProfile",
     "iam:RemoveRoleFromInstanceProfile",
+    # EC2NodeClass validation: dry runs of the launch calls (evaluated by IAM as the real ones), the class's template
+    "ec2:CreateLaunchTemplate",
+    "ec2:CreateFleet",
+    "ec2:RunInstances",
+    "ec2:CreateTags",
+    "ec2:DescribeLaunchTemplates",
 }
 # function -> the AWS actions its role may have (beyond logs for its own log group and X-Ray)
 EXPECTED_ACTIONS = {

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -31,6 +31,7 @@ from nodeflow.api.karpenter_ec2 import (
 from nodeflow.aws.errors import (
     AccessDenied,
     AlreadyExists,
+    AwsError,
     InsufficientCapacity,
     InvalidRequest,
     NotFound,
@@ -38,11 +39,14 @@ from nodeflow.aws.errors import (
     aws_errors,
     error_class_for,
     is_insufficient_capacity_code,
+    map_error,
 )
 
 __all__ = [
+    "DRY_RUN_CHECKS",
     "MAX_FLEET_OVERRIDES",
     "AMIImage",
+    "AuthorizationDenied",
     "CapacityType",
     "FleetRequest",
     "InstanceInfo",
@@ -57,6 +61,7 @@ __all__ = [
     "create_fleet",
     "create_fleet_input",
     "describe_instance_states",
+    "dry_run_launch_authorization",
     "ensure_instance_profile",
     "ensure_launch_template",
     "instance_profile_name",
@@ -934,3 +939,157 @@ def list_cluster_instances(ec2: Any, cluster_name: str, *, node_claim: str | Non
     for reservation in _paginate(ec2, "describe_instances", "Reservations", Filters=filters):
         out.extend(_instance_info(inst) for inst in reservation.get("Instances", []))
     return sorted(out, key=lambda i: i.instance_id)
+
+
+# =============================================================================================
+# Authorization dry runs (the EC2NodeClass ValidationSucceeded condition)
+
+# The calls a launch makes, in the order Karpenter's validation checks them, with its condition reasons.
+DRY_RUN_CHECKS: tuple[tuple[str, str], ...] = (
+    ("CreateLaunchTemplate", "CreateLaunchTemplateAuthCheckFailed"),
+    ("CreateFleet", "CreateFleetAuthCheckFailed"),
+    ("RunInstances", "RunInstancesAuthCheckFailed"),
+)
+_DRY_RUN_INSTANCE_TYPE = {"amd64": "m5.large", "arm64": "m6g.large"}  # any type of the AMI's architecture
+
+
+@dataclass(frozen=True)
+class AuthorizationDenied:
+    """EC2 answered a dry run of ``operation`` with an authorization error (``code``: UnauthorizedOperation, ...)."""
+
+    operation: str
+    reason: str  # the condition reason, e.g. CreateFleetAuthCheckFailed
+    code: str
+    why: str  # why, in one line: a permissions boundary, a service control policy, no identity-based policy
+
+    @property
+    def message(self) -> str:
+        return f"not authorized to call ec2:{self.operation} (dry run answered {self.code}): {self.why}"
+
+
+def _denial_why(message: str) -> str:
+    if "explicit deny in a permissions boundary" in message:
+        return "denied by a permissions boundary"
+    if "explicit deny in a service control policy" in message:
+        return "denied by a service control policy"
+    if "Not authorized for images" in message:
+        return "not authorized for the AMI"
+    return "no identity-based policy allows it"
+
+
+def _dry_run(call: Callable[..., Any], operation: str, reason: str, **params: Any) -> AuthorizationDenied | None:
+    """None when EC2 answers DryRunOperation (the call would have been allowed); the denial when it answers an
+    authorization error; any other error is raised typed (``nodeflow.aws.errors``): the check is inconclusive."""
+    from botocore.exceptions import ClientError
+
+    try:
+        call(DryRun=True, **params)
+    except ClientError as exc:
+        error = exc.response.get("Error", {}) or {}
+        code = str(error.get("Code", "") or "")
+        if code == "DryRunOperation":
+            return None
+        typed = map_error(exc)
+        if isinstance(typed, AccessDenied):
+            return AuthorizationDenied(operation, reason, code, _denial_why(str(error.get("Message", ""))))
+        raise typed from exc
+    raise InvalidRequest(f"ec2:{operation} with DryRun=True did not answer DryRunOperation", code="DryRunIgnored")
+
+
+def dry_run_launch_authorization(
+    ec2: Any, resolved: ResolvedNodeClass, cluster_name: str, tags: Mapping[str, str] | None = None
+) -> AuthorizationDenied | None:
+    """Whether the calls a launch makes for ``resolved``'s class are authorized, asked with DryRun=True as Karpenter's
+    EC2NodeClass validation asks them: CreateLaunchTemplate, then CreateFleet (on-demand, instant), then RunInstances
+    in each subnet (the first that is allowed is enough; otherwise the first subnet's answer counts), each with the
+    class's tags and the cluster's ownership tags as a launch sends them (an IAM policy conditioned on request tags
+    sees what it would see). CreateFleet names one of the class's launch templates (the first by name that carries the
+    class's and the cluster's tags); before the class's first launch there is none, and only CreateLaunchTemplate
+    and RunInstances are asked. Returns the first denial, or None. An answer that is not an authorization one
+    (throttling, EC2 unavailable, ...) is raised typed: the check is inconclusive. Nothing is created."""
+    ami = resolved.amis[0]
+    instance_type = _DRY_RUN_INSTANCE_TYPE.get(ami.architecture, "m5.large")
+    all_tags = {**dict(tags or {}), **cluster_tags(cluster_name), TAG_NODEPOOL: "", TAG_NODECLASS: resolved.name}
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(all_tags.items())]
+    groups = [g.id for g in resolved.security_groups]
+    profile = {"Name": resolved.instance_profile} if resolved.instance_profile else None
+    template = LAUNCH_TEMPLATE_PREFIX + "validation-" + resolved.name
+    data: dict[str, Any] = {"ImageId": ami.id, "InstanceType": instance_type, "SecurityGroupIds": groups}
+    if profile:
+        data["IamInstanceProfile"] = profile
+    (lt, lt_reason), (fleet, fleet_reason), _ = DRY_RUN_CHECKS
+    denied = _dry_run(
+        ec2.create_launch_template,
+        lt,
+        lt_reason,
+        LaunchTemplateName=template,
+        LaunchTemplateData=data,
+        TagSpecifications=[{"ResourceType": "launch-template", "Tags": tag_list}],
+    )
+    if denied is not None:
+        return denied
+    with aws_errors():
+        found = ec2.describe_launch_templates(
+            Filters=[
+                {"Name": f"tag:{TAG_NODECLASS}", "Values": [resolved.name]},
+                {"Name": f"tag:kubernetes.io/cluster/{cluster_name}", "Values": ["owned"]},
+            ]
+        ).get("LaunchTemplates", [])
+    if not found:  # CreateFleet launches from a template: before the class's first launch there is none to name
+        return _dry_run_run_instances(ec2, resolved, ami.id, instance_type, groups, profile, tag_list)
+    template = min(str(t["LaunchTemplateName"]) for t in found)
+    denied = _dry_run(
+        ec2.create_fleet,
+        fleet,
+        fleet_reason,
+        Type="instant",
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"},
+        OnDemandOptions={"AllocationStrategy": "lowest-price"},
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
+                "Overrides": [{"InstanceType": instance_type, "SubnetId": s.id} for s in resolved.subnets[:1]],
+            }
+        ],
+        TagSpecifications=[{"ResourceType": rt, "Tags": tag_list} for rt in ("instance", "volume", "fleet")],
+    )
+    if denied is not None:
+        return denied
+    return _dry_run_run_instances(ec2, resolved, ami.id, instance_type, groups, profile, tag_list)
+
+
+def _dry_run_run_instances(
+    ec2: Any,
+    resolved: ResolvedNodeClass,
+    image_id: str,
+    instance_type: str,
+    groups: list[str],
+    profile: dict[str, str] | None,
+    tag_list: list[dict[str, str]],
+) -> AuthorizationDenied | None:
+    """RunInstances dry runs, subnet by subnet: None at the first allowed; else the first subnet's answer."""
+    _, _, (run, run_reason) = DRY_RUN_CHECKS
+    first: AuthorizationDenied | AwsError | None = None
+    for subnet in resolved.subnets:
+        params: dict[str, Any] = {
+            "ImageId": image_id,
+            "InstanceType": instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "SubnetId": subnet.id,
+            "SecurityGroupIds": groups,
+            "TagSpecifications": [{"ResourceType": rt, "Tags": tag_list} for rt in ("instance", "volume")],
+        }
+        if profile:
+            params["IamInstanceProfile"] = profile
+        try:
+            denied = _dry_run(ec2.run_instances, run, run_reason, **params)
+        except AwsError as exc:
+            first = first or exc
+            continue
+        if denied is None:
+            return None
+        first = first or denied
+    if isinstance(first, AwsError):
+        raise first
+    return first

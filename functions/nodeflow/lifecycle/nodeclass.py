@@ -7,7 +7,11 @@ without an edit, and turns not Ready when they go).
 
 Conditions (as Karpenter names them): ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
 ``InstanceProfileReady``, ``ValidationSucceeded`` (False with reason DependenciesNotReady while one of the
-four is False) and the root ``Ready``, each with the object's generation as observedGeneration;
+four is False; once they resolve, False with Karpenter's reason ``CreateLaunchTemplateAuthCheckFailed`` /
+``CreateFleetAuthCheckFailed`` / ``RunInstancesAuthCheckFailed`` when EC2 answers a dry run of that launch call
+with UnauthorizedOperation: ``nodeflow.aws.ec2.dry_run_launch_authorization``, its outcome cached per class
+generation and what it resolved to for 30 minutes in ``VALIDATION_CACHE``) and the root ``Ready``, each with
+the object's generation as observedGeneration;
 ``status.subnets`` (id, zone, zoneID), ``securityGroups`` (id, name), ``amis`` (id, name, requirements),
 ``instanceProfile`` and ``capacityReservations`` (an empty list: capacity reservations are not selected yet).
 ``nodeflow.plan.node_class_readiness`` reads them back: a NodePool whose class is Ready=False is skipped by
@@ -30,15 +34,19 @@ every NodePool's status (``ValidationSucceeded`` naming the field of an invalid 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.template_hash import EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash
 from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.errors import AwsError
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import REASON_NODECLASS_NOT_READY, WARNING, EventRecorder, ObjectRef
@@ -52,7 +60,9 @@ from nodeflow.kube.status import (
 from nodeflow.plan import node_class_readiness
 
 __all__ = [
+    "VALIDATION_CACHE",
     "NodeClassResolver",
+    "ValidationCache",
     "hash_annotations",
     "node_class_status",
     "reconcile_node_classes",
@@ -78,8 +88,17 @@ _RESOLVED = (
 )  # status fields resolution owns
 
 
-def node_class_status(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass, now: datetime) -> dict[str, Any]:
-    """The EC2NodeClass ``status`` for what it resolved to (pure)."""
+def node_class_status(
+    node_class: EC2NodeClass,
+    resolved: ec2x.ResolvedNodeClass,
+    now: datetime,
+    denied: ec2x.AuthorizationDenied | None = None,
+    *,
+    validated: bool = True,
+) -> dict[str, Any]:
+    """The EC2NodeClass ``status`` for what it resolved to (pure). ``denied``: the launch call EC2 refused in the
+    authorization dry runs (ValidationSucceeded False with its reason, the class not Ready); ``validated=False``:
+    the dry runs were inconclusive (EC2 throttled or unavailable), the class keeps the ValidationSucceeded it had."""
     old = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
     conditions: list[dict[str, Any]] = list(old.get("conditions") or [])
     generation = node_class.metadata.generation
@@ -103,8 +122,16 @@ def node_class_status(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass
             "DependenciesNotReady",
             "waiting until the subnets, security groups, AMIs and instance profile resolve",
         )
+    elif denied is not None:
+        valid = ("False", denied.reason, denied.message)
+        unhealthy.append(denied.message)
     else:
         valid = ("True", "ValidationSucceeded", "")
+        had = next((c for c in conditions if c.get("type") == "ValidationSucceeded"), None)
+        if not validated and had is not None and had.get("reason") != "DependenciesNotReady":
+            valid = (str(had.get("status")), str(had.get("reason") or ""), str(had.get("message") or ""))
+            if valid[0] == "False":
+                unhealthy.append(valid[2])
     conditions = set_condition(conditions, "ValidationSucceeded", *valid, now=now, generation=generation)
     if unhealthy:
         ready = ("False", "UnhealthyDependents", "; ".join(unhealthy))
@@ -146,6 +173,57 @@ def rehashed_claim_annotations(claim: NodeClaim, current: dict[str, str]) -> dic
     return out
 
 
+VALIDATION_TTL = timedelta(minutes=30)  # as Karpenter's validation cache: a denial is asked again after this
+VALIDATION_CACHE_SIZE = 512
+
+
+class ValidationCache:
+    """The outcome of a class's authorization dry runs (a denial, or None: allowed), kept per class (name, uid),
+    generation and what it resolved to, for ``ttl``: the dry runs are not repeated on every provisioner or gc
+    run, and are asked again when the class or what it selects changes, or the entry expires. At most ``size``
+    entries (the expired, then the oldest, go first). One per Lambda container (``VALIDATION_CACHE``)."""
+
+    def __init__(self, ttl: timedelta = VALIDATION_TTL, size: int = VALIDATION_CACHE_SIZE) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._entries: dict[str, tuple[datetime, ec2x.AuthorizationDenied | None]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass) -> str:
+        selected = json.dumps(resolved.status, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(selected.encode()).hexdigest()[:16]
+        meta = node_class.metadata
+        return f"{meta.name}/{meta.uid or ''}/{meta.generation or 0}/{digest}"
+
+    def get(self, key: str, now: datetime) -> tuple[bool, ec2x.AuthorizationDenied | None]:
+        """(found, outcome) of an entry that has not expired at ``now``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] <= now:
+                self._entries.pop(key, None)
+                return False, None
+            return True, entry[1]
+
+    def put(self, key: str, outcome: ec2x.AuthorizationDenied | None, now: datetime) -> None:
+        with self._lock:
+            for stale in [k for k, (until, _) in self._entries.items() if until <= now]:
+                del self._entries[stale]
+            while len(self._entries) >= self.size:
+                del self._entries[min(self._entries, key=lambda k: self._entries[k][0])]
+            self._entries[key] = (now + self.ttl, outcome)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+VALIDATION_CACHE = ValidationCache()
+
+
 @dataclass(frozen=True)
 class NodeClassResolver:
     """Resolves EC2NodeClasses against EC2/SSM/IAM and writes their status (only when it changes)."""
@@ -158,6 +236,24 @@ class NodeClassResolver:
     kubernetes_version: Callable[[], str]
     now: Callable[[], datetime]
     ca_bundle: str | None = None  # the cluster CA (base64) nodes get: part of the class hash, as in Karpenter
+    validations: ValidationCache = field(default_factory=lambda: VALIDATION_CACHE)
+
+    def validate(
+        self, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass
+    ) -> tuple[bool, ec2x.AuthorizationDenied | None]:
+        """(conclusive, denial) of the launch-authorization dry runs (``ec2.dry_run_launch_authorization``) for a
+        class that resolved, from the cache when asked before; an inconclusive answer (throttled, EC2 unavailable)
+        is not cached and leaves the condition as it was."""
+        key = ValidationCache.key(node_class, resolved)
+        found, denied = self.validations.get(key, self.now())
+        if found:
+            return True, denied
+        try:
+            denied = ec2x.dry_run_launch_authorization(self.ec2, resolved, self.cluster_name, node_class.spec.tags)
+        except AwsError:
+            return False, None
+        self.validations.put(key, denied, self.now())
+        return True, denied
 
     def write_hash(self, node_class: EC2NodeClass) -> EC2NodeClass:
         """Write the class's hash annotations when they differ (``hash_annotations``); first, when its hash
@@ -202,7 +298,8 @@ class NodeClassResolver:
             self.cluster_name,
             kubernetes_version=self.kubernetes_version() if uses_alias else None,
         )
-        status = node_class_status(node_class, resolved, self.now())
+        validated, denied = self.validate(node_class, resolved) if resolved.ready else (True, None)
+        status = node_class_status(node_class, resolved, self.now(), denied, validated=validated)
         old = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
         if _comparable({k: old.get(k) for k in status}) == _comparable(status):
             return resolved, node_class

@@ -122,7 +122,15 @@ def plan(
     ``unavailable`` holds (instance type, zone, capacity type) offerings not to use (recent
     capacity errors).
     """
-    return solve(build_input(state, catalog, preference_policy, min_values_policy, unavailable))
+    # The solver allocates much and frees little while it runs; with a large cluster's objects alive (a snapshot
+    # of tens of thousands of pods) each cyclic GC pass rescans all of them: paused for the plan, as for the input.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return solve(build_input(state, catalog, preference_policy, min_values_policy, unavailable))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 # --- pods --------------------------------------------------------------------------------------

@@ -87,11 +87,16 @@ def place_on_nodes(
         nid = id(node)
         if not node.input.schedulable or nid in blocked or (allowed is not None and nid not in allowed):
             continue
+        # The cheap room check first (the checks are pure filters, so their order does not change what is
+        # placed): at scale most existing nodes are full, and label matching is what costs.
+        room = res.max_count(group.requests, node.input.allocatable, node.used)
+        if room <= 0:
+            continue
         if not group.tolerates(node.taints):
             continue
         if not any(node.requirements.compatible(alt) is None for alt in alts):
             continue
-        count = min(res.max_count(group.requests, node.input.allocatable, node.used), topology.cap(nid, caps))
+        count = min(room, topology.cap(nid, caps))
         if group.host_ports:
             count = min(count, 0 if ports_conflict(group.host_ports, node.ports) else 1)
         take = min(count, len(pending))

@@ -457,7 +457,11 @@ class Packer:
         best: tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None = None
         # A larger type costs at least (price - now) / cap per pod: stop once that cannot win.
         budget = claim.price + standalone * cap
-        now, used, request = claim.price, claim.used, group.requests
+        now, used = claim.price, claim.used
+        # ``res.fits(used, alloc)`` and ``res.max_count(request, alloc, used)`` inlined over the resources that
+        # count (this loop runs for every open NodeClaim in the window, for every group, at scale).
+        held = [(name, value) for name, value in used.items() if value > 0]
+        wanted = [(name, value, used.get(name, 0)) for name, value in group.requests.items() if value > 0]
         scanned = 0
         for i in range(first, len(types)):
             price = prices[i]
@@ -465,11 +469,24 @@ class Packer:
                 break
             if price <= now + PRICE_EPSILON:
                 continue
-            alloc = types[i].allocatable
-            if not res.fits(used, alloc):
+            get = types[i].allocatable.get
+            fits = True
+            for name, value in held:
+                if value > get(name, 0):
+                    fits = False
+                    break
+            if not fits:
                 continue
             scanned += 1
-            k = min(res.max_count(request, alloc, used), cap)
+            most = 1 << 30
+            for name, value, taken in wanted:
+                free = get(name, 0) - taken
+                if free < value:
+                    most = 0
+                    break
+                if free // value < most:
+                    most = free // value
+            k = min(most, cap)
             if k <= 0:
                 continue
             marginal = (price - now) / k

@@ -11,13 +11,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import yaml
 
+from nodeflow.api.karpenter import EC2NodeClass
+from nodeflow.api.karpenter_ec2 import EC2NodeClassStatus
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
-from nodeflow.lifecycle.nodeclass import VALIDATION_CACHE, ValidationCache
+from nodeflow.lifecycle.nodeclass import VALIDATION_CACHE, ValidationCache, node_class_status
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import ROOT, pending_pods
 
 
 @pytest.fixture(autouse=True)
@@ -112,3 +115,39 @@ def test_the_validation_cache_is_bounded_and_expires() -> None:
     assert len(cache) == 2
     assert cache.get("a", t0 + timedelta(minutes=2)) == (False, None)
     assert cache.get("c", t0 + timedelta(minutes=2)) == (True, None)
+
+
+def _demo_class() -> EC2NodeClass:
+    docs = yaml.safe_load_all((ROOT / "examples/demo/nodepools.yaml").read_text())
+    raw = next(d for d in docs if d and d["kind"] == "EC2NodeClass")
+    return EC2NodeClass.model_validate({**raw, "metadata": {**raw["metadata"], "uid": "u1", "generation": 1}})
+
+
+def _resolved() -> ec2x.ResolvedNodeClass:
+    return ec2x.ResolvedNodeClass(
+        name="default",
+        ami_family="AL2023",
+        subnets=(ec2x.Subnet("subnet-1", "us-east-1a", "use1-az1", 100),),
+        security_groups=(ec2x.SecurityGroup("sg-1", "nodes"),),
+        amis=(ec2x.AMIImage("ami-1", "al2023", "amd64"),),
+        instance_profile="profile",
+    )
+
+
+def test_an_inconclusive_dry_run_keeps_the_condition_it_had() -> None:
+    """EC2 throttled or unavailable: the class keeps its ValidationSucceeded (a denial stays a denial, an allowed
+    class stays allowed); a class never validated before counts as validated."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    node_class, resolved = _demo_class(), _resolved()
+    denied = ec2x.AuthorizationDenied("RunInstances", "RunInstancesAuthCheckFailed", "UnauthorizedOperation", "no")
+    first = node_class_status(node_class, resolved, now, denied)
+    conditions = {c["type"]: c for c in first["conditions"]}
+    assert conditions["ValidationSucceeded"]["reason"] == "RunInstancesAuthCheckFailed"
+    assert conditions["Ready"]["status"] == "False"
+    was = node_class.model_copy(update={"status": EC2NodeClassStatus.model_validate(first)})
+    kept = node_class_status(was, resolved, now + timedelta(minutes=1), None, validated=False)
+    assert [c for c in kept["conditions"] if c["type"] in ("ValidationSucceeded", "Ready")] == [
+        c for c in first["conditions"] if c["type"] in ("ValidationSucceeded", "Ready")
+    ]
+    fresh = node_class_status(node_class, resolved, now, None, validated=False)
+    assert {c["type"]: c["status"] for c in fresh["conditions"]}["Ready"] == "True"

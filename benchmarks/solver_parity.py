@@ -1,7 +1,8 @@
 """Solver parity benchmark: Karpenter's benchmark shape, a 100k-pod cluster, and cost quality.
 
 Run: ``.venv/bin/python benchmarks/solver_parity.py [--sizes 100 1000 5000 20000] [--json]``
-(``--skip-large`` drops the 100,000-pod case, ``--skip-cost`` the cost mixes).
+(``--skip-large`` drops the 100,000-pod case, ``--skip-cost`` the cost mixes, ``--cost-only`` runs only
+the cost mixes).
 
 (a) Throughput on Karpenter's scheduling-benchmark shape: one NodePool over the whole offline
     catalog (spot and on-demand), pods in Deployments of 10-50 replicas, one fifth each:
@@ -518,17 +519,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc run")
     parser.add_argument("--skip-large", action="store_true", help="skip the 100,000-pod case")
     parser.add_argument("--skip-cost", action="store_true", help="skip the cost-quality mixes")
+    parser.add_argument("--cost-only", action="store_true", help="only the cost-quality mixes (web, batch, GPU)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = parser.parse_args(argv)
 
     def progress(message: str) -> None:
         print(f"... {message}", file=sys.stderr, flush=True)
 
+    if args.cost_only and args.skip_cost:
+        parser.error("--cost-only and --skip-cost exclude each other")
     throughput, costs = run(
-        args.sizes,
+        [] if args.cost_only else args.sizes,
         args.repeat,
         memory=not args.no_memory,
-        large=not args.skip_large,
+        large=not (args.skip_large or args.cost_only),
         cost=not args.skip_cost,
         progress=progress,
     )

@@ -5,7 +5,8 @@ Karpenter's NodeClaim (scheduling) side: which instance types of a NodePool hold
 price per pod of the group decides how many pods it takes), adding pods to open NodeClaims while
 that does not make them pricier (``place_on_claims``), growing partly filled NodeClaims onto a
 larger type when that is cheaper than new ones (``grow_claims``), the final merge pass
-(``merge_claims``), minValues, and the NodeClaim plans written at the end (``plan``).
+(``merge_claims``) and re-packing pass (``repack_claims``, see ``repack``), minValues, and the
+NodeClaim plans written at the end (``plan``).
 
 Topology is not decided here: callers pass the hostname limits, and every placement is booked
 with ``Topology.record``.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from nodeflow.api import labels as wk
 from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import InstanceType, Offering
+from nodeflow.scheduling import repack
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.existing import ports_conflict
 from nodeflow.scheduling.groups import Group
@@ -37,7 +39,7 @@ from nodeflow.scheduling.pricing import (
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.taints import untolerated
 from nodeflow.scheduling.topology import UNBOUNDED
-from nodeflow.scheduling.types import HostPort, NodeClaimPlan, SchedulingInput
+from nodeflow.scheduling.types import HostPort, NodeClaimPlan, PodInput, SchedulingInput
 
 if TYPE_CHECKING:
     from nodeflow.scheduling.topology import HostCaps, Topology
@@ -59,6 +61,8 @@ _GROW_PASSES = 3
 _MERGE_MAX_CLAIMS = 200
 # ...and up to this many, every NodeClaim (not only partly filled ones) may be moved.
 _MERGE_ALL_CLAIMS = 100
+# The re-packing pass keeps its NodeClaims only when they save at least this much per hour.
+_REPACK_MIN_SAVING = 1e-6
 # How many of the most recently opened NodeClaims with room are offered each group's pods.
 _OPEN_WINDOW = 16384
 
@@ -230,11 +234,15 @@ class Packer:
             tuple[int, Requirements], tuple[list[InstanceType], list[InstanceType], list[float]]
         ] = {}
         self.strict_min_values = inp.min_values_policy != "BestEffort"
+        self._pods = inp.pods
 
     def merge_claims(self) -> None:
-        """Plans of modest size only (see ``_merge_claims``); then NodeClaims are numbered."""
+        """Plans of modest size only (see ``_merge_claims`` and ``repack_claims``); then NodeClaims
+        are numbered."""
         if len(self.claims) <= _MERGE_MAX_CLAIMS:
             self._merge_claims()
+        if len(self.claims) <= repack.MAX_CLAIMS:
+            self.repack_claims()
         for index, claim in enumerate(self.claims):
             claim.index = index
 
@@ -302,6 +310,65 @@ class Packer:
                 merged = True
             if not merged:
                 break
+
+    def repack_claims(self) -> None:
+        """Pack the pods of each NodePool's freely movable NodeClaims again, mixing pod shapes on
+        shared nodes, and keep the new NodeClaims only when they cost less (see ``repack``)."""
+        movable: dict[int, list[Claim]] = {}
+        by_key: dict[str, PodInput] | None = None
+        for claim in self.claims:
+            pool = claim.pool
+            if claim.topology or claim.ports or pool.remaining is not None or pool.min_values:
+                continue
+            if claim.requirements != pool.requirements:
+                continue
+            if by_key is None:
+                by_key = {p.key: p for p in self._pods}
+            if all(_movable(by_key[key]) for key in claim.pods):
+                movable.setdefault(id(pool), []).append(claim)
+        for claims in movable.values():
+            if len(claims) >= 2:
+                assert by_key is not None
+                self._repack(claims, by_key)
+
+    def _repack(self, claims: list[Claim], by_key: Mapping[str, PodInput]) -> None:
+        pool = claims[0].pool
+        shapes = repack.frontier(pool.types, pool.prices, pool.daemon)
+        types, prices, daemon = pool.types, pool.prices, pool.daemon
+
+        vectors = [(a.get("cpu", 0), a.get("memory", 0), a.get("pods", 0)) for a in (it.allocatable for it in types)]
+
+        def cheapest(requests: Mapping[str, int]) -> float:
+            used = res.add(daemon, requests)
+            c, m, p = used.get("cpu", 0), used.get("memory", 0), used.get("pods", 0)
+            for i, (ac, am, ap) in enumerate(vectors):
+                if c <= ac and m <= am and p <= ap and res.fits(used, types[i].allocatable):
+                    return prices[i]
+            return float("inf")
+
+        found = repack.repack(
+            [([(key, by_key[key].requests) for key in c.pods], c.price) for c in claims],
+            shapes,
+            cheapest,
+            _REPACK_MIN_SAVING,
+        )
+        if found is None:
+            return
+        keep, nodes = found
+        position = {key: i for i, key in enumerate(key for c in claims for key in c.pods)}
+        fresh: list[Claim] = []
+        for keys in nodes:
+            keys.sort(key=position.__getitem__)
+            used = res.add(daemon, res.total(by_key[k].requests for k in keys))
+            claim = Claim(pool=pool, requirements=pool.requirements, types=types, prices=prices, start=0, used=used)
+            claim.pods = keys
+            claim.advance()
+            fresh.append(claim)
+        stay = {id(claims[i]) for i in keep}
+        gone = {id(c) for c in claims if id(c) not in stay}
+        at = next(i for i, c in enumerate(self.claims) if id(c) in gone)
+        rest = [c for c in self.claims if id(c) not in gone]
+        self.claims[:] = [*rest[:at], *fresh, *rest[at:]]
 
     # -- adding pods to open NodeClaims ------------------------------------------------------------
     def place_on_claims(
@@ -761,6 +828,17 @@ class Packer:
             requests=requests,
             price=cheapest.price,
         )
+
+
+def _movable(pod: PodInput) -> bool:
+    """A pod any type of its NodeClaim's NodePool may hold: no node constraints of its own, no
+    preferences, no host ports, only cpu / memory requests."""
+    return (
+        all(not len(alt) for alt in pod.requirements)
+        and not pod.preferred
+        and not pod.host_ports
+        and repack.movable_requests(pod.requests)
+    )
 
 
 def _fitting(types: Sequence[InstanceType], first: int, used: Mapping[str, int]) -> list[InstanceType]:

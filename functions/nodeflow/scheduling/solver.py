@@ -13,6 +13,9 @@ different, for speed and cost:
   (so three small pods get one right-sized node, a thousand get efficient large ones).
 * Later pods fill the room left on open NodeClaims only while that does not push the
   NodeClaim onto a pricier instance type; otherwise they open a NodeClaim of their own.
+* At the end (plans of modest size), NodeClaims whose pods could go anywhere in their NodePool
+  are packed again, CPU-heavy and memory-heavy pods together on shared nodes, and replaced
+  only when that costs less (``repack``).
 
 Every NodeClaim keeps all instance types that still fit its pods, cheapest first, so the
 launcher can fall back when capacity is short.
@@ -23,6 +26,7 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 * ``nodepools``: the NodePools with their instance types, daemonset overhead and limits;
 * ``existing``: existing and in-flight nodes (Karpenter's ExistingNode);
 * ``packing``: NodeClaims being filled (Karpenter's NodeClaim);
+* ``repack``: the last re-packing pass;
 * ``topology``: topology counts and domains, spread and pod (anti-)affinity (Karpenter's
   Topology and TopologyGroup);
 * ``pricing``: offerings and instance-type filtering;

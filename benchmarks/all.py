@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,12 @@ def run_one(
     return rows, took
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the finished benchmark subprocesses (their own children included once waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
@@ -223,13 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bench.name not in wanted:
             continue
         print(f"... {bench.name}", file=sys.stderr, end="", flush=True)
+        cpu = _children_cpu()
         got, took = run_one(bench, args.quick, args.pin, logs, timeout)
-        print(f" {took:.1f} s", file=sys.stderr, flush=True)
+        print(f" {took:.1f} s wall, {_children_cpu() - cpu:.1f} s CPU", file=sys.stderr, flush=True)
         rows += got
     mode = "quick (smoke sizes: targets are for the full sizes)" if args.quick else "full"
+    pinned = args.pin if args.pin is not None else "none"
     print(
-        f"benchmarks ({mode}), {time.perf_counter() - started:.0f} s, python {sys.version.split()[0]}, "
-        f"pinned to CPU {args.pin if args.pin is not None else 'none'}, outputs in {logs}"
+        f"benchmarks ({mode}), {time.perf_counter() - started:.0f} s wall, {_children_cpu():.0f} s CPU, "
+        f"python {sys.version.split()[0]}, pinned to CPU {pinned}, outputs in {logs}"
     )
     print(table(rows))
     return 1 if any(r["metric"] in ("ERROR", "exit status") for r in rows) else 0

@@ -196,11 +196,38 @@ class _Converter:
     pvs: Mapping[str, PersistentVolume] = field(default_factory=dict)
     classes: Mapping[str, StorageClass] = field(default_factory=dict)
     cache: dict[int, tuple[PodSpec, _SpecFacts]] = field(default_factory=dict)
+    # Specs parsed apart (a LIST gives each pod its own PodSpec object) but equal in what the facts are made of:
+    # a cheap fingerprint -> (the fields the facts read, facts) of the specs seen with it.
+    by_content: dict[tuple[object, ...], list[tuple[tuple[object, ...], _SpecFacts]]] = field(default_factory=dict)
 
     def facts(self, spec: PodSpec) -> _SpecFacts:
         hit = self.cache.get(id(spec))
         if hit is not None and hit[0] is spec:
             return hit[1]
+        # Everything _SpecFacts is computed from (equal fields give equal facts: only then is one reused).
+        source = (
+            spec.containers,
+            spec.init_containers,
+            spec.overhead,
+            spec.host_network,
+            spec.node_selector,
+            spec.affinity.node_affinity if spec.affinity else None,
+            spec.tolerations,
+        )
+        fingerprint = (
+            tuple(
+                (c.name, tuple(c.resources.requests.items()), tuple(c.resources.limits.items()))
+                for c in (*spec.containers, *spec.init_containers)
+            ),
+            tuple(spec.node_selector.items()),
+            len(spec.tolerations),
+            spec.host_network,
+        )
+        seen = self.by_content.setdefault(fingerprint, [])
+        for other, known in seen:
+            if other == source:
+                self.cache[id(spec)] = (spec, known)
+                return known
         facts = _SpecFacts(
             requests=spec.effective_requests(),
             requirements=_pod_requirements(spec),
@@ -209,6 +236,7 @@ class _Converter:
             restricted=_restricted_selector(spec),
         )
         self.cache[id(spec)] = (spec, facts)
+        seen.append((source, facts))
         return facts
 
     def pod(self, pod: Pod, pending: bool = False) -> PodInput:

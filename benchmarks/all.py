@@ -106,7 +106,7 @@ BENCHMARKS: tuple[Bench, ...] = (
         ("--scale-only", "--scale-nodes", "200", "--scale-pods", "2000", "--repeat", "1"),
         _plain,
     ),
-    Bench("provisioning", ("--pods", "1000", "--repeat", "1"), ("--pods", "50", "--repeat", "1"), _plain),
+    Bench("provisioning", ("--pods", "300", "--repeat", "1"), ("--pods", "50", "--repeat", "1"), _plain),
     Bench("provisioning_scale", ("--repeat", "1"), ("--quick",), _plain),
     Bench(
         "imports",
@@ -116,7 +116,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     ),
     Bench("interruption", (), ("--nodes", "1", "--pods-per-node", "2"), _plain),
     Bench("ingress", ("--trials", "5", "--burst", "100"), ("--trials", "2", "--burst", "20"), _plain),
-    Bench("agent", ("--pods", "5000"), ("--pods", "300"), _plain),
+    Bench("agent", ("--pods", "2000"), ("--pods", "300"), _plain),
     Bench(
         "snapshot", ("--repeat", "2"), ("--pods", "300", "--nodes", "30", "--pending", "20", "--repeat", "1"), _plain
     ),

@@ -48,6 +48,8 @@ TARGETS: tuple[Target, ...] = (
     Target("provisioning_scale", "all_started", 60.0),
     Target("disruption", "cold round wall", 5.0),
     Target("disruption", "warm round wall", 5.0),
+    Target("disruption", "cold round CPU", 5.0),  # CPU rows: what a busy shared machine can still compare
+    Target("disruption", "warm round CPU", 5.0),
     Target("imports", "import", 0.5),
     Target("solver_parity", "plan / best bound", 1.05, "batch", "x"),
 )

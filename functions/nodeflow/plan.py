@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodeflow.api import labels as wk
@@ -64,6 +64,7 @@ __all__ = [
     "node_class_settings",
     "plan",
     "plan_warnings",
+    "pod_converter",
 ]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -385,9 +386,18 @@ def _pool_input(
 # --- nodes and in-flight NodeClaims ------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """A pod on a node (or nominated to its NodeClaim), as its node's input needs it: key and requests
+    (``PodInput.requests``: ``PodSpec.effective_requests``)."""
+
+    key: str
+    requests: Mapping[str, int]
+
+
 def _node_input(
     node: Node,
-    pods: Sequence[PodInput],
+    pods: Sequence[_Placed],
     ports: Iterable[tuple[str, str, int]],
     running: tuple[RunningPod, ...],
     claim: NodeClaim | None = None,
@@ -512,9 +522,9 @@ def _on_new_nodes(daemon: PodInput) -> PodInput | None:
     return dataclasses.replace(daemon, requirements=tuple(kept)) if kept else None
 
 
-def convert_pods(state: ClusterState, pods: Iterable[Pod]) -> dict[str, PodInput]:
-    """``pods`` (bound or not) as solver input, keyed "namespace/name", converted as ``build_input``
-    converts pending pods (used by disruption to simulate moving the pods of a node)."""
+def pod_converter(state: ClusterState) -> Callable[[Iterable[Pod]], dict[str, PodInput]]:
+    """``convert_pods`` for ``state``, its per-cluster maps (namespaces' labels, volumes) built once: call it
+    for each batch of pods instead of ``convert_pods`` (which scans every pod's namespace per call)."""
     pod_namespaces = {p.metadata.namespace or "default" for p in state.pods}
     convert = _Converter(
         namespace_labels=namespace_label_map(state.namespaces, pod_namespaces),
@@ -522,7 +532,13 @@ def convert_pods(state: ClusterState, pods: Iterable[Pod]) -> dict[str, PodInput
         pvs={v.metadata.name or "": v for v in state.pvs},
         classes={c.metadata.name or "": c for c in state.storage_classes},
     )
-    return {p.key: convert.pod(p) for p in pods}
+    return lambda pods: {p.key: convert.pod(p) for p in pods}
+
+
+def convert_pods(state: ClusterState, pods: Iterable[Pod]) -> dict[str, PodInput]:
+    """``pods`` (bound or not) as solver input, keyed "namespace/name", converted as ``build_input``
+    converts pending pods (used by disruption to simulate moving the pods of a node)."""
+    return pod_converter(state)(pods)
 
 
 def build_input(
@@ -607,7 +623,8 @@ def _build_input(
         on_node = bound.get(name, [])
         extra = waiting.pop(node_claim.name, []) if node_claim is not None else []
         ports = [(hp[0], hp[1], hp[2]) for p in (*on_node, *extra) for hp in p.host_ports()]
-        inputs = [convert.pod(p) for p in (*on_node, *extra)]
+        # Only their keys and requests count here: no solver input is built for pods already placed.
+        inputs = [_Placed(p.key, p.spec.effective_requests()) for p in (*on_node, *extra)]
         # Topology counts live pods only: a terminating pod keeps its resources but no longer counts.
         running = tuple(convert.running(p) for p in (*on_node, *extra) if p.metadata.deletion_timestamp is None)
         deleting = node.metadata.deletion_timestamp is not None or bool({name, node.spec.provider_id} & going)

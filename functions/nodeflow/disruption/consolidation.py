@@ -44,7 +44,7 @@ there), which keeps a round over a full cluster fast.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -54,7 +54,7 @@ from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command, Move, Reason, Settings
-from nodeflow.plan import ClusterState, convert_pods
+from nodeflow.plan import ClusterState, pod_converter
 from nodeflow.podutil import eviction_cost
 from nodeflow.scheduling.packing import min_values_violation
 from nodeflow.scheduling.pricing import type_matches
@@ -172,6 +172,7 @@ class PodInputs(Mapping[str, PodInput]):
         self._state = state
         self._pods = {p.key: p for p in pods}
         self._done: dict[str, PodInput] = {}
+        self._convert: Callable[[Iterable[Pod]], dict[str, PodInput]] | None = None  # built at the first batch
 
     def __getitem__(self, key: str) -> PodInput:
         hit = self._done.get(key)
@@ -190,10 +191,13 @@ class PodInputs(Mapping[str, PodInput]):
         return len(self._pods)
 
     def load(self, keys: Iterable[str]) -> None:
-        """Convert those of ``keys`` not converted yet, together (one ``convert_pods`` call)."""
+        """Convert those of ``keys`` not converted yet, together, as ``convert_pods`` does (one converter for
+        every batch: the cluster's namespace and volume maps are built once, not per batch)."""
         missing = [self._pods[k] for k in dict.fromkeys(keys) if k in self._pods and k not in self._done]
         if missing:
-            self._done.update(convert_pods(self._state, missing))
+            if self._convert is None:
+                self._convert = pod_converter(self._state)
+            self._done.update(self._convert(missing))
 
     def requests(self, key: str) -> Mapping[str, int] | None:
         """The pod's requests in milli-units (``PodInput.requests``: ``PodSpec.effective_requests``), None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
@@ -61,9 +62,10 @@ def drift_reason(
     recorded = annotations.get(wk.ANNOTATION_NODEPOOL_HASH)
     version = annotations.get(wk.ANNOTATION_NODEPOOL_HASH_VERSION)
     if recorded is not None and version == NODEPOOL_HASH_VERSION:
-        current = nodepool_hash(pool)
+        facts_of_pool = _pool_facts(pool)
+        current = facts_of_pool.hash
         # a hash written by nodeflow before 2026-11 (same version) describes the same template
-        if recorded not in (current, legacy_nodepool_hash(pool)):
+        if recorded not in (current, facts_of_pool.legacy_hash):
             return f"NodePool {pool.name} template changed (nodepool-hash {recorded} != {current})"
     labels = {**(node_labels or {}), **(claim.metadata.labels or {})}
     facts = (
@@ -86,18 +88,65 @@ def _requirements_drift(claim: NodeClaim, pool: NodePool, labels: Mapping[str, s
     for r in spec_reqs:
         if r.key not in labels and r.operator not in _ABSENT_OK:
             return f"NodePool {pool.name} requires label {r.key} ({r.operator}), which the node does not have"
-    pool_reqs = Requirements(Requirement.create(r.key, r.operator, r.values or ()) for r in spec_reqs).add(
-        Requirements.from_labels(pool.spec.template.metadata.labels or {})
-    )
+    pool_reqs = _pool_facts(pool).requirements
     for key, value in sorted(labels.items()):
         req = pool_reqs.get(key)
         if req is not None and not req.has(value):
             return f"label {key}={value} is no longer allowed by NodePool {pool.name} ({req.describe()})"
-    claim_reqs = Requirements(Requirement.create(r.key, r.operator, r.values or ()) for r in claim.spec.requirements)
+    claim_reqs = _claim_requirements(tuple((r.key, r.operator, tuple(r.values or ())) for r in claim.spec.requirements))
     conflict = pool_reqs.intersects(claim_reqs)
     if conflict is not None:
         return f"NodeClaim requirement no longer allowed by NodePool {pool.name}: {conflict}"
     return None
+
+
+class _PoolFacts:
+    """What drift reads of a NodePool, the same for each of its nodes: computed once per NodePool object."""
+
+    __slots__ = ("_hash", "_legacy", "pool", "requirements")
+
+    def __init__(self, pool: NodePool) -> None:
+        self.pool = pool
+        spec_reqs = pool.spec.template.spec.requirements
+        self.requirements = Requirements(Requirement.create(r.key, r.operator, r.values or ()) for r in spec_reqs).add(
+            Requirements.from_labels(pool.spec.template.metadata.labels or {})
+        )
+        self._hash: str | None = None
+        self._legacy: str | None = None
+
+    @property
+    def hash(self) -> str:
+        if self._hash is None:
+            self._hash = nodepool_hash(self.pool)
+        return self._hash
+
+    @property
+    def legacy_hash(self) -> str:
+        if self._legacy is None:
+            self._legacy = legacy_nodepool_hash(self.pool)
+        return self._legacy
+
+
+_POOL_FACTS: dict[int, _PoolFacts] = {}  # id(NodePool) -> its facts (the object kept: an id is never reused meanwhile)
+_POOL_FACTS_KEPT = 64
+
+
+def _pool_facts(pool: NodePool) -> _PoolFacts:
+    """``pool``'s facts (NodePools are frozen models: the same object always gives the same facts)."""
+    hit = _POOL_FACTS.get(id(pool))
+    if hit is not None and hit.pool is pool:
+        return hit
+    if len(_POOL_FACTS) >= _POOL_FACTS_KEPT:  # each round brings new NodePool objects: forget the old ones
+        _POOL_FACTS.clear()
+    facts = _PoolFacts(pool)
+    _POOL_FACTS[id(pool)] = facts
+    return facts
+
+
+@lru_cache(maxsize=4096)
+def _claim_requirements(reqs: tuple[tuple[str, str, tuple[str, ...]], ...]) -> Requirements:
+    """A NodeClaim's requirements (NodeClaims of one shape share them; ``Requirements`` is immutable)."""
+    return Requirements(Requirement.create(key, op, values) for key, op, values in reqs)
 
 
 def _instance_type_drift(

@@ -55,7 +55,7 @@ from nodeflow.disruption.model import (
 )
 from nodeflow.plan import build_input
 
-__all__ = ["decide"]
+__all__ = ["Prepared", "decide", "prepare"]
 
 
 class _Budgets:
@@ -130,6 +130,44 @@ def _settled(c: Candidate, now: datetime) -> bool:
     return c.last_pod_event is None or shift(c.last_pod_event, after) <= now
 
 
+class Prepared:
+    """What one snapshot at one time gives both the round and the NodeClaim conditions, computed once: the
+    candidates (``build_candidates``) and, when first asked, a candidate's drift (``drift_reason``)."""
+
+    def __init__(self, snapshot: Snapshot, catalog: CatalogData, now: datetime) -> None:
+        self.snapshot = snapshot
+        self.catalog = catalog
+        self.now = _aware(now)
+        self.candidates = build_candidates(snapshot, catalog, self.now)
+        self._classes = {nc.name: nc for nc in snapshot.state.node_classes}
+        self._drift: dict[str, str | None] = {}
+
+    def drift(self, c: Candidate) -> str | None:
+        """Why ``c`` drifted (``drift_reason`` at this time), or None."""
+        if c.name not in self._drift:
+            self._drift[c.name] = drift_reason(
+                c.claim,
+                c.pool,
+                self._classes.get(c.pool.spec.template.spec.node_class_ref.name),
+                c.node.metadata.labels,
+                catalog=self.catalog,
+                now=self.now,
+            )
+        return self._drift[c.name]
+
+
+def prepare(snapshot: Snapshot, catalog: CatalogData, now: datetime) -> Prepared:
+    """``Prepared`` for ``snapshot`` at ``now`` (the cyclic GC paused, as ``decide`` does): pass it to ``decide``
+    and to whatever else reads the candidates of the same snapshot and time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Prepared(snapshot, catalog, now)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def decide(
     snapshot: Snapshot,
     catalog: CatalogData,
@@ -137,8 +175,13 @@ def decide(
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
     settings: Settings | None = None,
     timer: Callable[[], float] | None = None,
+    *,
+    prepared: Prepared | None = None,
 ) -> RoundResult:
     """At most one round of disruption for ``snapshot`` at ``now`` (see the module docstring).
+
+    ``prepared`` (``prepare(snapshot, catalog, now)``, same objects and time, else ValueError) spares building the
+    candidates and checking drift again when the caller needs them too.
 
     ``unavailable`` holds (instance type, zone, capacity type) offerings not to use for replacements.
     ``timer`` (seconds, e.g. ``time.perf_counter``; the caller's: the round reads no clock) times each method
@@ -150,13 +193,14 @@ def decide(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _decide(snapshot, catalog, now, unavailable, settings, timer or _no_timer)
+        return _decide(prepared, snapshot, catalog, now, unavailable, settings, timer or _no_timer)
     finally:
         if enabled:
             gc.enable()
 
 
 def _decide(
+    prepared: Prepared | None,
     snapshot: Snapshot,
     catalog: CatalogData,
     now: datetime,
@@ -176,7 +220,11 @@ def _decide(
 
     now = _aware(now)
     settings = settings or Settings()
-    candidates = build_candidates(snapshot, catalog, now)
+    if prepared is None:
+        prepared = Prepared(snapshot, catalog, now)
+    elif prepared.snapshot is not snapshot or prepared.catalog is not catalog or prepared.now != now:
+        raise ValueError("prepared: made for another snapshot, catalog or time than the round's")
+    candidates = prepared.candidates
     expirations = _expirations(candidates, now)
     expired = {e.node for e in expirations}
     live = [c for c in candidates if c.name not in expired and not c.deleting]
@@ -212,20 +260,8 @@ def _decide(
     )
 
     # 2. drift
-    classes = {nc.name: nc for nc in snapshot.state.node_classes}
-    drifted = [
-        c
-        for c in live
-        if c.eventual_ok  # drift is eventual: a terminationGracePeriod lets it through pod blockers
-        and drift_reason(
-            c.claim,
-            c.pool,
-            classes.get(c.pool.spec.template.spec.node_class_ref.name),
-            c.node.metadata.labels,
-            catalog=catalog,
-            now=now,
-        )
-    ]
+    # drift is eventual: a terminationGracePeriod lets it through pod blockers
+    drifted = [c for c in live if c.eventual_ok and prepared.drift(c)]
     drifted.sort(key=lambda c: (bool(c.movable), _drifted_at(c, now)))  # stable: then disruption cost
     for c in budgets.within(drifted, Reason.DRIFTED, blocked):
         result = sim.run([c])

@@ -32,10 +32,9 @@ from nodeflow.api.duration import shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.catalog.model import CatalogData
 from nodeflow.disruption.budgets import allowed
-from nodeflow.disruption.candidates import build_candidates, is_deleting
-from nodeflow.disruption.drift import drift_reason
+from nodeflow.disruption.candidates import is_deleting
 from nodeflow.disruption.model import Command, Evaluation, Reason, RoundResult, Settings, Snapshot
-from nodeflow.disruption.round import decide
+from nodeflow.disruption.round import Prepared, decide, prepare
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
@@ -181,34 +180,32 @@ class _Round:
     claims: dict[str, str]  # node name -> NodeClaim name
     pools: dict[str, NodePool]
     snapshot: Snapshot
+    prepared: Prepared  # the round's candidates and drift, shared with ``mark_conditions``
 
 
 def _round(deps: DisruptionDeps) -> _Round:
     snap = take_snapshot(deps.kube)
     snapshot = Snapshot(state=snap.state, pdbs=snap.pdbs)
     claims = {c.status.node_name: c.name for c in snap.node_claims if c.status is not None and c.status.node_name}
-    result = decide(snapshot, deps.catalog, deps.now(), deps.unavailable(deps.now()), deps.settings, deps.timer)
-    return _Round(result, claims, {p.name: p for p in snap.node_pools}, snapshot)
+    now = deps.now()
+    prepared = prepare(snapshot, deps.catalog, now)
+    result = decide(
+        snapshot, deps.catalog, now, deps.unavailable(deps.now()), deps.settings, deps.timer, prepared=prepared
+    )
+    return _Round(result, claims, {p.name: p for p in snap.node_pools}, snapshot, prepared)
 
 
-def mark_conditions(deps: DisruptionDeps, snapshot: Snapshot) -> int:
+def mark_conditions(deps: DisruptionDeps, prepared: Prepared) -> int:
     """Karpenter's NodeClaim conditions: ``Drifted`` (True with why, while it is) and ``Consolidatable``
     (consolidateAfter has passed since the node's last pod event and the policy allows consolidating it).
-    Written only when they change; returns how many NodeClaims were written."""
+    Written only when they change; returns how many NodeClaims were written. The candidates and their drift are
+    the round's (``prepared``: as of the round's time), not built again."""
     now = deps.now()
-    classes = {nc.name: nc for nc in snapshot.state.node_classes}
     written = 0
-    for c in build_candidates(snapshot, deps.catalog, now):
+    for c in prepared.candidates:
         if c.deleting:
             continue
-        why = drift_reason(
-            c.claim,
-            c.pool,
-            classes.get(c.pool.spec.template.spec.node_class_ref.name),
-            c.node.metadata.labels,
-            catalog=deps.catalog,
-            now=now,
-        )
+        why = prepared.drift(c)
         drifted = ("True", "Drifted", why) if why else ("False", "NotDrifted", "")
         after = c.pool.spec.disruption.consolidate_after_seconds
         settled = after is not None and (c.last_pod_event is None or shift(c.last_pod_event, after) <= now)
@@ -239,7 +236,7 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
     first = _round(deps)
     out.allowed_disruptions, out.consuming_budgets = budget_gauges(first.snapshot, deps.now())
     out.evaluations = list(first.result.evaluations)
-    mark_conditions(deps, first.snapshot)
+    mark_conditions(deps, first.prepared)
     labels = _labels(first) if first.result.expirations else {}
     for e in first.result.expirations:
         if deps.start_terminate(e.node_claim, "Expired"):

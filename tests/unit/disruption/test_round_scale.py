@@ -219,7 +219,7 @@ def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(candidates, "frozenset", counting_frozenset, raising=False)
     monkeypatch.setattr(Candidate, "__eq__", counting_eq)
     monkeypatch.setattr(consolidation, "_free", counting_free)
-    monkeypatch.setattr(consolidation, "convert_pods", counting_convert)
+    monkeypatch.setattr(consolidation, "pod_converter", lambda state: lambda pods: counting_convert(state, pods))
     monkeypatch.setattr(round_mod, "convert_pods", counting_convert, raising=False)  # an eager conversion there
     count = 60
     snap = _full_cluster(count)

@@ -26,7 +26,7 @@ from nodeflow.api.core import Node, resource_milli
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
 from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, NODES, KubeClient
-from nodeflow.kube.errors import Conflict, NotFound
+from nodeflow.kube.errors import Conflict, KubeError, NotFound
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -319,7 +319,9 @@ def recount_node_pool(client: KubeClient | ApiClient, pool_name: str) -> bool:
     """Recount one NodePool's ``status.resources`` / ``status.nodes`` from its own Nodes and NodeClaims (a LIST of
     each by the ``karpenter.sh/nodepool`` label, not the whole cluster) and merge-patch them, with the NodePool's
     resourceVersion, only when they changed; conditions are left alone. A write that raced another (409) is
-    recounted; True when written, False when unchanged, the NodePool is gone, or it kept racing (gc recounts)."""
+    recounted. True when written; False when unchanged, the NodePool is gone, it kept racing, or the API server
+    refused or failed (status is for people: never worth failing the step; gc recounts on its schedule). An object
+    nodeflow cannot read is not counted."""
     if not pool_name:
         return False
     kube = KubeClient.of(client)
@@ -327,24 +329,31 @@ def recount_node_pool(client: KubeClient | ApiClient, pool_name: str) -> bool:
     for _ in range(RECOUNT_ATTEMPTS):
         try:
             pool = kube.get(NODE_POOLS, pool_name)
-        except NotFound:
-            return False
-        nodes = [Node.model_validate(n) for n in kube.list_items(NODES, label_selector=selector)]
-        claims = [NodeClaim.model_validate(c) for c in kube.list_items(NODE_CLAIMS, label_selector=selector)]
-        resources, count = node_pool_resources(pool_name, nodes, claims)
-        previous = pool.get("status") or {}
-        if previous.get("resources") == resources and previous.get("nodes") == count:
-            return False
-        gone = {key: None for key in previous.get("resources") or {} if key not in resources}
-        patch = {
-            "metadata": {"resourceVersion": pool["metadata"]["resourceVersion"]},
-            "status": {"resources": {**gone, **resources}, "nodes": count},
-        }
-        try:
+            nodes = _readable(Node, kube.list_items(NODES, label_selector=selector))
+            claims = _readable(NodeClaim, kube.list_items(NODE_CLAIMS, label_selector=selector))
+            resources, count = node_pool_resources(pool_name, nodes, claims)
+            previous = pool.get("status") or {}
+            if previous.get("resources") == resources and previous.get("nodes") == count:
+                return False
+            gone = {key: None for key in previous.get("resources") or {} if key not in resources}
+            patch = {
+                "metadata": {"resourceVersion": pool["metadata"]["resourceVersion"]},
+                "status": {"resources": {**gone, **resources}, "nodes": count},
+            }
             kube.patch(NODE_POOLS, pool_name, patch, subresource="status")
-        except NotFound:
-            return False
         except Conflict:
             continue
+        except KubeError:
+            return False
         return True
     return False
+
+
+def _readable(model: Any, items: Iterable[Mapping[str, Any]]) -> list[Any]:
+    out = []
+    for item in items:
+        try:
+            out.append(model.model_validate(item))
+        except ValueError:
+            continue
+    return out

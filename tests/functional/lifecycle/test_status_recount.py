@@ -11,6 +11,7 @@ from nodeflow.api.core import resource_milli
 from nodeflow.api.quantity import format_milli
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
+from nodeflow.kube.errors import Forbidden
 from nodeflow.kube.status import recount_node_pool
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending_pods
@@ -89,3 +90,20 @@ def test_a_recount_racing_another_write_counts_again(local: LocalNodeflow) -> No
     assert status["resources"]["nodes"] == "0"
     assert "gpu" not in status["resources"]  # a resource no node has any more is removed
     assert recount_node_pool(kube, "no-such-pool") is False
+
+
+def test_a_refused_recount_does_not_fail_the_step(local: LocalNodeflow) -> None:
+    """Status is for people: an API server that refuses the write (an RBAC file not re-applied after an upgrade)
+    leaves the counts to gc instead of failing the Register or RemoveFinalizer step."""
+    kube = KubeClient(local.kube_server.api_client())
+    kube.patch(kc.NODE_POOLS, "default", {"status": {"nodes": 7}}, subresource="status")
+    real_patch = kube.patch
+
+    def refuse(resource: kc.Resource, name: str, patch: Any, **kw: Any) -> dict[str, Any]:
+        raise Forbidden(f"nodepools/status {name} is forbidden", status=403, reason="Forbidden")
+
+    kube.patch = refuse  # type: ignore[method-assign]
+    assert recount_node_pool(kube, "default") is False
+    kube.patch = real_patch  # type: ignore[method-assign]
+    assert kube.get(kc.NODE_POOLS, "default")["status"]["nodes"] == 7
+    assert recount_node_pool(kube, "default") is True

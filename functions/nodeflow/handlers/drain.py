@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodeflow.aws.sfn import EXECUTION_NAME_PATTERN, start_execution
 from nodeflow.handlers.common import TerminationInput, logger, metrics, parse, termination_step, tracer
-from nodeflow.handlers.karpenter_metrics import emit
+from nodeflow.handlers.karpenter_metrics import emit, record_drain_pass
 from nodeflow.handlers.runtime import SettingsError, runtime
 from nodeflow.handlers.taint import deps
 from nodeflow.lifecycle.termination import PASSES_PER_EXECUTION, Execution, drain_step
@@ -73,6 +73,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name="PodsEvicted", unit="Count", value=len(result["evicted"]))
     if result.get("deleted"):
         metrics.add_metric(name="PodsDeletedForTerminationGracePeriod", unit="Count", value=len(result["deleted"]))
+    record_drain_pass(state.reason, result.pop("evictionRequests", None))  # for the metrics, not the state
     if (pool := result.pop("drainedNodePool", None)) is not None:  # for the metrics, not the workflow's state
         emit("karpenter_nodes_drained_total", 1, nodepool=pool)
     if result.get("handOverFailed"):

@@ -9,6 +9,7 @@ from typing import Any
 from nodeflow.aws.sfn import launch_status
 from nodeflow.handlers import cleanup
 from nodeflow.handlers.common import logger, metrics, tracer, workflow_step
+from nodeflow.handlers.karpenter_metrics import record_disruptions
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.cleanup import CleanupDeps, collect_garbage
 
@@ -32,6 +33,7 @@ def deps() -> CleanupDeps:
 @workflow_step
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = collect_garbage(deps(), runtime().settings.gc_grace_seconds)
+    record_disruptions(("GarbageCollected", labels) for labels in result.pop("disrupted"))  # not in the result
     metrics.add_metric(name="LeakedInstancesTerminated", unit="Count", value=len(result["terminatedInstances"]))
     metrics.add_metric(name="AbandonedNodeClaimsCleanedUp", unit="Count", value=len(result["abandonedNodeClaims"]))
     metrics.add_metric(name="LeftoverNodesDeleted", unit="Count", value=len(result["deletedNodes"]))

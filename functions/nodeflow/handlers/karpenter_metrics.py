@@ -28,6 +28,7 @@ __all__ = [
     "record_cloudprovider_error",
     "record_disruption_decision",
     "record_disruptions",
+    "record_drain_pass",
     "record_evaluations",
     "record_interruption_batch",
     "record_launch_failure",
@@ -67,6 +68,8 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     "karpenter_nodes_drained_total": (MetricUnit.Count, ("nodepool",)),
     "karpenter_nodepools_allowed_disruptions": (MetricUnit.Count, ("nodepool", "reason")),
     "karpenter_nodepools_nodes_consuming_budgets": (MetricUnit.Count, ("nodepool", "reason")),
+    "karpenter_pods_drained_total": (MetricUnit.Count, ("reason",)),
+    "karpenter_pods_eviction_requests_total": (MetricUnit.Count, ("code",)),
     "karpenter_interruption_received_messages_total": (MetricUnit.Count, ("message_type",)),
     "karpenter_interruption_deleted_messages_total": (MetricUnit.Count, ()),
     "karpenter_interruption_message_queue_duration_seconds": (MetricUnit.Seconds, ()),
@@ -176,6 +179,22 @@ def _snake(text: str) -> str:
     return "".join(f"_{ch.lower()}" if ch.isupper() and i else ch.lower() for i, ch in enumerate(text))
 
 
+#: the voluntary disruption reasons Karpenter sets as a NodeClaim's DisruptionReason condition; a node terminated
+#: for any other reason (expired, interrupted, deleted) has its pods drained for "Forceful Termination"
+_DRAIN_REASONS = frozenset({"Empty", "Drifted", "Underutilized"})
+
+
+def record_drain_pass(termination_reason: str | None, requests: Mapping[str, int] | None) -> None:
+    """One Drain pass of a terminate workflow started for ``termination_reason``: its eviction requests by
+    response code (``{"200": n, "429": m}``); each accepted one drained a pod, for the disruption reason."""
+    for code, count in sorted((requests or {}).items()):
+        if count:
+            emit("karpenter_pods_eviction_requests_total", count, code=code)
+    if drained := (requests or {}).get("200", 0):
+        reason = termination_reason if termination_reason in _DRAIN_REASONS else "Forceful Termination"
+        emit("karpenter_pods_drained_total", drained, reason=reason)
+
+
 def record_registration(created: Mapping[str, str] | None) -> None:
     """A Node the Register step registered for the first time (its ``nodepool`` and ``zone``) was created."""
     if created is not None:
@@ -256,15 +275,15 @@ _CLOUDPROVIDER_ERRORS = {
 }
 
 
-def record_cloudprovider_error(method: str, error: BaseException) -> None:
-    """A cloud provider call (``Create``: the launch; ``Delete``: the termination) failed with ``error`` (an
-    adapter or workflow error). Karpenter labels errors it does not classify with an empty value, which
-    CloudWatch takes as no dimension."""
+def record_cloudprovider_error(method: str, error: BaseException, controller: str = "nodeclaim.lifecycle") -> None:
+    """A cloud provider call (``Create``: the launch; ``Delete``: the termination, by Karpenter's
+    ``node.termination`` controller) failed with ``error`` (an adapter or workflow error). Karpenter labels
+    errors it does not classify with an empty value, which CloudWatch takes as no dimension."""
     name = type(as_workflow_error(error)).__name__
     emit(
         "karpenter_cloudprovider_errors_total",
         1,
-        controller="nodeclaim.lifecycle",
+        controller=controller,
         method=method,
         provider="aws",
         error=_CLOUDPROVIDER_ERRORS.get(name, ""),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodeflow.aws.errors import AwsError
 from nodeflow.handlers.common import TerminationInput, logger, parse, termination_step, tracer
+from nodeflow.handlers.karpenter_metrics import record_cloudprovider_error
 from nodeflow.handlers.taint import deps
 from nodeflow.lifecycle.termination import terminate
 
@@ -14,6 +16,10 @@ from nodeflow.lifecycle.termination import terminate
 @termination_step
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(TerminationInput, event)
-    result = terminate(deps(), step.node_claim, step.taint.provider_id if step.taint else None)
+    try:
+        result = terminate(deps(), step.node_claim, step.taint.provider_id if step.taint else None)
+    except AwsError as exc:  # EC2 refused (a Kubernetes API error is no cloud provider error)
+        record_cloudprovider_error("Delete", exc, "node.termination")
+        raise
     logger.info("instance terminating", extra=result)
     return result

@@ -232,6 +232,7 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     asked = {*candidates, *(iid for iid, _ in ghosts)}
     live = ec2x.describe_instance_states(deps.ec2, asked) if asked else {}
     deleted = []
+    disrupted: list[dict[str, str]] = []  # the deleted NodeClaims' labels (for the metrics)
     for iid, claim in sorted(candidates.items()):
         if iid in live:
             continue
@@ -243,6 +244,7 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
             _delete_with_finalizer(deps.kube, NODES, str(found["metadata"]["name"]))
         if _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim.name):
             deleted.append(claim.name)
+            disrupted.append(dict(claim.metadata.labels or {}))
 
     # Nodes left behind by a failed or terminated launch: no NodeClaim names them and their instance is gone.
     nodes_deleted = []
@@ -258,6 +260,7 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         "deletedNodeClaims": deleted,
         "abandonedNodeClaims": cleaned,
         "deletedNodes": nodes_deleted,
+        "disrupted": disrupted,
     }
 
 

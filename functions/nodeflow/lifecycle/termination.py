@@ -325,6 +325,9 @@ def drain(
         "deleted": _keys(deleted),
         "waiting": len(decided.waiting),
         "skipped": len(decided.skipped),
+        # exact, for the metrics (the lists above are truncated): eviction responses by HTTP code (a pod found gone,
+        # 404 or 409, is not told apart by ``evict`` and not counted)
+        "evictionRequests": {"200": len(evicted), "429": len(refused)},
     }
     if not decided.done:
         held = plan.held_only(decided, refused=refused)

@@ -16,6 +16,12 @@ Throttling, as in AWS: ``--sfn-burst/--sfn-rate`` give StartExecution a token bu
 workflows: 1,300 burst, 300/s refill) that answers ThrottlingException when empty; ``--kube-inflight`` makes
 the API server answer 429 (Retry-After: 1) to mutating requests beyond N in flight (kube-apiserver's
 --max-mutating-requests-inflight, default 200). The provisioner must still start every execution.
+
+``--in-process`` measures only the path to the first StartExecution, without servers: the LIST bodies the API
+server would send are built in memory, then ``take_snapshot`` (parse), ``build_input`` and ``plan`` (input + solve,
+as the provisioner calls it) run in a fresh interpreter per repetition; CPU and wall per stage. ``--ref DIR`` (a
+``functions`` directory, e.g. ``git archive`` of an older commit) runs the same in alternation with that tree
+(before/after measured at the same moment) and checks that both plans are byte-identical.
 """
 
 from __future__ import annotations
@@ -466,6 +472,134 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             proc.terminate()
 
 
+# --- in-process: snapshot parse + build_input + solve only ------------------------------------------
+
+
+def list_bodies(pending: int, bound: int, nodes: int) -> dict[str, bytes]:
+    """kind -> the LIST body the test API server would answer for the seeded cluster."""
+    objects: dict[str, list[dict[str, Any]]] = {}
+
+    def add(body: dict[str, Any]) -> None:
+        items = objects.setdefault(body["kind"], [])
+        meta = body["metadata"]
+        meta.setdefault("uid", f"{body['kind'].lower()}-{len(items)}")
+        meta.setdefault("resourceVersion", str(len(items) + 1))
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        items.append(body)
+
+    add(node_class())
+    add(node_pool())
+    for ns in range(10):
+        add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
+    names = []
+    for i in range(nodes):
+        body = node(i)
+        add(body)
+        names.append(body["metadata"]["name"])
+    for i in range(bound):
+        body = pod(1000 + i // REPLICAS, i, names[i % nodes] if nodes else None)
+        body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "900m", "memory": "3Gi"}}
+        add(body)
+    for i in range(pending):
+        add(pod(i // REPLICAS, i, None))
+    return {
+        kind: json.dumps({"kind": f"{kind}List", "metadata": {"resourceVersion": "1"}, "items": items}).encode()
+        for kind, items in objects.items()
+    }
+
+
+def in_process_child(args: argparse.Namespace) -> dict[str, Any]:
+    """One repetition in this interpreter: (CPU, wall) of snapshot parse, build_input, plan; the plan's digest."""
+    import dataclasses
+    import hashlib
+
+    from nodeflow.catalog.offline import load_offline
+    from nodeflow.kube.client import KubeClient
+    from nodeflow.kube.snapshot import take_snapshot
+    from nodeflow.plan import build_input, plan
+
+    bodies = list_bodies(args.pending, args.bound, args.nodes)
+
+    class Served(KubeClient):
+        def __init__(self) -> None:
+            pass
+
+        def list_raw(self, resource: Any, **_kwargs: Any) -> bytes:
+            return bodies.get(resource.kind, b'{"metadata": {}, "items": []}')
+
+    catalog = load_offline(REGION)
+    out: dict[str, Any] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        cpu, wall = time.process_time(), time.perf_counter()
+        value = fn()
+        out[name] = (time.process_time() - cpu, time.perf_counter() - wall)
+        return value
+
+    snap = timed("snapshot", lambda: take_snapshot(Served()))
+    state = snap.provisioning_state()
+    timed("build_input", lambda: build_input(state, catalog))
+    result = timed("plan", lambda: plan(state, catalog))
+
+    def encode(o: Any) -> Any:
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+        if isinstance(o, set | frozenset):
+            return sorted(o, key=repr)
+        return repr(o)
+
+    text = json.dumps(result, default=encode, sort_keys=True)
+    out["digest"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    out["node_claims"] = len(result.node_claims)
+    return out
+
+
+def in_process(args: argparse.Namespace) -> int:
+    import subprocess
+
+    trees = [("this tree", str(ROOT / "functions"))] + ([("ref", args.ref)] if args.ref else [])
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in trees}
+    for rep in range(args.repeat):
+        for label, funcs in trees:
+            cmd = [sys.executable, "-m", "benchmarks.provisioning_scale", "--in-process-child", "--funcs", funcs]
+            cmd += ["--pending", str(args.pending), "--bound", str(args.bound), "--nodes", str(args.nodes)]
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            runs[label].append(r)
+            print(
+                f"  run {rep + 1} {label:<9}: snapshot {r['snapshot'][0]:.3f} s CPU, build_input "
+                f"{r['build_input'][0]:.3f} s, plan {r['plan'][0]:.3f} s; {r['node_claims']} NodeClaims "
+                f"(plan {r['digest']})",
+                flush=True,
+            )
+    print()
+    print(
+        f"{args.pending} pending + {args.bound} bound pods on {args.nodes} nodes, in process (no servers), "
+        f"best of {args.repeat}, CPU / wall seconds:"
+    )
+    header = f"  {'stage':<42}" + "".join(f"{label:>22}" for label, _ in trees)
+    print(header)
+    for stage, label in (
+        ("snapshot", "snapshot (LIST JSON parse)"),
+        ("build_input", "build_input"),
+        ("plan", "plan (build_input + solve)"),
+        ("total", "snapshot + plan (to the first create)"),
+    ):
+        cells = ""
+        for tree, _ in trees:
+            if stage == "total":
+                cpu = min(r["snapshot"][0] + r["plan"][0] for r in runs[tree])
+                wall = min(r["snapshot"][1] + r["plan"][1] for r in runs[tree])
+            else:
+                cpu = min(r[stage][0] for r in runs[tree])
+                wall = min(r[stage][1] for r in runs[tree])
+            cells += f"{cpu:>12.3f} /{wall:>7.3f}"
+        print(f"  {label:<42}{cells}")
+    digests = {r["digest"] for rs in runs.values() for r in rs}
+    print(f"  plans identical across runs and trees: {'yes' if len(digests) == 1 else 'NO: ' + ', '.join(digests)}")
+    return 0 if len(digests) == 1 else 1
+
+
 def _recv(conn: Any, proc: Any) -> Any:
     """The server's answer; fails (instead of hanging) when the server process died."""
     while not conn.poll(0.5):
@@ -491,7 +625,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sfn-rate", type=float, default=300.0, help="StartExecution token refill per second")
     parser.add_argument("--claim-workers", type=int, default=None, help="NodeClaim creates in flight (default: 8)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
+    parser.add_argument("--in-process", action="store_true", help="snapshot parse + plan only, no servers")
+    parser.add_argument("--ref", default=None, help="with --in-process: a functions/ tree to compare, interleaved")
+    parser.add_argument("--in-process-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--funcs", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.in_process_child:
+        sys.path.insert(0, args.funcs)
+        print(json.dumps(in_process_child(args)))
+        return 0
     if args.quick:
         args.pending, args.bound, args.nodes, args.repeat = 2000, 200, 50, 1
     for key, value in {
@@ -504,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
         from nodeflow.lifecycle import provisioner
 
         provisioner.CLAIM_WORKERS = args.claim_workers
+    if args.in_process:
+        return in_process(args)
     runs = run(args)
     best = {k: min(r[k] for r in runs if r[k] is not None) for k in runs[0] if isinstance(runs[0][k], float)}
     med = {k: statistics.median(r[k] for r in runs if r[k] is not None) for k in best}

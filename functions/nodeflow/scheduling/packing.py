@@ -235,6 +235,8 @@ class Packer:
         ] = {}
         self.strict_min_values = inp.min_values_policy != "BestEffort"
         self._pods = inp.pods
+        # id(types) -> (types, the most any of them has allocatable per resource): an upper bound for any sublist.
+        self._max_alloc_cache: dict[int, tuple[list[InstanceType], dict[str, int]]] = {}
 
     def merge_claims(self) -> None:
         """Plans of modest size only (see ``_merge_claims`` and ``repack_claims``); then NodeClaims
@@ -512,6 +514,14 @@ class Packer:
         if that beats ``standalone`` (the price per pod of new NodeClaims)."""
         if id(claim) in blocked or not group.tolerates(claim.pool.input.taints):
             return None
+        # Not one more pod fits on even the largest of its types (any type scanned below is one of them): no
+        # growth, whatever the loop would scan. At scale most open NodeClaims are full on some resource.
+        largest = self._max_allocatable(claim.types)
+        used = claim.used
+        if any(
+            value > 0 and largest.get(name, 0) - used.get(name, 0) < value for name, value in group.requests.items()
+        ):
+            return None
         alt = next((a for a in alts if claim.requirements.compatible(a, ALLOW_UNDEFINED) is None), None)
         if alt is None:
             return None
@@ -561,6 +571,19 @@ class Packer:
                 best = (marginal, -k, claim.index, claim, reqs, types, prices, i)
                 budget = min(budget, now + marginal * cap)
         return best
+
+    def _max_allocatable(self, types: list[InstanceType]) -> dict[str, int]:
+        """Per resource, the most any of ``types`` has allocatable (at least 0)."""
+        hit = self._max_alloc_cache.get(id(types))
+        if hit is not None and hit[0] is types:
+            return hit[1]
+        most: dict[str, int] = {}
+        for it in types:
+            for name, value in it.allocatable.items():
+                if value > most.get(name, 0):
+                    most[name] = value
+        self._max_alloc_cache[id(types)] = (types, most)
+        return most
 
     def _add_to_claim(self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless

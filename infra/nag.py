@@ -38,7 +38,8 @@ REASONS: dict[str, str] = {
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::image/*]": (
         "An EC2NodeClass selects its AMIs (alias, id, name, tags, SSM parameter); RunInstances/CreateFleet must be "
-        "allowed on whichever image it resolves to (read-only input; as Karpenter)."
+        "allowed on whichever image it resolves to (read-only input; as Karpenter). The provisioner and gc hold the "
+        "same launch statements for EC2NodeClass validation's DryRun calls, which IAM judges as the real calls."
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::snapshot/*]": (
         "The snapshots behind the selected AMIs' block devices are read-only launch inputs (as Karpenter)."
@@ -134,7 +135,9 @@ def acknowledge_findings(stack: Stack) -> None:
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/{}_*]",
             stack.config.cluster_name,
         )
-    for granted in roles_using("fleet"):
+    # Launching roles, and the roles that validate EC2NodeClasses with dry runs of the same launch calls (IAM judges
+    # a DryRun call as the real one, so they hold the same statements: ``Permissions.launch_dry_run``).
+    for granted in roles_using("fleet") + [r for r in roles_using("nodeclass") if r not in roles_using("fleet")]:
         for key in (
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::image/*]",
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::snapshot/*]",

@@ -221,13 +221,22 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     code = agent.stop()
     print(f"agent: SIGTERM -> flushed and exited {code}", file=out)
     ok = ok and code == 0
-    leaked = len(local.instances(("pending", "running"))) - len(
-        local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
-    )
+    # A leak is an instance no NodeClaim names; terminations still in flight get a few seconds to settle.
+    leaked = _wait(lambda: not _unowned_instances(local), 15) is None
+    if leaked:
+        print(f"instances no NodeClaim names: {', '.join(_unowned_instances(local))}", file=out)
     print(
         f"demo finished in {time.perf_counter() - started:.1f} s: {'OK' if ok and not leaked else 'FAILED'}", file=out
     )
-    return 0 if ok and leaked == 0 else 1
+    return 0 if ok and not leaked else 1
+
+
+def _unowned_instances(local: Any) -> list[str]:
+    named = {
+        str((c.get("status") or {}).get("providerID", "")).rsplit("/", 1)[-1]
+        for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+    }
+    return sorted(i["InstanceId"] for i in local.instances(("pending", "running")) if i["InstanceId"] not in named)
 
 
 def _wait(predicate: Any, timeout: float) -> Any:
@@ -329,13 +338,25 @@ def _interrupt(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
         else "  pods NOT bound again",
         file=out,
     )
-    return bool(
-        done["status"] == "SUCCEEDED"
-        and state in ("shutting-down", "terminated")
-        and fresh
-        and bound
-        and all(d["status"] == "SUCCEEDED" for d in launched)
+    return _passed(
+        out,
+        "spot interruption",
+        {
+            "terminate execution succeeded": done["status"] == "SUCCEEDED",
+            "interrupted instance terminated": state in ("shutting-down", "terminated"),
+            "a new NodeClaim was made": bool(fresh),
+            "evicted pods bound again": bool(bound),
+            "replacement launches succeeded": all(d["status"] == "SUCCEEDED" for d in launched),
+        },
     )
+
+
+def _passed(out: TextIO, section: str, checks: dict[str, bool]) -> bool:
+    """True when every check holds; otherwise names the ones that did not."""
+    failed = [name for name, held in checks.items() if not held]
+    if failed:
+        print(f"  {section} FAILED: not {'; not '.join(failed)}", file=out)
+    return not failed
 
 
 def _cluster_price(local: Any, catalog: Any) -> float:
@@ -536,13 +557,17 @@ def _move(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
         30,
     )
     after = _cluster_price(local, catalog)
-    ok = bool(
-        done["status"] == "SUCCEEDED"
-        and all(t["status"] == "SUCCEEDED" for t in terminated)
-        and moved
-        and len(replicasets.created) > created
-        and not any(p["spec"].get("nodeName") == old_node for p in report_pods())
-        and after < before
+    ok = _passed(
+        out,
+        "consolidation",
+        {
+            "replace execution succeeded": done["status"] == "SUCCEEDED",
+            "candidates' terminations succeeded": all(t["status"] == "SUCCEEDED" for t in terminated),
+            "the pod moved to the replacement": bool(moved),
+            "the evicted pod was recreated": len(replicasets.created) > created,
+            "no pod left on the old node": not any(p["spec"].get("nodeName") == old_node for p in report_pods()),
+            "the cluster is cheaper": after < before,
+        },
     )
     print(
         f"  replace {done['status']}: {old_node} tainted karpenter.sh/disrupted, replacement {new} -> {new_node} "

@@ -25,8 +25,10 @@ __all__ = [
     "CLUSTER_METRICS",
     "NODE_LABELS",
     "ClusterMetrics",
+    "Histogram",
     "Sample",
     "Snapshot",
+    "bound_durations",
     "compute",
     "parse_quantity",
     "pod_requests",
@@ -53,6 +55,8 @@ CLUSTER_METRICS: dict[str, tuple[str, str]] = {
     "karpenter_pods_state": ("gauge", "1 per pod, labeled with its owner, node, phase and readiness."),
     "karpenter_pods_unstarted_time_seconds": ("gauge", "Seconds since creation of a pod that is not ready yet."),
     "karpenter_pods_startup_duration_seconds": ("summary", "Seconds from pod creation until the pod was ready."),
+    "karpenter_pods_bound_duration_seconds": ("histogram", "Seconds from pod creation until the pod was bound."),
+    "karpenter_cluster_utilization_percent": ("gauge", "Pod requests over allocatable of all nodes, by resource type."),
 }
 
 #: node label -> metric label (Karpenter's well-known labels, snake_cased)
@@ -68,6 +72,12 @@ NODE_LABELS: dict[str, str] = {
 }
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 QUANTILES = (0.0, 0.5, 0.9, 0.99, 1.0)
+#: Karpenter's duration histogram buckets (seconds)
+DURATION_BUCKETS = (
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    *(1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60),
+    *(120, 150, 300, 450, 600),
+)
 #: startup observations kept for the quantiles (the count and sum cover all)
 MAX_OBSERVATIONS = 10_000
 
@@ -346,6 +356,18 @@ def compute(snapshot: Snapshot, now: float, pending: set[str]) -> tuple[list[Sam
                 labels = _lbl(nodepool=pool, resource_type=_resource_type(resource))
                 samples.append(Sample(metric, labels, _value(resource, quantity)))
 
+    # ------------------------------------------------- cluster utilization: pod requests / allocatable, all nodes
+    allocatable_all: dict[str, Decimal] = {}
+    requested_all: dict[str, Decimal] = {}
+    for name, node in nodes_by_name.items():
+        _add(allocatable_all, _resources((node.get("status") or {}).get("allocatable")))
+        _add(requested_all, totals["pod_requests"].get(name, {}))
+    for resource, quantity in sorted(allocatable_all.items()):
+        if quantity > 0:
+            percent = 100 * requested_all.get(resource, Decimal(0)) / quantity
+            labels = _lbl(resource_type=_resource_type(resource))
+            samples.append(Sample("karpenter_cluster_utilization_percent", labels, float(percent)))
+
     launching = sum(
         1
         for nc in snapshot.nodeclaims
@@ -353,6 +375,53 @@ def compute(snapshot: Snapshot, now: float, pending: set[str]) -> tuple[list[Sam
     )
     samples.append(Sample("karpenter_cluster_state_node_count", (), len(snapshot.nodes) + launching))
     return samples, observed, still_pending
+
+
+def bound_durations(pods: list[Obj], unbound: set[str]) -> tuple[list[float], set[str]]:
+    """Pod creation -> PodScheduled for pods seen unbound before (uids in ``unbound``).
+
+    Returns (durations observed now, the uids of the pods that are still unbound).
+    """
+    observed: list[float] = []
+    still: set[str] = set()
+    for pod in pods:
+        meta = _meta(pod)
+        uid = str(meta.get("uid") or "")
+        created = _timestamp(meta.get("creationTimestamp"))
+        if not uid or created is None or _terminal(pod) or meta.get("deletionTimestamp"):
+            continue
+        scheduled = _condition(pod, "PodScheduled")
+        if scheduled and scheduled.get("status") == "True":
+            at = _timestamp(scheduled.get("lastTransitionTime"))
+            if uid in unbound and at is not None:
+                observed.append(max(0.0, at - created))
+        elif not (pod.get("spec") or {}).get("nodeName"):
+            still.add(uid)
+    return observed, still
+
+
+@dataclass
+class Histogram:
+    """A Prometheus histogram with Karpenter's duration buckets."""
+
+    buckets: tuple[float, ...] = DURATION_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
+    count: int = 0
+    total: float = 0.0
+
+    def observe(self, value: float) -> None:
+        for i, upper in enumerate(self.buckets):
+            if value <= upper:
+                self.counts[i] += 1
+        self.count += 1
+        self.total += value
+
+    def lines(self, name: str) -> list[str]:
+        out = [
+            f'{name}_bucket{{le="{_number(upper)}"}} {n}' for upper, n in zip(self.buckets, self.counts, strict=True)
+        ]
+        out.append(f'{name}_bucket{{le="+Inf"}} {self.count}')
+        return [*out, _line(f"{name}_sum", (), self.total), _line(f"{name}_count", (), self.count)]
 
 
 def _number(v: float) -> str:
@@ -375,7 +444,14 @@ def _quantile(ordered: list[float], q: float) -> float:
     return ordered[index]
 
 
-def render(samples: list[Sample], synced: bool, startup: list[float], startup_count: int, startup_sum: float) -> str:
+def render(
+    samples: list[Sample],
+    synced: bool,
+    startup: list[float],
+    startup_count: int,
+    startup_sum: float,
+    bound: Histogram | None = None,
+) -> str:
     """Prometheus text for the samples, every metric with its HELP and TYPE."""
     by_name: dict[str, list[Sample]] = {}
     for s in samples:
@@ -393,6 +469,8 @@ def render(samples: list[Sample], synced: bool, startup: list[float], startup_co
                 lines.append(f'{name}{{quantile="{q:g}"}} {"NaN" if value != value else _number(value)}')
             lines.append(_line(f"{name}_sum", (), startup_sum))
             lines.append(_line(f"{name}_count", (), startup_count))
+        elif name == "karpenter_pods_bound_duration_seconds":
+            lines.extend((bound or Histogram()).lines(name))
         else:
             for s in sorted(by_name.get(name, []), key=lambda s: s.labels):
                 lines.append(_line(name, s.labels, s.value))
@@ -432,6 +510,8 @@ class ClusterMetrics:
         self._startup: list[float] = []
         self._startup_count = 0
         self._startup_sum = 0.0
+        self._unbound: set[str] = set()
+        self._bound = Histogram()
         self.synced = False
 
     def _list(self, path: str) -> list[Obj]:
@@ -455,6 +535,9 @@ class ClusterMetrics:
         self._startup = (self._startup + observed)[-MAX_OBSERVATIONS:]
         self._startup_count += len(observed)
         self._startup_sum += sum(observed)
+        bound, self._unbound = bound_durations(snapshot.pods, self._unbound)
+        for seconds in bound:
+            self._bound.observe(seconds)
         self.synced = True
 
     def render(self) -> str:
@@ -463,5 +546,7 @@ class ClusterMetrics:
             if self._at is None or now - self._at >= self.min_interval:
                 self.refresh()
                 self._at = now
-                self._text = render(self._samples, self.synced, self._startup, self._startup_count, self._startup_sum)
+                self._text = render(
+                    self._samples, self.synced, self._startup, self._startup_count, self._startup_sum, self._bound
+                )
             return self._text

@@ -68,6 +68,12 @@ def test_metrics_expose_karpenter_cluster_state(
     assert one(text, "karpenter_nodepools_usage", 'nodepool="default"', 'resource_type="cpu"') == 2
     assert one(text, "karpenter_cluster_state_node_count") == 1
     assert one(text, "karpenter_cluster_state_synced") == 1
+    # node-a's allocatable carries 600m cpu and 2 x 256Mi of pod requests (the pending web-2 is on no node)
+    assert abs(one(text, "karpenter_cluster_utilization_percent", 'resource_type="cpu"') - 100 * 0.6 / 1.93) < 1e-9
+    assert abs(one(text, "karpenter_cluster_utilization_percent", 'resource_type="memory"') - 100 * 0.5 / 7) < 1e-9
+    assert one(text, "karpenter_cluster_utilization_percent", 'resource_type="pods"') == 0
+    assert "# TYPE karpenter_pods_bound_duration_seconds histogram" in text
+    assert one(text, "karpenter_pods_bound_duration_seconds_count") == 0
     assert one(text, "karpenter_pods_state", 'name="web-1"', 'node="node-a"', 'scheduled="true"') == 1
     assert one(text, "karpenter_pods_state", 'name="web-2"', 'scheduled="false"', 'phase="Pending"') == 1
     assert one(text, "karpenter_pods_unstarted_time_seconds", 'name="web-2"') >= 0
@@ -75,12 +81,18 @@ def test_metrics_expose_karpenter_cluster_state(
 
     # web-2 is bound and becomes ready: its startup duration is observed once, from creation to Ready
     core = kubernetes.client.CoreV1Api(kube.api_client())
-    created = core.read_namespaced_pod("web-2", "default").metadata.creation_timestamp
+    meta = core.read_namespaced_pod("web-2", "default").metadata
+    assert meta is not None and isinstance(meta.creation_timestamp, datetime.datetime)
+    created = meta.creation_timestamp
     ready_at = (created + datetime.timedelta(seconds=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    bound_at = (created + datetime.timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     body: dict[str, Any] = {
         "status": {
             "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at},
+                {"type": "Ready", "status": "True", "lastTransitionTime": ready_at},
+            ],
         }
     }
     core.patch_namespaced_pod_status("web-2", "default", body)
@@ -92,3 +104,9 @@ def test_metrics_expose_karpenter_cluster_state(
     text = wait_for(observed, what="a startup duration observation")
     assert one(text, "karpenter_pods_startup_duration_seconds_sum") == 7
     assert not any('name="web-2"' in labels for labels in samples(text, "karpenter_pods_unstarted_time_seconds"))
+    # ... and its bound duration (creation -> PodScheduled) once, in Karpenter's duration buckets
+    assert one(text, "karpenter_pods_bound_duration_seconds_count") == 1
+    assert one(text, "karpenter_pods_bound_duration_seconds_sum") == 3
+    assert one(text, "karpenter_pods_bound_duration_seconds_bucket", 'le="2.5"') == 0
+    assert one(text, "karpenter_pods_bound_duration_seconds_bucket", 'le="3"') == 1
+    assert one(text, "karpenter_pods_bound_duration_seconds_bucket", 'le="+Inf"') == 1

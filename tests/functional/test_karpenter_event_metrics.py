@@ -80,6 +80,7 @@ def test_a_node_launched_then_terminated_is_counted_once_each_way(
     for name in (
         "karpenter_nodes_termination_duration_seconds",
         "karpenter_nodeclaims_termination_duration_seconds",
+        "karpenter_nodeclaims_instance_termination_duration_seconds",
         "karpenter_nodes_lifetime_duration_seconds",
     ):
         (sample,) = emitted[name]
@@ -91,6 +92,9 @@ def test_a_node_launched_then_terminated_is_counted_once_each_way(
     lifetime = emitted["karpenter_nodes_lifetime_duration_seconds"][0]["_value"]
     assert lifetime >= emitted["karpenter_nodes_termination_duration_seconds"][0]["_value"]
     assert lifetime > 0
+    # the instance's termination (from the Terminate step's InstanceTerminating) is part of the NodeClaim's
+    instance = emitted["karpenter_nodeclaims_instance_termination_duration_seconds"][0]["_value"]
+    assert instance <= emitted["karpenter_nodeclaims_termination_duration_seconds"][0]["_value"]
 
     # a second start of the workflow finds nothing left to finalize: nothing is counted twice
     local.terminate(node.claim, reason="Expired")

@@ -61,6 +61,7 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     "karpenter_nodeclaims_disrupted_total": (MetricUnit.Count, ("reason", "nodepool", "capacity_type")),
     "karpenter_nodeclaims_terminated_total": (MetricUnit.Count, ("nodepool", "capacity_type", "zone")),
     "karpenter_nodeclaims_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
+    "karpenter_nodeclaims_instance_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
     "karpenter_nodes_created_total": (MetricUnit.Count, ("nodepool", "zone")),
     "karpenter_nodes_terminated_total": (MetricUnit.Count, ("nodepool", "zone")),
     "karpenter_nodes_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
@@ -214,6 +215,9 @@ def record_termination(facts: Mapping[str, Any]) -> None:
         labels = {"nodepool": pool, "capacity_type": claim.get("capacity_type", ""), "zone": claim.get("zone", "")}
         emit("karpenter_nodeclaims_terminated_total", 1, **labels)
         emit("karpenter_nodeclaims_termination_duration_seconds", claim["terminationSeconds"], nodepool=pool)
+        if claim.get("instanceTerminationSeconds") is not None:  # since the Terminate step's InstanceTerminating
+            seconds = claim["instanceTerminationSeconds"]
+            emit("karpenter_nodeclaims_instance_termination_duration_seconds", seconds, nodepool=pool)
 
 
 #: nodeflow's interruption kinds -> Karpenter's message_type (the AWS provider's message kinds)

@@ -549,11 +549,13 @@ def _terminated(now: datetime, claim: NodeClaim | None, node: Mapping[str, Any] 
         }
     if claim is not None:
         labels = claim.metadata.labels or {}
+        began = claim.status.condition(CONDITION_INSTANCE_TERMINATING) if claim.status is not None else None
         out["nodeClaim"] = {
             "nodepool": labels.get(wk.LABEL_NODEPOOL, ""),
             "capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
             "zone": labels.get(wk.LABEL_ZONE, ""),
             "terminationSeconds": _since(now, claim.metadata.deletion_timestamp),
+            "instanceTerminationSeconds": _since(now, began.last_transition_time) if began is not None else None,
         }
     return out
 

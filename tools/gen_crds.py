@@ -270,18 +270,8 @@ _RESTRICTED_TAGS = (
     "karpenter.sh/nodeclaim",
     "karpenter.k8s.aws/ec2nodeclass",
 )
-_RESERVED_KEYS = ("cpu", "memory", "ephemeral-storage", "pid")
-_SIGNAL_LIST = ",".join(
-    f"'{signal}'"
-    for signal in (
-        "memory.available",
-        "nodefs.available",
-        "nodefs.inodesFree",
-        "imagefs.available",
-        "imagefs.inodesFree",
-        "pid.available",
-    )
-)
+_RESERVED_KEYS = karpenter_ec2.RESERVED_RESOURCE_NAMES
+_SIGNAL_LIST = ",".join(f"'{signal}'" for signal in karpenter_ec2.EVICTION_SIGNAL_NAMES)
 
 
 def _reserved_rules(name: str) -> dict[str, Any]:

@@ -64,17 +64,18 @@ AMI_ALIAS_FAMILIES: dict[str, str] = {
 MAX_SELECTOR_TERMS = 30
 MAX_SELECTOR_TAGS = 20
 
-RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
-EVICTION_SIGNALS = frozenset(
-    {
-        "memory.available",
-        "nodefs.available",
-        "nodefs.inodesFree",
-        "imagefs.available",
-        "imagefs.inodesFree",
-        "pid.available",
-    }
+# In the kubelet's (and Karpenter's CRD rules') order; tools/gen_crds.py writes the CEL rules from these.
+RESERVED_RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage", "pid")
+EVICTION_SIGNAL_NAMES = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
 )
+RESERVED_RESOURCES = frozenset(RESERVED_RESOURCE_NAMES)
+EVICTION_SIGNALS = frozenset(EVICTION_SIGNAL_NAMES)
 # Kubelet's own defaults, used when an EC2NodeClass does not override them.
 DEFAULT_EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
 DEFAULT_IMAGE_GC_HIGH_THRESHOLD_PERCENT = 85

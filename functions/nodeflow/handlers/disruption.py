@@ -15,6 +15,7 @@ from nodeflow.handlers.karpenter_metrics import (
     record_disruption_decision,
     record_disruptions,
     record_evaluations,
+    record_failed_validation,
 )
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
@@ -64,6 +65,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))
     if outcome.command and (outcome.executed or outcome.replacing):  # the command was carried out
         record_disruption_decision(outcome.command, outcome.command_pools)
+    if outcome.command and outcome.failed_validation:
+        record_failed_validation(outcome.command)
     record_disruptions(outcome.disrupted)
     record_allowed_disruptions(outcome.allowed_disruptions, outcome.consuming_budgets)
     record_evaluations(outcome.evaluations)

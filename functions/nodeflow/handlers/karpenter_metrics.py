@@ -30,6 +30,7 @@ __all__ = [
     "record_disruptions",
     "record_drain_pass",
     "record_evaluations",
+    "record_failed_validation",
     "record_interruption_batch",
     "record_launch_failure",
     "record_nodeclaims_created",
@@ -53,6 +54,7 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
         ("nodepool", "decision", "reason", "consolidation_type"),
     ),
     "karpenter_voluntary_disruption_eligible_nodes": (MetricUnit.Count, ("reason",)),
+    "karpenter_voluntary_disruption_failed_validations_total": (MetricUnit.Count, ("consolidation_type",)),
     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds": (
         MetricUnit.Seconds,
         ("reason", "consolidation_type"),
@@ -112,6 +114,18 @@ def record_disruption_decision(command: Mapping[str, Any], nodepools: Iterable[s
     for pool in sorted(set(nodepools)):
         emit("karpenter_voluntary_disruption_decisions_by_nodepool_total", 1, nodepool=pool, **labels)
     emit("karpenter_voluntary_disruption_decisions_total", 1, **labels)
+
+
+def record_failed_validation(command: Mapping[str, Any]) -> None:
+    """A consolidation command (its ``to_json()`` form) the validation round did not confirm: its candidates, by
+    consolidation type, as Karpenter counts them. Karpenter validates only consolidation (emptiness, single- and
+    multi-node), so a drift command that fails validation is not counted."""
+    if kind := _CONSOLIDATION_TYPE.get(str(command.get("method") or "")):
+        emit(
+            "karpenter_voluntary_disruption_failed_validations_total",
+            len(command["candidates"]),
+            consolidation_type=kind,
+        )
 
 
 def record_evaluations(evaluations: Iterable[Any]) -> None:

@@ -90,6 +90,7 @@ class DisruptionOutcome:
     consuming_budgets: list[tuple[str, str, int]] = field(default_factory=list)  # (NodePool, reason, nodes)
     evaluations: list[Evaluation] = field(default_factory=list)  # the first round's methods tried
     command_pools: list[str] = field(default_factory=list)  # the NodePools of the command carried out
+    failed_validation: bool = False  # the validation round did not propose the command again
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -254,7 +255,8 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out.command = command.to_json()
     deps.sleep(deps.validation_seconds)
     again = _round(deps)
-    if not _same(command, again.result.command) or paused(deps.kube, deps.namespace) is not None:
+    out.failed_validation = not _same(command, again.result.command)
+    if out.failed_validation or paused(deps.kube, deps.namespace) is not None:
         out.skipped = "the cluster changed during the validation wait; the next round decides again"
         return out
     command = again.result.command or command

@@ -8,8 +8,12 @@ values are Karpenter v1.14.1's; an empty label (drift's consolidation_type) is n
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import kubernetes
 import pytest
 
+from nodeflow.handlers import disruption as disruption_handler
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.disruption.test_disruption_lambda import (
     AWAY_FROM_WEB,
@@ -27,6 +31,7 @@ EVALUATION = "karpenter_voluntary_disruption_decision_evaluation_duration_second
 ELIGIBLE = "karpenter_voluntary_disruption_eligible_nodes"
 CONSUMING = "karpenter_nodepools_nodes_consuming_budgets"
 BY_NODEPOOL = "karpenter_voluntary_disruption_decisions_by_nodepool_total"
+FAILED_VALIDATIONS = "karpenter_voluntary_disruption_failed_validations_total"
 
 
 def test_each_method_tried_reports_its_evaluation_time_and_eligible_nodes(
@@ -80,6 +85,7 @@ def test_each_method_tried_reports_its_evaluation_time_and_eligible_nodes(
     assert by_pool["_dimensions"] == ["cluster", "consolidation_type", "decision", "nodepool", "reason", "service"]
     (total,) = emitted["karpenter_voluntary_disruption_decisions_total"]
     assert (total["decision"], total["reason"], total["consolidation_type"]) == ("delete", "empty", "empty")
+    assert FAILED_VALIDATIONS not in emitted  # the validation round confirmed the command
     _settle(local)
 
 
@@ -125,4 +131,32 @@ def test_a_node_being_disrupted_consumes_its_nodepools_budget(
         ("drifted", 0.0),
         ("underutilized", 0.0),
     ]
+    _settle(local)
+
+
+def test_a_command_the_validation_round_does_not_confirm_counts_a_failed_validation(
+    local: LocalNodeflow, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _launch(local, "web", 2)
+    empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
+    _scale_down(local, "batch")
+    _later(5)
+    node = empty["status"]["nodeName"]
+    core = kubernetes.client.CoreV1Api(local.kube_server.api_client())
+
+    def meanwhile(seconds: float) -> None:  # during the validation wait, the empty node is protected
+        body = {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+        core.patch_node(node, body, _preload_content=False)  # (the test server's nodeInfo has no bootID)
+
+    monkeypatch.setattr(disruption_handler, "time", SimpleNamespace(sleep=meanwhile))
+    capfd.readouterr()
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["command"]["reason"] == "Empty", result
+    assert result["executed"] == [], result
+    assert result["skipped"], result
+    emitted = every(capfd)
+    (failed,) = emitted[FAILED_VALIDATIONS]
+    assert (failed["consolidation_type"], failed["_value"], failed["_unit"]) == ("empty", 1.0, "Count")
+    assert failed["_dimensions"] == ["cluster", "consolidation_type", "service"]
+    assert "karpenter_voluntary_disruption_decisions_total" not in emitted
     _settle(local)

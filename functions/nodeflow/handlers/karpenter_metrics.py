@@ -35,6 +35,7 @@ __all__ = [
     "record_launch_failure",
     "record_nodeclaims_created",
     "record_nodeclaims_disrupted",
+    "record_queue_failure",
     "record_registration",
     "record_scheduling_duration",
     "record_termination",
@@ -55,6 +56,10 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     ),
     "karpenter_voluntary_disruption_eligible_nodes": (MetricUnit.Count, ("reason",)),
     "karpenter_voluntary_disruption_failed_validations_total": (MetricUnit.Count, ("consolidation_type",)),
+    "karpenter_voluntary_disruption_queue_failures_total": (
+        MetricUnit.Count,
+        ("decision", "reason", "consolidation_type"),
+    ),
     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds": (
         MetricUnit.Seconds,
         ("reason", "consolidation_type"),
@@ -188,6 +193,15 @@ def record_disruptions(disrupted: Iterable[tuple[str, Mapping[str, str]]]) -> No
         by_reason.setdefault(_snake(reason), []).append(_claim_labels(labels))
     for reason, items in sorted(by_reason.items()):
         record_nodeclaims_disrupted(reason, items)
+
+
+def record_queue_failure(reason: str, failed_launches: int) -> None:
+    """A replace command rolled back (nodeflow's reason; how many of its replacements never initialized), as
+    Karpenter counts a failed command of its disruption queue: decision ``replace`` (only commands with
+    replacements are queued), the snake_case reason, and ``consolidation_type`` set to the decision too (as
+    Karpenter v1.14.1 labels it)."""
+    labels = {"decision": "replace", "reason": _snake(reason), "consolidation_type": "replace"}
+    emit("karpenter_voluntary_disruption_queue_failures_total", failed_launches, **labels)
 
 
 def _snake(text: str) -> str:

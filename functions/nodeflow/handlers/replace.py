@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nodeflow.aws.sfn import start_workflow
 from nodeflow.handlers.common import logger, metrics, parse, tracer, workflow_step
-from nodeflow.handlers.karpenter_metrics import record_disruptions
+from nodeflow.handlers.karpenter_metrics import record_disruptions, record_queue_failure
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.replace import ReplaceDeps, check, rollback, terminate_candidates
 
@@ -62,5 +62,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(ReplaceStep, event)
     result = ACTIONS[step.action](deps(), step.replace.model_dump(by_alias=True))
     record_disruptions((step.replace.reason, labels) for labels in result.pop("disrupted", []))  # not in the state
+    if step.action == "rollback":
+        record_queue_failure(step.replace.reason, result.pop("failedLaunches", 0))
     logger.info("replace step", extra={"action": step.action, **result})
     return result

@@ -157,11 +157,13 @@ def rollback(deps: ReplaceDeps, replace: Mapping[str, Any]) -> dict[str, Any]:
             "a replacement NodeClaim did not initialize: the node stays (un-tainted)",
         )
     removed: list[str] = []
+    failed = 0  # replacements that never initialized (gone or not yet), for the metrics
     for name in replace.get("replacements") or []:
         try:
-            deps.kube.get(NODE_CLAIMS, str(name))
+            failed += not _initialized(deps.kube.get(NODE_CLAIMS, str(name)))
         except kerr.NotFound:
+            failed += 1
             continue
         if deps.start_terminate(str(name), "ReplacementFailed"):
             removed.append(str(name))
-    return {"untainted": untainted, "replacementsTerminated": removed}
+    return {"untainted": untainted, "replacementsTerminated": removed, "failedLaunches": failed}

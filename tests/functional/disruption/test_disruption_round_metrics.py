@@ -9,15 +9,20 @@ values are Karpenter v1.14.1's; an empty label (drift's consolidation_type) is n
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import kubernetes
 import pytest
 
+from nodeflow.api.labels import LABEL_INSTANCE_TYPE
 from nodeflow.handlers import disruption as disruption_handler
 from sandbox.nodeflow import LocalNodeflow
+from sandbox.stepfunctions import wait_for_execution
 from tests.functional.disruption.test_disruption_lambda import (
     AWAY_FROM_WEB,
     IDLE_WORKFLOW,
+    ON_DEMAND,
+    TOGETHER,
     _budget_of_one,
     _later,
     _launch,
@@ -32,6 +37,7 @@ ELIGIBLE = "karpenter_voluntary_disruption_eligible_nodes"
 CONSUMING = "karpenter_nodepools_nodes_consuming_budgets"
 BY_NODEPOOL = "karpenter_voluntary_disruption_decisions_by_nodepool_total"
 FAILED_VALIDATIONS = "karpenter_voluntary_disruption_failed_validations_total"
+QUEUE_FAILURES = "karpenter_voluntary_disruption_queue_failures_total"
 
 
 def test_each_method_tried_reports_its_evaluation_time_and_eligible_nodes(
@@ -86,6 +92,7 @@ def test_each_method_tried_reports_its_evaluation_time_and_eligible_nodes(
     (total,) = emitted["karpenter_voluntary_disruption_decisions_total"]
     assert (total["decision"], total["reason"], total["consolidation_type"]) == ("delete", "empty", "empty")
     assert FAILED_VALIDATIONS not in emitted  # the validation round confirmed the command
+    assert QUEUE_FAILURES not in emitted
     _settle(local)
 
 
@@ -159,4 +166,37 @@ def test_a_command_the_validation_round_does_not_confirm_counts_a_failed_validat
     assert (failed["consolidation_type"], failed["_value"], failed["_unit"]) == ("empty", 1.0, "Count")
     assert failed["_dimensions"] == ["cluster", "consolidation_type", "service"]
     assert "karpenter_voluntary_disruption_decisions_total" not in emitted
+    _settle(local)
+
+
+def test_a_replace_command_whose_replacement_fails_counts_a_queue_failure(
+    local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
+) -> None:
+    old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
+    pods = sorted(p["metadata"]["name"] for p in local.kube_server.objects("v1", "Pod", "default"))
+    for name in [p for p in pods if p.startswith("web")][1:]:  # one pod left: single-node consolidation replaces it
+        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _later(5)
+    original = local.dispatch.handlers[local.function_name("launch")]
+
+    def everything_exhausted(event: Any, context: Any) -> Any:  # no capacity: the replacement's launch fails
+        claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", event["nodeClaim"])
+        types = next(r["values"] for r in claim["spec"]["requirements"] if r["key"] == LABEL_INSTANCE_TYPE)
+        local.faults.exhaust((t, z) for t in types for z in local.world.subnets)
+        return original(event, context)
+
+    local.dispatch.register(local.function_name("launch"), everything_exhausted)
+    capfd.readouterr()
+    replacing = local.invoke("disruption", {"source": "aws.scheduler"})["result"]["replacing"]
+    assert replacing is not None
+    arn = f"{local.replace_arn.replace(':stateMachine:', ':execution:', 1)}:{replacing['name']}"
+    assert wait_for_execution(local.clients.sfn, arn, timeout=90)["status"] == "FAILED"
+    (failed,) = every(capfd)[QUEUE_FAILURES]
+    labels = (failed["decision"], failed["reason"], failed["consolidation_type"])
+    assert labels == ("replace", "underutilized", "replace")  # Karpenter labels consolidation_type with the decision
+    assert (failed["_value"], failed["_unit"]) == (1.0, "Count")
+    assert failed["_dimensions"] == ["cluster", "consolidation_type", "decision", "reason", "service"]
+    assert old["metadata"]["name"] in {
+        c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+    }
     _settle(local)

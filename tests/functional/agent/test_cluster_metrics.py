@@ -82,7 +82,8 @@ def test_metrics_expose_karpenter_cluster_state(
     # web-2 is bound and becomes ready: its startup duration is observed once, from creation to Ready
     core = kubernetes.client.CoreV1Api(kube.api_client())
     meta = core.read_namespaced_pod("web-2", "default").metadata
-    assert meta is not None and isinstance(meta.creation_timestamp, datetime.datetime)
+    assert meta is not None
+    assert isinstance(meta.creation_timestamp, datetime.datetime)
     created = meta.creation_timestamp
     ready_at = (created + datetime.timedelta(seconds=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
     bound_at = (created + datetime.timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -16,6 +16,7 @@ from nodeflow.handlers.karpenter_metrics import (
     record_disruptions,
     record_evaluations,
     record_failed_validation,
+    record_pool_costs,
 )
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
@@ -69,6 +70,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         record_failed_validation(outcome.command)
     record_disruptions(outcome.disrupted)
     record_allowed_disruptions(outcome.allowed_disruptions, outcome.consuming_budgets)
+    record_pool_costs(outcome.pool_costs)
     record_evaluations(outcome.evaluations)
     logger.info("disruption round", extra=outcome.to_json())
     return {"batchItemFailures": [], "result": {**outcome.to_json(), "podEventTimers": timers}}

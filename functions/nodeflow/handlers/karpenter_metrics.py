@@ -35,6 +35,7 @@ __all__ = [
     "record_launch_failure",
     "record_nodeclaims_created",
     "record_nodeclaims_disrupted",
+    "record_pool_costs",
     "record_queue_failure",
     "record_registration",
     "record_scheduling_duration",
@@ -76,6 +77,7 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     "karpenter_nodes_drained_total": (MetricUnit.Count, ("nodepool",)),
     "karpenter_nodepools_allowed_disruptions": (MetricUnit.Count, ("nodepool", "reason")),
     "karpenter_nodepools_nodes_consuming_budgets": (MetricUnit.Count, ("nodepool", "reason")),
+    "karpenter_nodepools_cost_total": (MetricUnit.NoUnit, ("nodepool",)),  # $/hour, a gauge despite its name
     "karpenter_pods_drained_total": (MetricUnit.Count, ("reason",)),
     "karpenter_pods_eviction_requests_total": (MetricUnit.Count, ("code",)),
     "karpenter_interruption_received_messages_total": (MetricUnit.Count, ("message_type",)),
@@ -183,6 +185,13 @@ def record_allowed_disruptions(
         emit("karpenter_nodepools_allowed_disruptions", count, nodepool=pool, reason=reason)
     for pool, reason, count in consuming:
         emit("karpenter_nodepools_nodes_consuming_budgets", count, nodepool=pool, reason=reason)
+
+
+def record_pool_costs(costs: Iterable[tuple[str, float]]) -> None:
+    """Gauge per NodePool: the summed $/hour of its NodeClaims' offerings (Karpenter's
+    ``karpenter_nodepools_cost_total``, a gauge despite the name)."""
+    for pool, dollars in costs:
+        emit("karpenter_nodepools_cost_total", dollars, nodepool=pool)
 
 
 def record_disruptions(disrupted: Iterable[tuple[str, Mapping[str, str]]]) -> None:

@@ -88,6 +88,7 @@ class DisruptionOutcome:
     disrupted: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (reason, NodeClaim labels)
     allowed_disruptions: list[tuple[str, str, int]] = field(default_factory=list)  # (NodePool, reason, nodes)
     consuming_budgets: list[tuple[str, str, int]] = field(default_factory=list)  # (NodePool, reason, nodes)
+    pool_costs: list[tuple[str, float]] = field(default_factory=list)  # (NodePool, $/hour of its NodeClaims)
     evaluations: list[Evaluation] = field(default_factory=list)  # the first round's methods tried
     command_pools: list[str] = field(default_factory=list)  # the NodePools of the command carried out
     failed_validation: bool = False  # the validation round did not propose the command again
@@ -236,6 +237,7 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out = DisruptionOutcome()
     first = _round(deps)
     out.allowed_disruptions, out.consuming_budgets = budget_gauges(first.snapshot, deps.now())
+    out.pool_costs = pool_costs(first.snapshot, deps.catalog)
     out.evaluations = list(first.result.evaluations)
     mark_conditions(deps, first.prepared)
     labels = _labels(first) if first.result.expirations else {}
@@ -331,6 +333,25 @@ def budget_gauges(snapshot: Snapshot, now: datetime) -> tuple[list[tuple[str, st
         for reason in Reason
     ]
     return allowed_now, [(pool.name, reason.value, consuming.get(pool.name, 0)) for pool in pools for reason in Reason]
+
+
+def pool_costs(snapshot: Snapshot, catalog: CatalogData) -> list[tuple[str, float]]:
+    """Per NodePool, the summed $/hour of its NodeClaims' offerings (instance type, zone and capacity type labels,
+    priced from the catalog), as Karpenter's ``karpenter_nodepools_cost_total`` gauge; NodeClaims not launched
+    yet (no instance-type label) or whose offering has no price count nothing. Every NodePool is listed."""
+    totals = {pool.name: 0.0 for pool in snapshot.state.node_pools}
+    for claim in snapshot.state.node_claims:
+        labels = claim.metadata.labels or {}
+        pool = labels.get(wk.LABEL_NODEPOOL)
+        if pool is None or wk.LABEL_INSTANCE_TYPE not in labels:
+            continue
+        it, zone = labels[wk.LABEL_INSTANCE_TYPE], labels.get(wk.LABEL_ZONE, "")
+        if labels.get(wk.LABEL_CAPACITY_TYPE) == wk.CAPACITY_TYPE_SPOT:
+            price = catalog.spot_prices.get((it, zone))
+        else:
+            price = catalog.on_demand_prices.get(it)
+        totals[pool] = totals.get(pool, 0.0) + (price or 0.0)
+    return sorted(totals.items())
 
 
 def _true(claim: NodeClaim, kind: str) -> bool:

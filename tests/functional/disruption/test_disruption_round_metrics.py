@@ -15,6 +15,7 @@ import kubernetes
 import pytest
 
 from nodeflow.api.labels import LABEL_INSTANCE_TYPE
+from nodeflow.catalog.offline import load_offline
 from nodeflow.handlers import disruption as disruption_handler
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
@@ -38,6 +39,7 @@ CONSUMING = "karpenter_nodepools_nodes_consuming_budgets"
 BY_NODEPOOL = "karpenter_voluntary_disruption_decisions_by_nodepool_total"
 FAILED_VALIDATIONS = "karpenter_voluntary_disruption_failed_validations_total"
 QUEUE_FAILURES = "karpenter_voluntary_disruption_queue_failures_total"
+COST = "karpenter_nodepools_cost_total"
 
 
 def test_each_method_tried_reports_its_evaluation_time_and_eligible_nodes(
@@ -70,6 +72,22 @@ def test_each_method_tried_reports_its_evaluation_time_and_eligible_nodes(
     ]
     assert eligible[0]["_dimensions"] == ["cluster", "reason", "service"]
     assert BY_NODEPOOL not in emitted
+    # the cost gauge: each NodePool's NodeClaims priced from the catalog the Lambda uses (CATALOG_SOURCE=offline)
+    catalog = load_offline()
+    expected: dict[str, float] = {}
+    for claim in local.kube_server.objects("karpenter.sh/v1", "NodeClaim"):
+        labels = claim["metadata"]["labels"]
+        pool, it = labels["karpenter.sh/nodepool"], labels[LABEL_INSTANCE_TYPE]
+        if labels["karpenter.sh/capacity-type"] == "spot":
+            price = catalog.spot_prices[(it, labels["topology.kubernetes.io/zone"])]
+        else:
+            price = catalog.on_demand_prices[it]
+        expected[pool] = expected.get(pool, 0.0) + price
+    costs = {s["nodepool"]: s["_value"] for s in emitted[COST]}
+    assert set(costs) == {p["metadata"]["name"] for p in local.kube_server.objects("karpenter.sh/v1", "NodePool")}
+    assert {pool: costs[pool] for pool in expected} == pytest.approx(expected)
+    assert min(expected.values()) > 0
+    assert emitted[COST][0]["_dimensions"] == ["cluster", "nodepool", "service"]
 
     # later: emptiness finds the batch node and the round stops there (the other methods are not tried)
     _later(5)

@@ -246,6 +246,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             deps.kubernetes_version,
             deps.now,
             deps.cluster.ca_bundle,
+            dry_runs=False,
         )
         resolved, _ = resolver.resolve(node_class)
         if deps.node_classes is not None:

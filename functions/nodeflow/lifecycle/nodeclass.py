@@ -237,6 +237,9 @@ class NodeClassResolver:
     now: Callable[[], datetime]
     ca_bundle: str | None = None  # the cluster CA (base64) nodes get: part of the class hash, as in Karpenter
     validations: ValidationCache = field(default_factory=lambda: VALIDATION_CACHE)
+    # The authorization dry runs belong to the provisioner and gc, which decide whether a class is usable; the
+    # Launch step resolves without them (three EC2 calls before CreateFleet) and keeps the class's condition.
+    dry_runs: bool = True
 
     def validate(
         self, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass
@@ -298,7 +301,12 @@ class NodeClassResolver:
             self.cluster_name,
             kubernetes_version=self.kubernetes_version() if uses_alias else None,
         )
-        validated, denied = self.validate(node_class, resolved) if resolved.ready else (True, None)
+        if not resolved.ready:
+            validated, denied = True, None
+        elif self.dry_runs:
+            validated, denied = self.validate(node_class, resolved)
+        else:
+            validated, denied = False, None  # not asked here: ValidationSucceeded stays as it was
         status = node_class_status(node_class, resolved, self.now(), denied, validated=validated)
         old = node_class.status.model_dump(by_alias=True, exclude_none=True, mode="json") if node_class.status else {}
         if _comparable({k: old.get(k) for k in status}) == _comparable(status):

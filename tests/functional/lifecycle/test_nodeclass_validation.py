@@ -151,3 +151,21 @@ def test_an_inconclusive_dry_run_keeps_the_condition_it_had() -> None:
     ]
     fresh = node_class_status(node_class, resolved, now, None, validated=False)
     assert {c["type"]: c["status"] for c in fresh["conditions"]}["Ready"] == "True"
+
+
+def test_the_launch_step_makes_no_dry_runs(local: LocalNodeflow) -> None:
+    """The provisioner validates the class before it creates a NodeClaim; Launch, on the path to CreateFleet,
+    does not ask EC2 again, even with an empty validation cache (a cold Launch container)."""
+    faults = local.faults
+    local.collect_garbage()
+    asked = len(faults.dry_runs)
+    assert asked > 0
+    local.apply(pending_pods("web", 2, cpu="1", memory="2Gi"))
+    local.send_pending(["default/web"])
+    created = local.provision()["result"]["nodeClaimsCreated"]
+    assert len(created) == 1
+    after_provisioner = len(faults.dry_runs)
+    VALIDATION_CACHE.clear()  # the Launch step's container has asked nothing yet: it still does not ask
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    assert [c for c in faults.calls if c["outcome"] == "launched"]
+    assert len(faults.dry_runs) == after_provisioner

@@ -108,6 +108,12 @@ BENCHMARKS: tuple[Bench, ...] = (
         ("--scale-only", "--scale-nodes", "200", "--scale-pods", "2000", "--repeat", "1"),
         _plain,
     ),
+    Bench(
+        "disruption_lambda",
+        ("--invocations", "2", "--server-cpu", "0"),
+        ("--quick", "--invocations", "1"),
+        _plain,
+    ),
     Bench("provisioning", ("--pods", "300", "--repeat", "1"), ("--pods", "50", "--repeat", "1"), _plain),
     Bench("provisioning_scale", ("--repeat", "1"), ("--quick",), _plain),
     Bench(

@@ -2,7 +2,7 @@
 holding the fragmented cluster of ``benchmarks.disruption`` (default 5,000 nodes and 50,000 pods, one NodePool with
 a 10% budget).
 
-    .venv/bin/python -m benchmarks.disruption_lambda [--nodes 5000] [--pods 50000] [--invocations 2] [--quick]
+    .venv/bin/python -m benchmarks.disruption_lambda [--nodes 5000] [--pods 50000] [--invocations 2] [--quick] [--json]
 
 The server runs in a child process (seeded in-process, no HTTP; the pods without admission, to seed fast;
 ``--server-cpu`` pins it), so this
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import multiprocessing
 import os
 import sys
@@ -110,7 +111,7 @@ class _Phases:
         setattr(module, attr, timed)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     import kubernetes.client
 
     from nodeflow.catalog.offline import load_offline
@@ -152,6 +153,7 @@ def run(args: argparse.Namespace) -> None:
             "| total wall / CPU s | server CPU s | command |"
         )
         print("|---|---|---|---|---|---|---|")
+        rows: list[dict[str, Any]] = []
         for i in range(args.invocations):
             phases = _Phases()
             originals = {a: getattr(lifecycle, a) for a in ("take_snapshot", "decide", "prepare", "mark_conditions")}
@@ -188,7 +190,17 @@ def run(args: argparse.Namespace) -> None:
                 f"| {total_wall:.2f} / {total_cpu:.2f} | {server_cpu:.2f} | {what} |",
                 flush=True,
             )
+            case = f"invocation {i + 1}, {args.nodes} nodes, {args.pods} pods"
+            for metric, value in (
+                ("snapshots wall", phases.wall.get("snapshot", 0.0)),
+                ("rounds wall", phases.wall.get("round", 0.0)),
+                ("conditions wall", phases.wall.get("conditions", 0.0)),
+                ("total wall", total_wall),
+                ("total CPU", total_cpu),
+            ):
+                rows.append({"case": case, "metric": metric, "value": round(value, 3)})
         parent.send("stop")
+        return rows
     finally:
         proc.join(timeout=30)
         if proc.is_alive():
@@ -202,10 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--invocations", type=int, default=2, help="invocations in a row on the same server")
     parser.add_argument("--server-cpu", type=int, default=None, help="pin the server process to this CPU")
     parser.add_argument("--quick", action="store_true", help="500 nodes, 5,000 pods")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line (benchmarks.all)")
     args = parser.parse_args(argv)
     if args.quick:
         args.nodes, args.pods = 500, 5000
-    run(args)
+    rows = run(args)
+    if args.json:
+        print(json.dumps(rows))
     return 0
 
 

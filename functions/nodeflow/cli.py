@@ -60,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     disrupt.add_argument(
         "--spot-to-spot", action="store_true", help="allow spot-to-spot consolidation (Karpenter's feature gate)"
     )
+    disrupt.add_argument(
+        "--node-repair",
+        action="store_true",
+        help="also list the nodes node repair would replace now (Karpenter's NodeRepair feature gate)",
+    )
     disrupt.add_argument("-o", "--output", choices=("text", "json"), default="text")
     install = commands.add_parser(
         "install-manifests",
@@ -89,6 +94,11 @@ JSON output (-o json):
        "moves": [{"pod": "ns/name", "node": name} | {"pod": "ns/name", "replacement": index}],
        "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float},
    "expirations": [{"node": name, "nodeClaim": name, "expiredAt": RFC 3339}],
+   with --node-repair also (nodeflow.disruption.repair):
+   "repairs": [{"node": name, "nodeClaim": name, "nodePool": name|null, "condition": type,
+       "status": "False"|"Unknown", "since": RFC 3339|null, "tolerationSeconds": int}],
+   "repairsBlocked": [{"node": name, "nodeClaim": name, "nodePool": name|null, "condition": type,
+       "event": "NodeRepairBlocked", "message": str}],
    "blocked": [{"node": name, "event": "DisruptionBlocked"|"Unconsolidatable", "message": str}]}
 """
 
@@ -171,7 +181,7 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from nodeflow.api.manifests import ManifestError, load_manifests
     from nodeflow.catalog.source import CatalogError, RegionNotAvailable
-    from nodeflow.plan import ClusterState, build_input, plan_warnings
+    from nodeflow.plan import ClusterState, build_input, plan_warnings, with_static
 
     try:
         manifests = load_manifests(args.paths)
@@ -207,7 +217,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _explain(inp, args, out, err)
     from nodeflow.scheduling.solver import solve
 
-    result = solve(inp)
+    result = with_static(solve(inp), inp)
     warnings = plan_warnings(state, inp, catalog.region)
     if args.output == "json":
         json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
@@ -245,6 +255,7 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
     from datetime import UTC, datetime
 
     from nodeflow.disruption.model import Settings, Snapshot
+    from nodeflow.disruption.repair import RepairResult, decide_repairs
     from nodeflow.disruption.round import decide
     from nodeflow.plan import ClusterState
 
@@ -264,8 +275,12 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
         min_values_policy=args.min_values_policy,
     )
     result = decide(snapshot, catalog, now, settings=settings)
+    repairs = RepairResult()
+    if args.node_repair:
+        repairs = decide_repairs(snapshot.state.nodes, snapshot.state.node_claims, now)
     if args.output == "json":
-        json.dump({"now": now.isoformat(), **result.to_json()}, out, indent=2)
+        gated = repairs.to_json() if args.node_repair else {}
+        json.dump({"now": now.isoformat(), **result.to_json(), **gated}, out, indent=2)
         out.write("\n")
         return EXIT_OK
     command = result.command
@@ -293,6 +308,15 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
         print(f"EXPIRED {e.node} (NodeClaim {e.node_claim}, at {e.expired_at.isoformat()}): terminate", file=out)
     for b in result.blocked:
         print(f"{b.kind.value} {b.node}: {b.message}", file=out)
+    for rp in repairs.repairs:
+        u = rp.unhealthy
+        since = u.since.isoformat() if u.since is not None else "unknown"
+        print(
+            f"REPAIR {rp.node} (NodeClaim {rp.node_claim}): {u.condition}={u.status} since {since}: replace forcefully",
+            file=out,
+        )
+    for rb in repairs.blocked:
+        print(f"NodeRepairBlocked {rb.node}: {rb.message}", file=out)
     return EXIT_OK
 
 
@@ -301,7 +325,7 @@ def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = F
     headers = ("NODEPOOL", "INSTANCE TYPE", "OPTIONS", "CAPACITY", "ZONES", "PODS", "CPU", "MEMORY", "$/HOUR")
     rows = [
         (
-            nc.nodepool,
+            f"{nc.nodepool} (static)" if nc.static else nc.nodepool,
             nc.instance_types[0],
             f"+{len(nc.instance_types) - 1}",
             nc.capacity_type,
@@ -324,6 +348,8 @@ def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = F
         f"TOTAL: {len(result.node_claims)} new node(s) for {pods} pod(s), ${result.total_price:.4f}/hour",
         file=out,
     )
+    if static := sum(nc.static for nc in result.node_claims):
+        print(f"static: {static} of them keep static NodePools at spec.replicas (no pods needed)", file=out)
     if spot_estimated and any(nc.capacity_type == "spot" for nc in result.node_claims):
         print("note: offline spot prices are estimates (on-demand x a per-family factor)", file=out)
     for placement in result.existing:

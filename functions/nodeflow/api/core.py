@@ -710,6 +710,7 @@ class NodeCondition(CoreModel):
     status: Literal["True", "False", "Unknown"]
     reason: str | None = None
     message: str | None = None
+    last_transition_time: datetime | None = None  # since when it has had this status (node repair counts from it)
 
 
 class NodeSystemInfo(CoreModel):

@@ -87,6 +87,11 @@ LABEL_INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
 LABEL_INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
 LABEL_INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
 LABEL_INSTANCE_CAPABILITY_FLEX = "karpenter.k8s.aws/instance-capability-flex"
+# A node launched into an EC2 capacity reservation (capacity type "reserved"): its id, its type
+# ("default" | "capacity-block") and whether it is interruptible ("true" | "false").
+LABEL_CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+LABEL_CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
+LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
 
 # Extended resources advertised by device plugins on EC2.
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
@@ -135,6 +140,9 @@ WELL_KNOWN_LABELS = frozenset(
         LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
         LABEL_INSTANCE_ACCELERATOR_COUNT,
         LABEL_INSTANCE_CAPABILITY_FLEX,
+        LABEL_CAPACITY_RESERVATION_ID,
+        LABEL_CAPACITY_RESERVATION_TYPE,
+        LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
     }
 )
 # Aliases normalised to their standard label (the EBS CSI zone label is the zone).

@@ -14,13 +14,23 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class Offering:
-    """Where and how an instance type can be bought, and what it costs per hour."""
+    """Where and how an instance type can be bought, and what it costs per hour.
+
+    A ``reserved`` offering is one EC2 capacity reservation (``nodeflow.catalog.reservations``):
+    ``reservation_id`` its id, ``reservation_type`` "default" (ODCR) or "capacity-block",
+    ``reservation_capacity`` how many instances it can still launch (the solver never plans more
+    NodeClaims on it). Other offerings leave these empty.
+    """
 
     zone: str
     capacity_type: str  # "spot" | "on-demand" | "reserved"
     price: float
     available: bool = True
     zone_id: str = ""
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_capacity: int = 0
+    reservation_interruptible: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements, normalize_key
 from nodeflow.scheduling.solver import solve
+from nodeflow.scheduling.static import is_static, static_plans
 from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.types import (
     NodeInput,
@@ -65,6 +66,7 @@ __all__ = [
     "plan",
     "plan_warnings",
     "pod_converter",
+    "with_static",
 ]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -128,10 +130,18 @@ def plan(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return solve(build_input(state, catalog, preference_policy, min_values_policy, unavailable))
+        inp = build_input(state, catalog, preference_policy, min_values_policy, unavailable)
+        return with_static(solve(inp), inp)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def with_static(result: SchedulingResult, inp: SchedulingInput) -> SchedulingResult:
+    """``result`` (the solver's, for ``inp``) with the NodeClaims static NodePools still need added."""
+    if not inp.static_claims:
+        return result
+    return dataclasses.replace(result, node_claims=(*result.node_claims, *inp.static_claims))
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -652,13 +662,18 @@ def _build_input(
         pending.extend(convert.pod(p, pending=True) for p in pods)
 
     daemons = tuple(d for ds in state.daemon_sets if (d := _on_new_nodes(convert.pod(daemon_set_pod(ds)))) is not None)
+    # Static NodePools (spec.replicas) are not the solver's: their nodes are only existing capacity to it.
+    static = {p.name for p in state.node_pools if is_static(p)}
+    wanted = static_plans(state.node_pools, by_name, state.node_claims, state.nodes, daemons) if static else None
     return SchedulingInput(
         pods=tuple(pending),
-        nodepools=pools,
+        nodepools=tuple(p for p in pools if p.name not in static) if static else pools,
         nodes=tuple(nodes),
         daemon_pods=daemons,
         preference_policy=preference_policy,
         min_values_policy=min_values_policy,
+        static_claims=wanted.node_claims if wanted else (),
+        static_problems=wanted.problems if wanted else (),
     )
 
 
@@ -684,7 +699,8 @@ def plan_warnings(state: ClusterState, inp: SchedulingInput, region: str) -> lis
                 f"EC2NodeClass {node_class.name!r} has {what} (it was not resolved against AWS): "
                 f"all zones of {region} are assumed"
             )
-    if not inp.pods:
+    warnings.extend(inp.static_problems)
+    if not inp.pods and not inp.static_claims:
         warnings.append(
             "no pending pods found (pods without spec.nodeName that are not finished, deleted or DaemonSet-owned, "
             "and pods of deleting nodes): nothing to plan"

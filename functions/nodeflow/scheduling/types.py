@@ -155,6 +155,10 @@ class SchedulingInput:
     preference_policy: str = "Respect"
     # "Strict": a NodeClaim must keep minValues distinct values; "BestEffort": relaxed if not.
     min_values_policy: str = "Strict"
+    # What static NodePools (spec.replicas) still need, and why some short of replicas get nothing: not the
+    # solver's (it never opens a static pool's NodeClaim); ``nodeflow.plan`` adds them to the plan.
+    static_claims: tuple[NodeClaimPlan, ...] = ()
+    static_problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +173,11 @@ class NodeClaimPlan:
     pods: tuple[str, ...]
     requests: Mapping[str, int]  # pods + daemon overhead, milli-units
     price: float  # $/hour of the cheapest option
+    # Made to reach a static NodePool's spec.replicas (no pods needed; ``nodeflow.scheduling.static``).
+    static: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "nodePool": self.nodepool,
             "instanceTypes": list(self.instance_types),
             "capacityType": self.capacity_type,
@@ -183,6 +189,9 @@ class NodeClaimPlan:
             # node carries these; zone, instance type and capacity type come from the launch (listed above).
             "labels": dict(sorted(self.requirements.labels().items())),
         }
+        if self.static:
+            out["static"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)

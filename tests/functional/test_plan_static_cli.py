@@ -1,0 +1,60 @@
+"""`python -m nodeflow plan` with a static NodePool (spec.replicas): its NodeClaims are listed with no pods, marked
+static in the table and in -o json."""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+
+from nodeflow.cli import main
+
+STATIC = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: fixed}
+spec:
+  replicas: 2
+  limits: {nodes: "10"}
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m6i]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+"""
+
+
+def run(path: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", "-f", str(path), *args], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_plan_lists_a_static_pools_nodeclaims_without_pods(tmp_path: Path) -> None:
+    path = tmp_path / "static.yaml"
+    path.write_text(textwrap.dedent(STATIC))
+    code, out, err = run(path, "-o", "json")
+    assert code == 0, err
+    result = json.loads(out)
+    claims = result["nodeClaims"]
+    assert [(c["nodePool"], c["static"], c["pods"], c["instanceTypes"][0]) for c in claims] == [
+        ("fixed", True, [], "m6i.large")
+    ] * 2
+    assert result["totalPricePerHour"] == round(2 * claims[0]["pricePerHour"], 6)
+    assert not any("nothing to plan" in w for w in result["warnings"])
+    code, out, err = run(path)
+    assert code == 0, err
+    rows = [line.split() for line in out.splitlines() if line.startswith("fixed")]
+    assert [r[:3] for r in rows] == [["fixed", "(static)", "m6i.large"]] * 2
+    assert "TOTAL: 2 new node(s) for 0 pod(s)" in out
+    assert "static: 2 of them keep static NodePools at spec.replicas (no pods needed)" in out

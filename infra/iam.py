@@ -51,7 +51,12 @@ CATALOG_DESCRIBE_ACTIONS = (
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeSpotPriceHistory",
 )
-NODECLASS_DESCRIBE_ACTIONS = ("ec2:DescribeImages", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets")
+NODECLASS_DESCRIBE_ACTIONS = (
+    "ec2:DescribeCapacityReservations",
+    "ec2:DescribeImages",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+)
 FLEET_DESCRIBE_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeLaunchTemplates")
 LAUNCH_DESCRIBE_ACTIONS = tuple(sorted({*NODECLASS_DESCRIBE_ACTIONS, *FLEET_DESCRIBE_ACTIONS}))
 DESCRIBE_ACTIONS = tuple(sorted({*CATALOG_DESCRIBE_ACTIONS, *LAUNCH_DESCRIBE_ACTIONS}))

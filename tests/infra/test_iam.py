@@ -144,6 +144,7 @@ def test_instance_profiles_and_ssm_are_scoped(synthesized: Synthesized, suffix: 
 
 # Resolving EC2NodeClasses (the "nodeclass" use: launch, provisioner, gc).
 NODECLASS_ACTIONS = {
+    "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSubnets",

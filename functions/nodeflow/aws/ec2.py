@@ -9,6 +9,7 @@ surfaces as a typed error from ``nodeflow.aws.errors``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -41,6 +42,7 @@ from nodeflow.aws.errors import (
     is_insufficient_capacity_code,
     map_error,
 )
+from nodeflow.catalog.reservations import CapacityReservation, from_describe, select
 
 __all__ = [
     "DRY_RUN_CHECKS",
@@ -49,6 +51,7 @@ __all__ = [
     "AuthorizationDenied",
     "CapacityType",
     "FleetRequest",
+    "FleetReservation",
     "InstanceInfo",
     "LaunchTemplateSpec",
     "LaunchedInstance",
@@ -57,9 +60,11 @@ __all__ = [
     "SecurityGroup",
     "Subnet",
     "alias_ssm_parameters",
+    "capacity_reservation_queries",
     "cluster_tags",
     "create_fleet",
     "create_fleet_input",
+    "describe_capacity_reservations",
     "describe_instance_states",
     "dry_run_launch_authorization",
     "ensure_instance_profile",
@@ -73,7 +78,7 @@ __all__ = [
     "terminate_instances",
 ]
 
-CapacityType = Literal["spot", "on-demand"]
+CapacityType = Literal["spot", "on-demand", "reserved"]
 
 TAG_NODEPOOL = "karpenter.sh/nodepool"
 TAG_NODECLAIM = "karpenter.sh/nodeclaim"
@@ -131,6 +136,8 @@ class ResolvedNodeClass:
     instance_profile: str
     missing: tuple[str, ...] = ()  # of "subnets", "securityGroups", "amis", "instanceProfile"
     instance_profile_error: str | None = None  # why the instance profile could not be made ready
+    # What capacityReservationSelectorTerms selected (active, not ended, sorted by id; live counts).
+    capacity_reservations: tuple[CapacityReservation, ...] = ()
 
     @property
     def ready(self) -> bool:
@@ -177,17 +184,22 @@ def resolve_node_class(
     cluster_name: str,
     *,
     kubernetes_version: str | None = None,
+    now: datetime | None = None,
 ) -> ResolvedNodeClass:
     """Resolve the selector terms, AMIs and instance profile of ``node_class``.
 
     ``kubernetes_version`` ("1.31") is required when the AMI selector is an alias. With
     ``spec.role`` an instance profile named by ``instance_profile_name`` is created (if
     missing) holding that role; with ``spec.instanceProfile`` that name is used as is.
+    ``capacityReservationSelectorTerms`` are resolved with ``describe_capacity_reservations``
+    (reservations whose end is not after ``now`` are left out); none selected is not "missing".
     """
     spec = node_class.spec
     subnets = _resolve_subnets(ec2, spec.subnet_selector_terms)
     groups = _resolve_security_groups(ec2, spec.security_group_selector_terms)
     amis = _resolve_amis(ec2, ssm, spec.ami_selector_terms, kubernetes_version)
+    terms = spec.capacity_reservation_selector_terms or ()
+    reservations = tuple(describe_capacity_reservations(ec2, terms, now)) if terms else ()
     profile_error: str | None = None
     if spec.instance_profile:
         profile = spec.instance_profile
@@ -216,6 +228,7 @@ def resolve_node_class(
         instance_profile=profile,
         missing=missing,
         instance_profile_error=profile_error,
+        capacity_reservations=reservations,
     )
 
 
@@ -264,6 +277,53 @@ def _resolve_security_groups(ec2: Any, terms: Sequence[Any]) -> tuple[SecurityGr
         for g in _paginate(ec2, "describe_security_groups", "SecurityGroups", Filters=filters):
             found[g["GroupId"]] = SecurityGroup(id=g["GroupId"], name=g.get("GroupName"))
     return tuple(sorted(found.values(), key=lambda g: g.id))
+
+
+# --- capacity reservations ---------------------------------------------------------------------
+
+
+def capacity_reservation_queries(terms: Sequence[Any]) -> list[dict[str, Any]]:
+    """The DescribeCapacityReservations requests for ``capacityReservationSelectorTerms``, as Karpenter asks them:
+    always only ``active`` reservations; a term's ``id`` by CapacityReservationIds (no MaxResults, which EC2 refuses
+    with ids); its tags (``"*"``: the key only), ``ownerID`` and ``instanceMatchCriteria`` as filters, 1,000 a page.
+    Equal requests are asked once."""
+    out: list[dict[str, Any]] = []
+    for term in terms:
+        active = [{"Name": "state", "Values": ["active"]}]
+        queries: list[dict[str, Any]] = []
+        if term.id:
+            queries.append({"CapacityReservationIds": [term.id], "Filters": active})
+        if term.tags or term.instance_match_criteria:
+            filters = list(active)
+            if term.owner_id:
+                filters.append({"Name": "owner-id", "Values": [term.owner_id]})
+            filters.extend(_tag_filters(term.tags))
+            if term.instance_match_criteria:
+                filters.append({"Name": "instance-match-criteria", "Values": [term.instance_match_criteria]})
+            queries.append({"Filters": filters, "MaxResults": 1000})
+        out.extend(q for q in queries if q not in out)
+    return out
+
+
+def describe_capacity_reservations(
+    ec2: Any, terms: Sequence[Any], now: datetime | None = None
+) -> list[CapacityReservation]:
+    """The capacity reservations ``terms`` select (``capacity_reservation_queries``), parsed
+    (``nodeflow.catalog.reservations.from_describe``), one per id, sorted by id; one whose end is not after
+    ``now`` is left out. An id EC2 does not know selects nothing (as Karpenter); an item EC2 answers that
+    cannot be read (a new reservation type) is skipped, as Karpenter skips it."""
+    found: list[CapacityReservation] = []
+    for query in capacity_reservation_queries(terms):
+        try:
+            items = list(_paginate(ec2, "describe_capacity_reservations", "CapacityReservations", **query))
+        except NotFound:  # asked by id: that reservation does not exist (any more)
+            continue
+        for item in items:
+            try:
+                found.append(from_describe(item))
+            except ValueError:
+                continue
+    return select(found, terms, now)
 
 
 # --- AMIs -------------------------------------------------------------------------------------
@@ -509,6 +569,10 @@ class LaunchTemplateSpec:
     placement_group_id: str | None = None
     efa_count: int = 0  # EFA interfaces to attach (pods asked for vpc.amazonaws.com/efa); 0: none
     ipv6: bool = False  # an IPv6 cluster: interfaces get a primary IPv6 address, prefixes are IPv6 prefixes
+    # A launch into a capacity reservation: the template targets it (one template per reservation, as Karpenter).
+    capacity_reservation_id: str | None = None
+    capacity_reservation_type: str = "default"  # "default" | "capacity-block" (launched on the capacity-block market)
+    capacity_reservation_interruptible: bool = False
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -574,7 +638,27 @@ def launch_template_data(spec: LaunchTemplateSpec) -> dict[str, Any]:
         data["CpuOptions"] = {"NestedVirtualization": spec.cpu_options.nested_virtualization}
     if spec.placement_group_id:
         data["Placement"] = {"GroupId": spec.placement_group_id}
+    data.update(_capacity_reservation_settings(spec))
     return data
+
+
+def _capacity_reservation_settings(spec: LaunchTemplateSpec) -> dict[str, Any]:
+    """As Karpenter's targeted launch mode: a reserved launch uses only its reservation (capacity blocks on the
+    capacity-block market, interruptible reservations on theirs); every other launch opts out of open
+    reservations (preference ``none``), so on-demand and spot nodes never use up reserved capacity unseen."""
+    if not spec.capacity_reservation_id:
+        return {"CapacityReservationSpecification": {"CapacityReservationPreference": "none"}}
+    out: dict[str, Any] = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id},
+        }
+    }
+    if spec.capacity_reservation_type == "capacity-block":
+        out["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+    elif spec.capacity_reservation_interruptible:
+        out["InstanceMarketOptions"] = {"MarketType": "interruptible-capacity-reservation"}
+    return out
 
 
 def _connection_tracking(ct: ConnectionTracking | None) -> dict[str, int] | None:
@@ -674,8 +758,22 @@ def ensure_launch_template(ec2: Any, spec: LaunchTemplateSpec) -> str:
 
 
 @dataclass(frozen=True)
+class FleetReservation:
+    """One capacity reservation a reserved launch may use: its instance type and zone, and the launch template
+    that targets it (``LaunchTemplateSpec.capacity_reservation_id``)."""
+
+    reservation_id: str
+    instance_type: str
+    zone: str
+    launch_template_name: str
+    reservation_type: str = "default"  # "default" | "capacity-block"
+    interruptible: bool = False
+
+
+@dataclass(frozen=True)
 class FleetRequest:
-    """One instance from the first available offering among instance types x zones."""
+    """One instance from the first available offering among instance types x zones (capacity type ``reserved``:
+    among ``reservations``, each through its own launch template)."""
 
     launch_template_name: str
     capacity_type: CapacityType
@@ -690,6 +788,7 @@ class FleetRequest:
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (instance type, zone) to leave out
     attempt: int = 0  # which CreateFleet call of the Launch step this is (0, 1, ...)
     context: str | None = None  # EC2NodeClass spec.context: CreateFleet's reserved Context
+    reservations: Sequence[FleetReservation] = ()  # capacity type "reserved": the reservations to launch into
 
     @property
     def all_tags(self) -> dict[str, str]:
@@ -700,8 +799,25 @@ class FleetRequest:
         return tags
 
     def overrides(self) -> list[dict[str, str]]:
-        """At most ``MAX_FLEET_OVERRIDES`` (type, subnet) overrides, types in order, zones sorted."""
+        """At most ``MAX_FLEET_OVERRIDES`` (type, subnet) overrides, types in order, zones sorted; for a reserved
+        launch one per reservation (its type, a subnet of its zone), with its template and reservation id."""
         out = []
+        if self.capacity_type == "reserved":
+            for r in self.reservations:
+                if (r.instance_type, r.zone) in self.unavailable or r.zone not in self.subnets:
+                    continue
+                out.append(
+                    {
+                        "InstanceType": r.instance_type,
+                        "SubnetId": self.subnets[r.zone],
+                        "AvailabilityZone": r.zone,
+                        "LaunchTemplateName": r.launch_template_name,
+                        "CapacityReservationId": r.reservation_id,
+                    }
+                )
+                if len(out) == MAX_FLEET_OVERRIDES:
+                    break
+            return out
         for instance_type in self.instance_types:
             for zone in sorted(self.subnets):
                 if (instance_type, zone) in self.unavailable:
@@ -722,6 +838,8 @@ class LaunchedInstance:
     fleet_id: str | None = None
     # Offerings the fleet reported as out of capacity while still launching this instance.
     unavailable_offerings: tuple[Offering, ...] = ()
+    capacity_reservation_id: str | None = None  # a reserved launch: the reservation it launched into
+    capacity_reservation_type: str | None = None  # and its type ("default" | "capacity-block")
 
 
 MAX_CLIENT_TOKEN = 64  # EC2's limit on ClientToken
@@ -746,20 +864,26 @@ def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
     if not overrides:
         raise InvalidRequest("no instance type x zone left to launch", code="NoOverrides")
     tags = [{"Key": k, "Value": v} for k, v in sorted(request.all_tags.items())]
+    templates: dict[str, list[dict[str, str]]] = {}
+    for o in overrides:
+        template = o.get("LaunchTemplateName", request.launch_template_name)
+        templates.setdefault(template, []).append({"InstanceType": o["InstanceType"], "SubnetId": o["SubnetId"]})
+    target: str = request.capacity_type
+    block = interruptible = False
+    if request.capacity_type == "reserved":
+        # Karpenter launches one reservation type at a time; a capacity block is bought on its own market
+        block = any(r.reservation_type == "capacity-block" for r in request.reservations)
+        interruptible = not block and any(r.interruptible for r in request.reservations)
+        target = "capacity-block" if block else "reserved-capacity" if interruptible else "on-demand"
     params: dict[str, Any] = {
         "Type": "instant",
-        "TargetCapacitySpecification": {
-            "TotalTargetCapacity": 1,
-            "DefaultTargetCapacityType": request.capacity_type,
-        },
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": target},
         "LaunchTemplateConfigs": [
             {
-                "LaunchTemplateSpecification": {
-                    "LaunchTemplateName": request.launch_template_name,
-                    "Version": "$Latest",
-                },
-                "Overrides": [{"InstanceType": o["InstanceType"], "SubnetId": o["SubnetId"]} for o in overrides],
+                "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
+                "Overrides": template_overrides,
             }
+            for template, template_overrides in templates.items()
         ],
         "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in ("instance", "volume", "fleet")],
     }
@@ -767,7 +891,9 @@ def create_fleet_input(request: FleetRequest) -> dict[str, Any]:
         params["Context"] = request.context
     if request.capacity_type == "spot":
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-    else:
+    elif interruptible:
+        params["ReservedCapacityOptions"] = {"ReservationTypes": ["interruptible-capacity-reservation"]}
+    elif not block:
         params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
     params["ClientToken"] = fleet_client_token(request.client_token, request.attempt, params)
     return params
@@ -777,6 +903,8 @@ def create_fleet(ec2: Any, request: FleetRequest) -> LaunchedInstance:
     """Launch one instance. Raises ``InsufficientCapacity`` listing every failed offering when none launched."""
     params = create_fleet_input(request)
     zone_of_subnet = {subnet: zone for zone, subnet in request.subnets.items()}
+    reserved = request.capacity_type == "reserved"
+    reservation_of = {(r.instance_type, r.zone): r for r in reversed(request.reservations)}  # the first wins
     with aws_errors(capacity_type=request.capacity_type):
         out = ec2.create_fleet(**params)
     fleet_id = out.get("FleetId")
@@ -788,7 +916,8 @@ def create_fleet(ec2: Any, request: FleetRequest) -> LaunchedInstance:
         ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
         if is_insufficient_capacity_code(code):
             zone = ov.get("AvailabilityZone") or zone_of_subnet.get(ov.get("SubnetId", ""))
-            ice.append(Offering(ov.get("InstanceType"), zone, err.get("Lifecycle") or request.capacity_type))
+            lifecycle = "reserved" if reserved else err.get("Lifecycle") or request.capacity_type
+            ice.append(Offering(ov.get("InstanceType"), zone, lifecycle))
         else:
             other.append((code, err.get("ErrorMessage", code)))
     unavailable = tuple(sorted(set(ice), key=lambda o: (o.instance_type or "", o.zone or "", o.capacity_type or "")))
@@ -803,22 +932,29 @@ def create_fleet(ec2: Any, request: FleetRequest) -> LaunchedInstance:
             instance_id=ids[0],
             instance_type=inst.get("InstanceType") or ov.get("InstanceType", ""),
             zone=zone,
-            capacity_type=inst.get("Lifecycle") or request.capacity_type,
+            capacity_type="reserved" if reserved else inst.get("Lifecycle") or request.capacity_type,
             private_dns_name=None,
             fleet_id=fleet_id,
             unavailable_offerings=unavailable,
         )
         info = describe_instance_states(ec2, [launched.instance_id]).get(launched.instance_id)
         if info is not None:
-            launched = LaunchedInstance(
-                instance_id=launched.instance_id,
+            launched = dataclasses.replace(
+                launched,
                 instance_type=info.instance_type or launched.instance_type,
                 zone=info.zone or launched.zone,
-                capacity_type=info.capacity_type or launched.capacity_type,
+                # EC2 describes an instance in a reservation as on-demand (a capacity block: its own lifecycle)
+                capacity_type=launched.capacity_type if reserved else info.capacity_type or launched.capacity_type,
                 private_dns_name=info.private_dns_name,
-                fleet_id=fleet_id,
-                unavailable_offerings=unavailable,
             )
+        if reserved:
+            target = reservation_of.get((launched.instance_type, launched.zone or ""))
+            if target is not None:
+                launched = dataclasses.replace(
+                    launched,
+                    capacity_reservation_id=target.reservation_id,
+                    capacity_reservation_type=target.reservation_type,
+                )
         return launched
 
     if other:
@@ -859,18 +995,29 @@ class InstanceInfo:
     private_dns_name: str | None
     launch_time: datetime | None
     tags: Mapping[str, str] = field(default_factory=dict)
+    capacity_reservation_id: str | None = None  # capacity type "reserved": the reservation it runs in
+    capacity_reservation_type: str | None = None  # "default" | "capacity-block"
 
 
 def _instance_info(inst: Mapping[str, Any]) -> InstanceInfo:
+    lifecycle = inst.get("InstanceLifecycle")
+    reservation = inst.get("CapacityReservationId") or None
+    preference = (inst.get("CapacityReservationSpecification") or {}).get("CapacityReservationPreference")
+    # As Karpenter: an instance is reserved when it runs in a reservation it was launched to use only
+    reserved = reservation is not None and preference == "capacity-reservations-only" and lifecycle != "spot"
     return InstanceInfo(
         instance_id=inst["InstanceId"],
         state=(inst.get("State") or {}).get("Name", ""),
         instance_type=inst.get("InstanceType"),
         zone=(inst.get("Placement") or {}).get("AvailabilityZone"),
-        capacity_type="spot" if inst.get("InstanceLifecycle") == "spot" else "on-demand",
+        capacity_type="spot" if lifecycle == "spot" else "reserved" if reserved else "on-demand",
         private_dns_name=inst.get("PrivateDnsName") or None,
         launch_time=inst.get("LaunchTime"),
         tags={t["Key"]: t["Value"] for t in inst.get("Tags", []) or []},
+        capacity_reservation_id=reservation if reserved else None,
+        capacity_reservation_type=("capacity-block" if lifecycle == "capacity-block" else "default")
+        if reserved
+        else None,
     )
 
 

@@ -13,7 +13,11 @@ with UnauthorizedOperation: ``nodeflow.aws.ec2.dry_run_launch_authorization``, i
 generation and what it resolved to for 30 minutes in ``VALIDATION_CACHE``) and the root ``Ready``, each with
 the object's generation as observedGeneration;
 ``status.subnets`` (id, zone, zoneID), ``securityGroups`` (id, name), ``amis`` (id, name, requirements),
-``instanceProfile`` and ``capacityReservations`` (an empty list: capacity reservations are not selected yet).
+``instanceProfile`` and ``capacityReservations``: what ``capacityReservationSelectorTerms`` select, live from
+DescribeCapacityReservations (``ec2.describe_capacity_reservations``; active, not ended, by id), each as Karpenter
+writes it (``nodeflow.catalog.reservations.to_status``: a capacity block within 40 minutes of its end is
+``expiring``), an empty list when none; with Karpenter's ``CapacityReservationsReady`` condition (True once they
+were asked).
 ``nodeflow.plan.node_class_readiness`` reads them back: a NodePool whose class is Ready=False is skipped by
 the solver with that message.
 
@@ -47,6 +51,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.template_hash import EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.aws.errors import AwsError
+from nodeflow.catalog.reservations import to_status
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import REASON_NODECLASS_NOT_READY, WARNING, EventRecorder, ObjectRef
@@ -133,13 +138,17 @@ def node_class_status(
             if valid[0] == "False":
                 unhealthy.append(valid[2])
     conditions = set_condition(conditions, "ValidationSucceeded", *valid, now=now, generation=generation)
+    # reservations were asked (a failure to ask raises before here): Karpenter's condition is True, even for none
+    conditions = set_condition(
+        conditions, "CapacityReservationsReady", "True", "CapacityReservationsReady", "", now=now, generation=generation
+    )
     if unhealthy:
         ready = ("False", "UnhealthyDependents", "; ".join(unhealthy))
     else:
         ready = ("True", "Ready", "")
     conditions = set_condition(conditions, "Ready", *ready, now=now, generation=generation)
-    # no capacityReservationSelectorTerms are resolved yet: Karpenter reports an empty list then
-    return {**resolved.status, "capacityReservations": [], "conditions": conditions}
+    reservations = [to_status(r, now) for r in resolved.capacity_reservations]
+    return {**resolved.status, "capacityReservations": reservations, "conditions": conditions}
 
 
 def _comparable(status: dict[str, Any]) -> Any:
@@ -300,6 +309,7 @@ class NodeClassResolver:
             node_class,
             self.cluster_name,
             kubernetes_version=self.kubernetes_version() if uses_alias else None,
+            now=self.now(),
         )
         if not resolved.ready:
             validated, denied = True, None

@@ -20,6 +20,7 @@ CLASS_CONDITIONS = (
     "AMIsReady",
     "InstanceProfileReady",
     "ValidationSucceeded",
+    "CapacityReservationsReady",
     "Ready",
 )
 

@@ -94,6 +94,9 @@ JSON output (-o json):
        "moves": [{"pod": "ns/name", "node": name} | {"pod": "ns/name", "replacement": index}],
        "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float},
    "expirations": [{"node": name, "nodeClaim": name, "expiredAt": RFC 3339}],
+   only when a static NodePool has more NodeClaims than spec.replicas (nodeflow.disruption.static):
+   "scaleDowns": [{"nodePool": name, "nodeClaim": name, "node": name|null,
+       "why": "not launched"|"empty"|"lowest disruption cost"}],
    with --node-repair also (nodeflow.disruption.repair):
    "repairs": [{"node": name, "nodeClaim": name, "nodePool": name|null, "condition": type,
        "status": "False"|"Unknown", "since": RFC 3339|null, "tolerationSeconds": int}],
@@ -306,6 +309,9 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
         )
     for e in result.expirations:
         print(f"EXPIRED {e.node} (NodeClaim {e.node_claim}, at {e.expired_at.isoformat()}): terminate", file=out)
+    for s in result.scale_downs:
+        where = f"node {s.node}" if s.node else "no node yet"
+        print(f"SCALE DOWN {s.node_claim} (static NodePool {s.node_pool}, {where}, {s.why}): terminate", file=out)
     for b in result.blocked:
         print(f"{b.kind.value} {b.node}: {b.message}", file=out)
     for rp in repairs.repairs:

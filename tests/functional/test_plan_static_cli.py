@@ -58,3 +58,60 @@ def test_plan_lists_a_static_pools_nodeclaims_without_pods(tmp_path: Path) -> No
     assert [r[:3] for r in rows] == [["fixed", "(static)", "m6i.large"]] * 2
     assert "TOTAL: 2 new node(s) for 0 pod(s)" in out
     assert "static: 2 of them keep static NodePools at spec.replicas (no pods needed)" in out
+
+
+def registered(name: str, pool: str = "fixed") -> str:
+    return f"""
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: {name}-claim
+  creationTimestamp: "2026-11-20T00:00:00Z"
+  labels: {{karpenter.sh/nodepool: {pool}}}
+spec:
+  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  requirements: []
+status:
+  nodeName: {name}
+  providerID: aws:///us-east-1a/i-{name}
+  conditions: [{{type: Initialized, status: "True", lastTransitionTime: "2026-11-20T00:01:00Z"}}]
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  creationTimestamp: "2026-11-20T00:00:00Z"
+  labels:
+    karpenter.sh/nodepool: {pool}
+    karpenter.sh/initialized: "true"
+    karpenter.sh/capacity-type: on-demand
+    node.kubernetes.io/instance-type: m6i.large
+    topology.kubernetes.io/zone: us-east-1a
+spec: {{providerID: aws:///us-east-1a/i-{name}}}
+status:
+  allocatable: {{cpu: 1930m, memory: 7Gi, pods: "29"}}
+"""
+
+
+def test_disrupt_dry_run_scales_a_static_pool_down_and_never_empties_it(tmp_path: Path) -> None:
+    busy_pod = """
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  nodeName: busy
+  containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 256Mi}}}]
+status: {phase: Running}
+"""
+    text = textwrap.dedent(STATIC).replace("replicas: 2", "replicas: 1")
+    path = tmp_path / "cluster.yaml"
+    path.write_text("\n---\n".join([text, registered("busy"), registered("idle"), busy_pod]))
+    args = ["disrupt", "--dry-run", "-f", str(path), "--now", "2026-11-25T00:00:00Z"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*args, "-o", "json"], out, err) == 0, err.getvalue()
+    result = json.loads(out.getvalue())
+    assert result["command"] is None  # the empty static node is not emptiness's
+    assert result["scaleDowns"] == [{"nodePool": "fixed", "nodeClaim": "idle-claim", "node": "idle", "why": "empty"}]
+    out = io.StringIO()
+    assert main(args, out, err) == 0, err.getvalue()
+    assert "SCALE DOWN idle-claim (static NodePool fixed, node idle, empty): terminate" in out.getvalue()

@@ -78,6 +78,11 @@ class Candidate:
     def pool_name(self) -> str:
         return self.pool.name
 
+    @property
+    def static(self) -> bool:
+        """Owned by a static NodePool (spec.replicas): never consolidated, drift replaced by its pool's template."""
+        return self.pool.spec.replicas is not None
+
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)

@@ -21,6 +21,7 @@ from nodeflow.api.labels import (  # re-exported: the drift rules read them
 from nodeflow.scheduling.types import NodeClaimPlan
 
 if TYPE_CHECKING:  # an annotation only: the replace step does not import the planner
+    from nodeflow.disruption.static import ScaleDown
     from nodeflow.plan import ClusterState
 
 __all__ = [
@@ -174,10 +175,15 @@ class RoundResult:
     expirations: tuple[Expiration, ...] = ()
     blocked: tuple[Blocked, ...] = ()
     evaluations: tuple[Evaluation, ...] = field(default=(), compare=False)
+    # Static NodePools above spec.replicas: the NodeClaims deleted to come down (``nodeflow.disruption.static``).
+    scale_downs: tuple[ScaleDown, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "command": self.command.to_json() if self.command is not None else None,
             "expirations": [e.to_json() for e in self.expirations],
             "blocked": [b.to_json() for b in self.blocked],
         }
+        if self.scale_downs:  # only when a static NodePool has more NodeClaims than its replicas
+            out["scaleDowns"] = [s.to_json() for s in self.scale_downs]
+        return out

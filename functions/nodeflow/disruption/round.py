@@ -17,6 +17,10 @@ Then at most ONE voluntary command, trying in Karpenter's order and stopping at 
 4. single-node consolidation: the first of those nodes (NodePools interleaved; any NodePool with budget
    left) that can.
 
+Static NodePools (``spec.replicas``, ``nodeflow.disruption.static``): their nodes are never emptied or
+consolidated; a drifted one is replaced by a new NodeClaim of its pool's template ("static drift", tried before
+drift); a pool above its replicas is scaled down in ``scale_downs`` (no budget, like expiration).
+
 Emptiness and drift take candidates in disruption-cost order (Karpenter: sum of the pods' eviction costs,
 from the pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
 """
@@ -53,7 +57,10 @@ from nodeflow.disruption.model import (
     Settings,
     Snapshot,
 )
+from nodeflow.disruption.static import scale_downs, static_drift
 from nodeflow.plan import build_input
+from nodeflow.scheduling.static import static_plan
+from nodeflow.scheduling.types import NodeClaimPlan
 
 __all__ = ["Prepared", "decide", "prepare"]
 
@@ -231,6 +238,7 @@ def _decide(
     blocked: list[Blocked] = [Blocked(c.name, BlockKind.BLOCKED, c.blocker) for c in live if c.blocker]
     usable = [c for c in live if c.blocker is None]
     budgets = _Budgets(snapshot, candidates, now)
+    downs = scale_downs(snapshot.state, candidates, now)
 
     def done(command: Command | None) -> RoundResult:
         taken = set(command.candidates) if command is not None else set()
@@ -238,10 +246,10 @@ def _decide(
         for b in blocked:  # one entry per node: the first blocker found
             if b.node not in taken:
                 first.setdefault(b.node, b)
-        return RoundResult(command, tuple(expirations), tuple(first.values()), tuple(evaluations))
+        return RoundResult(command, tuple(expirations), tuple(first.values()), tuple(evaluations), downs)
 
     # 1. emptiness
-    empty = [c for c in usable if not c.movable and _settled(c, now)]
+    empty = [c for c in usable if not c.movable and _settled(c, now) and not c.static]
     chosen = budgets.within(empty, Reason.EMPTY, blocked)
     evaluated(Reason.EMPTY, "empty", len(empty))
     if chosen:
@@ -259,9 +267,22 @@ def _decide(
         draining={c.name: tuple(p.key for p in c.movable if p.key not in c.held) for c in candidates if c.deleting},
     )
 
-    # 2. drift
+    # 2. static drift (a new NodeClaim of the pool's template replaces the node), then drift
+    static_drifted = [c for c in live if c.static and c.eventual_ok and prepared.drift(c)]
+    if static_drifted:
+        pool_inputs = {p.name: p for p in base.static_pools}
+
+        def template(pool: str) -> NodeClaimPlan | None:
+            made = static_plan(pool_inputs[pool], base.daemon_pods) if pool in pool_inputs else None
+            return made if isinstance(made, NodeClaimPlan) else None
+
+        left = lambda pool: budgets.left(pool, Reason.DRIFTED)  # noqa: E731
+        command = static_drift(static_drifted, snapshot.state, left, template)
+        evaluated(Reason.DRIFTED, "", len(static_drifted))
+        if command is not None:
+            return done(command)
     # drift is eventual: a terminationGracePeriod lets it through pod blockers
-    drifted = [c for c in live if c.eventual_ok and prepared.drift(c)]
+    drifted = [c for c in live if c.eventual_ok and not c.static and prepared.drift(c)]
     drifted.sort(key=lambda c: (bool(c.movable), _drifted_at(c, now)))  # stable: then disruption cost
     for c in budgets.within(drifted, Reason.DRIFTED, blocked):
         result = sim.run([c])
@@ -280,6 +301,8 @@ def _decide(
     # 3. multi-node and 4. single-node consolidation (best savings per disruption first)
     eligible: list[Candidate] = []
     for c in usable:
+        if c.static:  # static NodePools are never consolidated
+            continue
         why = unconsolidatable(c, catalog)
         if why is not None:
             blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, why))

@@ -159,6 +159,7 @@ class SchedulingInput:
     # solver's (it never opens a static pool's NodeClaim); ``nodeflow.plan`` adds them to the plan.
     static_claims: tuple[NodeClaimPlan, ...] = ()
     static_problems: tuple[str, ...] = ()
+    static_pools: tuple[NodePoolInput, ...] = ()  # the static NodePools, resolved (for drift replacements)
 
 
 @dataclass(frozen=True, slots=True)

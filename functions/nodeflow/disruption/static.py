@@ -1,0 +1,148 @@
+"""Static NodePools (``spec.replicas``) in disruption: scale-down and drift replacement. Pure.
+
+Static NodePools are never consolidated (emptiness and consolidation skip their nodes; the round does that),
+and the ordinary drift method leaves them to the static drift below. Expiration applies as to any node: the
+provisioner then brings the pool back to its replicas.
+
+Scale down (Karpenter's static deprovisioning): when a static NodePool has more active NodeClaims than
+``spec.replicas`` (counted as ``nodeflow.scheduling.static.static_counts``), that many of them are deleted, no
+budget or blocker applying, chosen in this order:
+
+1. NodeClaims not launched yet (no ``status.providerID``), by name;
+2. empty nodes: no pods, or only DaemonSet pods none of which has an active ``karpenter.sh/do-not-disrupt``
+   (a NodeClaim launched but not registered has no pods), by name;
+3. the other nodes: those without an active do-not-disrupt pod first, then the lowest rescheduling cost (the
+   eviction costs of all their pods) times the fraction of the NodeClaim's lifetime left, then name.
+
+Nodes already deleting or being disrupted (``karpenter.sh/disrupted``) are not chosen.
+
+Static drift (Karpenter's StaticDrift, tried after emptiness and before drift): a drifted node of a static
+NodePool (Drifted condition, or drift found now) is replaced by a new NodeClaim of its pool's template, not by
+a simulation of its pods; not while the pool is above its replicas (scale-down first), not beyond the pool's
+disruption budget for Drifted, and not when ``limits.nodes`` leaves no room for the replacement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from nodeflow.api.duration import shift
+from nodeflow.api.karpenter import NodeClaim, NodePool
+from nodeflow.disruption.candidates import Candidate
+from nodeflow.disruption.model import Command, Reason
+from nodeflow.plan import ClusterState
+from nodeflow.podutil import do_not_disrupt_active, eviction_cost
+from nodeflow.scheduling.static import is_static, node_limit, static_counts
+from nodeflow.scheduling.types import NodeClaimPlan
+
+__all__ = ["OVERPROVISIONED", "STATIC_DRIFT", "ScaleDown", "scale_downs", "static_drift"]
+
+OVERPROVISIONED = "overprovisioned"  # Karpenter's termination reason for a static scale-down
+STATIC_DRIFT = "static drift"
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDown:
+    """A NodeClaim deleted because its static NodePool has more than ``spec.replicas``."""
+
+    node_pool: str
+    node_claim: str
+    node: str | None  # None: not registered (or not launched) yet
+    why: str  # "not launched" | "empty" | "lowest disruption cost"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodePool": self.node_pool, "nodeClaim": self.node_claim, "node": self.node, "why": self.why}
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _lifetime_remaining(claim: NodeClaim, now: datetime) -> float:
+    seconds = claim.spec.expire_after_seconds
+    created = claim.metadata.creation_timestamp
+    if seconds is None or created is None or seconds <= 0:
+        return 1.0
+    left = (shift(_aware(created), seconds) - now).total_seconds()
+    return max(0.0, min(1.0, left / seconds))
+
+
+def _daemon(owner_kinds: set[str]) -> bool:
+    return "DaemonSet" in owner_kinds
+
+
+def _pool_scale_downs(
+    pool: NodePool, state: ClusterState, by_claim: dict[str, Candidate], now: datetime
+) -> list[ScaleDown]:
+    count = static_counts(pool.name, state.node_claims, state.nodes)
+    excess = len(count.active) - (pool.spec.replicas or 0)
+    if excess <= 0:
+        return []
+    active = set(count.active)
+    claims = sorted((c for c in state.node_claims if c.name in active), key=lambda c: c.name)
+    out: list[ScaleDown] = []
+    unlaunched = [c for c in claims if c.status is None or not c.status.provider_id]
+    out += [ScaleDown(pool.name, c.name, None, "not launched") for c in unlaunched[:excess]]
+    skip = {c.name for c in unlaunched}
+    empty: list[ScaleDown] = []
+    busy: list[tuple[bool, float, str, ScaleDown]] = []
+    for claim in claims:
+        if claim.name in skip:
+            continue
+        cand = by_claim.get(claim.name)
+        node = claim.status.node_name if claim.status is not None else None
+        pods = [p for p in cand.pods if p.metadata.deletion_timestamp is None] if cand is not None else []
+        protected = any(do_not_disrupt_active(p.metadata.annotations, p.status.start_time, now) for p in pods)
+        if not protected and all(_daemon({o.kind for o in p.metadata.owner_references or ()}) for p in pods):
+            empty.append(ScaleDown(pool.name, claim.name, node, "empty"))
+            continue
+        cost = sum(eviction_cost(p) for p in pods) * _lifetime_remaining(claim, now)
+        busy.append((protected, cost, claim.name, ScaleDown(pool.name, claim.name, node, "lowest disruption cost")))
+    out += empty[: excess - len(out)]
+    busy.sort(key=lambda b: b[:3])
+    out += [b[3] for b in busy[: excess - len(out)]]
+    return out
+
+
+def scale_downs(state: ClusterState, candidates: Sequence[Candidate], now: datetime) -> tuple[ScaleDown, ...]:
+    """The NodeClaims static NodePools delete to come down to ``spec.replicas`` (NodePools by name)."""
+    now = _aware(now)
+    by_claim = {c.claim.name: c for c in candidates}
+    out: list[ScaleDown] = []
+    for pool in sorted(state.node_pools, key=lambda p: p.name):
+        if is_static(pool) and pool.metadata.deletion_timestamp is None:
+            out += _pool_scale_downs(pool, state, by_claim, now)
+    return tuple(out)
+
+
+def static_drift(
+    drifted: Sequence[Candidate],
+    state: ClusterState,
+    left: Callable[[str], int],
+    replacement: Callable[[str], NodeClaimPlan | None],
+) -> Command | None:
+    """The static drift command of this round: the first drifted static node (in ``drifted``'s order) whose pool
+    allows it (see the module docstring), with a new NodeClaim of its pool (``replacement(pool)``) in its place.
+    ``left(pool)``: how many Drifted disruptions the pool's budgets still allow."""
+    seen: set[str] = set()
+    for c in drifted:
+        pool = c.pool
+        if not is_static(pool) or pool.name in seen:
+            continue
+        seen.add(pool.name)
+        if left(pool.name) <= 0:
+            continue
+        count = static_counts(pool.name, state.node_claims, state.nodes)
+        if len(count.active) + len(count.pending_disruption) > (pool.spec.replicas or 0):
+            continue  # scaling down first
+        limit = node_limit(pool)
+        if limit is not None and limit - count.total <= 0:
+            continue  # no room for the replacement under limits.nodes
+        plan = replacement(pool.name)
+        if plan is None:
+            continue
+        return Command(Reason.DRIFTED, STATIC_DRIFT, (c.name,), (plan,), (), c.price or 0.0, plan.price)
+    return None

@@ -794,6 +794,7 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
     (karpenter_ec2.StatusCapacityReservation, "endTime"): "When the reservation ends (unset: no end).",
     (karpenter_ec2.StatusCapacityReservation, "reservationType"): "default or capacity-block.",
     (karpenter_ec2.StatusCapacityReservation, "state"): "active, or expiring for a capacity block about to end.",
+    (karpenter_ec2.StatusCapacityReservation, "interruptible"): "Whether the capacity reservation is interruptible.",
     (meta.NodeSelectorRequirement, "key"): "The node label the requirement is about.",
     (meta.NodeSelectorRequirement, "operator"): "In, NotIn, Exists, DoesNotExist, Gt or Lt.",
     (meta.NodeSelectorRequirement, "values"): "The values the label is compared with.",

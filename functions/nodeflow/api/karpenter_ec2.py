@@ -687,6 +687,7 @@ class StatusCapacityReservation(StatusModel):
     instance_match_criteria: str | None = None
     end_time: datetime | None = None
     reservation_type: str | None = None
+    interruptible: bool | None = None
     state: str | None = None
 
 

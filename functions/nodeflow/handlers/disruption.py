@@ -17,6 +17,7 @@ from nodeflow.handlers.karpenter_metrics import (
     record_evaluations,
     record_failed_validation,
     record_pool_costs,
+    record_unhealthy_disrupted,
 )
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
@@ -51,6 +52,7 @@ def deps() -> DisruptionDeps:
         validation_seconds=float(s.disruption_validation_seconds),
         start_launch=launch,
         start_replace=replace,
+        node_repair=s.node_repair,
     )
 
 
@@ -69,6 +71,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if outcome.command and outcome.failed_validation:
         record_failed_validation(outcome.command)
     record_disruptions(outcome.disrupted)
+    if outcome.repair is not None:
+        record_unhealthy_disrupted(outcome.repair.unhealthy)
     record_allowed_disruptions(outcome.allowed_disruptions, outcome.consuming_budgets)
     record_pool_costs(outcome.pool_costs)
     record_evaluations(outcome.evaluations)

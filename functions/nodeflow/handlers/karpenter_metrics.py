@@ -40,6 +40,7 @@ __all__ = [
     "record_registration",
     "record_scheduling_duration",
     "record_termination",
+    "record_unhealthy_disrupted",
 ]
 
 NAMESPACE = "nodeflow"
@@ -67,6 +68,10 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     ),
     "karpenter_scheduler_scheduling_duration_seconds": (MetricUnit.Seconds, ("controller",)),
     "karpenter_nodeclaims_disrupted_total": (MetricUnit.Count, ("reason", "nodepool", "capacity_type")),
+    "karpenter_nodeclaims_unhealthy_disrupted_total": (
+        MetricUnit.Count,
+        ("condition", "nodepool", "capacity_type", "image_id"),
+    ),
     "karpenter_nodeclaims_terminated_total": (MetricUnit.Count, ("nodepool", "capacity_type", "zone")),
     "karpenter_nodeclaims_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
     "karpenter_nodeclaims_instance_termination_duration_seconds": (MetricUnit.Seconds, ("nodepool",)),
@@ -173,6 +178,15 @@ def record_nodeclaims_disrupted(reason: str, disrupted: Iterable[Mapping[str, st
     counts = Counter((d.get("nodepool", ""), d.get("capacity_type", "")) for d in disrupted)
     for (pool, capacity), count in sorted(counts.items()):
         emit("karpenter_nodeclaims_disrupted_total", count, reason=reason, nodepool=pool, capacity_type=capacity)
+
+
+def record_unhealthy_disrupted(repaired: Iterable[Mapping[str, str]]) -> None:
+    """NodeClaims node repair deleted: each with its ``condition`` (snake case), ``nodepool``, ``capacity_type``
+    and ``image_id`` labels."""
+    keys = ("condition", "nodepool", "capacity_type", "image_id")
+    counts = Counter(tuple(r.get(k, "") for k in keys) for r in repaired)
+    for values, count in sorted(counts.items()):
+        emit("karpenter_nodeclaims_unhealthy_disrupted_total", count, **dict(zip(keys, values, strict=True)))
 
 
 def record_allowed_disruptions(

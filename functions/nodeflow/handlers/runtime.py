@@ -48,6 +48,26 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     return raw == "true"
 
 
+_GATE_VALUES = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def feature_gates(env: Mapping[str, str]) -> dict[str, bool]:
+    """``FEATURE_GATES`` as Karpenter reads it (``NodeRepair=true,SpotToSpotConsolidation=false``); gates not
+    named keep their defaults, unknown names are ignored."""
+    gates: dict[str, bool] = {}
+    for part in (env.get("FEATURE_GATES") or "").split(","):
+        key, sep, value = part.strip().partition("=")
+        if not part.strip():
+            continue
+        if not sep or not key.strip() or value.strip().lower() not in _GATE_VALUES:
+            raise SettingsError(
+                f"FEATURE_GATES: expected Name=true|false pairs separated by commas (e.g. NodeRepair=true), "
+                f"got {part.strip()!r}"
+            )
+        gates[key.strip()] = _GATE_VALUES[value.strip().lower()]
+    return gates
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     cluster_name: str
@@ -75,6 +95,7 @@ class Settings:
     agent_principal_arns: tuple[str, ...] = ()
     dedup_ttl_seconds: int = 3600
     drain_passes_per_execution: int | None = None  # tests only; None: lifecycle.termination's default
+    node_repair: bool = False  # FEATURE_GATES NodeRepair (Karpenter's default: false)
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -124,6 +145,7 @@ class Settings:
             agent_principal_arns=principals,
             dedup_ttl_seconds=_int(env, "DEDUP_TTL_SECONDS", 3600),
             drain_passes_per_execution=_int(env, "DRAIN_PASSES_PER_EXECUTION", 0) or None,
+            node_repair=feature_gates(env).get("NodeRepair", False),
         )
 
     def require(self, *fields: str) -> Settings:

@@ -5,6 +5,7 @@
   create configmap nodeflow-disruption --from-literal=paused=true``; delete it to resume).
   Expiration is forceful in Karpenter and is not paused.
 - Expired nodes (``expireAfter``) get a terminate workflow each (reason ``Expired``).
+- With the ``NodeRepair`` feature gate, unhealthy nodes are replaced forcefully (``lifecycle/repair.py``).
 - Blocked candidates get their event (``DisruptionBlocked`` / ``Unconsolidatable``) naming the blocker.
 - The voluntary command is re-validated after ``VALIDATION_SECONDS`` (15 s, as Karpenter): a second
   snapshot and round must propose the same nodes for the same reason, else nothing is done.
@@ -41,6 +42,7 @@ from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
+from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
 from nodeflow.lifecycle.replace import DISRUPTED, ReplaceDeps, start
 
 __all__ = [
@@ -74,6 +76,7 @@ class DisruptionDeps:
     start_launch: Callable[[str], bool] = lambda _name: False
     start_replace: Callable[[str, Mapping[str, Any]], bool] = lambda _name, _input: False
     timer: Callable[[], float] = time.perf_counter  # times the round's methods (metrics only)
+    node_repair: bool = False  # Karpenter's NodeRepair feature gate (lifecycle/repair.py)
 
 
 @dataclass
@@ -92,6 +95,7 @@ class DisruptionOutcome:
     evaluations: list[Evaluation] = field(default_factory=list)  # the first round's methods tried
     command_pools: list[str] = field(default_factory=list)  # the NodePools of the command carried out
     failed_validation: bool = False  # the validation round did not propose the command again
+    repair: RepairOutcome | None = None  # node repair's work this round (None: the NodeRepair gate is off)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +106,7 @@ class DisruptionOutcome:
             "executed": self.executed,
             "replacing": self.replacing,
             "skipped": self.skipped,
+            "repair": self.repair.to_json() if self.repair is not None else None,
         }
 
 
@@ -245,6 +250,10 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         if deps.start_terminate(e.node_claim, "Expired"):
             out.expired.append(e.node_claim)
             out.disrupted.append(("Expired", labels.get(e.node_claim, {})))
+    if deps.node_repair:  # forceful, like expiration: neither budgets nor the pause apply
+        repair = RepairDeps(deps.kube, deps.recorder, deps.start_terminate, deps.now)
+        out.repair = repair_nodes(repair, first.snapshot.state.nodes, first.snapshot.state.node_claims)
+        out.disrupted += out.repair.disrupted
     out.paused = paused(deps.kube, deps.namespace)
     if out.paused is not None:
         return out

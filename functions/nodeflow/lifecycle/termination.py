@@ -78,6 +78,7 @@ __all__ = [
     "CONDITION_INSTANCE_TERMINATING",
     "CONDITION_VOLUMES_DETACHED",
     "DISRUPTED_TAINT",
+    "FORCEFUL_REASONS",
     "HAND_OVER_ATTEMPTS",
     "PASSES_PER_EXECUTION",
     "TASK_ATTEMPTS",
@@ -100,6 +101,9 @@ REASON_INSTANCE_TERMINATING = "InstanceTerminating"
 DISRUPTED_TAINT = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
 EXCLUDE_LB_VALUE = "karpenter"  # what Karpenter sets the label to
 TERMINATION_WAIT_SECONDS = 5
+#: reasons whose termination is forceful (node repair, failed EC2 status checks): Taint sets the termination
+#: timestamp to now (unless an earlier one is set), so Drain deletes every pod at once, PDBs notwithstanding
+FORCEFUL_REASONS = frozenset({"Unhealthy", "InstanceStatusFailed", "SystemStatusFailed"})
 _GONE_STATES = frozenset({"shutting-down", "terminated"})
 _LISTED = 10  # pod keys listed in a step's output (the execution state stays small)
 
@@ -200,7 +204,13 @@ def taint(deps: TerminationDeps, claim_name: str, reason: str | None = None) -> 
         if claim is None:
             return {"nodeClaim": claim_name, "gone": True, "node": None, "providerID": None}
     deadline = _deadline(claim)
-    if deadline is not None and claim.metadata.annotation(wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP) is None:
+    now = deps.now().replace(microsecond=0)
+    forced = why in FORCEFUL_REASONS and (deadline is None or deadline > now)
+    if forced:  # the node is broken: no waiting for evictions or the terminationGracePeriod
+        deadline = now
+    if deadline is not None and (
+        forced or claim.metadata.annotation(wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP) is None
+    ):
         deps.kube.patch(
             NODE_CLAIMS,
             claim_name,

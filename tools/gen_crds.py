@@ -560,8 +560,9 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
         "(a duration, or Never to disable consolidation)."
     ),
     (Disruption, "consolidationPolicy"): (
-        "Which nodes consolidation may remove or replace: WhenEmpty (only nodes without workload pods) or "
-        "WhenEmptyOrUnderutilized (also nodes whose pods fit elsewhere or on a cheaper node)."
+        "Which nodes consolidation may remove or replace: WhenEmpty (only nodes without workload pods), "
+        "WhenEmptyOrUnderutilized (also nodes whose pods fit elsewhere or on a cheaper node) or Balanced "
+        "(as WhenEmptyOrUnderutilized, but only moves whose savings justify their disruption)."
     ),
     (Disruption, "consolidateWhen"): (
         "Alternative spelling of the consolidation policy accepted by newer Karpenter releases (optional)."

@@ -27,12 +27,14 @@ from nodeflow.api.core import (
     resource_milli,
 )
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
 from nodeflow.api.meta import Toleration as ApiToleration
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.catalog.overlays import OverlayPool, OverlayVerdict, apply_overlays
 from nodeflow.constraints import (
     affinity_terms,
     namespace_label_map,
@@ -63,6 +65,7 @@ __all__ = [
     "convert_pods",
     "node_class_readiness",
     "node_class_settings",
+    "overlay_verdicts",
     "plan",
     "plan_warnings",
     "pod_converter",
@@ -95,6 +98,7 @@ class ClusterState:
     storage_classes: Sequence[StorageClass] = ()
     namespaces: Sequence[Namespace] = ()
     pdbs: Sequence[PodDisruptionBudget] = ()
+    node_overlays: Sequence[NodeOverlay] = ()
 
     @staticmethod
     def from_manifests(manifests: Manifests) -> ClusterState:
@@ -110,6 +114,7 @@ class ClusterState:
             storage_classes=manifests.storage_classes,
             namespaces=manifests.namespaces,
             pdbs=manifests.pdbs,
+            node_overlays=manifests.node_overlays,
         )
 
 
@@ -393,6 +398,26 @@ def _pool_input(
     )
 
 
+def _overlaid(pools: tuple[NodePoolInput, ...], overlays: Sequence[NodeOverlay]) -> tuple[NodePoolInput, ...]:
+    """``pools`` with the NodeOverlays applied to their instance types (prices, extended resources)."""
+    applied = apply_overlays(overlays, [OverlayPool(p.name, p.labels, p.instance_types) for p in pools])
+    return tuple(
+        p
+        if applied.instance_types[p.name] is p.instance_types
+        else dataclasses.replace(p, instance_types=applied.instance_types[p.name])
+        for p in pools
+    )
+
+
+def overlay_verdicts(state: ClusterState, inp: SchedulingInput) -> list[OverlayVerdict]:
+    """The ValidationSucceeded verdict of each NodeOverlay of ``state`` (by name) as applied to ``inp``'s
+    NodePools (which overlays match and conflict does not depend on prices or capacities)."""
+    if not state.node_overlays:
+        return []
+    pools = [OverlayPool(p.name, p.labels, p.instance_types) for p in inp.nodepools]
+    return list(apply_overlays(state.node_overlays, pools).verdicts)
+
+
 # --- nodes and in-flight NodeClaims ------------------------------------------------------------
 
 
@@ -585,6 +610,8 @@ def _build_input(
     )
     classes = {nc.name: nc for nc in state.node_classes}
     pools = tuple(_pool_input(p, classes, catalog, unavailable) for p in state.node_pools)
+    if state.node_overlays:
+        pools = _overlaid(pools, state.node_overlays)
     by_name = {p.name: p for p in pools}
 
     # Pods nominated to a NodeClaim that is not yet initialized count as placed on it.
@@ -674,7 +701,6 @@ def _build_input(
         min_values_policy=min_values_policy,
         static_claims=wanted.node_claims if wanted else (),
         static_problems=wanted.problems if wanted else (),
-        static_pools=tuple(p for p in pools if p.name in static),
     )
 
 
@@ -714,4 +740,7 @@ def plan_warnings(state: ClusterState, inp: SchedulingInput, region: str) -> lis
             f"{len(bare)} pending pod(s) request no resources (no cpu or memory requests or limits): {named}{more}; "
             "they are planned as needing only a pod slot"
         )
+    for verdict in overlay_verdicts(state, inp):
+        if not verdict.ok:
+            warnings.append(f"NodeOverlay {verdict.name!r} is not applied ({verdict.reason}): {verdict.message}")
     return warnings

@@ -58,7 +58,7 @@ __all__ = [
 API_VERSION = f"{GROUP}/v1"
 
 RequirementOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
-ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized"]
+ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
 ConsolidateWhen = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "WhenCostJustifiesDisruption"]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
 

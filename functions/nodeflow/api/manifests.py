@@ -12,8 +12,11 @@ and the field, e.g.::
 
 from __future__ import annotations
 
+import datetime
 import gc
 import json
+import pickle
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +44,8 @@ from nodeflow.api.core import (
 )
 from nodeflow.api.errors import format_validation_error
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+from nodeflow.api.karpenter_overlay import NodeOverlay
+from nodeflow.catalog.reservations import CapacityReservation, ReservationError, from_document, is_document
 
 __all__ = ["KINDS", "ManifestError", "Manifests", "SkippedDocument", "load_manifests"]
 
@@ -150,6 +155,159 @@ class _FastLoader(_Faster, _SafeLoader):  # type: ignore[valid-type,misc]
     """``_SafeLoader`` made faster (the loader ``load_manifests`` uses)."""
 
 
+# --- documents that repeat: one parse per shape ---------------------------------------------------
+#
+# A ``kubectl get pods -o yaml``-style stream has thousands of documents that differ only in a few plain scalars
+# (metadata.name, a label value). ``_template_documents`` splits the text at its ``---`` lines, and in every
+# document replaces the value of each line ``KEY: VALUE`` (VALUE a plain scalar of letters, digits and ``._-``,
+# the rest of the line empty) with a placeholder: documents with the same remaining text (the same "shape")
+# are parsed once, with placeholders, and each is then a copy of that parse with its own values put back, each
+# value resolved and constructed as SafeLoader would a plain scalar. A shape is only reused when that is exact:
+# its parse holds each placeholder once, as a whole string value (not in a block scalar, a multi-line or quoted
+# string, a key, or copied by a merge key), and only dicts, lists and immutable scalars; aliases stay shared
+# (pickle keeps them so). When most documents have shapes of their own, the stream is parsed as a whole.
+# Anything the split cannot be sure of (directives, ``...``, ``---`` with content, other line breaks than ``\n``,
+# a BOM) or any error gives None: the caller parses the whole stream as before, so results and errors stay the
+# stream's.
+
+_LINE_BREAKS_OTHER = ("\r", "\x85", "\u2028", "\u2029", "\ufeff", "\x00")
+# Each pattern starts with the newline before its line (the text gets one in front): re finds a literal first
+# character fast, where "^" with MULTILINE is tried at every position.
+_MARKER_LINE = re.compile(r"\n(?:---|\.\.\.|%)")
+_SEPARATOR_LINE = re.compile(r"\n---(?=\n|\Z)")
+_SLOT_LINE = re.compile(r"(\n *(?:- )?[A-Za-z0-9_][A-Za-z0-9_./-]*: )([A-Za-z0-9][A-Za-z0-9_.-]*)(?=\n|\Z)")
+_SLOT_MARK = "__nodeflow_slot_"
+_SHAPES_BEFORE_GIVING_UP = 64
+_IMMUTABLE_SCALARS = (str, int, float, bool, type(None), bytes, datetime.date, datetime.datetime)
+
+
+class _NoTemplate(Exception):
+    """The shape's parse cannot be reused exactly."""
+
+
+@dataclass(frozen=True)
+class _Shape:
+    blob: bytes | None
+    """The parse with placeholders, pickled (our own objects, never input bytes; None: the document is empty):
+    ``pickle.loads`` makes a fresh copy in C, aliases and recursion kept."""
+    slots: tuple[tuple[Any, ...], ...]
+    """Where each value goes: the keys and indexes from the document's root, in the order of the lines."""
+
+
+def _template_documents(text: str, loader: type[yaml.SafeLoader]) -> list[Any] | None:
+    """The documents of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them, or None (see above)."""
+    if any(other in text for other in _LINE_BREAKS_OTHER):
+        return None
+    text = "\n" + text  # a blank line more: the same documents, and every line after a newline
+    chunks = _SEPARATOR_LINE.split(text)  # each starts with the newline that ended its "---" line
+    if len(_MARKER_LINE.findall(text)) != len(chunks) - 1:
+        return None  # a line starts with "...", "%" or "---" plus more
+    last = len(chunks) - 1
+    shapes: dict[str, _Shape | None] = {}
+    values: dict[str, Any] = {}
+    resolver = loader("")
+    documents: list[Any] = []
+    try:
+        for number, chunk in enumerate(chunks):
+            if number < last:
+                chunk += "\n"  # the line break before the next "---", which the split took (block scalars keep it)
+            parts = _SLOT_LINE.split(chunk)
+            texts = parts[2::3]
+            del parts[2::3]
+            key = "\x00".join(parts)
+            if key in shapes:
+                shape = shapes[key]
+            else:
+                if len(shapes) >= _SHAPES_BEFORE_GIVING_UP and 2 * len(shapes) > number:
+                    return None  # most documents differ: one stream parse is cheaper than one parse each
+                shape = shapes[key] = _shape(parts, len(texts), loader)
+            if shape is None:  # not reusable: this document parsed as it is
+                found = list(yaml.load_all(chunk, Loader=loader))
+                if len(found) > 1:
+                    return None
+                document = found[0] if found else None
+                if not found and number == 0:
+                    continue  # nothing before the first "---": no document
+            elif shape.blob is None:
+                if number == 0:
+                    continue
+                document = None
+            else:
+                document = pickle.loads(shape.blob)
+                for path, raw in zip(shape.slots, texts, strict=True):
+                    value = values.get(raw, values)
+                    if value is values:
+                        value = values[raw] = _plain_scalar(resolver, raw)
+                    target = document
+                    for step in path[:-1]:
+                        target = target[step]
+                    target[path[-1]] = value
+            documents.append(document)
+    except Exception:  # YAML errors, too deep, a bad timestamp...: the stream parse says what
+        return None
+    return documents
+
+
+def _plain_scalar(loader: yaml.SafeLoader, raw: str) -> Any:
+    tag = loader.resolve(yaml.ScalarNode, raw, (True, False))  # type: ignore[no-untyped-call]
+    if tag == _STR_TAG:
+        return raw
+    construct = _SCALAR_CONSTRUCTORS.get(tag)
+    if construct is None:
+        raise _NoTemplate
+    return construct(loader, yaml.ScalarNode(tag, raw))
+
+
+def _shape(parts: list[str], count: int, loader: type[yaml.SafeLoader]) -> _Shape | None:
+    """The reusable parse of a document shape (``parts``: the text between the values), or None."""
+    if any(_SLOT_MARK in part for part in parts):
+        return None
+    pieces = [parts[0]]
+    for index in range(count):
+        pieces += [parts[2 * index + 1], f"{_SLOT_MARK}{index}__", parts[2 * index + 2]]
+    found = list(yaml.load_all("".join(pieces), Loader=loader))
+    if len(found) > 1:
+        raise _NoTemplate
+    if not found:
+        return _Shape(None, ()) if count == 0 else None
+    slots: dict[int, tuple[Any, ...]] = {}
+    seen: set[int] = set()
+
+    def walk(node: Any, path: tuple[Any, ...]) -> None:
+        kind = type(node)
+        if kind is dict or kind is list:
+            if id(node) in seen:  # an alias: pickle keeps it shared (and recursive), its slots were found once
+                return
+            seen.add(id(node))
+            for step, child in node.items() if kind is dict else enumerate(node):
+                if type(step) is str and _SLOT_MARK in step:
+                    raise _NoTemplate
+                walk(child, (*path, step))
+        elif kind is str:
+            if _SLOT_MARK in node:
+                index = _slot_index(node)
+                if index is None or index in slots or index >= count:
+                    raise _NoTemplate
+                slots[index] = path
+        elif kind not in _IMMUTABLE_SCALARS:
+            raise _NoTemplate
+
+    try:
+        walk(found[0], ())
+    except (_NoTemplate, RecursionError):
+        return None
+    if len(slots) != count or any(not path for path in slots.values()):
+        return None
+    return _Shape(pickle.dumps(found[0], protocol=pickle.HIGHEST_PROTOCOL), tuple(slots[i] for i in range(count)))
+
+
+def _slot_index(text: str) -> int | None:
+    if not (text.startswith(_SLOT_MARK) and text.endswith("__")):
+        return None
+    digits = text[len(_SLOT_MARK) : -2]
+    return int(digits) if digits.isdigit() and digits.isascii() else None
+
+
 @dataclass(frozen=True)
 class _Kind:
     api_version: str
@@ -161,6 +319,7 @@ KINDS: Mapping[str, _Kind] = {
     "NodePool": _Kind("karpenter.sh/v1", NodePool, namespaced=False),
     "NodeClaim": _Kind("karpenter.sh/v1", NodeClaim, namespaced=False),
     "EC2NodeClass": _Kind("karpenter.k8s.aws/v1", EC2NodeClass, namespaced=False),
+    "NodeOverlay": _Kind("karpenter.sh/v1alpha1", NodeOverlay, namespaced=False),
     "Pod": _Kind("v1", Pod, namespaced=True),
     "Node": _Kind("v1", Node, namespaced=False),
     "PersistentVolumeClaim": _Kind("v1", PersistentVolumeClaim, namespaced=True),
@@ -228,6 +387,9 @@ class Manifests:
     workloads: tuple[Deployment | ReplicaSet | StatefulSet | Job, ...] = field(default=())
     """The workloads the expanded pods came from."""
     namespaces: tuple[Namespace, ...] = ()
+    capacity_reservations: tuple[CapacityReservation, ...] = ()
+    """From ``aws ec2 describe-capacity-reservations`` output (a document with ``CapacityReservations``)."""
+    node_overlays: tuple[NodeOverlay, ...] = ()
 
 
 @dataclass
@@ -247,6 +409,8 @@ class _Collector:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     workloads: list[Deployment | ReplicaSet | StatefulSet | Job] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
+    capacity_reservations: list[CapacityReservation] = field(default_factory=list)
+    node_overlays: list[NodeOverlay] = field(default_factory=list)
     # (kind, namespace, name) -> where it was first defined
     seen: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # pod key -> where the pod came from
@@ -271,6 +435,8 @@ class _Collector:
             skipped=tuple(self.skipped),
             workloads=tuple(self.workloads),
             namespaces=tuple(self.namespaces),
+            capacity_reservations=tuple(self.capacity_reservations),
+            node_overlays=tuple(self.node_overlays),
         )
 
 
@@ -331,6 +497,11 @@ def _documents(file: Path, problems: list[str]) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             problems.append(f"{file}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}")
         return
+    if _FAST:
+        documents = _template_documents(text, _FastLoader)
+        if documents is not None:
+            yield from enumerate(documents)
+            return
     index = 0
     try:
         for document in yaml.load_all(text, Loader=_FastLoader if _FAST else _SafeLoader):
@@ -369,6 +540,9 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
             f"{where}: expected a Kubernetes object (a mapping with apiVersion and kind), got {type(document).__name__}"
         )
         return
+    if item is None and is_document(document):
+        _load_reservations(collector, where, document)
+        return
     kind = document.get("kind")
     api_version = document.get("apiVersion")
     metadata = document.get("metadata")
@@ -392,7 +566,8 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
         if group in _KARPENTER_GROUPS:
             collector.problems.append(
                 f"{label}: kind {kind} ({api_version}) is not supported: nodeflow reads the Karpenter v1 "
-                "APIs (NodePool and NodeClaim karpenter.sh/v1, EC2NodeClass karpenter.k8s.aws/v1)"
+                "APIs (NodePool and NodeClaim karpenter.sh/v1, EC2NodeClass karpenter.k8s.aws/v1, NodeOverlay "
+                "karpenter.sh/v1alpha1)"
             )
             return
         collector.skipped.append(
@@ -442,6 +617,25 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
         return
     collector.seen[identity] = where
     _store(collector, obj, label)
+
+
+def _load_reservations(collector: _Collector, where: str, document: dict[str, Any]) -> None:
+    """The capacity reservations of a DescribeCapacityReservations output; an id listed twice is an error."""
+    try:
+        found = from_document(document, where)
+    except ReservationError as exc:
+        collector.problems.append(str(exc))
+        return
+    for index, reservation in enumerate(found):
+        key = ("CapacityReservation", "", reservation.id)
+        place = f"{where} CapacityReservations[{index}]"
+        if key in collector.seen:
+            collector.problems.append(
+                f"{place}: capacity reservation {reservation.id} is listed twice (first at {collector.seen[key]})"
+            )
+            continue
+        collector.seen[key] = place
+        collector.capacity_reservations.append(reservation)
 
 
 def _validate_pod(collector: _Collector, document: dict[str, Any]) -> Pod:
@@ -499,6 +693,8 @@ def _store(collector: _Collector, obj: BaseModel, label: str) -> None:
         collector.pdbs.append(obj)
     elif isinstance(obj, Namespace):
         collector.namespaces.append(obj)
+    elif isinstance(obj, NodeOverlay):
+        collector.node_overlays.append(obj)
     else:  # pragma: no cover - KINDS and this dispatch are kept in step
         raise TypeError(f"no collection for {type(obj).__name__}")
 

@@ -39,6 +39,9 @@ there), which keeps a round over a full cluster fast.
   need nothing more; ONE candidate needs at least ``spot_to_spot_min_types`` (15) cheaper types and is
   launched from the 15 cheapest (or as many as the cheapest that meet minValues, if more);
 - anything else (pods left unschedulable, two or more new nodes, no saving): not consolidatable.
+Given the NodePools' totals, a move of nodes of a NodePool with consolidationPolicy Balanced must also pass
+its score (see ``nodeflow.disruption.balanced``), and a single node whose outright deletion would not pass is
+not simulated at all; the command carries the scores.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.core import Pod
 from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.disruption import balanced
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command, Move, Reason, Settings
 from nodeflow.plan import ClusterState, pod_converter
@@ -456,11 +460,33 @@ def _same_type_cap(candidates: Sequence[Candidate], plan: NodeClaimPlan) -> floa
     return min(prices) if prices else None
 
 
-def consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:
-    """A delete or replace command for ``candidates`` together, or why there is none."""
+def consolidate(
+    candidates: Sequence[Candidate],
+    sim: Simulator,
+    settings: Settings,
+    method: str,
+    totals: Mapping[str, balanced.PoolTotals] | None = None,
+) -> Command | str:
+    """A delete or replace command for ``candidates`` together, or why there is none. With ``totals`` (the
+    NodePools' totals, ``balanced.pool_totals``), a move of Balanced NodePools must also pass their scores."""
     unknown = [c.name for c in candidates if c.price is None]
     if unknown:
         return f"the price of node {unknown[0]} is unknown to the catalog"
+    if totals is not None and len(candidates) == 1:
+        best = balanced.best_case(candidates[0], totals)
+        if best is not None:
+            return f"Balanced consolidation: even deleting it would be rejected: {best.describe()}"
+    outcome = _consolidate(candidates, sim, settings, method)
+    if totals is None or isinstance(outcome, str) or not any(balanced.is_balanced(c) for c in candidates):
+        return outcome
+    approved, scores = balanced.evaluate(candidates, outcome.saved, totals)
+    if not approved:
+        why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
+        return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
+    return dataclasses.replace(outcome, scores=scores)
+
+
+def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:
     before = sum(c.price or 0.0 for c in candidates)
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:

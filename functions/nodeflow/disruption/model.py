@@ -21,6 +21,7 @@ from nodeflow.api.labels import (  # re-exported: the drift rules read them
 from nodeflow.scheduling.types import NodeClaimPlan
 
 if TYPE_CHECKING:  # an annotation only: the replace step does not import the planner
+    from nodeflow.disruption.balanced import Score
     from nodeflow.disruption.static import ScaleDown
     from nodeflow.plan import ClusterState
 
@@ -107,6 +108,7 @@ class Command:
     moves: tuple[Move, ...]
     price_before: float  # $/hour of the candidates
     price_after: float  # $/hour of the replacements
+    scores: tuple[Score, ...] = ()  # consolidationPolicy Balanced: each Balanced NodePool's score of the move
 
     @property
     def saved(self) -> float:
@@ -117,7 +119,7 @@ class Command:
         return "replace" if self.replacements else "delete"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "reason": self.reason.value,
             "method": self.method,
             "decision": self.decision,
@@ -128,6 +130,9 @@ class Command:
             "pricePerHourAfter": round(self.price_after, 6),
             "savedPerHour": round(self.saved, 6),
         }
+        if self.scores:  # only moves of Balanced NodePools carry scores
+            out["balanced"] = [s.to_json() for s in self.scores]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

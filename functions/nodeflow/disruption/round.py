@@ -16,6 +16,8 @@ Then at most ONE voluntary command, trying in Karpenter's order and stopping at 
    search for the longest prefix (at least 2) that can be deleted or replaced by one cheaper node;
 4. single-node consolidation: the first of those nodes (NodePools interleaved; any NodePool with budget
    left) that can.
+Consolidation moves of NodePools with consolidationPolicy Balanced must also pass their score against the
+NodePool's totals over all its nodes (``nodeflow.disruption.balanced``); a rejected one is not taken.
 
 Static NodePools (``spec.replicas``, ``nodeflow.disruption.static``): their nodes are never emptied or
 consolidated; a drifted one is replaced by a new NodeClaim of its pool's template ("static drift", tried before
@@ -33,6 +35,7 @@ from datetime import UTC, datetime
 
 from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
+from nodeflow.disruption.balanced import BALANCED, pool_totals
 from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import Candidate, budget_standing, build_candidates
 from nodeflow.disruption.consolidation import (
@@ -312,16 +315,18 @@ def _decide(
     in_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) > 0]
     out_of_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) <= 0]
     budgets.within(out_of_budget, Reason.UNDERUTILIZED, blocked)
+    balanced = any(p.spec.disruption.consolidation_policy == BALANCED for p in snapshot.state.node_pools)
+    totals = pool_totals(candidates) if balanced else None  # every node counts, blocked and deleting ones too
     multi = _multi_node(  # a batch takes no more nodes of a NodePool than its budget has left
         budgets.within(in_budget, Reason.UNDERUTILIZED, [])[: settings.multi_node_candidates],
-        lambda cs: consolidate(cs, sim, settings, "multi-node consolidation"),
+        lambda cs: consolidate(cs, sim, settings, "multi-node consolidation", totals),
     )
     evaluated(Reason.UNDERUTILIZED, "multi", len(eligible))
     if multi is not None:
         return done(multi)
     single: Command | None = None
     for c in interleave_pools(in_budget):  # one node per command: any node of a NodePool with budget left
-        outcome = consolidate([c], sim, settings, "single-node consolidation")
+        outcome = consolidate([c], sim, settings, "single-node consolidation", totals)
         if isinstance(outcome, Command):
             single = outcome
             break

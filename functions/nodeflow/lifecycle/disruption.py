@@ -217,7 +217,7 @@ def mark_conditions(deps: DisruptionDeps, prepared: Prepared) -> int:
         after = c.pool.spec.disruption.consolidate_after_seconds
         settled = after is not None and (c.last_pod_event is None or shift(c.last_pod_event, after) <= now)
         empty = not c.movable
-        allowed = c.pool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" or empty
+        allowed = c.pool.spec.disruption.consolidation_policy != "WhenEmpty" or empty  # Balanced: as WEOU
         consolidatable = (
             ("True", "Consolidatable", "")
             if settled and allowed

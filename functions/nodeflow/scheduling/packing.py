@@ -823,7 +823,7 @@ class Packer:
         if hit is None or hit[0] is not claim.types:
             table = self.pricer.table(reqs)
             fitting = _fitting(claim.types, claim.start, claim.used)
-            cheapest = table[fitting[0].name]
+            cheapest = table[id(fitting[0])]
             assert cheapest is not None  # types without an allowed offering were filtered out
             zone_req = reqs.get(wk.LABEL_ZONE)
             zone_id_req = reqs.get(wk.LABEL_ZONE_ID)

@@ -36,10 +36,11 @@ class Pricer:
     """Cheapest available offering of each type under a NodeClaim's zone/capacity-type limits."""
 
     def __init__(self) -> None:
-        self._tables: dict[tuple[Requirement | None, ...], dict[str, Offering | None]] = {}
+        self._tables: dict[tuple[Requirement | None, ...], dict[int, Offering | None]] = {}
 
-    def table(self, reqs: Requirements) -> dict[str, Offering | None]:
-        """A cache of instance-type name -> cheapest allowed offering, for these requirements."""
+    def table(self, reqs: Requirements) -> dict[int, Offering | None]:
+        """A cache of instance type (its ``id``: two NodePools may price one type differently, e.g. under
+        NodeOverlays) -> cheapest allowed offering, for these requirements."""
         key = (reqs.get(wk.LABEL_ZONE), reqs.get(wk.LABEL_CAPACITY_TYPE), reqs.get(wk.LABEL_ZONE_ID))
         table = self._tables.get(key)
         if table is None:
@@ -48,10 +49,11 @@ class Pricer:
 
     def cheapest(self, it: InstanceType, reqs: Requirements) -> Offering | None:
         table = self.table(reqs)
-        if it.name in table:
-            return table[it.name]
+        key = id(it)
+        if key in table:
+            return table[key]
         best = cheapest_offering(it, reqs)
-        table[it.name] = best
+        table[key] = best
         return best
 
     def price(self, it: InstanceType, reqs: Requirements) -> float:
@@ -63,13 +65,13 @@ class Pricer:
         table = self.table(reqs)
         priced: list[tuple[float, str, InstanceType]] = []
         for it in types:
-            name = it.name
-            if name in table:
-                offering = table[name]
+            key = id(it)
+            if key in table:
+                offering = table[key]
             else:
-                offering = table[name] = cheapest_offering(it, reqs)
+                offering = table[key] = cheapest_offering(it, reqs)
             if offering is not None:
-                priced.append((offering.price, name, it))
+                priced.append((offering.price, it.name, it))
         priced.sort(key=lambda p: (p[0], p[1]))
         return [p[2] for p in priced], [p[0] for p in priced]
 

@@ -281,6 +281,26 @@ def _write_cluster(root: Path) -> Path:
         "- apiVersion: v1\n  kind: Pod\n  metadata: {name: anchored-2, namespace: shop, labels: *l}\n  spec: *s\n"
         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: skipped}\ndata: {created: 2026-11-24T00:00:00Z}\n"
     )
+    # Pods written by hand, one shape repeated with other names and values (the shape-reuse path), among
+    # comments, quoted names, flow style, multi-line strings, anchors, and a document that differs elsewhere.
+    hand: list[str] = []
+    for i, (cpu, app) in enumerate([("250m", "hand"), ("1", "hand"), ("0.5", "v1.2"), ("1500m", "hand-2"), ("2", "x")]):
+        hand.append(
+            f"# pod {i}\napiVersion: v1\nkind: Pod\nmetadata:\n  name: hand-{i}\n  namespace: shop\n"
+            f"  labels: &l\n    app: {app}\n  annotations:\n    note: |\n      name: not-{i}\n      cpu: 9\n"
+            f"spec:\n  containers:\n  - name: app  # the only one\n    image: nginx\n"
+            f"    resources:\n      requests:\n        cpu: {cpu}\n        memory: 512Mi\n"
+        )
+        hand.append(
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: 'flow-{i}', namespace: shop, labels: {{app: flow}}}}\n"
+            f'spec: {{containers: [{{name: app, image: "nginx", resources: {{requests: {{cpu: {cpu}}}}}}}]}}\n'
+        )
+    hand.append(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hand-odd\n  namespace: shop\n  labels:\n    app: hand\n"
+        "spec:\n  tolerations: [{key: x, operator: Exists}]\n  containers:\n  - name: app\n    image: nginx\n"
+        "    resources:\n      requests:\n        cpu: 250m\n        memory: 512Mi\n"
+    )
+    (root / "hand.yaml").write_text("---\n".join(hand))
     (root / "node.yaml").write_text(
         "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-a\n  labels:\n    kubernetes.io/hostname: node-a\n"
         "    topology.kubernetes.io/zone: us-east-1a\n    kubernetes.io/arch: amd64\n"

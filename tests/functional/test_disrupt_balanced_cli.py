@@ -1,0 +1,76 @@
+"""`python -m nodeflow disrupt --dry-run` with consolidationPolicy Balanced (examples/disruption/balanced.yaml):
+the moves Balanced rejects and why, the score of a move it takes, text and JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from nodeflow import cli
+from tests.functional.test_disrupt_cli import EXAMPLES, NOW, disrupt
+
+BALANCED = (EXAMPLES / "balanced.yaml").read_text()
+REJECTED = {
+    "full": "Balanced consolidation rejected the replace (saving $0.0200/h): NodePool balanced: "
+    "score 0.29 < threshold 0.50 (k: 2, savings 5.2%, disruption 18.2%)",
+    "busy": "Balanced consolidation rejected the replace (saving $0.1060/h): NodePool balanced: "
+    "score 0.34 < threshold 0.50 (k: 2, savings 27.6%, disruption 81.8%)",
+}
+
+
+def _run(tmp_path: Path, text: str, *extra: str) -> str:
+    """The CLI in-process (``cli.main``, as ``python -m nodeflow`` runs it; the first test runs the subprocess)."""
+    case = tmp_path / "case.yaml"
+    case.write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["disrupt", "--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(case), "--now", NOW, *extra]
+    assert cli.main(argv, out, err) == 0, err.getvalue()
+    return out.getvalue()
+
+
+def _json(tmp_path: Path, text: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(_run(tmp_path, text, "-o", "json"))
+    return out
+
+
+def test_balanced_rejections_say_why(tmp_path: Path) -> None:
+    proc = disrupt(
+        "--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(EXAMPLES / "balanced.yaml"), "--now", NOW
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "nothing to disrupt now" in text
+    for node, message in REJECTED.items():
+        assert f"Unconsolidatable {node}: {message}" in text
+    result = _json(tmp_path, BALANCED)
+    assert result["command"] is None
+    assert {b["node"]: b["message"] for b in result["blocked"]} == REJECTED
+
+
+def test_the_same_nodes_are_replaced_under_when_empty_or_underutilized(tmp_path: Path) -> None:
+    result = _json(
+        tmp_path, BALANCED.replace("consolidationPolicy: Balanced", "consolidationPolicy: WhenEmptyOrUnderutilized")
+    )
+    command = result["command"]
+    assert command["decision"] == "replace"
+    assert command["candidates"] == ["full"]
+    assert "balanced" not in command  # only Balanced moves carry scores
+    assert result["blocked"] == []
+
+
+def test_a_move_balanced_takes_shows_its_score(tmp_path: Path) -> None:
+    small = BALANCED.replace("cpu: 3500m, memory: 12Gi", "cpu: 500m, memory: 1Gi")  # the big pod shrank
+    assert small != BALANCED
+    command = _json(tmp_path, small)["command"]
+    (score,) = command["balanced"]
+    assert score["nodepool"] == "balanced"
+    assert score["approved"] is True
+    assert score["k"] == 2
+    assert score["threshold"] == 0.5
+    assert score["score"] >= 0.5
+    assert score["savedPerHour"] == command["savedPerHour"]
+    assert score["savingsFraction"] == round(command["savedPerHour"] / score["nodePoolPricePerHour"], 6)
+    text = _run(tmp_path, small)
+    assert f"  Balanced NodePool balanced: score {score['score']:.2f} >= threshold 0.50 (k: 2, savings " in text

@@ -39,7 +39,7 @@ from pydantic import BaseModel  # noqa: E402
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue  # noqa: E402
 from pydantic_core import PydanticUndefined, core_schema  # noqa: E402
 
-from nodeflow.api import karpenter_common, karpenter_core, karpenter_ec2, meta  # noqa: E402
+from nodeflow.api import karpenter_common, karpenter_core, karpenter_ec2, karpenter_overlay, meta  # noqa: E402
 from nodeflow.api.karpenter import (  # noqa: E402
     AMISelectorTerm,
     BlockDevice,
@@ -65,6 +65,12 @@ from nodeflow.api.karpenter import (  # noqa: E402
     SecurityGroupSelectorTerm,
     SubnetSelectorTerm,
     Taint,
+)
+from nodeflow.api.karpenter_overlay import (  # noqa: E402
+    NodeOverlay,
+    NodeOverlayRequirement,
+    NodeOverlaySpec,
+    NodeOverlayStatus,
 )
 from nodeflow.api.labels import AWS_GROUP, GROUP  # noqa: E402
 
@@ -137,6 +143,10 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (Taint, "value"): {"pattern": f"^({_QUALIFIED_NAME_BODY})?$"},
     (NodeSelectorRequirementWithMinValues, "key"): {"pattern": _QUALIFIED_NAME},
     (NodeSelectorRequirementWithMinValues, "values"): {"items": {"maxLength": 63, "pattern": _LABEL_VALUE}},
+    (NodeOverlayRequirement, "key"): {"pattern": karpenter_overlay.KEY_PATTERN},
+    (NodeOverlayRequirement, "values"): {"items": {"maxLength": 63, "pattern": karpenter_overlay.VALUE_PATTERN}},
+    (NodeOverlaySpec, "priceAdjustment"): {"pattern": karpenter_overlay.PRICE_ADJUSTMENT_PATTERN},
+    (NodeOverlaySpec, "price"): {"pattern": karpenter_overlay.PRICE_PATTERN},
     (NodeClassReference, "group"): {"minLength": 1, "pattern": r"^[^/]*$"},
     (NodeClassReference, "kind"): {"minLength": 1},
     (NodeClassReference, "name"): {"minLength": 1},
@@ -284,6 +294,30 @@ def _reserved_rules(name: str) -> dict[str, Any]:
 
 
 FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    # NodeOverlay (karpenter.sh/v1alpha1)
+    (NodeOverlaySpec, "requirements"): {
+        **_rules(
+            _cel(
+                "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+                "requirements with operator 'NotIn' must have a value defined",
+            ),
+            _cel(
+                "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+                "requirements with operator 'In' must have a value defined",
+            ),
+            _cel(
+                f"self.all(x, {_NUMERIC_OPS} ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value",
+            ),
+        ),
+        "items": {"properties": {"key": _rules(_KEY_DOMAIN, _KEY_NOT_HOSTNAME)}},
+    },
+    (NodeOverlaySpec, "capacity"): _rules(
+        _cel(
+            "self.all(x, !(x in [{}]))".format(", ".join(f"'{r}'" for r in karpenter_overlay.RESTRICTED_CAPACITY)),
+            "invalid resource restricted",
+        )
+    ),
     (NodeClassReference, "group"): _rules(_cel("self != ''", "group may not be empty")),
     (NodeClassReference, "kind"): _rules(_cel("self != ''", "kind may not be empty")),
     (NodeClassReference, "name"): _rules(_cel("self != ''", "name may not be empty")),
@@ -450,6 +484,9 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
 }
 
 MODEL_RULES: dict[type[BaseModel], dict[str, Any]] = {
+    NodeOverlaySpec: _rules(
+        _cel("!has(self.price) || !has(self.priceAdjustment)", "cannot set both 'price' and 'priceAdjustment'")
+    ),
     NodePoolSpec: _rules(
         _cel(
             "has(self.replicas) == has(oldSelf.replicas)",
@@ -501,6 +538,38 @@ _REF_DOC = "The provider node class (EC2NodeClass) holding the cloud-specific la
 _CONDITIONS_DOC = "Observations of the object's state, one per condition type (Ready summarises the others)."
 
 FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
+    # NodeOverlay (karpenter.sh/v1alpha1)
+    (NodeOverlay, "spec"): "What the overlay changes, and on which instance types and offerings.",
+    (NodeOverlay, "status"): "The overlay's observed state (written by nodeflow).",
+    (NodeOverlaySpec, "requirements"): (
+        "Which instance types and offerings the overlay applies to: well-known labels (instance type, zone, "
+        "capacity type, karpenter.sh/nodepool, ...) and the NodePools' template labels. Empty: all of them."
+    ),
+    (NodeOverlaySpec, "priceAdjustment"): (
+        "Price change of the selected offerings: a signed amount per hour (+0.5, -1.2) or a signed percentage "
+        "(+10%, -15%, no lower than -100%). The result is never below 0."
+    ),
+    (NodeOverlaySpec, "price"): "Price per hour replacing the selected offerings' price (not with priceAdjustment).",
+    (NodeOverlaySpec, "capacity"): (
+        "Extended resources added to the selected instance types' capacity (never cpu, memory, "
+        "ephemeral-storage or pods)."
+    ),
+    (NodeOverlaySpec, "weight"): (
+        "Precedence (1-10000, unset counts as 0): a higher weight wins; two overlays of one weight changing the "
+        "same offering price or resource conflict and the later one (by name, descending) is not applied."
+    ),
+    (NodeOverlayRequirement, "key"): "The node label the requirement is about.",
+    (NodeOverlayRequirement, "operator"): (
+        "How the label's value is compared with values: In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte."
+    ),
+    (NodeOverlayRequirement, "values"): (
+        "The values compared with: one or more for In and NotIn, exactly one integer for Gt, Lt, Gte and Lte, "
+        "none for Exists and DoesNotExist."
+    ),
+    (NodeOverlayStatus, "conditions"): (
+        "ValidationSucceeded (False with reason RuntimeValidation or Conflict when the overlay is not applied) and "
+        "Ready."
+    ),
     # Taints (core/v1 Taint)
     (Taint, "key"): "The taint's key (a qualified name, optionally prefixed by a DNS subdomain).",
     (Taint, "value"): "The taint's value (may be empty).",
@@ -1023,6 +1092,7 @@ class CRDKind:
     plural: str
     columns: tuple[dict[str, Any], ...]
     short_names: tuple[str, ...] = ()
+    version: str = "v1"
 
     @property
     def name(self) -> str:
@@ -1080,6 +1150,15 @@ KINDS: tuple[CRDKind, ...] = (
         ),
         short_names=("ec2nc", "ec2ncs"),
     ),
+    CRDKind(
+        NodeOverlay,
+        GROUP,
+        "NodeOverlay",
+        "nodeoverlays",
+        (_column("Ready", _READY), _AGE, _column("Weight", ".spec.weight", "integer", priority=1)),
+        short_names=("overlays",),
+        version="v1alpha1",
+    ),
 )
 
 
@@ -1104,7 +1183,7 @@ def build_crd(kind: CRDKind) -> dict[str, Any]:
             "scope": "Cluster",
             "versions": [
                 {
-                    "name": "v1",
+                    "name": kind.version,
                     "served": True,
                     "storage": True,
                     "additionalPrinterColumns": list(kind.columns),

@@ -701,6 +701,7 @@ def _build_input(
         min_values_policy=min_values_policy,
         static_claims=wanted.node_claims if wanted else (),
         static_problems=wanted.problems if wanted else (),
+        static_pools=tuple(p for p in pools if p.name in static),
     )
 
 

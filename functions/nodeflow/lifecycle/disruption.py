@@ -36,12 +36,14 @@ from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import is_deleting
 from nodeflow.disruption.model import Command, Evaluation, Reason, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import Prepared, decide, prepare
+from nodeflow.disruption.static import OVERPROVISIONED
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
+from nodeflow.lifecycle.provisioner import ProvisionDeps, keep_static
 from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
 from nodeflow.lifecycle.replace import DISRUPTED, ReplaceDeps, start
 
@@ -95,6 +97,8 @@ class DisruptionOutcome:
     evaluations: list[Evaluation] = field(default_factory=list)  # the first round's methods tried
     command_pools: list[str] = field(default_factory=list)  # the NodePools of the command carried out
     failed_validation: bool = False  # the validation round did not propose the command again
+    scaled_down: list[str] = field(default_factory=list)  # NodeClaims of static NodePools above their replicas
+    static_created: list[str] = field(default_factory=list)  # NodeClaims static NodePools lacked
     repair: RepairOutcome | None = None  # node repair's work this round (None: the NodeRepair gate is off)
 
     def to_json(self) -> dict[str, Any]:
@@ -106,6 +110,8 @@ class DisruptionOutcome:
             "executed": self.executed,
             "replacing": self.replacing,
             "skipped": self.skipped,
+            "scaledDown": self.scaled_down,
+            "staticCreated": self.static_created,
             "repair": self.repair.to_json() if self.repair is not None else None,
         }
 
@@ -250,6 +256,20 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         if deps.start_terminate(e.node_claim, "Expired"):
             out.expired.append(e.node_claim)
             out.disrupted.append(("Expired", labels.get(e.node_claim, {})))
+    # Static NodePools (spec.replicas), as Karpenter's static controllers: neither budgets nor the pause apply.
+    for s in first.result.scale_downs:
+        if deps.start_terminate(s.node_claim, OVERPROVISIONED):
+            out.scaled_down.append(s.node_claim)
+    provision = ProvisionDeps(
+        kube=deps.kube,
+        catalog=deps.catalog,
+        unavailable=deps.unavailable,
+        start_launch=deps.start_launch,
+        recorder=deps.recorder,
+        now=deps.now,
+        sleep=deps.sleep,
+    )
+    out.static_created = keep_static(provision, first.snapshot.state)  # the periodic run keeps the count
     if deps.node_repair:  # forceful, like expiration: neither budgets nor the pause apply
         repair = RepairDeps(deps.kube, deps.recorder, deps.start_terminate, deps.now)
         out.repair = repair_nodes(repair, first.snapshot.state.nodes, first.snapshot.state.node_claims)

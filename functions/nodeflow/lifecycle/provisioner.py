@@ -10,6 +10,7 @@ after its NodeClaim, so it starts at most once.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import random
 import threading
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from nodeflow.api import labels as wk
 from nodeflow.api.core import Pod
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.aws import errors as aws_errors
@@ -29,12 +31,13 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
 from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
-from nodeflow.lifecycle.claims import node_claim_manifest, node_claim_name
+from nodeflow.lifecycle.claims import batch_id, node_claim_manifest, node_claim_name
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
-from nodeflow.plan import plan
+from nodeflow.plan import ClusterState, build_input, plan
+from nodeflow.scheduling.static import is_static
 from nodeflow.scheduling.types import NodeClaimPlan
 
-__all__ = ["ProvisionDeps", "ProvisionResult", "provision"]
+__all__ = ["ProvisionDeps", "ProvisionResult", "keep_static", "provision"]
 
 EVENT_WORKERS = 8
 # NodeClaim creates (each followed by its StartExecution) in flight at once: well under the API server's
@@ -110,11 +113,14 @@ def _in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
             raise
 
 
-def _create_claim(deps: ProvisionDeps, nc: NodeClaimPlan, pool: NodePool, batch: str) -> str:
+def _create_claim(
+    deps: ProvisionDeps, nc: NodeClaimPlan, pool: NodePool, batch: str, key: Sequence[str] | None = None
+) -> str:
     """Create ``nc``'s NodeClaim (idempotent); returns its name. A 429 is retried after the server's Retry-After
-    (the request was not processed); a clash of short names with a different NodeClaim takes a longer suffix."""
+    (the request was not processed); a clash of short names with a different NodeClaim takes a longer suffix.
+    ``key`` names it instead of its pods (a static NodeClaim has none)."""
     for length in (5, 10):
-        name = node_claim_name(nc.nodepool, batch, nc.pods, length=length)
+        name = node_claim_name(nc.nodepool, batch, nc.pods if key is None else key, length=length)
         manifest = node_claim_manifest(nc, pool, name, batch=batch)
         try:
             kerr.retry(
@@ -149,6 +155,49 @@ def _start(deps: ProvisionDeps, name: str, out: ProvisionResult, lock: threading
     return False
 
 
+def _static_names(plans: Sequence[NodeClaimPlan], claims: Sequence[NodeClaim]) -> dict[int, tuple[str, tuple[str]]]:
+    """(batch, key) naming each static NodeClaim of ``plans`` (by index): the n-th one a NodePool lacks, given the
+    NodeClaims it has. Runs on the same cluster state (a retried batch, the provisioner and the periodic run of
+    the disruption Lambda) propose the same names, so a NodeClaim is never made twice for one missing replica."""
+    out: dict[int, tuple[str, tuple[str]]] = {}
+    seen: dict[str, int] = {}
+    for i, nc in enumerate(plans):
+        if not nc.static:
+            continue
+        n = seen[nc.nodepool] = seen.get(nc.nodepool, -1) + 1
+        mine = sorted(c.name for c in claims if (c.metadata.labels or {}).get(wk.LABEL_NODEPOOL) == nc.nodepool)
+        out[i] = (batch_id(["static", nc.nodepool, *mine]), (f"replica-{n}",))
+    return out
+
+
+def keep_static(deps: ProvisionDeps, state: ClusterState) -> list[str]:
+    """Create and launch the NodeClaims the static NodePools (spec.replicas) of ``state`` still need, as the
+    provisioner does on each run (the periodic run: the disruption Lambda calls it every minute, as Karpenter's
+    static provisioning requeues). Pending pods are left to the provisioner. Returns the NodeClaims created."""
+    if not any(is_static(p) for p in state.node_pools):
+        return []
+    bound = dataclasses.replace(state, pods=tuple(p for p in state.pods if p.spec.node_name))
+    inp = build_input(bound, deps.catalog, unavailable=deps.unavailable(deps.now()))
+    pools = {p.name: p for p in state.node_pools}
+    names = _static_names(inp.static_claims, state.node_claims)
+    known = {c.name for c in state.node_claims}
+    lock = threading.Lock()
+    out = ProvisionResult(batch="static")
+
+    def create(item: tuple[int, NodeClaimPlan]) -> str | None:
+        batch, key = names[item[0]]
+        try:
+            name = _create_claim(deps, item[1], pools[item[1].nodepool], batch, key)
+        except (ValueError, kerr.Invalid, kerr.Forbidden) as exc:
+            deps.log("static NodeClaim refused", {"nodePool": item[1].nodepool, "error": str(exc)[:500]})
+            return None
+        _start(deps, name, out, lock)
+        return name
+
+    made = _in_parallel(create, list(enumerate(inp.static_claims)))
+    return [name for name in made if name is not None and name not in known]
+
+
 def _never_launched(claim: NodeClaim) -> bool:
     if claim.metadata.deletion_timestamp is not None:
         return False
@@ -168,7 +217,7 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     snap = reconcile_status(deps.kube, deps.recorder, snap, deps.now(), resolver=deps.resolver, log=deps.log)
     out.timings["status"] = deps.timer() - t_status
     out.pending_pods = len(snap.pending)
-    if not snap.pending:
+    if not snap.pending and not any(is_static(p) for p in snap.node_pools):
         waiting = [c.name for c in snap.node_claims if _never_launched(c)]
         lock = threading.Lock()
         resumed = _in_parallel(lambda name: _start(deps, name, out, lock), waiting)
@@ -183,13 +232,16 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     # to be written), a bounded number at a time (CLAIM_WORKERS), in the plan's order.
     pools = {p.name: p for p in snap.node_pools}
     known = {c.name for c in snap.node_claims}
+    static_names = _static_names(result.node_claims, snap.node_claims)  # a static NodeClaim has no pods to name it
     t2 = deps.timer()
     lock = threading.Lock()
 
-    def create_and_start(nc: NodeClaimPlan) -> tuple[str | None, str | None, bool]:
+    def create_and_start(item: tuple[int, NodeClaimPlan]) -> tuple[str | None, str | None, bool]:
         """(name, refusal, started) of one planned NodeClaim."""
+        i, nc = item
+        claim_batch, key = static_names.get(i, (batch, None))
         try:
-            name = _create_claim(deps, nc, pools[nc.nodepool], batch)
+            name = _create_claim(deps, nc, pools[nc.nodepool], claim_batch, key)
         except (ValueError, kerr.Invalid, kerr.Forbidden) as exc:
             # What this NodePool makes cannot be created (refused by validation or admission): its pods wait
             # with the reason, and the other NodePools' NodeClaims are still made. Retrying cannot help.
@@ -206,7 +258,7 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     claims: list[tuple[str, tuple[str, ...]]] = []
     refused: list[tuple[str, tuple[str, ...]]] = []  # (NodePool, pods) whose NodeClaim was refused
     for nc, (name, refusal, started) in zip(
-        result.node_claims, _in_parallel(create_and_start, result.node_claims), strict=True
+        result.node_claims, _in_parallel(create_and_start, list(enumerate(result.node_claims))), strict=True
     ):
         if name is None:
             out.refused[nc.nodepool] = refusal or ""

@@ -233,9 +233,9 @@ def mark_conditions(deps: DisruptionDeps, prepared: Prepared) -> int:
                 "consolidateAfter has not passed" if not settled else "policy WhenEmpty",
             )
         )
-        if set_node_claim_conditions(
-            deps.kube, c.claim, [("Drifted", *drifted), ("Consolidatable", *consolidatable)], now=now
-        ):
+        # a static NodePool's NodeClaims are never consolidatable (Karpenter does not mark them)
+        marks = [("Drifted", *drifted)] if c.static else [("Drifted", *drifted), ("Consolidatable", *consolidatable)]
+        if set_node_claim_conditions(deps.kube, c.claim, marks, now=now):
             written += 1
     return written
 

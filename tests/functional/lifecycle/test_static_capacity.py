@@ -76,6 +76,8 @@ def test_static_pool_is_kept_at_its_replicas(local: LocalNodeflow) -> None:
     assert round_["staticCreated"] == []
     assert round_["scaledDown"] == []
     assert round_["command"] is None  # empty static nodes are not emptiness's
+    for claim in static_claims(local):  # nor consolidatable
+        assert "Consolidatable" not in {c["type"] for c in claim["status"]["conditions"]}
 
     # replicas 2 -> 1: the disruption Lambda deletes one NodeClaim (both empty: by name)
     set_replicas(local, 1)

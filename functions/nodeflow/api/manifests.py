@@ -17,7 +17,7 @@ import gc
 import json
 import pickle
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,20 +192,21 @@ class _Shape:
     ``pickle.loads`` makes a fresh copy in C, aliases and recursion kept."""
     slots: tuple[tuple[Any, ...], ...]
     """Where each value goes: the keys and indexes from the document's root, in the order of the lines."""
+    fill: Callable[[Any, list[Any]], None] = field(default=lambda document, values: None, compare=False)
+    """Puts the values (in the order of ``slots``) into a copy of the parse (see ``_filler``)."""
 
 
 def _template_documents(text: str, loader: type[yaml.SafeLoader]) -> list[Any] | None:
     """The documents of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them, or None (see above)."""
-    if any(other in text for other in _LINE_BREAKS_OTHER):
-        return None
+    if any(other in text for other in _LINE_BREAKS_OTHER) or loader.yaml_path_resolvers:
+        return None  # (path resolvers resolve by where a scalar is: none in SafeLoader)
     text = "\n" + text  # a blank line more: the same documents, and every line after a newline
     chunks = _SEPARATOR_LINE.split(text)  # each starts with the newline that ended its "---" line
     if len(_MARKER_LINE.findall(text)) != len(chunks) - 1:
         return None  # a line starts with "...", "%" or "---" plus more
     last = len(chunks) - 1
     shapes: dict[str, _Shape | None] = {}
-    values: dict[str, Any] = {}
-    resolver = loader("")
+    values = _Values(loader(""))
     documents: list[Any] = []
     try:
         for number, chunk in enumerate(chunks):
@@ -234,28 +235,58 @@ def _template_documents(text: str, loader: type[yaml.SafeLoader]) -> list[Any] |
                 document = None
             else:
                 document = pickle.loads(shape.blob)
-                for path, raw in zip(shape.slots, texts, strict=True):
-                    value = values.get(raw, values)
-                    if value is values:
-                        value = values[raw] = _plain_scalar(resolver, raw)
-                    target = document
-                    for step in path[:-1]:
-                        target = target[step]
-                    target[path[-1]] = value
+                shape.fill(document, list(map(values.__getitem__, texts)))
             documents.append(document)
     except Exception:  # YAML errors, too deep, a bad timestamp...: the stream parse says what
         return None
     return documents
 
 
-def _plain_scalar(loader: yaml.SafeLoader, raw: str) -> Any:
-    tag = loader.resolve(yaml.ScalarNode, raw, (True, False))  # type: ignore[no-untyped-call]
-    if tag == _STR_TAG:
-        return raw
-    construct = _SCALAR_CONSTRUCTORS.get(tag)
-    if construct is None:
-        raise _NoTemplate
-    return construct(loader, yaml.ScalarNode(tag, raw))
+class _Values(dict[str, Any]):
+    """The value of each slot text: what SafeLoader makes of that plain scalar (a str, int, float, bool, None or
+    date), resolved once per distinct text."""
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        super().__init__()
+        self.loader = loader
+        resolvers = loader.yaml_implicit_resolvers
+        # Texts whose first character no implicit resolver is registered for are strings, by the resolver's own
+        # rule (it looks its candidates up by the first character); unless a resolver is registered for any.
+        self.maybe_typed: frozenset[str] | None = None if None in resolvers else frozenset(resolvers)
+
+    def __missing__(self, raw: str) -> Any:
+        if self.maybe_typed is not None and raw[0] not in self.maybe_typed:
+            value: Any = raw
+        else:
+            tag = self.loader.resolve(yaml.ScalarNode, raw, (True, False))  # type: ignore[no-untyped-call]
+            if tag == _STR_TAG:
+                value = raw
+            else:
+                construct = _SCALAR_CONSTRUCTORS.get(tag)
+                if construct is None:
+                    raise _NoTemplate
+                value = construct(self.loader, yaml.ScalarNode(tag, raw))
+        self[raw] = value
+        return value
+
+
+def _filler(slots: tuple[tuple[Any, ...], ...]) -> Callable[[Any, list[Any]], None]:
+    """A function ``fill(document, values)`` doing ``document[k0][k1]...[kn] = values[i]`` for each slot: compiled
+    once per shape (its keys are bound as constants by name, never written into the source), as the loop it
+    replaces costs a Python step per key per document."""
+    constants: dict[str, Any] = {}
+    lines = ["def fill(document, values):"]
+    for number, path in enumerate(slots):
+        steps = []
+        for depth, step in enumerate(path):
+            name = f"k{number}_{depth}"
+            constants[name] = step
+            steps.append(f"[{name}]")
+        lines.append(f"    document{''.join(steps)} = values[{number}]")
+    lines.append("    return None")
+    exec(compile("\n".join(lines), "<nodeflow shape>", "exec"), constants)  # identifiers only, no input text
+    fill: Callable[[Any, list[Any]], None] = constants["fill"]
+    return fill
 
 
 def _shape(parts: list[str], count: int, loader: type[yaml.SafeLoader]) -> _Shape | None:
@@ -298,7 +329,8 @@ def _shape(parts: list[str], count: int, loader: type[yaml.SafeLoader]) -> _Shap
         return None
     if len(slots) != count or any(not path for path in slots.values()):
         return None
-    return _Shape(pickle.dumps(found[0], protocol=pickle.HIGHEST_PROTOCOL), tuple(slots[i] for i in range(count)))
+    paths = tuple(slots[i] for i in range(count))
+    return _Shape(pickle.dumps(found[0], protocol=pickle.HIGHEST_PROTOCOL), paths, _filler(paths))
 
 
 def _slot_index(text: str) -> int | None:
@@ -662,7 +694,10 @@ def _validate_pod(collector: _Collector, document: dict[str, Any]) -> Pod:
             specs[key] = pod.spec
         return pod
     rest = Pod.model_validate({name: value for name, value in document.items() if name != "spec"})
-    return rest.model_copy(update={"spec": shared})
+    # What ``rest.model_copy(update={"spec": shared})`` gives, without the copy: ``rest`` is new and not shared.
+    rest.__dict__["spec"] = shared
+    rest.__pydantic_fields_set__.add("spec")
+    return rest
 
 
 def _store(collector: _Collector, obj: BaseModel, label: str) -> None:

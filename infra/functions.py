@@ -18,6 +18,7 @@ needs, nothing else:
                       CLUSTER_DNS
     ec2:read          DescribeInstances (the cluster's instances and their states)
     ec2:terminate     DescribeInstances, TerminateInstances (owned instances)
+    ec2:status        DescribeInstanceStatus (failed status checks and scheduled events, polled every minute)
     requeue           sqs:SendMessage to the provisioning queue; PROVISIONING_QUEUE_URL
     dedup             the webhook's nonces and event ids (PutItem, BatchWriteItem on those partitions); TABLE_NAME
     publish           events:PutEvents on the nodeflow bus; EVENT_BUS_NAME
@@ -88,6 +89,7 @@ USES = frozenset(
         "fleet",
         "ec2:read",
         "ec2:terminate",
+        "ec2:status",
         "requeue",
         "dedup",
         "publish",
@@ -183,10 +185,12 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         "interruption",
-        "Interruption: spot, rebalance, state-change and health events, NodeClaim/Node deletions -> terminate",
+        "Interruption: spot, rebalance, state-change and health events, NodeClaim/Node deletions, EC2 status "
+        "checks (polled) -> terminate",
         timeout_seconds=60,
-        uses=("kube", "offerings:write", "start:terminate", "watch:terminate"),
+        uses=("kube", "offerings:write", "start:terminate", "watch:terminate", "ec2:status"),
         queue=QueueTrigger("interruption"),
+        schedule_minutes=1,  # DescribeInstanceStatus, as Karpenter's instance status controller polls it
     ),
     FunctionSpec(
         "disruption",
@@ -374,6 +378,8 @@ class Functions(Construct):
             statements += permissions.terminate()
         elif "ec2:read" in uses:
             statements += permissions.describe_instances()
+        if "ec2:status" in uses:
+            statements += permissions.describe_instance_status()
         if "requeue" in uses:
             environment["PROVISIONING_QUEUE_URL"] = queues["provisioning"].queue_url
             queues["provisioning"].grant_send_messages(role)

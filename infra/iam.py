@@ -262,6 +262,17 @@ class Permissions:
             )
         ]
 
+    def describe_instance_status(self) -> list[iam.PolicyStatement]:
+        """Poll EC2 status checks and scheduled events (DescribeInstanceStatus supports no resource-level scoping)."""
+        return [
+            iam.PolicyStatement(
+                sid="DescribeInstanceStatus",
+                actions=["ec2:DescribeInstanceStatus"],
+                resources=["*"],
+                conditions=self._region(),
+            )
+        ]
+
     def terminate(self) -> list[iam.PolicyStatement]:
         """Find the cluster's instances and terminate those nodeflow launched (by their tags)."""
         return [

@@ -324,8 +324,12 @@ def test_webhook_hmac_mode_reads_a_generated_secret(synthesized: Synthesized) ->
 def test_gc_and_disruption_run_on_eventbridge_scheduler_schedules(synthesized: Synthesized) -> None:
     res = synthesized.resources("default")
     schedules = [s["Properties"] for s in synthesized.resources("default", "AWS::Scheduler::Schedule").values()]
-    assert len(schedules) == 2
-    for name, expression in (("gc", "rate(2 minutes)"), ("disruption", "rate(1 minute)")):
+    assert len(schedules) == 3
+    for name, expression in (
+        ("gc", "rate(2 minutes)"),
+        ("disruption", "rate(1 minute)"),
+        ("interruption", "rate(1 minute)"),  # EC2 status checks (DescribeInstanceStatus)
+    ):
         lid, _ = function_named(res, f"nodeflow-demo-{name}")
         (p,) = [s for s in schedules if ref_of(s["Target"]["Arn"]) == lid]
         assert p["ScheduleExpression"] == expression

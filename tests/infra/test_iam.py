@@ -203,6 +203,7 @@ EXPECTED_ACTIONS = {
     "finalize": {"eks:DescribeCluster"},
     "interruption": {
         "eks:DescribeCluster",
+        "ec2:DescribeInstanceStatus",  # the status checks it polls every minute
         "dynamodb:Query",
         "dynamodb:BatchWriteItem",
         "states:StartExecution",

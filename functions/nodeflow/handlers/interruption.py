@@ -1,6 +1,10 @@
 """Lambda (SQS, the interruption queue, ReportBatchItemFailures): AWS interruption events and the
 agent's NodeClaim / Node deletions -> events, unavailable offerings, terminate workflows.
 
+Every minute (EventBridge Scheduler, ``{"source": "aws.scheduler"}``) it also polls EC2 DescribeInstanceStatus for
+failed status checks and scheduled events (``nodeflow.interruption.messages.status_check_failures``), as
+Karpenter's instance status controller; without the permission it logs the error and does nothing.
+
 Unknown and malformed messages are logged and dropped (retrying cannot make them readable); a message
 whose handling failed (Kubernetes or AWS unavailable, ...) is returned in ``batchItemFailures`` so SQS
 delivers it again, and after the queue's maxReceiveCount moves it to the dead-letter queue. A message is
@@ -14,10 +18,10 @@ from typing import Any
 
 from nodeflow.aws.sfn import start_workflow
 from nodeflow.handlers.common import logger, metrics, tracer
-from nodeflow.handlers.karpenter_metrics import record_interruption_batch
+from nodeflow.handlers.karpenter_metrics import record_interruption_batch, record_status_checks
 from nodeflow.handlers.runtime import runtime
-from nodeflow.interruption.messages import Message, Rejected, parse_message
-from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch
+from nodeflow.interruption.messages import STATUS_CHECK_FILTERS, Message, Rejected, parse_message, status_check_failures
+from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch, handle_status_checks
 
 
 def deps() -> InterruptionDeps:
@@ -70,10 +74,35 @@ def _metrics(counts: Counter[str], result: BatchResult) -> None:
         metrics.add_metric(name=name, unit="Count", value=value)
 
 
+def _status_checks() -> dict[str, Any]:
+    from botocore.exceptions import ClientError  # only on the scheduled run (cold start stays small)
+
+    rt = runtime()
+    ec2 = rt.client("ec2")
+    statuses: list[dict[str, Any]] = []
+    try:
+        for filters in STATUS_CHECK_FILTERS:
+            for page in ec2.get_paginator("describe_instance_status").paginate(Filters=list(filters)):
+                statuses += page.get("InstanceStatuses") or []
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "UnauthorizedOperation":
+            raise
+        logger.error("ec2:DescribeInstanceStatus is not allowed: status checks are not watched", exc_info=True)
+        return {"batchItemFailures": [], "result": {"statusChecks": "UnauthorizedOperation"}}
+    result = handle_status_checks(deps(), status_check_failures(statuses, rt.now()))
+    record_status_checks(result.outcomes)
+    for outcome in result.outcomes:
+        if outcome.node_claims:
+            logger.info("instance status check failure handled", extra=outcome.to_json())
+    return {"batchItemFailures": [], "result": {"statusChecks": result.to_json()}}
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if event.get("source") == "aws.scheduler" and not event.get("Records"):
+        return _status_checks()
     records = [r for r in event.get("Records") or [] if isinstance(r, dict)]
     counts: Counter[str] = Counter()
     messages: list[tuple[str, Message]] = []

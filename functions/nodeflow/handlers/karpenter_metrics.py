@@ -39,6 +39,7 @@ __all__ = [
     "record_queue_failure",
     "record_registration",
     "record_scheduling_duration",
+    "record_status_checks",
     "record_termination",
     "record_unhealthy_disrupted",
 ]
@@ -88,6 +89,7 @@ KARPENTER_METRICS: dict[str, tuple[MetricUnit, tuple[str, ...]]] = {
     "karpenter_interruption_received_messages_total": (MetricUnit.Count, ("message_type",)),
     "karpenter_interruption_deleted_messages_total": (MetricUnit.Count, ()),
     "karpenter_interruption_message_queue_duration_seconds": (MetricUnit.Seconds, ()),
+    "karpenter_interruption_instance_status_unhealthy_total": (MetricUnit.Count, ("category",)),
     "karpenter_cloudprovider_errors_total": (MetricUnit.Count, ("controller", "method", "provider", "error")),
 }
 
@@ -276,6 +278,9 @@ _MESSAGE_TYPES = {
     "SpotInterruption": "spot_interrupted",
     "RebalanceRecommendation": "rebalance_recommendation",
     "ScheduledChange": "scheduled_change",
+    "InstanceStatus": "instance_status",  # DescribeInstanceStatus categories
+    "SystemStatus": "system_status",
+    "EventStatus": "event_status",
 }
 
 
@@ -315,6 +320,19 @@ def record_interruption_batch(seen: Sequence[tuple[str, Any]], outcomes: Sequenc
     for kind, at in deleted:
         if kind is not None and at is not None:
             emit("karpenter_interruption_message_queue_duration_seconds", max(0.0, (now - at).total_seconds()))
+
+
+def record_status_checks(outcomes: Sequence[Any]) -> None:
+    """EC2 status-check failures acted on (outcomes of ``handle_status_checks``, kind = category): each NodeClaim
+    whose termination one started is disrupted with the category's message type as reason, and counted once in
+    ``karpenter_interruption_instance_status_unhealthy_total{category}`` (a failure seen again while its node is
+    terminating starts nothing, so it is not counted again)."""
+    for outcome in outcomes:
+        kind = _MESSAGE_TYPES.get(outcome.kind)
+        if kind is None or not outcome.disrupted:
+            continue
+        record_nodeclaims_disrupted(kind, [_claim_labels(labels) for labels in outcome.disrupted])
+        emit("karpenter_interruption_instance_status_unhealthy_total", len(outcome.disrupted), category=outcome.kind)
 
 
 def _claim_labels(labels: Mapping[str, str]) -> dict[str, str]:

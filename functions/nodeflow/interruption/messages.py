@@ -9,12 +9,21 @@ What the interruption queue receives (``nodeflow.ingress.routing``):
   shutting-down or terminated -> ``StateChange`` (pending / running: ignored);
 - ``aws.health`` "AWS Health Event" with ``detail.service`` EC2 and ``detail.eventTypeCategory``
   scheduledChange -> ``ScheduledChange`` for the instance ids among ``detail.affectedEntities[].entityValue``
-  (other services and categories: ignored);
+  (as Karpenter's AWS provider parses the AWSHealthEvent schema: another or a missing service or category, or
+  no affected instance, is ignored; a field of the wrong type is malformed);
 - ``nodeflow.agent`` "NodeClaim Deleting" / "Node Deleting" (``detail.object`` per agent/PROTOCOL.md) -> ``Deletion``.
 
 Anything else is a ``Rejected``: ``malformed`` (not JSON, not an envelope, a required field missing or of
-the wrong type), ``unknown`` (a source / detail-type this queue does not handle) or ``ignored`` (understood,
-nothing to do). Its ``reason`` names what is wrong. Parsing never raises.
+the wrong type), ``unknown`` (a source / detail-type this queue does not handle, or an envelope ``version``
+other than "0": Karpenter's parsers are keyed by version too) or ``ignored`` (understood, nothing to do). Its
+``reason`` names what is wrong. Parsing never raises.
+
+EC2 status checks do not come through the queue: ``status_check_failures`` turns what DescribeInstanceStatus
+returns (polled every minute, ``STATUS_CHECK_FILTERS``) into ``StatusCheckFailure`` messages, as Karpenter's
+instance status controller (v1.12+) does: instance or system status details that have ``failed`` for at least
+``UNHEALTHY_THRESHOLD_SECONDS`` (120 s), and every scheduled event (reboot, maintenance, retirement, stop) at once;
+attached EBS status is ignored. One message per instance and category (``InstanceStatus``, ``SystemStatus``,
+``EventStatus``).
 
 Pure: no AWS or Kubernetes client here.
 """
@@ -23,9 +32,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import ClassVar, Final, Literal, TypeAlias
 
 from nodeflow.ingress.protocol import DETAIL_TYPES
@@ -33,11 +42,15 @@ from nodeflow.ingress.protocol import SOURCE as AGENT_SOURCE
 
 __all__ = [
     "DELETION",
+    "EVENT_STATUS",
+    "INSTANCE_STATUS",
     "REBALANCE_RECOMMENDATION",
     "SCHEDULED_CHANGE",
     "SPOT_INTERRUPTION",
     "STATE_CHANGE",
+    "STATUS_CHECK_FILTERS",
     "STOPPING_STATES",
+    "SYSTEM_STATUS",
     "TERMINATING_STATES",
     "Deletion",
     "Envelope",
@@ -48,9 +61,11 @@ __all__ = [
     "ScheduledChange",
     "SpotInterruption",
     "StateChange",
+    "StatusCheckFailure",
     "instance_id_from_provider_id",
     "is_instance_id",
     "parse_message",
+    "status_check_failures",
 ]
 
 SPOT_INTERRUPTION: Final = "SpotInterruption"
@@ -58,6 +73,28 @@ REBALANCE_RECOMMENDATION: Final = "RebalanceRecommendation"
 STATE_CHANGE: Final = "StateChange"
 SCHEDULED_CHANGE: Final = "ScheduledChange"
 DELETION: Final = "Deletion"
+INSTANCE_STATUS: Final = "InstanceStatus"  # DescribeInstanceStatus categories (Karpenter's names)
+SYSTEM_STATUS: Final = "SystemStatus"
+EVENT_STATUS: Final = "EventStatus"
+UNHEALTHY_THRESHOLD_SECONDS: Final = 120
+#: DescribeInstanceStatus filter sets, one call each (filters of different names are ANDed): impaired instance
+#: status, impaired system status, scheduled events
+STATUS_CHECK_FILTERS: Final = (
+    ({"Name": "instance-status.status", "Values": ["impaired"]},),
+    ({"Name": "system-status.status", "Values": ["impaired"]},),
+    (
+        {
+            "Name": "event.code",
+            "Values": [
+                "instance-reboot",
+                "system-reboot",
+                "system-maintenance",
+                "instance-retirement",
+                "instance-stop",
+            ],
+        },
+    ),
+)
 
 EC2_SOURCE: Final = "aws.ec2"
 HEALTH_SOURCE: Final = "aws.health"
@@ -174,6 +211,27 @@ class ScheduledChange:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusCheckFailure:
+    """EC2 says an instance is unwell (DescribeInstanceStatus): ``category`` InstanceStatus (the VM), SystemStatus
+    (the host) or EventStatus (a scheduled event); ``checks`` the failed checks' names or the events' codes;
+    ``since`` the earliest impairment of the instance (for an event: when it was seen)."""
+
+    envelope: Envelope
+    instance_id: str
+    category: str
+    since: datetime
+    checks: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.category
+
+    @property
+    def instance_ids(self) -> tuple[str, ...]:
+        return (self.instance_id,)
+
+
+@dataclass(frozen=True, slots=True)
 class Deletion:
     """The agent saw ``metadata.deletionTimestamp`` set on a NodeClaim or a Node."""
 
@@ -202,7 +260,9 @@ class Rejected:
         return f"{self.status}: {self.reason}"
 
 
-InstanceMessage: TypeAlias = SpotInterruption | RebalanceRecommendation | StateChange | ScheduledChange
+InstanceMessage: TypeAlias = (
+    SpotInterruption | RebalanceRecommendation | StateChange | ScheduledChange | StatusCheckFailure
+)
 Message: TypeAlias = InstanceMessage | Deletion
 
 
@@ -269,9 +329,19 @@ def _envelope(body: _Json) -> Envelope:
     )
 
 
+def _opt_str(obj: _Json, key: str, where: str) -> str:
+    """An optional string field ("" when missing or null); another type is malformed."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Malformed(f"{where}.{key}: expected a string, got {_type(value)}")
+    return value
+
+
 def _health(env: Envelope, detail: _Json) -> ScheduledChange | Rejected:
-    service = _str(detail, "service", "detail")
-    category = _str(detail, "eventTypeCategory", "detail")
+    service = _opt_str(detail, "service", "detail")
+    category = _opt_str(detail, "eventTypeCategory", "detail")
     if service != "EC2" or category != "scheduledChange":
         return Rejected(
             "ignored",
@@ -281,6 +351,8 @@ def _health(env: Envelope, detail: _Json) -> ScheduledChange | Rejected:
             env.detail_type,
         )
     entities = detail.get("affectedEntities")
+    if entities is None:
+        entities = []
     if not isinstance(entities, list):
         raise _Malformed(f"detail.affectedEntities: expected an array, got {_type(entities)}")
     ids: list[str] = []
@@ -330,6 +402,15 @@ def _deletion(env: Envelope, detail: _Json, object_kind: Literal["NodeClaim", "N
 
 def _parse(body: _Json) -> Message | Rejected:
     env = _envelope(body)
+    version = body.get("version")
+    if version is not None and version != "0":
+        return Rejected(
+            "unknown",
+            f'envelope version {version!r}: only version "0" events are understood',
+            env.id,
+            env.source,
+            env.detail_type,
+        )
     if (env.source, env.detail_type) not in _KNOWN:
         return Rejected(
             "unknown",
@@ -367,3 +448,56 @@ def parse_message(body: str | bytes | None) -> Message | Rejected:
         return _parse(doc)
     except _Malformed as exc:
         return Rejected("malformed", exc.reason, _opt(doc, "id"), _opt(doc, "source"), _opt(doc, "detail-type"))
+
+
+# --- EC2 status checks (DescribeInstanceStatus) ------------------------------------------------
+
+_CATEGORY_KEYS: Final = ((INSTANCE_STATUS, "InstanceStatus"), (SYSTEM_STATUS, "SystemStatus"))
+_LONG_AGO: Final = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def _aware(value: object) -> datetime | None:
+    if isinstance(value, str):
+        value = _time(value.replace("Z", "+00:00"))
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def status_check_failures(
+    statuses: Iterable[Mapping[str, object]], now: datetime, threshold_seconds: float = UNHEALTHY_THRESHOLD_SECONDS
+) -> list[StatusCheckFailure]:
+    """The failures among DescribeInstanceStatus ``InstanceStatuses`` entries (boto3's shape; an instance listed
+    twice counts once): per instance, its failed instance / system checks impaired for ``threshold_seconds`` or
+    more, and its scheduled events, one message per category."""
+    out: list[StatusCheckFailure] = []
+    seen: set[str] = set()
+    for status in statuses:
+        iid = status.get("InstanceId")
+        if not is_instance_id(iid) or iid in seen:
+            continue
+        assert isinstance(iid, str)
+        seen.add(iid)
+        kept: dict[str, list[tuple[str, datetime]]] = {}
+        for category, key in _CATEGORY_KEYS:
+            block = status.get(key)
+            details = block.get("Details") if isinstance(block, Mapping) else None
+            for d in details if isinstance(details, list) else []:
+                if not isinstance(d, Mapping) or d.get("Status") != "failed":
+                    continue
+                since = _aware(d.get("ImpairedSince")) or _LONG_AGO
+                if (now - since).total_seconds() >= threshold_seconds:
+                    kept.setdefault(category, []).append((str(d.get("Name") or ""), since))
+        events = status.get("Events")
+        for e in events if isinstance(events, list) else []:
+            if isinstance(e, Mapping):  # a scheduled event: acted on at once, whatever its date
+                kept.setdefault(EVENT_STATUS, []).append((str(e.get("Code") or ""), now))
+        if not kept:
+            continue
+        since = min(at for found in kept.values() for _, at in found)
+        for category in (INSTANCE_STATUS, SYSTEM_STATUS, EVENT_STATUS):
+            if category in kept:
+                env = Envelope(f"{iid}/{category}", EC2_SOURCE, "DescribeInstanceStatus", time=since)
+                checks = tuple(dict.fromkeys(name for name, _ in kept[category] if name))
+                out.append(StatusCheckFailure(env, iid, category, since, checks))
+    return out

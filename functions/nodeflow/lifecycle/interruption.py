@@ -11,6 +11,10 @@ does not own are ignored. What each kind does (Karpenter's interruption controll
 - StateChange: Warning ``InstanceStopping`` (stopping, stopped) or ``InstanceTerminating`` (shutting-down,
   terminated), termination starts with that reason;
 - ScheduledChange: Warning ``InstanceUnhealthy``, termination starts (``InstanceUnhealthy``);
+- StatusCheckFailure (DescribeInstanceStatus, polled: ``handle_status_checks``): Warning ``InstanceUnhealthy``;
+  a failed instance or system status check terminates forcefully (reasons ``InstanceStatusFailed`` /
+  ``SystemStatusFailed``: the Taint step sets the termination timestamp to now, so PodDisruptionBudgets do not hold
+  the drain), a scheduled event (``EventStatus``) drains as a scheduled change does (``InstanceUnhealthy``);
 - Deletion (kubectl delete of a NodeClaim or a Node): termination starts (``Deleted``) only while the
   deleted object has a deletionTimestamp and the ``karpenter.sh/termination`` finalizer.
 
@@ -40,6 +44,7 @@ from nodeflow.interruption.messages import (
     ScheduledChange,
     SpotInterruption,
     StateChange,
+    StatusCheckFailure,
     instance_id_from_provider_id,
 )
 from nodeflow.kube import errors as kerr
@@ -48,16 +53,19 @@ from nodeflow.kube.events import WARNING, EventRecorder, ObjectRef
 
 __all__ = [
     "REASON_DELETED",
+    "REASON_INSTANCE_STATUS_FAILED",
     "REASON_INSTANCE_STOPPING",
     "REASON_INSTANCE_TERMINATING",
     "REASON_INSTANCE_UNHEALTHY",
     "REASON_REBALANCE_RECOMMENDATION",
     "REASON_SPOT_INTERRUPTED",
+    "REASON_SYSTEM_STATUS_FAILED",
     "BatchResult",
     "ClaimRef",
     "InterruptionDeps",
     "Outcome",
     "handle_batch",
+    "handle_status_checks",
     "notice",
     "termination_reason",
 ]
@@ -69,6 +77,8 @@ REASON_INSTANCE_STOPPING = "InstanceStopping"
 REASON_INSTANCE_TERMINATING = "InstanceTerminating"
 REASON_INSTANCE_UNHEALTHY = "InstanceUnhealthy"
 REASON_DELETED = "Deleted"
+REASON_INSTANCE_STATUS_FAILED = "InstanceStatusFailed"  # forceful (lifecycle.termination.FORCEFUL_REASONS)
+REASON_SYSTEM_STATUS_FAILED = "SystemStatusFailed"  # forceful
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,10 @@ def termination_reason(msg: Message) -> str | None:
         return REASON_INSTANCE_STOPPING if msg.stopping else REASON_INSTANCE_TERMINATING
     if isinstance(msg, ScheduledChange):
         return REASON_INSTANCE_UNHEALTHY
+    if isinstance(msg, StatusCheckFailure):
+        return {"InstanceStatus": REASON_INSTANCE_STATUS_FAILED, "SystemStatus": REASON_SYSTEM_STATUS_FAILED}.get(
+            msg.category, REASON_INSTANCE_UNHEALTHY
+        )
     if isinstance(msg, Deletion):
         return REASON_DELETED
     return None
@@ -191,6 +205,14 @@ def notice(msg: InstanceMessage, instance_id: str) -> tuple[str, str]:
     if isinstance(msg, StateChange):
         reason = REASON_INSTANCE_STOPPING if msg.stopping else REASON_INSTANCE_TERMINATING
         return reason, f"Instance {instance_id} is {msg.state} (EC2 instance state-change notification)"
+    if isinstance(msg, StatusCheckFailure):
+        if msg.category == "EventStatus":
+            text = f"EC2 scheduled event for instance {instance_id}: {', '.join(msg.checks) or 'unknown'}"
+        else:
+            checks = ", ".join(msg.checks) or "a check"
+            since = msg.since.strftime("%Y-%m-%dT%H:%M:%SZ") if msg.since.year > 1 else "an unknown time"
+            text = f"EC2 {msg.category} check {checks} failed for instance {instance_id} since {since}"
+        return REASON_INSTANCE_UNHEALTHY, text
     what = msg.event_type_code or "a scheduled change"
     when = f" starting {msg.start_time}" if msg.start_time else ""
     text = f"AWS Health scheduled {what} for instance {instance_id}{when}"
@@ -234,6 +256,12 @@ def handle_batch(deps: InterruptionDeps, messages: Sequence[tuple[str, Message]]
             outcome.error = _error(exc)
         out.outcomes.append(outcome)
     return out
+
+
+def handle_status_checks(deps: InterruptionDeps, failures: Sequence[StatusCheckFailure]) -> BatchResult:
+    """Act on EC2 status-check failures as on queue messages (one outcome per instance and category); instances
+    nodeflow does not own are ignored."""
+    return handle_batch(deps, [(f.envelope.id, f) for f in failures])
 
 
 def _instance_message(

@@ -1188,11 +1188,20 @@ def build_crd(kind: CRDKind) -> dict[str, Any]:
                     "storage": True,
                     "additionalPrinterColumns": list(kind.columns),
                     "schema": {"openAPIV3Schema": openapi_schema(kind.model)},
-                    "subresources": {"status": {}},
+                    "subresources": _subresources(kind.kind),
                 }
             ],
         },
     }
+
+
+def _subresources(kind: str) -> dict[str, Any]:
+    """status; and for NodePool, scale (``kubectl scale nodepool --replicas``: spec.replicas of a static NodePool,
+    status.nodes read back), as Karpenter's CRD."""
+    out: dict[str, Any] = {"status": {}}
+    if kind == "NodePool":
+        out["scale"] = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}
+    return out
 
 
 class _Dumper(yaml.SafeDumper):

@@ -233,7 +233,9 @@ def test_crd_names_scope_and_version(kind: str, group: str, plural: str, short_n
     assert names.get("shortNames") == short_names
     version = _version(kind)
     assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
-    assert version["subresources"] == {"status": {}}
+    scale = {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}}
+    # NodePool: Karpenter's scale subresource (kubectl scale nodepool --replicas, for static NodePools)
+    assert version["subresources"] == {"status": {}, **(scale if kind == "NodePool" else {})}
 
 
 READY = '.status.conditions[?(@.type=="Ready")].status'

@@ -35,6 +35,8 @@ from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.overlays import OverlayPool, OverlayVerdict, apply_overlays
+from nodeflow.catalog.reservations import CapacityReservation
+from nodeflow.catalog.reservations import select as select_reservations
 from nodeflow.constraints import (
     affinity_terms,
     namespace_label_map,
@@ -98,6 +100,9 @@ class ClusterState:
     storage_classes: Sequence[StorageClass] = ()
     namespaces: Sequence[Namespace] = ()
     pdbs: Sequence[PodDisruptionBudget] = ()
+    # Every capacity reservation known (DescribeCapacityReservations); each EC2NodeClass gets those its
+    # capacityReservationSelectorTerms select, as ``reserved`` offerings of its instance types.
+    capacity_reservations: Sequence[CapacityReservation] = ()
     node_overlays: Sequence[NodeOverlay] = ()
 
     @staticmethod
@@ -114,6 +119,7 @@ class ClusterState:
             storage_classes=manifests.storage_classes,
             namespaces=manifests.namespaces,
             pdbs=manifests.pdbs,
+            capacity_reservations=manifests.capacity_reservations,
             node_overlays=manifests.node_overlays,
         )
 
@@ -370,6 +376,7 @@ def _pool_input(
     classes: Mapping[str, EC2NodeClass],
     catalog: CatalogData,
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    reservations: Mapping[str, tuple[CapacityReservation, ...]] | None = None,
 ) -> NodePoolInput:
     spec = pool.spec.template.spec
     ref = spec.node_class_ref
@@ -383,7 +390,11 @@ def _pool_input(
         # Karpenter skips a NodePool whose class is not Ready: its launches could only fail.
         error = f"EC2NodeClass {ref.name!r} is not ready: {readiness[1]}"
     else:
-        types = tuple(resolve_instance_types(catalog, node_class_settings(classes[ref.name]), unavailable))
+        types = tuple(
+            resolve_instance_types(
+                catalog, node_class_settings(classes[ref.name]), unavailable, (reservations or {}).get(ref.name, ())
+            )
+        )
     limits = pool.spec.limits
     return NodePoolInput(
         name=pool.name,
@@ -609,7 +620,12 @@ def _build_input(
         classes={c.metadata.name or "": c for c in state.storage_classes},
     )
     classes = {nc.name: nc for nc in state.node_classes}
-    pools = tuple(_pool_input(p, classes, catalog, unavailable) for p in state.node_pools)
+    reserved = {
+        nc.name: tuple(select_reservations(state.capacity_reservations, nc.spec.capacity_reservation_selector_terms))
+        for nc in state.node_classes
+        if state.capacity_reservations and nc.spec.capacity_reservation_selector_terms
+    }
+    pools = tuple(_pool_input(p, classes, catalog, unavailable, reserved) for p in state.node_pools)
     if state.node_overlays:
         pools = _overlaid(pools, state.node_overlays)
     by_name = {p.name: p for p in pools}

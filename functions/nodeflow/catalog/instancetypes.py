@@ -53,6 +53,7 @@ from fractions import Fraction
 from nodeflow.api import labels as L
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.model import CatalogData, InstanceType, InstanceTypeInfo, Offering, Overhead
+from nodeflow.catalog.reservations import CapacityReservation
 
 __all__ = [
     "AMI_FAMILIES",
@@ -62,6 +63,7 @@ __all__ = [
     "known_type",
     "kube_reserved_cpu_milli",
     "name_labels",
+    "reserved_offerings",
     "resolve_instance_type",
     "resolve_instance_types",
 ]
@@ -77,6 +79,10 @@ NODEFS_AVAILABLE = "nodefs.available"
 INSTANCE_STORE_RAID0 = "RAID0"
 ON_DEMAND = L.CAPACITY_TYPE_ON_DEMAND
 SPOT = L.CAPACITY_TYPE_SPOT
+RESERVED = L.CAPACITY_TYPE_RESERVED
+# A reserved offering costs the on-demand price divided by this: "free" (0.0 at the plan's 6 decimals),
+# yet ordered like the on-demand prices (Karpenter divides by 10^7 for the same reason).
+RESERVED_PRICE_DIVISOR = 1e10
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +488,7 @@ _CACHE: weakref.WeakKeyDictionary[CatalogData, _DataCache] = weakref.WeakKeyDict
 def clear_cache() -> None:
     """Forget every cached resolution (tests, or after a settings-independent data change)."""
     _CACHE.clear()
+    _RESERVED_CACHE.clear()
 
 
 def _data_cache(data: CatalogData) -> _DataCache:
@@ -500,6 +507,34 @@ def _apply_unavailable(
     )
 
 
+def reserved_offerings(
+    data: CatalogData, name: str, reservations: Iterable[CapacityReservation]
+) -> tuple[Offering, ...]:
+    """One ``reserved`` offering per reservation of instance type ``name`` (Karpenter's reserved capacity
+    offerings): priced near zero (on-demand / ``RESERVED_PRICE_DIVISOR``), available while the reservation is
+    active (not an expiring capacity block), has instances left and its zone is one the type is offered in."""
+    zones = data.offerings.get(name, ())
+    on_demand = data.on_demand_prices.get(name, 0.0)
+    out = []
+    for r in reservations:
+        if r.instance_type != name:
+            continue
+        out.append(
+            Offering(
+                zone=r.zone,
+                capacity_type=RESERVED,
+                price=on_demand / RESERVED_PRICE_DIVISOR,
+                available=r.available_instance_count > 0 and r.state == "active" and r.zone in zones,
+                zone_id=r.zone_id or data.zones.get(r.zone, ""),
+                reservation_id=r.id,
+                reservation_type=r.reservation_type,
+                reservation_capacity=r.available_instance_count,
+                reservation_interruptible=r.interruptible,
+            )
+        )
+    return tuple(out)
+
+
 def known_type(data: CatalogData, name: str) -> tuple[Mapping[str, str], tuple[Offering, ...]] | None:
     """The node-class-independent labels and every offering (zone x capacity type, available or not) of the
     instance type ``name``; None when the catalog does not sell it. Read-only (cached)."""
@@ -512,12 +547,17 @@ def resolve_instance_types(
     data: CatalogData,
     settings: NodeClassSettings,
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    reservations: tuple[CapacityReservation, ...] = (),
 ) -> list[InstanceType]:
     """Every usable instance type of ``data`` resolved for ``settings``, sorted by name.
 
     ``unavailable`` holds (instance type, zone, capacity type) offerings to mark available=False
-    (e.g. recent InsufficientInstanceCapacity). Cached per (data object, settings, unavailable).
+    (e.g. recent InsufficientInstanceCapacity). ``reservations`` are the EC2NodeClass's capacity
+    reservations: each adds a ``reserved`` offering (see ``reserved_offerings``) to its instance type,
+    after the type's other offerings. Cached per (data object, settings, unavailable, reservations).
     """
+    if reservations:
+        return _with_reservations(data, settings, unavailable, reservations)
     cache = _data_cache(data)
     key = (settings, unavailable)
     hit = cache.results.get(key)
@@ -554,14 +594,44 @@ def resolve_instance_types(
     return list(result)
 
 
+_RESERVED_CACHE: weakref.WeakKeyDictionary[CatalogData, OrderedDict[object, tuple[InstanceType, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _with_reservations(
+    data: CatalogData,
+    settings: NodeClassSettings,
+    unavailable: frozenset[tuple[str, str, str]],
+    reservations: tuple[CapacityReservation, ...],
+) -> list[InstanceType]:
+    per_data = _RESERVED_CACHE.setdefault(data, OrderedDict())
+    key = (settings, unavailable, reservations)
+    hit = per_data.get(key)
+    if hit is None:
+        wanted = {r.instance_type for r in reservations}
+        out: list[InstanceType] = []
+        for it in resolve_instance_types(data, settings, unavailable):
+            extra = reserved_offerings(data, it.name, reservations) if it.name in wanted else ()
+            if extra:
+                extra = _apply_unavailable(it.name, extra, unavailable)
+                it = replace(it, offerings=it.offerings + extra)
+            out.append(it)
+        hit = per_data[key] = tuple(out)
+        while len(per_data) > _MAX_RESULTS_PER_DATA:
+            per_data.popitem(last=False)
+    return list(hit)
+
+
 def resolve_instance_type(
     data: CatalogData,
     name: str,
     settings: NodeClassSettings,
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    reservations: tuple[CapacityReservation, ...] = (),
 ) -> InstanceType | None:
     """One type resolved (None when it is unknown, unusable for the AMI family or has no offering)."""
-    for instance_type in resolve_instance_types(data, settings, unavailable):
+    for instance_type in resolve_instance_types(data, settings, unavailable, reservations):
         if instance_type.name == name:
             return instance_type
     return None

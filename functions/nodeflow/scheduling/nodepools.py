@@ -31,6 +31,10 @@ class Pool:
     prices: list[float]
     remaining: dict[str, int] | None  # limits minus what the pool runs
     min_values: bool  # some requirement has minValues
+    # Capacity reservations (``reserved`` offerings): what a NodeClaim holding one must satisfy (capacity type
+    # reserved; None when the NodePool does not allow reserved) and the pool's types with reserved offerings.
+    reserved_requirements: Requirements | None = None
+    reserved_types: tuple[InstanceType, ...] = ()
 
 
 def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
@@ -38,11 +42,18 @@ def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
         Requirements.from_labels(np.labels),
         Requirements([Requirement(wk.LABEL_NODEPOOL, False, frozenset({np.name}))]),
     )
+    reserved_reqs, reserved_types = _reserved(np, reqs)
     if wk.LABEL_CAPACITY_TYPE not in reqs:
         # Karpenter launches on-demand unless the NodePool allows spot explicitly.
         reqs = reqs.add(
             Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_ON_DEMAND}))])
         )
+    elif reserved_reqs is not None:
+        # NodeClaims that hold no reservation launch spot / on-demand only (never into a reservation they
+        # were not counted against).
+        plain = reqs[wk.LABEL_CAPACITY_TYPE].intersection(_NOT_RESERVED)
+        if len(plain):
+            reqs = Requirements([*(r for k, r in reqs.items() if k != wk.LABEL_CAPACITY_TYPE), plain])
     daemon: dict[str, int] = {}
     for dpod in inp.daemon_pods:
         if untolerated(dpod.tolerations, np.taints) is not None:
@@ -55,7 +66,28 @@ def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
         in_use = res.total({**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == np.name)
         remaining = {k: v - in_use.get(k, 0) for k, v in np.limits.items()}
     min_values = any(r.min_values for r in reqs.values())
-    return Pool(np, reqs, daemon, types, prices, remaining, min_values)
+    return Pool(np, reqs, daemon, types, prices, remaining, min_values, reserved_reqs, reserved_types)
+
+
+_RESERVED = Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_RESERVED}))
+_NOT_RESERVED = Requirement(wk.LABEL_CAPACITY_TYPE, True, frozenset({wk.CAPACITY_TYPE_RESERVED}))
+
+
+def _reserved(np: NodePoolInput, reqs: Requirements) -> tuple[Requirements | None, tuple[InstanceType, ...]]:
+    """Requirements of a NodeClaim launched into a capacity reservation of this NodePool, and the types
+    with reserved offerings. A NodePool allows ``reserved`` unless its capacity-type requirement excludes it
+    (with no such requirement every capacity type is allowed, as in Karpenter; the NodeClaims that hold no
+    reservation then default to on-demand)."""
+    if not any(o.reservation_id for it in np.instance_types for o in it.offerings):
+        return None, ()
+    current = reqs.get(wk.LABEL_CAPACITY_TYPE)
+    if current is not None and not current.has(wk.CAPACITY_TYPE_RESERVED):
+        return None, ()
+    reserved = Requirements([*(r for k, r in reqs.items() if k != wk.LABEL_CAPACITY_TYPE), _RESERVED])
+    types = tuple(
+        it for it in np.instance_types if any(o.reservation_id for o in it.offerings) and type_matches(it, reserved)
+    )
+    return (reserved, types) if types else (None, ())
 
 
 def all_pools(pools: Iterable[Pool], reason: str) -> Reasons:

@@ -33,10 +33,11 @@ from nodeflow.scheduling.pricing import (
     PRICE_EPSILON,
     Pricer,
     describe_offering_reqs,
+    offering_label,
     type_keys_changed,
     type_matches,
 )
-from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.taints import untolerated
 from nodeflow.scheduling.topology import UNBOUNDED
 from nodeflow.scheduling.types import HostPort, NodeClaimPlan, PodInput, SchedulingInput
@@ -87,6 +88,8 @@ class Claim:
     free: tuple[int, int, int] = (0, 0, 0)
     # Holds pods that topology constraints or selectors care about: never merged away.
     topology: bool = False
+    # The capacity reservation this NodeClaim is counted against ("" for spot / on-demand).
+    reservation: str = ""
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -237,6 +240,18 @@ class Packer:
         self._pods = inp.pods
         # id(types) -> (types, the most any of them has allocatable per resource): an upper bound for any sublist.
         self._max_alloc_cache: dict[int, tuple[list[InstanceType], dict[str, int]]] = {}
+        # Capacity reservation id -> instances it can still launch (Karpenter's ReservationManager: the least
+        # capacity any offering of it reports); every NodeClaim opened on it takes one.
+        self.reservations: dict[str, int] = {}
+        for pool in pools:
+            for it in pool.reserved_types:
+                for o in it.offerings:
+                    if o.reservation_id:
+                        left = self.reservations.get(o.reservation_id)
+                        if left is None or o.reservation_capacity < left:
+                            self.reservations[o.reservation_id] = o.reservation_capacity
+        # id(claim) -> why a NodeClaim that could have used a capacity reservation did not (all used up).
+        self.fallback_notes: dict[int, str] = {}
 
     def merge_claims(self) -> None:
         """Plans of modest size only (see ``_merge_claims`` and ``repack_claims``); then NodeClaims
@@ -258,7 +273,7 @@ class Packer:
         for _ in range(_GROW_PASSES):
             merged = False
             candidates = sorted(
-                (c for c in self.claims if not c.topology and c.pool.remaining is None),
+                (c for c in self.claims if not c.topology and c.pool.remaining is None and not c.reservation),
                 key=lambda c: (c.price, c.index),
             )
             for small in candidates:
@@ -439,6 +454,11 @@ class Packer:
         their own (from the first NodePool that takes them, without limits)."""
         for alt in alts:
             for pool in self.pools:
+                if pool.reserved_requirements is not None and pool.remaining is None:
+                    options = self._reserved_options(pool, group, alt)[1]
+                    if options:
+                        _it, o, cap = min(options, key=lambda opt: _option_key(opt, count))
+                        return o.price / min(cap, count), cap
                 cands = self.candidates(pool, group, alt)
                 if isinstance(cands, str) or pool.remaining is not None:
                     continue
@@ -512,7 +532,7 @@ class Packer:
     ) -> tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None:
         """The larger type of one NodeClaim that adds the group's pods most cheaply per pod,
         if that beats ``standalone`` (the price per pod of new NodeClaims)."""
-        if id(claim) in blocked or not group.tolerates(claim.pool.input.taints):
+        if id(claim) in blocked or claim.reservation or not group.tolerates(claim.pool.input.taints):
             return None
         # Not one more pod fits on even the largest of its types (any type scanned below is one of them): no
         # growth, whatever the loop would scan. At scale most open NodeClaims are full on some resource.
@@ -725,6 +745,108 @@ class Packer:
     def _try_pool(
         self, pool: Pool, group: Group, alt: Requirements, count: int, together: bool = False
     ) -> tuple[Claim, int, bool] | str:
+        """A new NodeClaim of the pool for the group: into a capacity reservation when one is left (as
+        Karpenter, reserved capacity first), else spot / on-demand."""
+        note = ""
+        if pool.reserved_requirements is not None:
+            held = self._try_reserved(pool, group, alt, count, together)
+            if not isinstance(held, str):
+                return held
+            note = held
+        outcome = self._try_plain(pool, group, alt, count, together)
+        if note:
+            if isinstance(outcome, str):
+                return f"{outcome}; {note}"
+            self.fallback_notes[id(outcome[0])] = note
+        return outcome
+
+    def _reserved_options(
+        self, pool: Pool, group: Group, alt: Requirements
+    ) -> tuple[Requirements, list[tuple[InstanceType, Offering, int]], list[str]]:
+        """The pool's reserved offerings that hold at least one pod of the group under ``alt``, with the pods
+        each type holds, and the matching reservations already used up (``"id (type, zone)"``)."""
+        reqs = pool.reserved_requirements
+        if reqs is None or pool.input.error or untolerated(group.tolerations, pool.input.taints, group.effects):
+            return Requirements(), [], []
+        if reqs.compatible(alt, ALLOW_UNDEFINED) is not None:
+            return reqs, [], []
+        if len(alt):
+            reqs = reqs.add(alt)
+        needed = res.add(pool.daemon, group.requests)
+        options: list[tuple[InstanceType, Offering, int]] = []
+        exhausted: list[str] = []
+        checks = [(k, r) for k, r in reqs.items() if k in OFFERING_KEYS]
+        for it in pool.reserved_types:
+            if not res.fits(needed, it.allocatable) or not type_matches(it, reqs):
+                continue
+            cap = 1 if group.host_ports else res.max_count(group.requests, it.allocatable, pool.daemon)
+            for o in it.offerings:
+                if not o.reservation_id or not all(r.has(offering_label(o, k)) for k, r in checks):
+                    continue
+                if not o.available and o.reservation_capacity > 0:
+                    continue  # not offered in its zone, an expiring capacity block, or recently refused
+                if not o.available or self.reservations.get(o.reservation_id, 0) <= 0:
+                    exhausted.append(f"{o.reservation_id} ({it.name}, {o.zone})")
+                    continue
+                options.append((it, o, cap))
+        return reqs, options, exhausted
+
+    def _try_reserved(
+        self, pool: Pool, group: Group, alt: Requirements, count: int, together: bool
+    ) -> tuple[Claim, int, bool] | str:
+        """Open a NodeClaim counted against one capacity reservation (its type, zone and id pinned), or say
+        ("" when nothing applies) why the matching reservations cannot take it."""
+        reqs, options, exhausted = self._reserved_options(pool, group, alt)
+        remaining = pool.remaining
+        if together:
+            options = [opt for opt in options if opt[2] >= count]
+        if remaining is not None:
+            options = [opt for opt in options if all(capacity(opt[0], k) <= v for k, v in remaining.items())]
+        strict = pool.min_values and self.strict_min_values
+        for it, o, cap in sorted(options, key=lambda opt: _option_key(opt, count)):
+            pins = [
+                Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_RESERVED})),
+                Requirement(wk.LABEL_ZONE, False, frozenset({o.zone})),
+                Requirement(wk.LABEL_CAPACITY_RESERVATION_ID, False, frozenset({o.reservation_id})),
+                Requirement(wk.LABEL_CAPACITY_RESERVATION_TYPE, False, frozenset({o.reservation_type})),
+                Requirement(
+                    wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
+                    False,
+                    frozenset({offering_label(o, wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE)}),
+                ),
+            ]
+            if o.zone_id:
+                pins.append(Requirement(wk.LABEL_ZONE_ID, False, frozenset({o.zone_id})))
+            claim_reqs = reqs.add(Requirements(pins))
+            if strict and min_values_violation(claim_reqs, [it]) is not None:
+                continue
+            types, prices = self.pricer.sorted_types([it], claim_reqs)
+            if not types:
+                continue
+            take = min(cap, count)
+            claim = Claim(
+                pool=pool,
+                requirements=claim_reqs,
+                types=types,
+                prices=prices,
+                start=0,
+                used=res.add(pool.daemon, group.requests, take),
+                ports=set(group.host_ports),
+                reservation=o.reservation_id,
+            )
+            claim.advance()
+            self.reservations[o.reservation_id] -= 1
+            if remaining is not None:
+                for name in remaining:
+                    remaining[name] -= capacity(it, name)
+            return claim, take, take < cap
+        if exhausted:
+            return "capacity reservations used up: " + ", ".join(sorted(set(exhausted)))
+        return ""
+
+    def _try_plain(
+        self, pool: Pool, group: Group, alt: Requirements, count: int, together: bool = False
+    ) -> tuple[Claim, int, bool] | str:
         cands = self.candidates(pool, group, alt)
         if isinstance(cands, str):
             return cands
@@ -881,8 +1003,7 @@ def min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> s
         if not req.min_values:
             continue
         if key in OFFERING_KEYS:
-            field_name = {wk.LABEL_ZONE: "zone", wk.LABEL_CAPACITY_TYPE: "capacity_type"}.get(key, "zone_id")
-            seen = {getattr(o, field_name) for it in types for o in it.offerings if o.available}
+            seen = {offering_label(o, key) for it in types for o in it.offerings if o.available}
             seen = {v for v in seen if req.has(v)}
         else:
             seen = {it.labels[key] for it in types if key in it.labels}
@@ -893,6 +1014,13 @@ def min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> s
                 f"only {len(seen)} ({shown})"
             )
     return None
+
+
+def _option_key(option: tuple[InstanceType, Offering, int], count: int) -> tuple[float, int, str, str, str]:
+    """Reserved offerings, best first for ``count`` pods: lowest price per pod, more pods, then by name."""
+    it, o, cap = option
+    take = min(cap, count)
+    return (o.price / take, -take, it.name, o.zone, o.reservation_id)
 
 
 def _best_index(

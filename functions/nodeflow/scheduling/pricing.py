@@ -11,12 +11,14 @@ from nodeflow.scheduling.requirements import Requirement, Requirements
 
 __all__ = [
     "ALLOW_UNDEFINED",
+    "OFFERING_FIELDS",
     "OFFERING_KEYS",
     "PRICE_EPSILON",
     "TYPE_KEYS",
     "Pricer",
     "cheapest_offering",
     "describe_offering_reqs",
+    "offering_label",
     "offering_rank",
     "type_keys_changed",
     "type_matches",
@@ -25,8 +27,26 @@ __all__ = [
 # Well-known labels a new node gets from its instance type and offering: a pod may ask
 # for them even when the NodePool does not mention them.
 ALLOW_UNDEFINED = wk.WELL_KNOWN_LABELS | {wk.LABEL_ZONE, wk.LABEL_REGION, wk.LABEL_CAPACITY_TYPE}
-# Labels that come from the offering (zone, capacity type), not from the instance type.
-OFFERING_KEYS = frozenset({wk.LABEL_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_ZONE_ID})
+# Labels that come from the offering (zone, capacity type, capacity reservation), not from the instance type.
+OFFERING_KEYS = frozenset(
+    {
+        wk.LABEL_ZONE,
+        wk.LABEL_CAPACITY_TYPE,
+        wk.LABEL_ZONE_ID,
+        wk.LABEL_CAPACITY_RESERVATION_ID,
+        wk.LABEL_CAPACITY_RESERVATION_TYPE,
+        wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
+    }
+)
+# The offering field behind each offering label.
+OFFERING_FIELDS = {
+    wk.LABEL_ZONE: "zone",
+    wk.LABEL_CAPACITY_TYPE: "capacity_type",
+    wk.LABEL_ZONE_ID: "zone_id",
+    wk.LABEL_CAPACITY_RESERVATION_ID: "reservation_id",
+    wk.LABEL_CAPACITY_RESERVATION_TYPE: "reservation_type",
+    wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE: "reservation_interruptible",
+}
 # Instance-type labels: a type that lacks one (e.g. no GPU) acts as DoesNotExist for it.
 TYPE_KEYS = wk.WELL_KNOWN_LABELS - OFFERING_KEYS - {wk.LABEL_NODEPOOL, wk.LABEL_REGION}
 PRICE_EPSILON = 1e-9
@@ -41,7 +61,13 @@ class Pricer:
     def table(self, reqs: Requirements) -> dict[int, Offering | None]:
         """A cache of instance type (its ``id``: two NodePools may price one type differently, e.g. under
         NodeOverlays) -> cheapest allowed offering, for these requirements."""
-        key = (reqs.get(wk.LABEL_ZONE), reqs.get(wk.LABEL_CAPACITY_TYPE), reqs.get(wk.LABEL_ZONE_ID))
+        key: tuple[Requirement | None, ...] = (
+            reqs.get(wk.LABEL_ZONE),
+            reqs.get(wk.LABEL_CAPACITY_TYPE),
+            reqs.get(wk.LABEL_ZONE_ID),
+        )
+        if _has_reservation_reqs(reqs):
+            key += _reservation_reqs(reqs)
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = {}
@@ -76,13 +102,51 @@ class Pricer:
         return [p[2] for p in priced], [p[0] for p in priced]
 
 
+def _has_reservation_reqs(reqs: Requirements) -> bool:
+    return (
+        wk.LABEL_CAPACITY_RESERVATION_ID in reqs
+        or wk.LABEL_CAPACITY_RESERVATION_TYPE in reqs
+        or wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE in reqs
+    )
+
+
+def _reservation_reqs(reqs: Requirements) -> tuple[Requirement | None, ...]:
+    return (
+        reqs.get(wk.LABEL_CAPACITY_RESERVATION_ID),
+        reqs.get(wk.LABEL_CAPACITY_RESERVATION_TYPE),
+        reqs.get(wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE),
+    )
+
+
+def offering_label(o: Offering, key: str) -> str:
+    """The value of an offering label (``OFFERING_KEYS``) an offering gives its node ("" when none)."""
+    value = getattr(o, OFFERING_FIELDS[key])
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _reservation_allows(o: Offering, reqs: Requirements) -> bool:
+    """Reserved offerings are only for NodeClaims that hold their reservation (requirements pinning
+    ``karpenter.k8s.aws/capacity-reservation-id``, see ``packing``); such NodeClaims take nothing else."""
+    rid, rtype, rint = _reservation_reqs(reqs)
+    if not o.reservation_id:
+        return all(r is None or r.allows_absent() for r in (rid, rtype, rint))
+    if rid is None or rid.complement or not rid.has(o.reservation_id):
+        return False
+    if rtype is not None and not rtype.has(o.reservation_type):
+        return False
+    return rint is None or rint.has("true" if o.reservation_interruptible else "false")
+
+
 def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
     zone = reqs.get(wk.LABEL_ZONE)
     ctype = reqs.get(wk.LABEL_CAPACITY_TYPE)
     zone_id = reqs.get(wk.LABEL_ZONE_ID)
+    pinned = _has_reservation_reqs(reqs)
     best: Offering | None = None
     for offering in it.offerings:
         if not offering.available:
+            continue
+        if (pinned or offering.reservation_id) and not _reservation_allows(offering, reqs):
             continue
         if zone is not None and not zone.has(offering.zone):
             continue

@@ -195,7 +195,7 @@ class _Solver:
                     f"new NodeClaim {where}: {chosen.instance_types[0]} (+{len(chosen.instance_types) - 1} other "
                     f"types), {chosen.capacity_type}, zones {','.join(chosen.zones)}, ${chosen.price:.4f}/hour, "
                     f"shared with {others} other pod(s)"
-                )
+                ) + self._reservation_note(where)
                 continue
             if unschedulable is not None and name in unschedulable.reasons:
                 per_pool[name] = unschedulable.reasons[name]
@@ -218,6 +218,16 @@ class _Solver:
         if where is not None:
             placement = f"new NodeClaim {where} (NodePool {chosen.nodepool})" if chosen else f"existing node {where}"
         return PodExplanation(key, placement, per_pool)
+
+    def _reservation_note(self, where: str | None) -> str:
+        """What a NodeClaim's capacity reservation (or the lack of one left) adds to its explanation."""
+        claim = next((c for c in self.claims if f"nodeclaim-{c.index}" == where), None)
+        if claim is None:
+            return ""
+        if claim.reservation:
+            return f"; launched into capacity reservation {claim.reservation}"
+        note = self.packer.fallback_notes.get(id(claim))
+        return f"; {note}, so not reserved" if note else ""
 
     # -- output --------------------------------------------------------------------------------
     def _result(self) -> SchedulingResult:

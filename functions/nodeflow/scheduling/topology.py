@@ -25,7 +25,7 @@ from nodeflow.api import labels as wk
 from nodeflow.scheduling.existing import Node
 from nodeflow.scheduling.groups import Group
 from nodeflow.scheduling.nodepools import Pool, Reasons, all_pools
-from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, OFFERING_KEYS, type_matches
+from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, OFFERING_KEYS, offering_label, type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.taints import untolerated
 from nodeflow.scheduling.types import AffinityTerm, PodInput, Selector, TopologySpread
@@ -218,7 +218,7 @@ class Topology:
                         and (ctype is None or ctype.has(o.capacity_type))
                         and (zone_id is None or zone_id.has(o.zone_id))
                     ):
-                        out.add({wk.LABEL_ZONE: o.zone, wk.LABEL_CAPACITY_TYPE: o.capacity_type}.get(key, o.zone_id))
+                        out.add(offering_label(o, key))
         elif allowed is not None and not allowed.complement:
             out = set(allowed.values)
         else:

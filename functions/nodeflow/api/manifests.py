@@ -46,7 +46,6 @@ from nodeflow.api.errors import format_validation_error
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.catalog.reservations import CapacityReservation, ReservationError, from_document, is_document
-from nodeflow.catalog.reservations import CapacityReservation, ReservationError, from_document, is_document
 
 __all__ = ["KINDS", "ManifestError", "Manifests", "SkippedDocument", "load_manifests"]
 
@@ -422,8 +421,6 @@ class Manifests:
     namespaces: tuple[Namespace, ...] = ()
     capacity_reservations: tuple[CapacityReservation, ...] = ()
     """From ``aws ec2 describe-capacity-reservations`` output (a document with ``CapacityReservations``)."""
-    capacity_reservations: tuple[CapacityReservation, ...] = ()
-    """From ``aws ec2 describe-capacity-reservations`` output (a document with ``CapacityReservations``)."""
     node_overlays: tuple[NodeOverlay, ...] = ()
 
 
@@ -444,7 +441,6 @@ class _Collector:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     workloads: list[Deployment | ReplicaSet | StatefulSet | Job] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
-    capacity_reservations: list[CapacityReservation] = field(default_factory=list)
     capacity_reservations: list[CapacityReservation] = field(default_factory=list)
     node_overlays: list[NodeOverlay] = field(default_factory=list)
     # (kind, namespace, name) -> where it was first defined
@@ -471,7 +467,6 @@ class _Collector:
             skipped=tuple(self.skipped),
             workloads=tuple(self.workloads),
             namespaces=tuple(self.namespaces),
-            capacity_reservations=tuple(self.capacity_reservations),
             capacity_reservations=tuple(self.capacity_reservations),
             node_overlays=tuple(self.node_overlays),
         )
@@ -580,9 +575,6 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
     if item is None and is_document(document):
         _load_reservations(collector, where, document)
         return
-    if item is None and is_document(document):
-        _load_reservations(collector, where, document)
-        return
     kind = document.get("kind")
     api_version = document.get("apiVersion")
     metadata = document.get("metadata")
@@ -657,25 +649,6 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
         return
     collector.seen[identity] = where
     _store(collector, obj, label)
-
-
-def _load_reservations(collector: _Collector, where: str, document: dict[str, Any]) -> None:
-    """The capacity reservations of a DescribeCapacityReservations output; an id listed twice is an error."""
-    try:
-        found = from_document(document, where)
-    except ReservationError as exc:
-        collector.problems.append(str(exc))
-        return
-    for index, reservation in enumerate(found):
-        key = ("CapacityReservation", "", reservation.id)
-        place = f"{where} CapacityReservations[{index}]"
-        if key in collector.seen:
-            collector.problems.append(
-                f"{place}: capacity reservation {reservation.id} is listed twice (first at {collector.seen[key]})"
-            )
-            continue
-        collector.seen[key] = place
-        collector.capacity_reservations.append(reservation)
 
 
 def _load_reservations(collector: _Collector, where: str, document: dict[str, Any]) -> None:

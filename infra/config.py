@@ -44,6 +44,8 @@ CONTEXT_KEYS: Mapping[str, str] = {
     "requests can cost (in hmac mode its URL is public); more concurrent requests get 429 and the agent retries",
     "catalogSource": "aws (live instance types and prices; default) or offline (the bundled snapshot)",
     "alarmTopicArn": "SNS topic ARN the alarms notify (optional)",
+    "featureGates": "Karpenter's feature gates for the Lambdas (FEATURE_GATES), e.g. NodeRepair=true; unset: "
+    "Karpenter's defaults (NodeRepair=false)",
 }
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")  # EKS's rule
@@ -53,6 +55,8 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 _ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
 _VERSION = re.compile(r"^1\.\d{1,3}$")
+_GATE = r"[A-Za-z][A-Za-z0-9]*=(?i:true|false|t|f|1|0)"
+_GATES = re.compile(rf"^\s*{_GATE}\s*(,\s*{_GATE}\s*)*$")
 _ENDPOINT = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[\w./-]*)?$")
 WEBHOOK_CONCURRENCY_DEFAULT = 10
 WEBHOOK_CONCURRENCY_RANGE = (1, 1000)
@@ -146,6 +150,7 @@ class NodeflowConfig:
     webhook_concurrency: int = WEBHOOK_CONCURRENCY_DEFAULT
     catalog_source: str = "aws"
     alarm_topic_arn: str | None = None
+    feature_gates: str | None = None  # FEATURE_GATES of every function (nodeflow.handlers.runtime.feature_gates)
 
     @staticmethod
     def from_node(node: Node) -> NodeflowConfig:
@@ -219,6 +224,9 @@ class NodeflowConfig:
             ),
             catalog_source=_choice("catalogSource", get("catalogSource"), ("aws", "offline")),
             alarm_topic_arn=_matching("alarmTopicArn", get("alarmTopicArn"), _TOPIC_ARN, "an SNS topic ARN"),
+            feature_gates=_matching(
+                "featureGates", get("featureGates"), _GATES, "Name=true|false pairs separated by commas"
+            ),
         )
 
     # ------------------------------------------------------------------ names

@@ -337,6 +337,8 @@ class Functions(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
         environment = {"CLUSTER_NAME": config.cluster_name, **POWERTOOLS_ENVIRONMENT}
+        if config.feature_gates is not None:
+            environment["FEATURE_GATES"] = config.feature_gates  # Karpenter's gates (NodeRepair)
         statements: list[iam.PolicyStatement] = []
         table = data.table
         uses = set(spec.uses)

@@ -34,6 +34,7 @@ FULL_CONTEXT: Mapping[str, Any] = {
     "webhookConcurrency": "3",
     "catalogSource": "offline",
     "alarmTopicArn": "arn:aws:sns:us-east-1:111122223333:nodeflow-alarms",
+    "featureGates": "NodeRepair=true",
 }
 
 

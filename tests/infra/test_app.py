@@ -229,7 +229,10 @@ def test_each_function_gets_what_its_handler_reads(synthesized: Synthesized, whi
                 expected |= {"CLUSTER_DNS"}
             if suffix == "webhook":
                 expected |= {"WEBHOOK_HMAC_SECRET_ARN"}
+            expected |= {"FEATURE_GATES"}  # context featureGates
         assert env == expected, suffix
+        if which == "full":
+            assert fn["Properties"]["Environment"]["Variables"]["FEATURE_GATES"] == "NodeRepair=true"
     _, webhook = function_named(res, f"nodeflow-{cluster}-webhook")
     env = webhook["Properties"]["Environment"]["Variables"]
     if which == "full":

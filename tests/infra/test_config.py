@@ -54,6 +54,9 @@ ROOT = Path(__file__).resolve().parents[2]
         ({"clusterName": "c", "webhookConcurrency": True}, "webhookConcurrency"),
         ({"clusterName": "c", "catalogSource": "s3"}, "catalogSource"),
         ({"clusterName": "c", "alarmTopicArn": "arn:aws:sqs:us-east-1:123456789012:q"}, "alarmTopicArn"),
+        ({"clusterName": "c", "featureGates": "NodeRepair"}, "featureGates"),
+        ({"clusterName": "c", "featureGates": "NodeRepair=yes"}, "featureGates"),
+        ({"clusterName": "c", "featureGates": "NodeRepair=true;StaticCapacity=true"}, "featureGates"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, Any], key: str) -> None:

@@ -44,6 +44,13 @@ EVENT_WORKERS = 8
 # default --max-mutating-requests-inflight (200) and the clients' connection pools (botocore: 10).
 CLAIM_WORKERS = 8
 
+# Karpenter's Nominated events share one token bucket (5 a second, a burst of 10) and are dropped, not queued, when
+# it is empty: of a burst of thousands of pods only the first few, then 5 a second, get one (``kubectl describe pod``
+# shows it on those). They are sent as each NodeClaim's launch starts, like Karpenter's after each create. The
+# bucket lives for one provisioner call (Karpenter's for the process). FailedScheduling events are not limited.
+NOMINATED_BURST = 10
+NOMINATED_PER_SECOND = 5.0
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -81,6 +88,8 @@ class ProvisionResult:
     pending_pods: int = 0
     unschedulable: int = 0
     event_errors: int = 0
+    nominated: int = 0  # Nominated events sent
+    nominations_dropped: int = 0  # Nominated events the rate limit dropped (as Karpenter does)
     timings: dict[str, float] = field(default_factory=dict)
     pools: dict[str, str] = field(default_factory=dict)  # created NodeClaim -> its NodePool (for metrics)
 
@@ -96,8 +105,32 @@ class ProvisionResult:
             "pendingPods": self.pending_pods,
             "unschedulablePods": self.unschedulable,
             "eventErrors": self.event_errors,
+            "nominatedEvents": self.nominated,
+            "nominatedEventsDropped": self.nominations_dropped,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
+
+
+class _TokenBucket:
+    """``try_accept`` takes a token when one is left: ``burst`` at most, ``rate`` more per second of ``timer``."""
+
+    def __init__(self, burst: int, rate: float, timer: Callable[[], float]) -> None:
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._rate = rate
+        self._timer = timer
+        self._at = timer()
+        self._lock = threading.Lock()
+
+    def try_accept(self) -> bool:
+        with self._lock:
+            now = self._timer()
+            self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+            self._at = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
 
 
 def _in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -235,6 +268,27 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     static_names = _static_names(result.node_claims, snap.node_claims)  # a static NodeClaim has no pods to name it
     t2 = deps.timer()
     lock = threading.Lock()
+    pending: Mapping[str, Pod] = {p.key: p for p in snap.pending}
+    bucket = _TokenBucket(NOMINATED_BURST, NOMINATED_PER_SECOND, deps.timer)
+
+    def nominate(name: str, keys: Sequence[str]) -> None:
+        """The Nominated events of a NodeClaim's pods the rate limit lets through."""
+        for key in keys:
+            pod = pending.get(key)
+            if pod is None:
+                continue
+            if not bucket.try_accept():
+                with lock:
+                    out.nominations_dropped += 1
+                continue
+            try:
+                deps.recorder.nominated(pod, name)
+            except kerr.KubeError:  # an event that cannot be written is not worth failing the batch
+                with lock:
+                    out.event_errors += 1
+            else:
+                with lock:
+                    out.nominated += 1
 
     def create_and_start(item: tuple[int, NodeClaimPlan]) -> tuple[str | None, str | None, bool]:
         """(name, refusal, started) of one planned NodeClaim."""
@@ -253,6 +307,7 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
             if "first_start" not in out.timings:
                 out.timings["first_start"] = deps.timer() - t0
             out.timings["all_started"] = deps.timer() - t0
+        nominate(name, nc.pods)  # after the launch started: it does not wait for events
         return name, None, started
 
     claims: list[tuple[str, tuple[str, ...]]] = []
@@ -278,12 +333,10 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     ]
     out.timings["create_and_start"] = deps.timer() - t2
 
-    # Events last, a few at a time: they are for people, the launches do not wait for them.
+    # FailedScheduling events last, a few at a time: they are for people, the launches do not wait for them.
     t4 = deps.timer()
-    pods: Mapping[str, Pod] = {p.key: p for p in snap.pending}
+    pods = pending
     calls: list[Callable[[], Any]] = []
-    for name, keys in claims:
-        calls.extend(functools.partial(deps.recorder.nominated, pods[k], name) for k in keys if k in pods)
     for u in result.unschedulable:
         if u.pod in pods:
             why = "; ".join(f"{pool}: {reason}" if pool else reason for pool, reason in sorted(u.reasons.items()))

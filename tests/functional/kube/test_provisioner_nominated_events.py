@@ -1,0 +1,92 @@
+"""The provisioner's Nominated events are rate-limited as Karpenter's are (a token bucket of 5 a second, burst 10,
+dropping what does not fit): a burst of pods does not turn into one API write per pod before provision() returns.
+Against the test API server and moto's Step Functions."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from benchmarks.provisioning_scale import node_class, node_pool, pod
+
+if TYPE_CHECKING:
+    from nodeflow.lifecycle.provisioner import ProvisionResult
+    from tests.kubeapi import KubeAPIServer
+
+REGION = "us-east-1"
+PODS = 40
+
+
+@pytest.fixture
+def world(aws_env: None, kube_server: KubeAPIServer) -> Iterator[dict[str, Any]]:
+    import boto3
+    from moto import mock_aws
+
+    kube_server.reset()
+    kube_server.create(node_class())
+    kube_server.create(node_pool())
+    for ns in range(10):
+        kube_server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
+    for i in range(PODS):
+        kube_server.create(pod(i // 10, i, None))
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        arn = sfn.create_state_machine(
+            name="launch",
+            definition='{"StartAt":"A","States":{"A":{"Type":"Pass","End":true}}}',
+            roleArn="arn:aws:iam::123456789012:role/sfn",
+        )["stateMachineArn"]
+        yield {"sfn": sfn, "arn": arn, "kube": kube_server}
+
+
+def _provision(world: dict[str, Any], timer: Callable[[], float]) -> ProvisionResult:
+    from nodeflow.aws.sfn import start_launch
+    from nodeflow.catalog.offline import load_offline
+    from nodeflow.kube.client import KubeClient
+    from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle.provisioner import ProvisionDeps, provision
+
+    kube = KubeClient(world["kube"].api_client())
+    deps = ProvisionDeps(
+        kube=kube,
+        catalog=load_offline(REGION),
+        unavailable=lambda _now: frozenset(),
+        start_launch=lambda name: start_launch(world["sfn"], world["arn"], name),
+        recorder=EventRecorder(kube),
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        timer=timer,
+    )
+    return provision(deps, "batch-1")
+
+
+def _nominated(world: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        e for ns in range(10) for e in world["kube"].objects("v1", "Event", f"team-{ns}") if e["reason"] == "Nominated"
+    ]
+
+
+def test_a_burst_of_pods_gets_ten_nominated_events_and_every_launch(world: dict[str, Any]) -> None:
+    result = _provision(world, timer=lambda: 0.0)  # no time passes: the burst only
+    claims = {o["metadata"]["name"] for o in world["kube"].objects("karpenter.sh/v1", "NodeClaim")}
+    assert len(claims) >= 5
+    assert sorted(result.started) == sorted(claims)  # every launch, whatever the events
+    events = _nominated(world)
+    assert (len(events), result.nominated, result.nominations_dropped) == (10, 10, PODS - 10)
+    assert result.to_json()["nominatedEventsDropped"] == PODS - 10
+    for event in events:  # each on a pending pod, naming the NodeClaim it was placed on
+        assert event["involvedObject"]["kind"] == "Pod"
+        assert event["message"].removeprefix("Pod should schedule on: nodeclaim/") in claims
+    assert len({e["involvedObject"]["name"] for e in events}) == 10
+
+
+def test_the_bucket_refills_five_a_second(world: dict[str, Any]) -> None:
+    ticks = itertools.count()
+    result = _provision(world, timer=lambda: next(ticks) * 0.05)  # 0.05 s a reading: a quarter token
+    events = _nominated(world)
+    assert len(events) == result.nominated
+    assert 10 < result.nominated < PODS
+    assert result.nominated + result.nominations_dropped == PODS

@@ -67,6 +67,9 @@ NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
         "gc writes a NodePool's status when it differs from what was last written (a class turning not Ready, a "
         "node gone outside the workflows); in the scenario the register and finalize steps kept the counts current"
     ),
+    ("nodeflow-snapshot", "karpenter.sh", "nodeoverlays/status", "patch"): (
+        "the provisioner and the disruption round write NodeOverlay conditions; the scenario has no NodeOverlay"
+    ),
     ("nodeflow-drain", "", "nodes", "list"): (
         "the drain finds the Node by providerID when the NodeClaim has no nodeName or names another Node"
     ),

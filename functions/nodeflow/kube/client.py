@@ -31,6 +31,7 @@ __all__ = [
     "NAMESPACES",
     "NODES",
     "NODE_CLAIMS",
+    "NODE_OVERLAYS",
     "NODE_POOLS",
     "PDBS",
     "PODS",
@@ -89,6 +90,7 @@ PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", T
 NODE_POOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)
 NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False)
 EC2_NODE_CLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", False)
+NODE_OVERLAYS = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay", False)
 
 
 class KubeClient:

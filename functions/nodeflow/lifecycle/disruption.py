@@ -43,6 +43,7 @@ from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
+from nodeflow.lifecycle.overlays import write_overlay_statuses
 from nodeflow.lifecycle.provisioner import ProvisionDeps, keep_static
 from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
 from nodeflow.lifecycle.replace import DISRUPTED, ReplaceDeps, start
@@ -198,6 +199,8 @@ class _Round:
 
 def _round(deps: DisruptionDeps) -> _Round:
     snap = take_snapshot(deps.kube)
+    if snap.node_overlays:  # their conditions, as Karpenter's overlay controller keeps them
+        write_overlay_statuses(deps.kube, snap.state, deps.catalog, deps.now(), deps.unavailable(deps.now()))
     snapshot = Snapshot(state=snap.state, pdbs=snap.pdbs)
     claims = {c.status.node_name: c.name for c in snap.node_claims if c.status is not None and c.status.node_name}
     now = deps.now()

@@ -31,8 +31,9 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
 from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
-from nodeflow.lifecycle.claims import batch_id, node_claim_manifest, node_claim_name
+from nodeflow.lifecycle.claims import MAX_CLAIM_INSTANCE_TYPES, batch_id, node_claim_manifest, node_claim_name
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
+from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
 from nodeflow.plan import ClusterState, build_input, plan
 from nodeflow.scheduling.static import is_static
 from nodeflow.scheduling.types import NodeClaimPlan
@@ -147,7 +148,12 @@ def _in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
 
 
 def _create_claim(
-    deps: ProvisionDeps, nc: NodeClaimPlan, pool: NodePool, batch: str, key: Sequence[str] | None = None
+    deps: ProvisionDeps,
+    nc: NodeClaimPlan,
+    pool: NodePool,
+    batch: str,
+    key: Sequence[str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> str:
     """Create ``nc``'s NodeClaim (idempotent); returns its name. A 429 is retried after the server's Retry-After
     (the request was not processed); a clash of short names with a different NodeClaim takes a longer suffix.
@@ -155,6 +161,7 @@ def _create_claim(
     for length in (5, 10):
         name = node_claim_name(nc.nodepool, batch, nc.pods if key is None else key, length=length)
         manifest = node_claim_manifest(nc, pool, name, batch=batch)
+        manifest["metadata"]["annotations"].update(annotations or {})
         try:
             kerr.retry(
                 functools.partial(create_node_claim, deps.kube, manifest),
@@ -248,6 +255,13 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     # Event, and the solver skips it (reason per pod); NodePools around it keep working.
     t_status = deps.timer()
     snap = reconcile_status(deps.kube, deps.recorder, snap, deps.now(), resolver=deps.resolver, log=deps.log)
+    # NodeOverlays' conditions (applied, or not: conflict, runtime validation); what they changed, for the
+    # price-overlay-applied / capacity-overlay-applied annotations of the NodeClaims
+    overlays = (
+        write_overlay_statuses(deps.kube, snap.state, deps.catalog, deps.now(), deps.unavailable(deps.now()))
+        if snap.node_overlays
+        else None
+    )
     out.timings["status"] = deps.timer() - t_status
     out.pending_pods = len(snap.pending)
     if not snap.pending and not any(is_static(p) for p in snap.node_pools):
@@ -295,7 +309,8 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
         i, nc = item
         claim_batch, key = static_names.get(i, (batch, None))
         try:
-            name = _create_claim(deps, nc, pools[nc.nodepool], claim_batch, key)
+            notes = claim_annotations(overlays, nc.nodepool, nc.instance_types[:MAX_CLAIM_INSTANCE_TYPES])
+            name = _create_claim(deps, nc, pools[nc.nodepool], claim_batch, key, notes)
         except (ValueError, kerr.Invalid, kerr.Forbidden) as exc:
             # What this NodePool makes cannot be created (refused by validation or admission): its pods wait
             # with the reason, and the other NodePools' NodeClaims are still made. Retrying cannot help.

@@ -47,6 +47,7 @@ from nodeflow.constraints import (
 )
 from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
 from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.nodepools import NO_NODEPOOL
 from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements, normalize_key
 from nodeflow.scheduling.solver import solve
@@ -148,11 +149,26 @@ def plan(
             gc.enable()
 
 
+STATIC_REASON = "static NodePool (spec.replicas): it launches no node for pending pods, only its replicas"
+
+
 def with_static(result: SchedulingResult, inp: SchedulingInput) -> SchedulingResult:
-    """``result`` (the solver's, for ``inp``) with the NodeClaims static NodePools still need added."""
-    if not inp.static_claims:
+    """``result`` (the solver's, for ``inp``) with the NodeClaims static NodePools still need added, and the
+    static NodePools named among the reasons of each unschedulable pod."""
+    if not inp.static_pools:
         return result
-    return dataclasses.replace(result, node_claims=(*result.node_claims, *inp.static_claims))
+    static = {p.name: STATIC_REASON for p in inp.static_pools}
+    unschedulable = tuple(
+        dataclasses.replace(u, reasons={**_without_no_pool(u.reasons), **static}) for u in result.unschedulable
+    )
+    return dataclasses.replace(
+        result, node_claims=(*result.node_claims, *inp.static_claims), unschedulable=unschedulable
+    )
+
+
+def _without_no_pool(reasons: Mapping[str, str]) -> dict[str, str]:
+    """``reasons`` but the solver's "no NodePool is defined" (there are static ones)."""
+    return {k: v for k, v in reasons.items() if not (k == NO_NODEPOOL and v == "no NodePool is defined")}
 
 
 # --- pods --------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.offline import load_offline
-from nodeflow.plan import ClusterState, build_input, node_class_settings, plan, plan_warnings
+from nodeflow.plan import STATIC_REASON, ClusterState, build_input, node_class_settings, plan, plan_warnings
 from nodeflow.scheduling.static import missing, node_limit, static_counts
 
 REQS = [
@@ -215,6 +215,7 @@ def test_pending_pods_use_existing_static_nodes_but_never_open_new_ones(catalog:
     result = plan(state(pool(replicas=1), claims=claims, nodes=nodes, pods=pods), catalog)
     assert [(e.name, e.pods) for e in result.existing] == [("n-a", ("default/fits",))]
     assert [u.pod for u in result.unschedulable] == ["default/big"]
+    assert dict(result.unschedulable[0].reasons) == {"fixed": STATIC_REASON}  # not "no NodePool is defined"
     assert result.node_claims == ()  # the static pool has its replica; no NodeClaim for "big"
     # with a dynamic pool next to it, "big" gets a dynamic NodeClaim and the static pool none
     result = plan(state(pool(replicas=1), pool("dyn", replicas=None), claims=claims, nodes=nodes, pods=pods), catalog)

@@ -440,6 +440,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "claims_created": t.get("claims_created"),
                     "all_started": t.get("all_started"),
                     "events": t.get("events"),
+                    "nominated": getattr(result, "nominated", None),
                     "total": total,
                     "cpu": cpu,
                     "server_cpu": stats["cpu"] - server_cpu0,
@@ -461,7 +462,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 f"{_s(r['all_started'])}, total {r['total']:.2f} s; {r['node_claims']} NodeClaims, "
                 f"{r['started']} started, {r['deferred']} deferred, {r['refused']} refused, {r['unschedulable']} "
                 f"unschedulable pods; 429s {r['kube_429']}, "
-                f"throttled starts {r['sfn_throttled']}; CPU here {r['cpu']:.2f} s, server {r['server_cpu']:.2f} s",
+                f"throttled starts {r['sfn_throttled']}; Nominated events {r['nominated']}; "
+                f"CPU here {r['cpu']:.2f} s, server {r['server_cpu']:.2f} s",
                 flush=True,
             )
         parent.send("stop")

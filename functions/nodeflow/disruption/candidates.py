@@ -25,7 +25,8 @@ Blockers (a blocked candidate is never disrupted voluntarily), as Karpenter's ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -34,7 +35,8 @@ from nodeflow.api.core import Node, Pod, PodDisruptionBudget
 from nodeflow.api.duration import shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.meta import Taint
-from nodeflow.catalog.model import CatalogData
+from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.catalog.overlays import OverlayPool, apply_overlays
 from nodeflow.disruption.model import Snapshot
 from nodeflow.podutil import do_not_disrupt_active, eviction_cost, fully_blocking_pdbs, is_daemon_or_mirror
 
@@ -131,6 +133,33 @@ def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
     if ct == wk.CAPACITY_TYPE_SPOT:
         return catalog.spot_prices.get((it, zone)), ct
     return catalog.on_demand_prices.get(it), ct
+
+
+def overlaid_types(snapshot: Snapshot, catalog: CatalogData) -> dict[str, Mapping[str, InstanceType]]:
+    """NodePool -> instance type name -> the type as the NodePool's NodeOverlays priced it (only the types whose
+    price an overlay changed; empty without overlays): a candidate is priced as its replacements are."""
+    state = snapshot.state
+    if not state.node_overlays:
+        return {}
+    from nodeflow.plan import build_input  # the solver input's NodePools (plan imports nothing of disruption)
+
+    bare = dataclasses.replace(state, pods=(), nodes=(), node_claims=(), daemon_sets=(), node_overlays=())
+    pools = build_input(bare, catalog).nodepools
+    result = apply_overlays(state.node_overlays, [OverlayPool(p.name, p.labels, p.instance_types) for p in pools])
+    out: dict[str, dict[str, InstanceType]] = {}
+    for pool_name, types in result.instance_types.items():
+        for it in types:
+            if (pool_name, it.name) in result.price_overlaid:
+                out.setdefault(pool_name, {})[it.name] = it
+    return out
+
+
+def _overlaid_price(node: Node, it: InstanceType | None, price: float | None, ct: str) -> float | None:
+    if it is None:
+        return price
+    zone = (node.metadata.labels or {}).get(wk.LABEL_ZONE, "")
+    offering = next((o for o in it.offerings if o.zone == zone and o.capacity_type == ct), None)
+    return price if offering is None else offering.price
 
 
 def pdb_blockers(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], now: datetime) -> str | None:
@@ -285,6 +314,7 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
             nominated.add(pod.status.nominated_node_name)
     out: list[Candidate] = []
     nominated_nodes = frozenset(nominated)
+    overlaid = overlaid_types(snapshot, catalog)
     for node in state.nodes:
         name = node.metadata.name or ""
         claim = claims.get(name)
@@ -295,6 +325,9 @@ def build_candidates(snapshot: Snapshot, catalog: CatalogData, now: datetime) ->
         pods = tuple(bound.get(name, ()))
         movable = tuple(p for p in pods if _reschedulable(p))
         price, ct = node_price(node, catalog)
+        if overlaid:
+            it = overlaid.get(pool.name, {}).get((node.metadata.labels or {}).get(wk.LABEL_INSTANCE_TYPE, ""))
+            price = _overlaid_price(node, it, price, ct)
         node_blocker = _node_blocker(node, claim, nominated_nodes)
         pod_blocker = _pod_blocker(pods, snapshot.pdbs, now) if node_blocker is None else None
         costs = [eviction_cost(p) for p in movable]

@@ -34,7 +34,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.karpenter_overlay import CONDITION_VALIDATION_SUCCEEDED, NodeOverlay
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.model import InstanceType, Offering
-from nodeflow.scheduling.pricing import TYPE_KEYS
+from nodeflow.scheduling.pricing import OFFERING_KEYS, TYPE_KEYS, offering_label
 from nodeflow.scheduling.requirements import Requirement, RequirementError, Requirements
 
 __all__ = [
@@ -127,12 +127,18 @@ class _TypeUpdate:
     capacity: _CapacityUpdate | None = None
 
 
-_OFFERING_KEYS = (wk.LABEL_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_ZONE_ID)
+_RESERVATION_KEYS = frozenset(
+    {wk.LABEL_CAPACITY_RESERVATION_ID, wk.LABEL_CAPACITY_RESERVATION_TYPE, wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE}
+)
 
 
 def _offering_values(offering: Offering) -> tuple[tuple[str, str], ...]:
-    values = ((wk.LABEL_ZONE, offering.zone), (wk.LABEL_CAPACITY_TYPE, offering.capacity_type))
-    return (*values, (wk.LABEL_ZONE_ID, offering.zone_id)) if offering.zone_id else values
+    """The labels an offering gives its node (zone, zone id, capacity type; a reserved one's reservation labels)."""
+    return tuple(
+        (key, value)
+        for key in OFFERING_KEYS
+        if (key not in _RESERVATION_KEYS or offering.reservation_id) and (value := offering_label(offering, key))
+    )
 
 
 class _Matcher:
@@ -151,9 +157,10 @@ class _Matcher:
                 reqs.append(Requirement(key, False, frozenset((pool.name,))))
             if key in pool.labels:
                 reqs.append(Requirement(key, False, frozenset((pool.labels[key],))))
-            if key in _OFFERING_KEYS:
+            if key in OFFERING_KEYS:
                 values = {v for o in it.offerings for k, v in _offering_values(o) if k == key}
-                reqs.append(Requirement(key, False, frozenset(values)))
+                if values:
+                    reqs.append(Requirement(key, False, frozenset(values)))
             elif key in it.labels:
                 reqs.append(Requirement(key, False, frozenset((it.labels[key],))))
             elif key in TYPE_KEYS:
@@ -165,12 +172,13 @@ class _Matcher:
         """Indexes of the offerings of ``it`` in ``pool`` the overlay selects (empty: not the type)."""
         if self._defined(pool, it).compatible(self.requirements) is not None:
             return []
+        # An offering label the overlay requires but the offering does not carry (the reservation id of an
+        # on-demand offering) leaves the offering out, unless the requirement allows it absent (NotIn, DoesNotExist).
+        wanted = [(key, req) for key, req in self.requirements.items() if key in OFFERING_KEYS]
         selected = []
         for i, offering in enumerate(it.offerings):
-            if all(
-                (req := self.requirements.get(key)) is None or req.has(value)
-                for key, value in _offering_values(offering)
-            ):
+            values = dict(_offering_values(offering))
+            if all(req.has(values[key]) if key in values else req.allows_absent() for key, req in wanted):
                 selected.append(i)
         return selected
 

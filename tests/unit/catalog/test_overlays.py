@@ -3,13 +3,14 @@ controller and store tests (price maths, precedence by weight, conflicts, requir
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter_overlay import NodeOverlay
-from nodeflow.catalog.model import InstanceType
+from nodeflow.catalog.model import InstanceType, Offering
 from nodeflow.catalog.overlays import OverlayPool, adjusted_price, apply_overlays, precedence
 from nodeflow.plan import _overlaid
 from nodeflow.scheduling.requirements import Requirement, Requirements
@@ -351,3 +352,27 @@ def test_two_nodepools_get_their_own_overlaid_prices() -> None:
     by_pool = {c.nodepool: c for c in result.node_claims}
     assert by_pool["a"].price == pytest.approx(0.08)
     assert by_pool["b"].price == pytest.approx(0.04)
+
+
+def test_reserved_offerings_are_selected_by_capacity_type_and_reservation_labels() -> None:
+    base = itype("m.large", 2, 8, 0.10, spot=0.04, zones=("zone-a",))
+    reserved = Offering("zone-a", wk.CAPACITY_TYPE_RESERVED, 0.00001, reservation_id="cr-1", reservation_type="default")
+    it = dataclasses.replace(base, offerings=(*base.offerings, reserved))
+    by_type = apply_overlays(
+        [overlay("r", (wk.LABEL_CAPACITY_TYPE, "In", ["reserved"]), price="0.5")], [nodepool("a", types=(it,))]
+    )
+    assert {o.capacity_type: o.price for o in by_type.instance_types["a"][0].offerings} == {
+        "on-demand": 0.10,
+        "spot": 0.04,
+        "reserved": 0.5,
+    }
+    by_id = apply_overlays(
+        [overlay("id", (wk.LABEL_CAPACITY_RESERVATION_ID, "In", ["cr-1"]), priceAdjustment="+1")],
+        [nodepool("a", types=(it,))],
+    )
+    assert [o.price for o in by_id.instance_types["a"][0].offerings] == [0.10, 0.04, pytest.approx(1.00001)]
+    other = apply_overlays(
+        [overlay("id", (wk.LABEL_CAPACITY_RESERVATION_ID, "In", ["cr-2"]), priceAdjustment="+1")],
+        [nodepool("a", types=(it,))],
+    )
+    assert other.instance_types["a"][0] is it

@@ -237,6 +237,12 @@ _META_EACH = {"name": "name", "uid": "uid", "resourceVersion": "resource_version
 _META_EACH_SNAKE = frozenset({"resource_version", "generate_name", "creation_timestamp"})
 _META_NOT_SHARED = frozenset({*_META_EACH, "creationTimestamp"})
 
+# The whole-raw caches (raw spec / status -> model) pay off only when raw parts repeat; on pods whose raw spec
+# always differs (a real API server's per-pod kube-api-access-xxxxx volume and mounts) they are turned off after
+# this many misses, if they missed more than they hit.
+_RAW_CACHE_TRIAL = 256
+_NAME_ONLY = frozenset({"name"})
+
 _new = object.__new__
 _setattr = object.__setattr__
 
@@ -281,6 +287,9 @@ class _PodParser:
         self._volumes: dict[bytes, Volume] = {}
         self._times: dict[str, datetime | None] = {}
         self._pod = Pod()
+        self._volume = Volume(name="volume")
+        self._raw_hits = {"spec": 0, "status": 0}
+        self._raw_misses = {"spec": 0, "status": 0}
         self.slim = 0  # pods assembled from shared parts (the rest took the full path)
 
     def pod(self, raw: Any) -> Pod:
@@ -345,11 +354,20 @@ class _PodParser:
     def _spec(self, spec: Any) -> PodSpec:
         if type(spec) is not dict:
             raise _Unusual
+        if not self._raw_cache_pays("spec"):
+            return self._spec_parts(spec)
         raw_key = marshal.dumps(spec, 2)
         parsed = self._raw_specs.get(raw_key)
         if parsed is None:
+            self._raw_misses["spec"] += 1
             parsed = self._raw_specs[raw_key] = self._spec_parts(spec)
+        else:
+            self._raw_hits["spec"] += 1
         return parsed
+
+    def _raw_cache_pays(self, part: str) -> bool:
+        misses = self._raw_misses[part]
+        return misses < _RAW_CACHE_TRIAL or self._raw_hits[part] >= misses
 
     def _spec_parts(self, spec: dict[str, Any]) -> PodSpec:
         shared: dict[str, Any] = {}
@@ -383,6 +401,10 @@ class _PodParser:
             if type(volume) is not dict:
                 raise _Unusual
             shared = {k: v for k, v in volume.items() if k in _VOLUME_KEYS}
+            if shared.keys() == _NAME_ONLY and type(shared["name"]) is str and shared["name"]:
+                # a volume of another source (projected, configMap, emptyDir, ...): only its name is read
+                out.append(_copy(self._volume, self._volume.__pydantic_fields_set__, None, shared))
+                continue
             cache_key = marshal.dumps(shared, 2)
             parsed = self._volumes.get(cache_key)
             if parsed is None:
@@ -393,10 +415,14 @@ class _PodParser:
     def _status(self, status: Any) -> PodStatus:
         if type(status) is not dict:
             raise _Unusual
-        raw_key = marshal.dumps(status, 2)
-        parsed = self._raw_statuses.get(raw_key)
-        if parsed is not None:
-            return parsed
+        raw_key = b""
+        if self._raw_cache_pays("status"):
+            raw_key = marshal.dumps(status, 2)
+            parsed = self._raw_statuses.get(raw_key)
+            if parsed is not None:
+                self._raw_hits["status"] += 1
+                return parsed
+            self._raw_misses["status"] += 1
         shared = {
             key: _project(value, _CONDITION_KEYS) if key == "conditions" else value
             for key, value in status.items()
@@ -406,7 +432,8 @@ class _PodParser:
         parsed = self._statuses.get(cache_key)
         if parsed is None:
             parsed = self._statuses[cache_key] = PodStatus.model_validate(shared)
-        self._raw_statuses[raw_key] = parsed
+        if raw_key:
+            self._raw_statuses[raw_key] = parsed
         return parsed
 
 

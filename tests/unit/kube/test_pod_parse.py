@@ -354,3 +354,21 @@ def test_a_list_page_parses_as_before() -> None:
 def test_an_empty_pod_list(body: bytes) -> None:
     kind = next(k for k in KINDS if k.resource is kc.PODS)
     assert _parse_page(kind, body, []) == ([], None, None)
+
+
+def test_pods_whose_raw_spec_and_status_always_differ() -> None:
+    """As a real API server lists them (a kube-api-access-xxxxx volume per pod, condition timestamps): the
+    whole-raw caches give up after a trial, and the pods are still exactly the full validation's."""
+    raws = []
+    for i in range(400):
+        raw = _pod(i, SPECS[1 + i % 2])
+        raw["status"]["conditions"][0]["lastTransitionTime"] = f"2026-01-02T03:{i // 60:02d}:{i % 60:02d}Z"
+        raws.append(raw)
+    parser = _PodParser()
+    pods = [parser.pod(r) for r in raws]
+    assert parser.slim == 400
+    assert not parser._raw_cache_pays("spec")
+    assert not parser._raw_cache_pays("status")
+    for got, raw in zip(pods, raws, strict=True):
+        _assert_same_model(got, Pod.model_validate(raw))
+    assert len({id(p.spec.containers) for p in pods}) == 2

@@ -92,7 +92,11 @@ JSON output (-o json):
        "decision": "delete"|"replace", "candidates": [node name],
        "replacements": [NodeClaim plan as in `plan -o json`],
        "moves": [{"pod": "ns/name", "node": name} | {"pod": "ns/name", "replacement": index}],
-       "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float},
+       "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float,
+       "balanced": [{"nodepool": name, "score": float, "threshold": 0.5, "k": 2, "approved": true,
+           "savingsFraction": float, "disruptionFraction": float, "savedPerHour": float,
+           "disruptionCost": float, "nodePoolPricePerHour": float, "nodePoolDisruptionCost": float}]
+           (only on moves of NodePools with consolidationPolicy Balanced: each one's score)},
    "expirations": [{"node": name, "nodeClaim": name, "expiredAt": RFC 3339}],
    only when a static NodePool has more NodeClaims than spec.replicas (nodeflow.disruption.static):
    "scaleDowns": [{"nodePool": name, "nodeClaim": name, "node": name|null,
@@ -307,6 +311,8 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
             f"  $/hour: {command.price_before:.4f} -> {command.price_after:.4f}, saved {command.saved:.4f}",
             file=out,
         )
+        for score in command.scores:  # consolidationPolicy Balanced
+            print(f"  Balanced NodePool {score.nodepool}: {score.describe()}", file=out)
     for e in result.expirations:
         print(f"EXPIRED {e.node} (NodeClaim {e.node_claim}, at {e.expired_at.isoformat()}): terminate", file=out)
     for s in result.scale_downs:

@@ -13,9 +13,9 @@ from tests.functional.test_disrupt_cli import EXAMPLES, NOW, disrupt
 
 BALANCED = (EXAMPLES / "balanced.yaml").read_text()
 REJECTED = {
-    "full": "Balanced consolidation rejected the replace (saving $0.0200/h): NodePool balanced: "
+    "balanced-full": "Balanced consolidation rejected the replace (saving $0.0200/h): NodePool balanced: "
     "score 0.29 < threshold 0.50 (k: 2, savings 5.2%, disruption 18.2%)",
-    "busy": "Balanced consolidation rejected the replace (saving $0.1060/h): NodePool balanced: "
+    "balanced-busy": "Balanced consolidation rejected the replace (saving $0.1060/h): NodePool balanced: "
     "score 0.34 < threshold 0.50 (k: 2, savings 27.6%, disruption 81.8%)",
 }
 
@@ -55,7 +55,7 @@ def test_the_same_nodes_are_replaced_under_when_empty_or_underutilized(tmp_path:
     )
     command = result["command"]
     assert command["decision"] == "replace"
-    assert command["candidates"] == ["full"]
+    assert command["candidates"] == ["balanced-full"]
     assert "balanced" not in command  # only Balanced moves carry scores
     assert result["blocked"] == []
 

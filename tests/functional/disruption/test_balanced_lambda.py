@@ -24,15 +24,18 @@ def test_balanced_rejects_marginal_replacements_in_the_lambda(local: LocalNodefl
     assert result["command"] is None, result
     assert result["executed"] == [], result
     blocked = {b["node"]: b for b in result["blocked"]}
-    assert set(blocked) == {"busy", "full"}, result["blocked"]
+    assert set(blocked) == {"balanced-busy", "balanced-full"}, result["blocked"]
     for b in blocked.values():
         assert b["event"] == "Unconsolidatable"
         assert b["message"].startswith("Balanced consolidation rejected the replace"), b
         assert "NodePool balanced: score 0." in b["message"]
         assert "< threshold 0.50 (k: 2, savings " in b["message"]
     events = [e for e in local.kube_server.objects("v1", "Event", "default") if e.get("reason") == "Unconsolidatable"]
-    assert {e["involvedObject"]["name"] for e in events if "Balanced" in e.get("message", "")} >= {"busy", "full"}
-    for name in ("busy", "full"):
+    assert {e["involvedObject"]["name"] for e in events if "Balanced" in e.get("message", "")} >= {
+        "balanced-busy",
+        "balanced-full",
+    }
+    for name in ("balanced-busy", "balanced-full"):
         claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", f"{name}-claim")
         conditions = {c["type"]: c for c in claim["status"]["conditions"]}
         assert conditions["Consolidatable"]["status"] == "True", conditions["Consolidatable"]

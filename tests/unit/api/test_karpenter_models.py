@@ -625,7 +625,7 @@ NODEPOOL_CASES: list[tuple[str, Mutator, str, str]] = [
         "consolidation-policy",
         _set("spec.disruption", {"consolidationPolicy": "WhenUnderutilized"}),
         "spec.disruption.consolidationPolicy",
-        "Input should be 'WhenEmpty' or 'WhenEmptyOrUnderutilized'",
+        "Input should be 'WhenEmpty', 'WhenEmptyOrUnderutilized' or 'Balanced'",
     ),
     (
         "consolidate-after",

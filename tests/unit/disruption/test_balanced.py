@@ -349,3 +349,13 @@ def test_balanced_multi_node_move_carries_scores() -> None:
     (score,) = command.scores
     assert score.approved
     assert score.disruption == pytest.approx(2.0 * len(command.candidates))
+
+
+# --- the API value ------------------------------------------------------------------------------------------------
+
+
+def test_the_policy_value_is_balanced_exactly() -> None:
+    assert pool(policy="Balanced").spec.disruption.consolidation_policy == "Balanced"
+    for wrong in ("balanced", "BALANCED", "Balanced2"):
+        with pytest.raises(ValueError, match="consolidationPolicy"):
+            pool(policy=wrong)

@@ -768,7 +768,6 @@ _UNSUPPORTED = (
     "core Karpenter); no manifest can set it"
 )
 _METRIC = "a Prometheus metric of the provisioning controller; plan / explain have no metrics"
-_RESERVED_WHY = "reserved capacity (capacity reservations, capacity type reserved) is not implemented yet (issue 19)"
 _DRA_WHY = "Dynamic Resource Allocation (ResourceClaims, DeviceClasses) is not implemented yet (issue 19)"
 _OVERRIDE_WHY = (
     "offering capacity overrides come from NodeOverlay, which nodeflow does not implement yet (issue 19); "
@@ -819,18 +818,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     _EFFECTIVE_ZONE + "should report zone of pods corectly / when TSC is unsatisfiable": _METRIC,
     _EFFECTIVE_ZONE + "should report zone of pods corectly / when pod affinity is unsatisfiable": _METRIC,
     _EFFECTIVE_ZONE + "should report zone of pods corectly / when pod anti-affinity is unsatisfiable": _METRIC,
-    _RESERVED + "shouldn't fallback to on-demand or spot when compatible reserved offerings are available": (
-        _RESERVED_WHY
-    ),
-    _RESERVED + "should correctly track reservations shared across nodepools": _RESERVED_WHY,
-    _RESERVED + "should correctly track reservations for multiple nodepools with distinct reservations for the same "
-    "instance pool": _RESERVED_WHY,
-    _RESERVED + "should correctly track multiple reservations for the same instance pool": _RESERVED_WHY,
-    _RESERVED + "shouldn't fallback to a lower weight NodePool if a reserved offering is available": _RESERVED_WHY,
-    _RESERVED + "shouldn't relax preferences when a pod fails to schedule due to a reserved offering error": (
-        _RESERVED_WHY
-    ),
-    _RESERVED + "should handle multiple pods on reserved nodes": _RESERVED_WHY,
     _DRA + "should handle DRA pods correctly / container with resource claims": _DRA_WHY,
     _DRA + "should handle DRA pods correctly / init container with resource claims": _DRA_WHY,
     _DRA + "should handle DRA pods correctly / pod with both container and init container resource claims": _DRA_WHY,
@@ -1827,3 +1814,169 @@ def test_node_pool_zones_no_subnet_offers_leave_no_type() -> None:
     result = plan([node_class(), pool, pod("p")])
     assert not result.node_claims
     assert "default/p" in result.unschedulable
+
+
+# --- reserved capacity (capacity reservations) ----------------------------------------------------------------------
+
+RID = "karpenter.k8s.aws/capacity-reservation-id"
+SMALL, MEDIUM = "m5.large", "m5.xlarge"
+_ONE_PLAN = (
+    "nodeflow plans a batch at once: when the plan has used up the compatible reservations, the remaining pods fall "
+    "back to spot / on-demand in the same plan (upstream reserves pessimistically and defers them to its next "
+    "scheduling loop, which then makes the same decision)"
+)
+
+
+def reservations(*held: tuple[str, str, int]) -> Obj:
+    """``aws ec2 describe-capacity-reservations`` output: (id, instance type, instances left), all in Z1."""
+    return {
+        "CapacityReservations": [
+            {
+                "CapacityReservationId": rid,
+                "OwnerId": "123456789012",
+                "InstanceType": it,
+                "AvailabilityZone": Z1,
+                "AvailableInstanceCount": left,
+                "TotalInstanceCount": left,
+                "State": "active",
+                "InstanceMatchCriteria": "targeted",
+                "ReservationType": "default",
+                "Tags": [{"Key": "parity", "Value": rid}],
+            }
+            for rid, it, left in held
+        ]
+    }
+
+
+def reserved_class(name: str = "default", ids: Iterable[str] = ()) -> Obj:
+    return node_class(name, capacityReservationSelectorTerms=[{"id": rid} for rid in ids])
+
+
+def reserved_pool(name: str = "default", **kw: Any) -> Obj:
+    return node_pool(name, requirements=[requirement(CAPACITY_TYPE, "In", "reserved", "spot", "on-demand")], **kw)
+
+
+def spread_pods(count: int, *reqs: Obj, **kw: Any) -> list[Obj]:
+    """``count`` pods that each need a node of their own (hostname anti-affinity), with these node requirements."""
+    anti = affinity_term(HOSTNAME, {"app": "test"})
+    return [
+        pod(f"p{i}", cpu="500m", labels={"app": "test"}, node_affinity=list(reqs), pod_anti_affinity=[anti], **kw)
+        for i in range(count)
+    ]
+
+
+def reserved_ids(result: Plan) -> list[str]:
+    """The reservation of each NodeClaim ("" for spot / on-demand), checking the capacity-type label agrees."""
+    out = []
+    for nc in result.node_claims:
+        rid = nc["labels"].get(RID, "")
+        assert (nc["capacityType"] == "reserved") == bool(rid)
+        assert (nc["labels"].get(CAPACITY_TYPE) == "reserved") == bool(rid)
+        out.append(rid)
+    return sorted(out)
+
+
+@mirrors(
+    _RESERVED + "shouldn't fallback to on-demand or spot when compatible reserved offerings are available",
+    differs=_ONE_PLAN,
+)
+def test_reserved_offerings_are_used_before_spot_or_on_demand() -> None:
+    its = requirement(INSTANCE_TYPE, "In", SMALL, MEDIUM)
+    objs = [reserved_class(ids=["cr-small", "cr-medium"]), reserved_pool(), *spread_pods(3, its)]
+    result = plan([*objs, reservations(("cr-small", SMALL, 1), ("cr-medium", MEDIUM, 1))])
+    assert reserved_ids(result) == ["", "cr-medium", "cr-small"]
+    (fallback,) = [nc for nc in result.node_claims if nc["capacityType"] != "reserved"]
+    assert fallback["instanceTypes"][0] == SMALL
+
+
+@mirrors(_RESERVED + "should correctly track reservations shared across nodepools", differs=_ONE_PLAN)
+def test_a_reservation_shared_by_two_node_pools_is_counted_once() -> None:
+    pools = [reserved_pool("np-1"), reserved_pool("np-2")]
+    pods = [
+        required_terms(
+            p, [requirement(INSTANCE_TYPE, "In", SMALL), requirement("karpenter.sh/nodepool", "In", f"np-{i + 1}")]
+        )
+        for i, p in enumerate(spread_pods(2))
+    ]
+    result = plan([reserved_class(ids=["cr-small"]), *pools, *pods, reservations(("cr-small", SMALL, 1))])
+    assert reserved_ids(result) == ["", "cr-small"]
+    assert {nc["instanceTypes"][0] for nc in result.node_claims} == {SMALL}
+
+
+@mirrors(
+    _RESERVED + "should correctly track reservations for multiple nodepools with distinct reservations for the same "
+    "instance pool"
+)
+def test_distinct_reservations_of_one_type_in_two_node_pools_are_both_used() -> None:
+    classes = [reserved_class("a", ids=["cr-a"]), reserved_class("b", ids=["cr-b"])]
+    pools = [reserved_pool("np-1", node_class_name="a"), reserved_pool("np-2", node_class_name="b")]
+    pods = [
+        required_terms(
+            p, [requirement(INSTANCE_TYPE, "In", SMALL), requirement("karpenter.sh/nodepool", "In", f"np-{i + 1}")]
+        )
+        for i, p in enumerate(spread_pods(2))
+    ]
+    result = plan([*classes, *pools, *pods, reservations(("cr-a", SMALL, 1), ("cr-b", SMALL, 1))])
+    assert reserved_ids(result) == ["cr-a", "cr-b"]
+
+
+@mirrors(_RESERVED + "should correctly track multiple reservations for the same instance pool", differs=_ONE_PLAN)
+def test_two_reservations_of_one_type_hold_their_counts() -> None:
+    objs = [
+        reserved_class(ids=["cr-1", "cr-2"]),
+        reserved_pool(),
+        *spread_pods(4, requirement(INSTANCE_TYPE, "In", SMALL)),
+    ]
+    result = plan([*objs, reservations(("cr-1", SMALL, 1), ("cr-2", SMALL, 2))])
+    assert reserved_ids(result) == ["", "cr-1", "cr-2", "cr-2"]
+    assert {nc["instanceTypes"][0] for nc in result.node_claims} == {SMALL}
+
+
+@mirrors(
+    _RESERVED + "shouldn't fallback to a lower weight NodePool if a reserved offering is available", differs=_ONE_PLAN
+)
+def test_a_used_up_reservation_does_not_send_pods_to_a_lower_weight_pool() -> None:
+    classes = [reserved_class("a", ids=["cr-primary"]), reserved_class("b", ids=["cr-fallback"])]
+    pools = [
+        reserved_pool("np-primary", node_class_name="a", weight=100),
+        reserved_pool("np-fallback", node_class_name="b", weight=50),
+    ]
+    pods = spread_pods(2, requirement(INSTANCE_TYPE, "In", SMALL))
+    result = plan([*classes, *pools, *pods, reservations(("cr-primary", SMALL, 1), ("cr-fallback", SMALL, 1))])
+    assert reserved_ids(result) == ["", "cr-primary"]
+    assert {nc["nodePool"] for nc in result.node_claims} == {"np-primary"}
+
+
+@mirrors(
+    _RESERVED + "shouldn't relax preferences when a pod fails to schedule due to a reserved offering error",
+    differs=_ONE_PLAN,
+)
+def test_a_used_up_reservation_does_not_relax_a_node_pool_preference() -> None:
+    pools = [reserved_pool("np-1"), reserved_pool("np-2")]
+    pods = [
+        preferred_terms(p, (1, [requirement("karpenter.sh/nodepool", "In", "np-1")]))
+        for p in spread_pods(2, requirement(INSTANCE_TYPE, "In", SMALL))
+    ]
+    result = plan([reserved_class(ids=["cr-small"]), *pools, *pods, reservations(("cr-small", SMALL, 1))])
+    assert reserved_ids(result) == ["", "cr-small"]
+    assert {nc["nodePool"] for nc in result.node_claims} == {"np-1"}
+
+
+@mirrors(_RESERVED + "should handle multiple pods on reserved nodes")
+def test_pods_requiring_reserved_capacity_share_a_reserved_node() -> None:
+    reqs = [
+        requirement(INSTANCE_TYPE, "In", SMALL),
+        requirement("karpenter.sh/nodepool", "In", "np-1"),
+        requirement(CAPACITY_TYPE, "In", "reserved"),
+        requirement(ZONE, "In", Z1),
+    ]
+    together = affinity_term(ZONE, {"app": "test"})
+    pods = [
+        pod(f"p{i}", cpu="100m", labels={"app": "test"}, node_affinity=reqs, pod_affinity=[together]) for i in range(2)
+    ]
+    result = plan(
+        [reserved_class(ids=["cr-small"]), reserved_pool("np-1"), *pods, reservations(("cr-small", SMALL, 1))]
+    )
+    assert reserved_ids(result) == ["cr-small"]
+    assert result.claim_of("p0") is result.claim_of("p1")
+    assert claim(result, "p0")["instanceTypes"] == [SMALL]

@@ -178,7 +178,10 @@ class Topology:
                     continue
                 if honor_taints and untolerated(group.tolerations, pool.input.taints, group.effects):
                     continue
-                if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None:
+                if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None and (
+                    pool.reserved_requirements is None
+                    or pool.reserved_requirements.compatible(full, ALLOW_UNDEFINED) is not None
+                ):
                     continue
                 values |= self.pool_domains(pool, full, key)
         check = spread if spread is not None and self._filters(group, spread) else None
@@ -219,6 +222,18 @@ class Topology:
                         and (zone_id is None or zone_id.has(o.zone_id))
                     ):
                         out.add(offering_label(o, key))
+            reserved = pool.reserved_requirements
+            if reserved is not None and reserved.compatible(alt, ALLOW_UNDEFINED) is None:
+                # A NodePool allowing reserved capacity also reaches its reservations' domains.
+                reserved = reserved.add(alt)
+                checks = [(k, r) for k, r in reserved.items() if k in OFFERING_KEYS]
+                for it in pool.reserved_types:
+                    if type_matches(it, reserved):
+                        out.update(
+                            offering_label(o, key)
+                            for o in it.offerings
+                            if o.reservation_id and o.available and all(r.has(offering_label(o, k)) for k, r in checks)
+                        )
         elif allowed is not None and not allowed.complement:
             out = set(allowed.values)
         else:

@@ -176,3 +176,12 @@ def test_never_more_node_claims_than_a_reservation_holds(counts: list[int], pods
     # reserved capacity is used first: the spot / on-demand NodeClaims exist only once reservations are used up
     if any(nc.capacity_type != "reserved" for nc in result.node_claims):
         assert all(used.get(rid, 0) == n for _, rid, _, n in held)
+
+
+def test_reserved_only_nodepool_never_goes_beyond_the_count() -> None:
+    types = catalog(("m.xlarge", "cr-a", "zone-a", 1))
+    only = pool("p", Requirement.create(CT, "In", ["reserved"]), instance_types=types)
+    result = run(2, only)
+    assert by_reservation(result) == {"cr-a": 1}
+    (stuck,) = result.unschedulable
+    assert "capacity reservations used up: cr-a (m.xlarge, zone-a)" in stuck.reasons["p"]

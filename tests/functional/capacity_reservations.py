@@ -6,17 +6,21 @@ AvailableInstanceCount, TotalInstanceCount, State, EndDate, ReservationType, Ins
 EC2 does: CapacityReservationIds (an unknown id is EC2's InvalidCapacityReservationId.NotFound), the filters
 ``state``, ``owner-id``, ``instance-match-criteria``, ``instance-type``, ``availability-zone``, ``tag:<key>`` and
 ``tag-key``, and MaxResults refused together with ids. The list is read at each request, so a test can change a
-reservation (its available count, its state) between calls. Everything else stays moto's. In-process only
-(mock_aws)."""
+reservation (its available count, its state) between calls. EC2 launches a fleet whose target capacity type is
+``capacity-block`` or ``reserved-capacity`` into the reservation its launch template targets; moto launches nothing
+for those types, so the fixture has it launch them as on-demand (each fleet's requested type is recorded in
+``fleet_targets``). Everything else stays moto's. In-process only (mock_aws)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-__all__ = ["reservation", "serve_capacity_reservations"]
+__all__ = ["Served", "reservation", "serve_capacity_reservations"]
 
 _FILTER_KEYS = {
     "state": "State",
@@ -60,15 +64,20 @@ def _matches(item: Mapping[str, Any], name: str, values: list[str]) -> bool:
     return str(item.get(key, "")) in values
 
 
-def serve_capacity_reservations(
-    monkeypatch: pytest.MonkeyPatch, reservations: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Serve ``reservations`` (read at every request); returns the list each request's parameters are appended to."""
+@dataclass
+class Served:
+    requests: list[dict[str, Any]] = field(default_factory=list)  # each DescribeCapacityReservations' parameters
+    fleet_targets: list[str] = field(default_factory=list)  # each CreateFleet's DefaultTargetCapacityType
+
+
+def serve_capacity_reservations(monkeypatch: pytest.MonkeyPatch, reservations: list[dict[str, Any]]) -> Served:
+    """Serve ``reservations`` (read at every request); returns what was asked."""
     from moto.core.responses import ActionResult
     from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.responses import EC2Response
 
-    requests: list[dict[str, Any]] = []
+    served = Served()
+    requests = served.requests
 
     def describe_capacity_reservations(self: Any) -> Any:
         ids = self._get_param("CapacityReservationIds", []) or []
@@ -91,4 +100,19 @@ def serve_capacity_reservations(
         return ActionResult({"CapacityReservations": found})
 
     monkeypatch.setattr(EC2Response, "describe_capacity_reservations", describe_capacity_reservations, raising=False)
-    return requests
+    from moto.ec2.models.fleets import Fleet
+
+    real_init = Fleet.__init__
+
+    signature = inspect.signature(real_init)
+
+    def fleet_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        spec = dict(bound.arguments.get("target_capacity_specification") or {})
+        served.fleet_targets.append(str(spec.get("DefaultTargetCapacityType")))
+        if spec.get("DefaultTargetCapacityType") in ("capacity-block", "reserved-capacity"):
+            bound.arguments["target_capacity_specification"] = {**spec, "DefaultTargetCapacityType": "on-demand"}
+        real_init(*bound.args, **bound.kwargs)
+
+    monkeypatch.setattr(Fleet, "__init__", fleet_init)
+    return served

@@ -14,7 +14,8 @@ In Karpenter's order, the first that applies:
    A NodeClaim requirement that no longer intersects the NodePool's is drift too.
 3. Instance type not found (checked once the NodeClaim is more than an hour old, as Karpenter does):
    no instance-type label, a type the catalog no longer sells, or no offering of it (available or
-   not) in the node's zone with its capacity type.
+   not) in the node's zone with its capacity type (a ``reserved`` node: on-demand, what it runs as once its
+   capacity reservation is gone).
 4. EC2NodeClass hash: the NodeClaim's karpenter.k8s.aws/ec2nodeclass-hash annotation differs from the
    EC2NodeClass's. Judged only when both carry the hash and its karpenter.k8s.aws/ec2nodeclass-hash-version
    and the versions are equal: a NodeClaim without them (made before nodeflow wrote them) or of another hash
@@ -164,6 +165,8 @@ def _instance_type_drift(
     if facts is None:
         return f"instance type {name} is no longer offered"
     zone, capacity_type = labels.get(wk.LABEL_ZONE), labels.get(wk.LABEL_CAPACITY_TYPE)
+    if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+        capacity_type = wk.CAPACITY_TYPE_ON_DEMAND
     if not any(
         (zone is None or o.zone == zone) and (capacity_type is None or o.capacity_type == capacity_type)
         for o in facts[1]

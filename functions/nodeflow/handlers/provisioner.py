@@ -14,6 +14,7 @@ from nodeflow.aws.sfn import start_launch
 from nodeflow.handlers.common import logger, metrics, tracer
 from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, record_scheduling_duration
 from nodeflow.handlers.runtime import runtime
+from nodeflow.lifecycle.capacity_reservations import live_reservations
 from nodeflow.lifecycle.claims import batch_id
 from nodeflow.lifecycle.provisioner import ProvisionDeps, provision
 
@@ -24,6 +25,10 @@ def deps() -> ProvisionDeps:
     arn = s.launch_state_machine_arn or ""
     sfn = rt.client("stepfunctions")
     offerings = rt.offerings
+
+    def log(message: str, extra: dict[str, Any]) -> None:
+        logger.warning(message, extra=extra)
+
     return ProvisionDeps(
         kube=rt.kube,
         catalog=rt.catalog,
@@ -32,7 +37,8 @@ def deps() -> ProvisionDeps:
         recorder=rt.recorder,
         now=rt.now,
         resolver=rt.node_class_resolver(),
-        log=lambda message, extra: logger.warning(message, extra=extra),
+        log=log,
+        reservations=lambda classes, now: live_reservations(rt.client("ec2"), classes, now, log),
     )
 
 

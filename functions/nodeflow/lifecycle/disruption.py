@@ -5,6 +5,8 @@
   create configmap nodeflow-disruption --from-literal=paused=true``; delete it to resume).
   Expiration is forceful in Karpenter and is not paused.
 - Expired nodes (``expireAfter``) get a terminate workflow each (reason ``Expired``).
+- Nodes on a capacity block that ends within 40 minutes get one too (reason ``CapacityBlockExpiring``;
+  ``lifecycle/capacity_reservations.py``), as Karpenter's capacity reservation expiration controller.
 - With the ``NodeRepair`` feature gate, unhealthy nodes are replaced forcefully (``lifecycle/repair.py``).
 - Blocked candidates get their event (``DisruptionBlocked`` / ``Unconsolidatable``) naming the blocker.
 - The voluntary command is re-validated after ``VALIDATION_SECONDS`` (15 s, as Karpenter): a second
@@ -43,6 +45,7 @@ from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
+from nodeflow.lifecycle.capacity_reservations import REASON_CAPACITY_BLOCK_EXPIRING, expiring_capacity_blocks
 from nodeflow.lifecycle.overlays import write_overlay_statuses
 from nodeflow.lifecycle.provisioner import ProvisionDeps, keep_static
 from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
@@ -86,6 +89,7 @@ class DisruptionDeps:
 class DisruptionOutcome:
     paused: str | None = None
     expired: list[str] = field(default_factory=list)
+    capacity_blocks: list[str] = field(default_factory=list)  # NodeClaims whose capacity block ends soon
     blocked: list[dict[str, Any]] = field(default_factory=list)
     command: dict[str, Any] | None = None
     executed: list[str] = field(default_factory=list)  # NodeClaims whose termination started
@@ -106,6 +110,7 @@ class DisruptionOutcome:
         return {
             "paused": self.paused,
             "expired": self.expired,
+            "capacityBlocksExpiring": self.capacity_blocks,
             "blocked": self.blocked,
             "command": self.command,
             "executed": self.executed,
@@ -254,6 +259,10 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out.pool_costs = pool_costs(first.snapshot, deps.catalog)
     out.evaluations = list(first.result.evaluations)
     mark_conditions(deps, first.prepared)
+    state = first.snapshot.state  # capacity blocks ending: forceful as expiration (no budget, not paused)
+    for ending, _ in expiring_capacity_blocks(state.node_claims, state.node_classes, deps.now()):
+        if deps.start_terminate(ending, REASON_CAPACITY_BLOCK_EXPIRING):
+            out.capacity_blocks.append(ending)
     labels = _labels(first) if first.result.expirations else {}
     for e in first.result.expirations:
         if deps.start_terminate(e.node_claim, "Expired"):
@@ -285,6 +294,9 @@ def run(deps: DisruptionDeps) -> DisruptionOutcome:
         out.blocked.append(b.to_json())
     command = first.result.command
     if command is None:
+        return out
+    if any(first.claims.get(node) in out.capacity_blocks for node in command.candidates):
+        out.skipped = "a candidate's capacity block is ending: it is being terminated; the next round decides again"
         return out
     out.command = command.to_json()
     deps.sleep(deps.validation_seconds)

@@ -6,11 +6,25 @@ derived from the NodeClaim uid, the attempt and the request (``ec2.fleet_client_
 fallback is a new request to EC2 and a repeated call the same one. Capacity errors mark the
 offerings unavailable (3 minutes, shared through DynamoDB) and the launch falls back to the remaining
 offerings; when none is left it raises ``NoCapacity``.
+
+Reserved capacity (Karpenter's priority: reserved, then spot, then on-demand). A NodeClaim that allows
+``karpenter.sh/capacity-type: reserved`` launches into one of its EC2NodeClass's capacity reservations when one
+fits (``reserved_options``: the reservations the class resolved, live from DescribeCapacityReservations, with
+instances left, not ``expiring``, of an instance type, zone and reservation id the NodeClaim allows, and not
+marked unavailable), one reservation type at a time as Karpenter (default, then capacity blocks, then
+interruptible). Each reservation gets its own launch template that targets it (capacity blocks on the
+capacity-block market) and CreateFleet chooses among them; the NodeClaim gets ``karpenter.sh/capacity-type:
+reserved`` and the ``karpenter.k8s.aws/capacity-reservation-id`` / ``-type`` / ``-interruptible`` labels. A
+reservation EC2 answers as exhausted is marked unavailable (its type and zone, capacity type ``reserved``) and
+the launch falls back to spot / on-demand when the NodeClaim allows them; a NodeClaim that allows only reserved
+capacity fails with ``NoCapacity``, its pods are provisioned again and the solver no longer offers it the
+exhausted reservation (as Karpenter deletes such a NodeClaim and schedules again).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +40,7 @@ from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, render_user_data
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
+from nodeflow.catalog.reservations import RESERVATION_TYPE_CAPACITY_BLOCK, CapacityReservation, status_state
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import EventRecorder
@@ -45,6 +60,8 @@ __all__ = [
     "launch",
     "launch_options",
     "provider_id",
+    "reservation_labels",
+    "reserved_options",
 ]
 
 MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step (each one removes what ran out of capacity)
@@ -108,6 +125,74 @@ def claim_requirements(claim: NodeClaim) -> Requirements:
     return Requirements(
         Requirement.create(r.key, r.operator, r.values or (), r.min_values) for r in claim.spec.requirements
     )
+
+
+_OFFERING_LABELS = frozenset(
+    {
+        wk.LABEL_ZONE,
+        wk.LABEL_ZONE_ID,
+        wk.LABEL_CAPACITY_TYPE,
+        wk.LABEL_CAPACITY_RESERVATION_ID,
+        wk.LABEL_CAPACITY_RESERVATION_TYPE,
+        wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
+    }
+)
+
+
+def _reservation_rank(r: CapacityReservation) -> int:
+    """Karpenter launches one reservation type at a time: default reservations, then capacity blocks, then
+    interruptible reservations."""
+    if r.reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK:
+        return 1
+    return 2 if r.interruptible else 0
+
+
+def reserved_options(
+    claim: NodeClaim,
+    types: Sequence[InstanceType],
+    subnets_by_zone: Mapping[str, str],
+    architectures: Iterable[str],
+    reservations: Sequence[CapacityReservation],
+    unavailable: frozenset[tuple[str, str, str]],
+    now: datetime,
+) -> tuple[tuple[CapacityReservation, InstanceType], ...]:
+    """The capacity reservations ``claim`` may launch into, with their instance types (pure): none unless it allows
+    capacity type ``reserved``; else those with instances left, not expiring (a capacity block within 40 minutes of
+    its end), in a zone with a subnet, whose instance type, zone, reservation id, type and interruptibility the
+    claim allows, whose (type, zone, ``reserved``) offering is not unavailable, and of an architecture with an AMI.
+    Only the first reservation type that has any (default, capacity block, interruptible), all of one
+    architecture (the first's), at most ``MAX_FLEET_OVERRIDES``, in id order."""
+    reqs = claim_requirements(claim)
+    ct_req = reqs.get(wk.LABEL_CAPACITY_TYPE)
+    if ct_req is None or not ct_req.has(wk.CAPACITY_TYPE_RESERVED):
+        return ()
+    arches = set(architectures)
+    type_reqs = Requirements(r for key, r in reqs.items() if key not in _OFFERING_LABELS)  # the offerings' below
+    by_name = {it.name: it for it in types if type_matches(it, type_reqs) and it.labels.get(wk.LABEL_ARCH) in arches}
+    offering_reqs = (
+        (wk.LABEL_ZONE, lambda r: r.zone),
+        (wk.LABEL_CAPACITY_RESERVATION_ID, lambda r: r.id),
+        (wk.LABEL_CAPACITY_RESERVATION_TYPE, lambda r: r.reservation_type),
+        (wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE, lambda r: "true" if r.interruptible else "false"),
+    )
+    fits: list[tuple[CapacityReservation, InstanceType]] = []
+    for r in sorted(reservations, key=lambda r: r.id):
+        it = by_name.get(r.instance_type)
+        if it is None or r.zone not in subnets_by_zone or r.available_instance_count <= 0:
+            continue
+        if r.state != "active" or r.ended(now) or status_state(r, now) != "active":
+            continue
+        if (r.instance_type, r.zone, wk.CAPACITY_TYPE_RESERVED) in unavailable:
+            continue
+        if any((req := reqs.get(key)) is not None and not req.has(value(r)) for key, value in offering_reqs):
+            continue
+        fits.append((r, it))
+    if not fits:
+        return ()
+    rank = min(_reservation_rank(r) for r, _ in fits)
+    arch = next(it.labels.get(wk.LABEL_ARCH) for r, it in fits if _reservation_rank(r) == rank)
+    chosen = [(r, it) for r, it in fits if _reservation_rank(r) == rank and it.labels.get(wk.LABEL_ARCH) == arch]
+    return tuple(chosen[: ec2x.MAX_FLEET_OVERRIDES])
 
 
 @dataclass(frozen=True)
@@ -261,44 +346,81 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     for attempt in range(MAX_ATTEMPTS):
         unavailable = deps.offerings.current(deps.now())
         types = resolve_instance_types(deps.catalog, settings, unavailable)
-        options = launch_options(claim, types, subnets, arches)
-        if options is None:
-            break
-        ami = resolved.ami_for(options.architecture)
+        reserved = reserved_options(
+            claim, types, subnets, arches, resolved.capacity_reservations, unavailable, deps.now()
+        )
+        targets: dict[str, CapacityReservation] = {}
+        if reserved:
+            arch = reserved[0][1].labels.get(wk.LABEL_ARCH, "amd64")
+            kept_types, efa_count = _efa_group(claim, tuple(it for _, it in reserved))
+            kept = {it.name for it in kept_types}
+            reserved = tuple((r, it) for r, it in reserved if it.name in kept)
+            capacity_type, chosen_types = wk.CAPACITY_TYPE_RESERVED, tuple({it.name: it for _, it in reserved}.values())
+            zones: Mapping[str, str] = {r.zone: subnets[r.zone] for r, _ in reserved}
+            excluded: frozenset[tuple[str, str]] = frozenset()
+        else:
+            options = launch_options(claim, types, subnets, arches)
+            if options is None:
+                break
+            arch = options.architecture
+            chosen_types, efa_count = _efa_group(claim, options.instance_types)
+            capacity_type, zones, excluded = options.capacity_type, options.subnets, options.excluded
+        ami = resolved.ami_for(arch)
         assert ami is not None  # options only hold architectures with an AMI
-        instance_types, efa_count = _efa_group(claim, options.instance_types)
-        template = ec2x.ensure_launch_template(
-            deps.ec2,
-            _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name, placement_group, efa_count),
+        spec = _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name, placement_group, efa_count)
+        fleet_reservations = []
+        for r, _ in reserved:  # one launch template per reservation, targeting it
+            reserved_spec = dataclasses.replace(
+                spec,
+                capacity_reservation_id=r.id,
+                capacity_reservation_type=r.reservation_type,
+                capacity_reservation_interruptible=r.interruptible,
+            )
+            fleet_reservations.append(
+                ec2x.FleetReservation(
+                    r.id,
+                    r.instance_type,
+                    r.zone,
+                    ec2x.ensure_launch_template(deps.ec2, reserved_spec),
+                    r.reservation_type,
+                    r.interruptible,
+                )
+            )
+            targets[r.id] = r
+        template = (
+            fleet_reservations[0].launch_template_name
+            if fleet_reservations
+            else ec2x.ensure_launch_template(deps.ec2, spec)
         )
         request = ec2x.FleetRequest(
             launch_template_name=template,
-            capacity_type="spot" if options.capacity_type == wk.CAPACITY_TYPE_SPOT else "on-demand",
-            instance_types=[it.name for it in instance_types],
-            subnets=options.subnets,
+            capacity_type=_fleet_capacity_type(capacity_type),
+            instance_types=[it.name for it in chosen_types],
+            subnets=zones,
             client_token=claim.metadata.uid or claim.name,
             cluster_name=cluster_name,
             node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
             node_claim=claim.name,
             node_class=node_class.name,
             tags=node_class.spec.tags or {},
-            unavailable=options.excluded,
+            unavailable=excluded,
             attempt=attempt,
             context=_fleet_context(claim, node_class),
+            reservations=tuple(fleet_reservations),
         )
         try:
             instance = ec2x.create_fleet(deps.ec2, request)
         except InsufficientCapacity as exc:
             offerings = exc.offerings or tuple(
-                Offering(o["InstanceType"], o["AvailabilityZone"], options.capacity_type) for o in request.overrides()
+                Offering(o["InstanceType"], o["AvailabilityZone"], capacity_type) for o in request.overrides()
             )
             deps.offerings.mark(offerings, deps.now(), reason=exc.code or "InsufficientInstanceCapacity")
             continue
         if instance.unavailable_offerings:
             deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
-        it = next((t for t in options.instance_types if t.name == instance.instance_type), None)
+        it = next((t for t in chosen_types if t.name == instance.instance_type), None)
         where = {
-            wk.ANNOTATION_SUBNET_ID: options.subnets.get(instance.zone or "", ""),
+            wk.ANNOTATION_SUBNET_ID: zones.get(instance.zone or "", ""),
             wk.ANNOTATION_SECURITY_GROUP_IDS: ",".join(sorted(g.id for g in resolved.security_groups)),
             **hash_annotations(node_class, deps.cluster.ca_bundle),  # what the instance was launched from
         }
@@ -312,6 +434,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             it,
             ami.id,
             {k: v for k, v in where.items() if v},
+            targets.get(instance.capacity_reservation_id or ""),
         )
         return _result(
             claim,
@@ -325,6 +448,21 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
     deps.recorder.insufficient_capacity(claim, message)
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
+
+
+def _fleet_capacity_type(capacity_type: str) -> ec2x.CapacityType:
+    if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+        return "reserved"
+    return "spot" if capacity_type == wk.CAPACITY_TYPE_SPOT else "on-demand"
+
+
+def reservation_labels(reservation: CapacityReservation) -> dict[str, str]:
+    """The labels of a node launched into ``reservation``, as Karpenter's AWS provider writes them."""
+    return {
+        wk.LABEL_CAPACITY_RESERVATION_ID: reservation.id,
+        wk.LABEL_CAPACITY_RESERVATION_TYPE: reservation.reservation_type,
+        wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if reservation.interruptible else "false",
+    }
 
 
 def _is_ipv6_cluster(cluster: ClusterInfo) -> bool:
@@ -453,13 +591,16 @@ def _write_launched(
     it: InstanceType | None,
     image_id: str | None,
     annotations: Mapping[str, str] | None = None,
+    reservation: CapacityReservation | None = None,
 ) -> None:
-    """Labels (instance type, zone, capacity type and the type's labels), annotations (where it was
-    launched: subnet and security groups, judged by drift) and status of a launched claim."""
+    """Labels (instance type, zone, capacity type and the type's labels; a reserved launch: its reservation's),
+    annotations (where it was launched: subnet and security groups, judged by drift) and status of a launched
+    claim."""
     labels = {
         **(dict(it.labels) if it is not None else {}),
         wk.LABEL_INSTANCE_TYPE: instance_type,
         wk.LABEL_CAPACITY_TYPE: capacity_type,
+        **(reservation_labels(reservation) if reservation is not None else {}),
     }
     if zone:
         labels[wk.LABEL_ZONE] = zone

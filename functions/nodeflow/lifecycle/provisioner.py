@@ -23,14 +23,16 @@ from typing import Any, TypeVar
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Pod
-from nodeflow.api.karpenter import NodeClaim, NodePool
+from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.aws import errors as aws_errors
 from nodeflow.catalog.model import CatalogData
+from nodeflow.catalog.reservations import CapacityReservation
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
 from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
+from nodeflow.lifecycle.capacity_reservations import available_after_launches
 from nodeflow.lifecycle.claims import MAX_CLAIM_INSTANCE_TYPES, batch_id, node_claim_manifest, node_claim_name
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
@@ -69,6 +71,8 @@ class ProvisionDeps:
     # Resolves EC2NodeClasses not yet resolved at their generation (None: status is taken as found).
     resolver: NodeClassResolver | None = None
     log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
+    # The capacity reservations the classes select, live (``capacity_reservations.live_reservations``; None: none).
+    reservations: Callable[[Sequence[EC2NodeClass], datetime], tuple[CapacityReservation, ...]] | None = None
     # Backoff of NodeClaim creates answered 429 and of throttled StartExecutions (attempts per call, longest wait).
     kube_attempts: int = 8
     start_attempts: int = 8
@@ -272,7 +276,12 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
         return out
 
     t1 = deps.timer()
-    result = plan(snap.provisioning_state(), deps.catalog, unavailable=deps.unavailable(deps.now()))
+    state = snap.provisioning_state()
+    if deps.reservations is not None:  # reserved offerings, less what NodeClaims not launched yet will take
+        live = deps.reservations(snap.node_classes, deps.now())
+        if live:
+            state = dataclasses.replace(state, capacity_reservations=available_after_launches(live, snap.node_claims))
+    result = plan(state, deps.catalog, unavailable=deps.unavailable(deps.now()))
     out.timings["solve"] = deps.timer() - t1
 
     # Each NodeClaim's launch starts as soon as it exists (the first CreateFleet does not wait for the whole batch

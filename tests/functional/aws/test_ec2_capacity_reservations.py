@@ -50,7 +50,7 @@ def _reservations() -> list[dict[str, Any]]:
 
 
 def test_selector_terms_ask_ec2_as_karpenter_does(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    requests = serve_capacity_reservations(monkeypatch, _reservations())
+    requests = serve_capacity_reservations(monkeypatch, _reservations()).requests
     seed_al2023(world)
     nc = node_class(
         capacityReservationSelectorTerms=[

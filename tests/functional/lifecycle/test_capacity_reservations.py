@@ -3,20 +3,27 @@ real launch workflow, the test API server): garbage collection writes the EC2Nod
 status.capacityReservations as Karpenter does (a capacity block within 40 minutes of its end ``expiring``) and
 rewrites nothing when nothing changed; a NodeClaim that allows reserved capacity launches into the reservation
 (CreateFleet through a launch template that targets it) and gets capacity type ``reserved`` and the reservation
-labels, on the NodeClaim and the Node; an exhausted reservation is marked unavailable and the launch falls back to
-on-demand."""
+labels, on the NodeClaim and the Node; an exhausted reservation is marked unavailable, the NodeClaim pinned to it
+fails and its pods are provisioned again on on-demand; nodes on a capacity block are drained and terminated 40
+minutes before its end (the disruption Lambda, the terminate workflow) and their pods provisioned elsewhere."""
 
 from __future__ import annotations
 
 import copy
+import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from nodeflow.handlers import runtime
+from nodeflow.kube.client import KubeClient
 from sandbox.nodeflow import LocalNodeflow
+from sandbox.replicasets import SimulatedReplicaSets
 from tests.functional.capacity_reservations import reservation, serve_capacity_reservations
+from tests.functional.lifecycle.conftest import pending_pods
 
 EC2 = "karpenter.k8s.aws/v1"
 KARPENTER = "karpenter.sh/v1"
@@ -124,3 +131,152 @@ def test_gc_writes_status_capacity_reservations(
     before = local.kube_server.count("PATCH", path)
     local.collect_garbage()
     assert local.kube_server.count("PATCH", path) == before
+
+
+def _only_m5_large(local: LocalNodeflow, app: str, replicas: int = 1) -> None:
+    pods = pending_pods(app, replicas, cpu="1", memory="2Gi")
+    for pod in pods:
+        pod["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "m5.large"}
+    local.apply(pods)
+    local.send_pending([f"default/{app}"])
+
+
+def _template_data(local: LocalNodeflow, name: str) -> dict[str, Any]:
+    versions = local.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"]
+    return versions[0]["LaunchTemplateData"]  # type: ignore[no-any-return]
+
+
+def _wait_for_node(local: LocalNodeflow, name: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        for node in local.kube_server.objects("v1", "Node"):
+            if node["metadata"]["name"] == name and node["metadata"].get("labels", {}).get("karpenter.sh/registered"):
+                return node  # type: ignore[no-any-return]
+        assert time.monotonic() < deadline, f"node {name} did not register"
+        time.sleep(0.1)
+
+
+def test_a_nodeclaim_that_allows_reserved_launches_into_the_reservation(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_capacity_reservations(monkeypatch, [reservation("cr-0aaa", "m5.large", "us-east-1a", 2)])
+    local = make_local()
+    _select(local, {"id": "cr-0aaa"})
+    _allow_reserved(local, ["reserved", "on-demand"])
+    _only_m5_large(local, "train")
+    local.provision()
+    [done] = local.wait_for_executions()
+    assert done["status"] == "SUCCEEDED"
+
+    [claim] = local.kube_server.objects(KARPENTER, "NodeClaim")
+    labels = claim["metadata"]["labels"]
+    assert labels["karpenter.sh/capacity-type"] == "reserved"
+    assert [labels[k] for k in CR_LABELS] == ["cr-0aaa", "default", "false"]
+    assert labels["topology.kubernetes.io/zone"] == "us-east-1a"
+    node = _wait_for_node(local, claim["status"]["nodeName"])
+    assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "reserved"
+    assert [node["metadata"]["labels"][k] for k in CR_LABELS] == ["cr-0aaa", "default", "false"]
+
+    # CreateFleet used a launch template that targets the reservation, on-demand
+    [fleet] = local.clients.ec2.describe_fleets()["Fleets"]
+    assert fleet["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+    [config] = fleet["LaunchTemplateConfigs"]
+    data = _template_data(local, config["LaunchTemplateSpecification"]["LaunchTemplateName"])
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0aaa"},
+    }
+
+
+def test_an_exhausted_reservation_is_marked_unavailable_and_the_launch_falls_back(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = serve_capacity_reservations(monkeypatch, [reservation("cr-0aaa", "m5.large", "us-east-1a", 1)])
+    local = make_local()
+    _select(local, {"id": "cr-0aaa"})
+    _allow_reserved(local, ["reserved", "on-demand"])
+    # EC2 has no capacity left for it (another account launched into it since it was described)
+    local.faults.exhaust({("m5.large", "us-east-1a")})
+    _only_m5_large(local, "train")
+    local.provision()
+    # the solver put the pod into the reservation (a NodeClaim pinned to it, as Karpenter); EC2 refused: the
+    # reservation's offering is marked unavailable and the NodeClaim fails (NoCapacity), its pods go back
+    [first] = local.wait_for_executions()
+    assert first["status"] == "FAILED"
+    assert local.faults.calls[0]["overrides"] == [("m5.large", "us-east-1a")]
+    assert [c["outcome"] for c in local.faults.calls] == ["no-capacity"]
+    assert ("m5.large", "us-east-1a", "reserved") in runtime.runtime().offerings.current(datetime.now(UTC))
+    assert local.kube_server.objects(KARPENTER, "NodeClaim") == []
+    # provisioned again: the solver no longer offers the reservation, the pod gets an on-demand node
+    local.send_pending(["default/train"])
+    local.provision()
+    done = [d for d in local.wait_for_executions() if d["executionArn"] != first["executionArn"]]
+    assert [d["status"] for d in done] == ["SUCCEEDED"]
+    [claim] = local.kube_server.objects(KARPENTER, "NodeClaim")
+    labels = claim["metadata"]["labels"]
+    assert labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert not any(k in labels for k in CR_LABELS)
+    assert served.fleet_targets == ["on-demand"]  # moto created only the on-demand fleet
+
+
+def test_nodes_on_an_ending_capacity_block_are_drained_and_replaced(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=3)
+    block = reservation(
+        "cr-0b10c",
+        "m5.large",
+        "us-east-1b",
+        1,
+        ReservationType="capacity-block",
+        InstanceMatchCriteria="targeted",
+        EndDateType="limited",
+        EndDate=end,
+    )
+    served = serve_capacity_reservations(monkeypatch, [block])
+    local = make_local()
+    _select(local, {"id": "cr-0b10c"})
+    _allow_reserved(local, ["reserved", "on-demand"])
+    _only_m5_large(local, "train")
+    local.provision()
+    [done] = local.wait_for_executions()
+    assert done["status"] == "SUCCEEDED"
+    [claim] = local.kube_server.objects(KARPENTER, "NodeClaim")
+    name = claim["metadata"]["name"]
+    assert [claim["metadata"]["labels"][k] for k in CR_LABELS] == ["cr-0b10c", "capacity-block", "false"]
+    [fleet] = local.clients.ec2.describe_fleets()["Fleets"]
+    assert served.fleet_targets == ["capacity-block"]  # CreateFleet bought it on the capacity-block market
+    template = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    assert _template_data(local, template)["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    node = claim["status"]["nodeName"]
+    _wait_for_node(local, node)
+    deadline = time.monotonic() + 30
+    while not all(p["spec"].get("nodeName") == node for p in local.kube_server.objects("v1", "Pod", "default")):
+        assert time.monotonic() < deadline, "the scheduler did not bind the pod"
+        time.sleep(0.05)
+    replicasets = SimulatedReplicaSets(KubeClient(local.kube_server.api_client())).track_existing()
+
+    # more than 40 minutes before the end: nothing happens
+    local.collect_garbage()
+    assert local.invoke("disruption", {"source": "aws.scheduler"})["result"]["capacityBlocksExpiring"] == []
+
+    # 39 minutes before the end: the node is drained and terminated through the terminate workflow
+    runtime.runtime().clock = lambda: end - timedelta(minutes=39)
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["capacityBlocksExpiring"] == [name]
+    [terminated] = local.wait_for_terminations()
+    assert terminated["status"] == "SUCCEEDED"
+    assert '"CapacityBlockExpiring"' in terminated["input"]
+    assert json.loads(terminated["output"])["drain"]["passes"] >= 1
+    assert not [p for p in local.kube_server.objects("v1", "Pod", "default") if p["spec"].get("nodeName") == node]
+    assert not [c for c in local.kube_server.objects(KARPENTER, "NodeClaim") if c["metadata"]["name"] == name]
+    assert not local.instances()
+
+    # its pods come back (their ReplicaSet) and are provisioned again, not on the ending block: on-demand
+    assert replicasets.step() == 1
+    local.send_pending(["default/train"])
+    created = local.provision()["result"]["nodeClaimsCreated"]
+    assert len(created) == 1
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    replacement = local.kube_server.get(KARPENTER, "NodeClaim", created[0])
+    assert replacement["metadata"]["labels"]["karpenter.sh/capacity-type"] == "on-demand"

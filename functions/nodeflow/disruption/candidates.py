@@ -135,7 +135,7 @@ def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
     return catalog.on_demand_prices.get(it), ct
 
 
-def overlaid_types(snapshot: Snapshot, catalog: CatalogData) -> dict[str, Mapping[str, InstanceType]]:
+def overlaid_types(snapshot: Snapshot, catalog: CatalogData) -> Mapping[str, Mapping[str, InstanceType]]:
     """NodePool -> instance type name -> the type as the NodePool's NodeOverlays priced it (only the types whose
     price an overlay changed; empty without overlays): a candidate is priced as its replacements are."""
     state = snapshot.state

@@ -54,6 +54,7 @@ CATALOG_DESCRIBE_ACTIONS = (
 NODECLASS_DESCRIBE_ACTIONS = (
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
+    "ec2:DescribePlacementGroups",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSubnets",
 )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
+import botocore.session
 import pytest
 
 from infra.functions import FUNCTIONS
@@ -18,6 +20,7 @@ STAR_RESOURCE_ACTIONS = re.compile(
     r"|PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups))$"
 )
 WHICH = ["default", "full"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _all_statements(synthesized: Synthesized, which: str) -> list[dict[str, Any]]:
@@ -146,6 +149,7 @@ def test_instance_profiles_and_ssm_are_scoped(synthesized: Synthesized, suffix: 
 NODECLASS_ACTIONS = {
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
+    "ec2:DescribePlacementGroups",  # placementGroupSelector
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSubnets",
     "ssm:GetParameter",
@@ -316,3 +320,26 @@ def test_function_roles_have_no_managed_policies_outside_a_vpc(synthesized: Synt
             assert "AWSLambdaVPCAccessExecutionRole" in managed[0]
         trust = role["AssumeRolePolicyDocument"]["Statement"]
         assert [s["Principal"] for s in trust] == [{"Service": "lambda.amazonaws.com"}]
+
+
+def _ec2_operations_called() -> dict[str, set[str]]:
+    """EC2 action -> the nodeflow modules naming its boto3 operation (a call, a paginator or a string)."""
+    model = botocore.session.get_session().get_service_model("ec2")
+    snake = {re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower(): op for op in model.operation_names}
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / "functions" / "nodeflow").rglob("*.py"):
+        for name in re.findall(r"[\"'.]([a-z]+(?:_[a-z0-9]+)+)[\"'(]", path.read_text()):
+            if name in snake:
+                found.setdefault(f"ec2:{snake[name]}", set()).add(path.name)
+    return found
+
+
+def test_every_ec2_operation_the_functions_call_is_granted(synthesized: Synthesized) -> None:
+    """An EC2 call no role may make fails only when deployed (UnauthorizedOperation): each operation named in the
+    Lambda code is granted to some function role in the default stack (live catalog; which role:
+    test_each_function_role_has_only_what_its_handler_calls)."""
+    called = _ec2_operations_called()
+    assert "ec2:CreateFleet" in called  # the scan sees the code
+    granted = _actions(_all_statements(synthesized, "default"))
+    missing = {action: sorted(where) for action, where in called.items() if action not in granted}
+    assert not missing, f"EC2 operations called but granted to no role: {missing}"

@@ -345,6 +345,36 @@ def pdb(
     return out
 
 
+# --- capacity reservations -----------------------------------------------------------------------------------------
+
+RID = "karpenter.k8s.aws/capacity-reservation-id"
+
+
+def reservations(*held: tuple[str, str, int]) -> Obj:
+    """``aws ec2 describe-capacity-reservations`` output: (id, instance type, instances left), all in ZONES[0]."""
+    return {
+        "CapacityReservations": [
+            {
+                "CapacityReservationId": rid,
+                "OwnerId": "123456789012",
+                "InstanceType": it,
+                "AvailabilityZone": ZONES[0],
+                "AvailableInstanceCount": left,
+                "TotalInstanceCount": left,
+                "State": "active",
+                "InstanceMatchCriteria": "targeted",
+                "ReservationType": "default",
+                "Tags": [{"Key": "parity", "Value": rid}],
+            }
+            for rid, it, left in held
+        ]
+    }
+
+
+def reserved_class(name: str = "default", ids: Iterable[str] = ()) -> Obj:
+    return node_class(name, capacityReservationSelectorTerms=[{"id": rid} for rid in ids])
+
+
 # --- nodes and NodeClaims -----------------------------------------------------------------------------------------
 
 

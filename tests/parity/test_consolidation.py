@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from nodeflow.catalog.offline import load_offline
 
 from .harness import (
@@ -21,6 +23,7 @@ from .harness import (
     HOSTNAME,
     INSTANCE_TYPE,
     NOW,
+    RID,
     ZONE,
     Obj,
     affinity_term,
@@ -34,6 +37,8 @@ from .harness import (
     plan,
     pod,
     requirement,
+    reservations,
+    reserved_class,
     spread,
     ts,
 )
@@ -1043,6 +1048,10 @@ def test_best_effort_min_values_is_not_relaxed_further_to_consolidate() -> None:
     assert "minValues" in unconsolidatable(result, "n1")
 
 
+_BUFFERS = (
+    "capacity buffers (CapacityBuffer and the virtual buffer pods cluster state counts per node) are not implemented "
+    "in nodeflow: no manifest expresses them"
+)
 NOT_EXPRESSIBLE: dict[str, str] = {
     "Consolidation / Metrics / should correctly report eligible nodes": "a Prometheus gauge",
     **{
@@ -1111,17 +1120,8 @@ NOT_EXPRESSIBLE: dict[str, str] = {
         )
         for kind in ("on-demand", "spot")
     },
-    "Consolidation / Reserved Capacity / can consolidate from one reserved offering to another": (
-        "reserved capacity (capacity reservations) is an issue 19 feature nodeflow does not have yet"
-    ),
-    "Consolidation / Reserved Capacity / from on-demand": (
-        "reserved capacity (capacity reservations) is an issue 19 feature nodeflow does not have yet"
-    ),
-    "Consolidation / Reserved Capacity / from spot": (
-        "reserved capacity (capacity reservations) is an issue 19 feature nodeflow does not have yet"
-    ),
     **{
-        f"Consolidation / Buffer Pods / {title}": "buffer pods (capacity buffers) are an issue 19 feature not built yet"
+        f"Consolidation / Buffer Pods / {title}": _BUFFERS
         for title in (
             "should not empty-consolidate a node with only buffer pods",
             "should allow consolidation of a node with real pods and buffer pods to a cheaper instance",
@@ -1129,9 +1129,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
             "should consolidate a buffer node once buffer pods are cleared",
         )
     },
-    "Consolidation / Static NodePool / should not consolidate static NodePool nodes": (
-        "static NodePools (spec.replicas) are an issue 19 feature not built yet"
-    ),
 }
 
 
@@ -1181,3 +1178,92 @@ def test_a_deleting_nodes_pod_is_placed_once() -> None:
     result = disrupt(objects)
     assert _deleted(result) == ["n1"]
     assert command(result)["moves"] == [{"pod": "default/p1", "node": "dest"}]
+
+
+# --- static NodePools (spec.replicas) ------------------------------------------------------------------------------
+
+
+@mirrors("Consolidation / Static NodePool / should not consolidate static NodePool nodes")
+def test_static_pool_nodes_are_neither_emptied_nor_consolidated() -> None:
+    """Two of a static pool's nodes: one empty, one with a pod a cheaper node would hold. No command."""
+    static = node_pool(
+        "fixed", disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": "100%"}]}
+    )
+    static["spec"]["replicas"] = 2
+    objs = [
+        node_class(),
+        static,
+        *managed_node("n0", pool="fixed", instance_type=MOST),
+        *managed_node("n1", pool="fixed", instance_type=MOST),
+        pod("p1", node="n1", cpu="100m"),
+    ]
+    assert disrupt(objs)["command"] is None
+    del static["spec"]["replicas"]  # without replicas the same nodes are disrupted
+    assert disrupt(objs)["command"] is not None
+
+
+# --- reserved capacity (capacity reservations: aws ec2 describe-capacity-reservations in the input) ---------------
+
+
+def _reserved_pool() -> Obj:
+    return node_pool(
+        requirements=[
+            requirement(CAPACITY_TYPE, "In", "reserved", "spot", "on-demand"),
+            requirement(INSTANCE_TYPE, "In", *TYPES),
+        ]
+    )
+
+
+def _replacement(objs: list[Obj]) -> tuple[str, str, str | None]:
+    """The one replacement of a single-node consolidation: (its cheapest type, capacity type, reservation)."""
+    cmd = disrupt(objs)["command"]
+    assert cmd is not None
+    assert (cmd["reason"], cmd["decision"], cmd["candidates"]) == ("Underutilized", "replace", ["n1"])
+    (made,) = cmd["replacements"]
+    return made["instanceTypes"][0], made["capacityType"], made["labels"].get(RID)
+
+
+@mirrors("Consolidation / Reserved Capacity / can consolidate from one reserved offering to another")
+def test_a_reserved_node_moves_to_a_cheaper_types_reservation() -> None:
+    objs = [
+        reserved_class(ids=["cr-most", "cr-least"]),
+        _reserved_pool(),
+        *managed_node("n1", instance_type=MOST, zone=_Z, capacity_type="reserved", labels={RID: "cr-most"}),
+        pod("p1", node="n1", cpu="100m"),
+        reservations(("cr-most", MOST, 10), ("cr-least", LEAST, 10)),
+    ]
+    assert _replacement(objs) == (LEAST, "reserved", "cr-least")
+
+
+@mirrors(
+    "Consolidation / Reserved Capacity / from on-demand",
+    "Consolidation / Reserved Capacity / from spot",
+)
+def test_a_node_moves_into_a_reservation_of_its_own_type() -> None:
+    for capacity_type in ("on-demand", "spot"):
+        objs = [
+            reserved_class(ids=["cr-most"]),
+            _reserved_pool(),
+            *managed_node("n1", instance_type=MOST, zone=_Z, capacity_type=capacity_type),
+            pod("p1", node="n1", cpu="100m"),
+        ]
+        without = disrupt(objs)["command"]  # no reservation in the input: a cheaper spot node, or (spot) nothing
+        assert without is None or all(r["capacityType"] != "reserved" for r in without["replacements"])
+        assert _replacement([*objs, reservations(("cr-most", MOST, 10))]) == (MOST, "reserved", "cr-most")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="nodeflow prices a reserved node at its type's on-demand price (disruption.candidates.node_price), so it "
+    "replaces a reserved node with a new node of the same reservation, saving nothing; upstream prices it at its "
+    "reserved offering's price and leaves it",
+)
+def test_a_reserved_node_is_not_replaced_by_its_own_reservation() -> None:
+    objs = [
+        reserved_class(ids=["cr-most"]),
+        _reserved_pool(),
+        *managed_node("n1", instance_type=MOST, zone=_Z, capacity_type="reserved", labels={RID: "cr-most"}),
+        pod("p1", node="n1", cpu="100m"),
+        reservations(("cr-most", MOST, 10)),
+    ]
+    assert disrupt(objs)["command"] is None

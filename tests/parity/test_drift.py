@@ -6,6 +6,7 @@ template of its NodePool. Its Drifted condition (when a test sets one) only give
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from tests.parity._drift import (
@@ -27,9 +28,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     "Drift / Metrics / should correctly report eligible drifted nodes": "metrics are not part of disrupt's output",
     "Drift / Drift / should untaint nodes when drift replacement fails": (
         "executing a command (taint, launch, roll back) is the replace workflow's, not the dry-run decision's"
-    ),
-    "Drift / Static NodePool / should not consider static nodepool for drift": (
-        "static-capacity NodePools (spec.replicas) are not in nodeflow yet (issue 19)"
     ),
 }
 
@@ -250,3 +248,35 @@ def test_the_earliest_drifted_node_goes_first_one_at_a_time() -> None:
         stale("c", since=ago(hours=3)),
     )
     assert drifted(objs) == ["b"]
+
+
+# --- static NodePools (spec.replicas) ------------------------------------------------------------------------------
+
+
+@mirrors("Drift / Static NodePool / should not consider static nodepool for drift")
+def test_drifted_nodes_of_a_static_pool_are_left_to_static_drift() -> None:
+    """Drift does not take a static pool's nodes; static drift (its own method, as upstream's StaticDrift) replaces
+    one with a NodeClaim of the pool's current template and no pods."""
+    old = drift_pool("fixed")
+    old["spec"]["replicas"] = 2
+    new = copy.deepcopy(old)
+    new["spec"]["template"].setdefault("metadata", {})["labels"] = NEW_LABELS
+    objs = world([new], *(managed_node(f"n{i}", pool="fixed", claim_annotations=hashed(old)) for i in range(2)))
+    cmd = command(objs)
+    assert cmd is not None
+    assert (cmd["method"], cmd["reason"], cmd["decision"], len(cmd["candidates"])) == (
+        "static drift",
+        "Drifted",
+        "replace",
+        1,
+    )
+    (made,) = cmd["replacements"]
+    assert (made["nodePool"], made["static"], made["pods"]) == ("fixed", True, [])
+    assert made["labels"]["team"] == "payments"
+    # the same nodes of a pool without replicas: drift itself takes them
+    del new["spec"]["replicas"]
+    plain = command(
+        world([new], *(managed_node(f"n{i}", pool="fixed", claim_annotations=hashed(old)) for i in range(2)))
+    )
+    assert plain is not None
+    assert (plain["method"], plain["reason"]) == ("drift", "Drifted")

@@ -21,9 +21,6 @@ _BUFFERS = (
 )
 NOT_EXPRESSIBLE: dict[str, str] = {
     "Emptiness / Metrics / should correctly report eligible nodes": "metrics are not part of disrupt's output",
-    "Emptiness / Static NodePool / should not consolidate static NodePool nodes": (
-        "static-capacity NodePools (spec.replicas) are not in nodeflow yet (issue 19)"
-    ),
     "Emptiness / Buffer pod protection / should not disrupt a node that hosts virtual buffer pods": _BUFFERS,
     "Emptiness / Buffer pod protection / should disrupt a node once buffer pods are cleared": _BUFFERS,
     "Emptiness / Buffer pod protection / should only protect the specific node with buffer pods, not others": _BUFFERS,
@@ -170,3 +167,13 @@ def test_a_pending_pod_that_needs_the_big_node_keeps_it() -> None:
     big = managed_node("big", instance_type="m5.16xlarge")
     objs = world([pool], big, [pod("small", node="big", cpu="1"), pod("huge", cpu="62")])
     assert command(objs) is None
+
+
+@mirrors("Emptiness / Static NodePool / should not consolidate static NodePool nodes")
+def test_empty_nodes_of_a_static_pool_stay() -> None:
+    static = empty_pool("fixed")
+    static["spec"]["replicas"] = 2
+    nodes = empties("n", 2, pool="fixed")
+    assert command(world([static], *nodes)) is None
+    del static["spec"]["replicas"]  # the same pool without replicas empties both
+    assert emptied(world([static], *nodes)) == ["n0", "n1"]

@@ -18,10 +18,13 @@ from tests.parity.harness import (
     CAPACITY_TYPE,
     INSTANCE_TYPE,
     NOW,
+    RID,
     Obj,
     ago,
     node_class,
     requirement,
+    reservations,
+    reserved_class,
     taint,
     toleration,
     ts,
@@ -51,20 +54,11 @@ NOT_EXPRESSIBLE: dict[str, str] = {
         "Drifted-condition bookkeeping of a NodeClaim that is not launched: it has no node, so disrupt has "
         "no candidate and no condition to show"
     ),
-    "Drift / Reserved Capacity / shouldn't drift when a matching instance type exists with reserved and on-demand offerings": (
-        "reserved capacity (capacity reservations) is not in nodeflow yet (issue 19)"
-    ),
-    "Drift / Reserved Capacity / shouldn't drift when a matching instance type exists with reserved offerings": (
-        "reserved capacity (capacity reservations) is not in nodeflow yet (issue 19)"
-    ),
-    "Drift / Reserved Capacity / shouldn't drift when a matching instance type exists with on-demand offerings": (
-        "reserved capacity (capacity reservations) is not in nodeflow yet (issue 19)"
-    ),
     "Drift / Reserved Capacity / should drift when a matching instance type exists but the only offering is spot": (
-        "reserved capacity (capacity reservations) is not in nodeflow yet (issue 19)"
-    ),
-    "Drift / Reserved Capacity / should drift when a matching instance type exists but there are no compatible offerings": (
-        "reserved capacity (capacity reservations) is not in nodeflow yet (issue 19)"
+        "the offerings are the bundled catalog's, and it sells no instance type as spot but not on-demand in a zone; "
+        "nodeflow judges a reserved node by its type's on-demand offering in its zone (what it runs as once the "
+        "reservation is gone), so a reserved node drifts exactly when that offering is gone, which the "
+        "no-compatible-offerings entry shows"
     ),
 }
 
@@ -293,3 +287,44 @@ def test_now_is_the_clock_of_the_hour_rule() -> None:
     later = command(objs, now=NOW + timedelta(hours=1, minutes=1))
     assert later is not None
     assert later["reason"] == "Drifted"
+
+
+# --- reserved capacity: a reserved node is judged by its type's on-demand offering in its zone -----------------------
+
+_RES = "Drift / Reserved Capacity / "
+
+
+def _reserved(zone: str = "us-east-1a", *, listed: bool = True) -> list[Obj]:
+    """A reserved m5.xlarge node of reservation cr-1, with the reservation in the input (``listed``) or gone."""
+    pool = drift_pool()
+    objs = [
+        reserved_class(ids=["cr-1"]),
+        pool,
+        *busy_node(
+            "n1",
+            claim_annotations=hashed(pool),
+            zone=zone,
+            capacity_type="reserved",
+            labels={RID: "cr-1"},
+            created=ago(hours=2),
+        ),
+    ]
+    return [*objs, reservations(("cr-1", "m5.xlarge", 0))] if listed else objs
+
+
+@mirrors(
+    _RES + "shouldn't drift when a matching instance type exists with reserved and on-demand offerings",
+    _RES + "shouldn't drift when a matching instance type exists with reserved offerings",
+)
+def test_a_reserved_node_whose_type_is_still_sold_does_not_drift() -> None:
+    assert drifted(_reserved()) == []
+
+
+@mirrors(_RES + "shouldn't drift when a matching instance type exists with on-demand offerings")
+def test_a_reserved_node_whose_reservation_is_gone_does_not_drift() -> None:
+    assert drifted(_reserved(listed=False)) == []
+
+
+@mirrors(_RES + "should drift when a matching instance type exists but there are no compatible offerings")
+def test_a_reserved_node_in_a_zone_its_type_is_not_sold_in_drifts() -> None:
+    assert drifted(_reserved("us-east-1e", listed=False)) == ["n1"]  # m5.xlarge is not sold in 1e

@@ -18,16 +18,16 @@ UPSTREAM = "pkg/utils/pod/suite_test.go"
 
 NOT_EXPRESSIBLE: dict[str, str] = {
     "HasDRARequirements / should return false when the pod references no ResourceClaims": (
-        "Dynamic Resource Allocation (ResourceClaims) is not modelled by nodeflow yet (issue 19)"
+        "Dynamic Resource Allocation (ResourceClaims) is not implemented in nodeflow: a pod's resourceClaims are not read"
     ),
     "HasDRARequirements / should return true when a pod-level ResourceClaim is referenced": (
-        "Dynamic Resource Allocation (ResourceClaims) is not modelled by nodeflow yet (issue 19)"
+        "Dynamic Resource Allocation (ResourceClaims) is not implemented in nodeflow: a pod's resourceClaims are not read"
     ),
     "HasDRARequirements / should return true when a container consumes a ResourceClaim": (
-        "Dynamic Resource Allocation (ResourceClaims) is not modelled by nodeflow yet (issue 19)"
+        "Dynamic Resource Allocation (ResourceClaims) is not implemented in nodeflow: a pod's resourceClaims are not read"
     ),
     "HasDRARequirements / should return true when an init container consumes a ResourceClaim": (
-        "Dynamic Resource Allocation (ResourceClaims) is not modelled by nodeflow yet (issue 19)"
+        "Dynamic Resource Allocation (ResourceClaims) is not implemented in nodeflow: a pod's resourceClaims are not read"
     ),
 }
 

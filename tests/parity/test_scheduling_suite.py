@@ -22,6 +22,7 @@ from tests.parity.harness import (
     CAPACITY_TYPE,
     HOSTNAME,
     INSTANCE_TYPE,
+    RID,
     ZONE,
     ZONES,
     Obj,
@@ -38,6 +39,8 @@ from tests.parity.harness import (
     plan,
     pod,
     requirement,
+    reservations,
+    reserved_class,
     spread,
     taint,
 )
@@ -768,10 +771,14 @@ _UNSUPPORTED = (
     "core Karpenter); no manifest can set it"
 )
 _METRIC = "a Prometheus metric of the provisioning controller; plan / explain have no metrics"
-_DRA_WHY = "Dynamic Resource Allocation (ResourceClaims, DeviceClasses) is not implemented yet (issue 19)"
+_DRA_WHY = (
+    "Dynamic Resource Allocation (ResourceClaims, DeviceClasses, ResourceSlices) is not implemented in nodeflow: "
+    "no manifest of plan expresses a device request"
+)
 _OVERRIDE_WHY = (
-    "offering capacity overrides come from NodeOverlay, which nodeflow does not implement yet (issue 19); "
-    "an instance type's resources are the catalog's"
+    "capacity that exists only on some offerings of a type (a cloud provider's per-offering CapacityOverride) cannot "
+    "be stated: nodeflow's catalog has none, and a NodeOverlay's capacity applies to the whole instance type (in "
+    "upstream's overlay store as in nodeflow), so no override can sit only on unavailable offerings"
 )
 
 NOT_EXPRESSIBLE: dict[str, str] = {
@@ -823,8 +830,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     _DRA + "should handle DRA pods correctly / pod with both container and init container resource claims": _DRA_WHY,
     _DRA + "should handle DRA pods correctly / non-DRA pod without resource claims": _DRA_WHY,
     _DRA + "should handle DaemonSet pods with DRA requirements based on IgnoreDRARequests flag value": _DRA_WHY,
-    _S + "Offering Overrides / should only select instance types whose offerings have CapacityOverride when pod "
-    "requests an override resource": _OVERRIDE_WHY,
     _S + "Offering Overrides / should reject instance type when override allocatable fits but override offerings "
     "are unavailable": _OVERRIDE_WHY,
 }
@@ -1818,38 +1823,12 @@ def test_node_pool_zones_no_subnet_offers_leave_no_type() -> None:
 
 # --- reserved capacity (capacity reservations) ----------------------------------------------------------------------
 
-RID = "karpenter.k8s.aws/capacity-reservation-id"
 SMALL, MEDIUM = "m5.large", "m5.xlarge"
 _ONE_PLAN = (
     "nodeflow plans a batch at once: when the plan has used up the compatible reservations, the remaining pods fall "
     "back to spot / on-demand in the same plan (upstream reserves pessimistically and defers them to its next "
     "scheduling loop, which then makes the same decision)"
 )
-
-
-def reservations(*held: tuple[str, str, int]) -> Obj:
-    """``aws ec2 describe-capacity-reservations`` output: (id, instance type, instances left), all in Z1."""
-    return {
-        "CapacityReservations": [
-            {
-                "CapacityReservationId": rid,
-                "OwnerId": "123456789012",
-                "InstanceType": it,
-                "AvailabilityZone": Z1,
-                "AvailableInstanceCount": left,
-                "TotalInstanceCount": left,
-                "State": "active",
-                "InstanceMatchCriteria": "targeted",
-                "ReservationType": "default",
-                "Tags": [{"Key": "parity", "Value": rid}],
-            }
-            for rid, it, left in held
-        ]
-    }
-
-
-def reserved_class(name: str = "default", ids: Iterable[str] = ()) -> Obj:
-    return node_class(name, capacityReservationSelectorTerms=[{"id": rid} for rid in ids])
 
 
 def reserved_pool(name: str = "default", **kw: Any) -> Obj:
@@ -1980,3 +1959,28 @@ def test_pods_requiring_reserved_capacity_share_a_reserved_node() -> None:
     assert reserved_ids(result) == ["cr-small"]
     assert result.claim_of("p0") is result.claim_of("p1")
     assert claim(result, "p0")["instanceTypes"] == [SMALL]
+
+
+# --- offering overrides: an extended resource only some instance types carry (here from a NodeOverlay) -------------
+
+
+@mirrors(
+    _S + "Offering Overrides / should only select instance types whose offerings have CapacityOverride when pod "
+    "requests an override resource"
+)
+def test_a_pod_requesting_an_overlaid_resource_gets_only_the_types_that_carry_it() -> None:
+    """The extra resource comes from a NodeOverlay's capacity on one of the NodePool's two types (upstream's
+    test puts it on that type's offerings): the NodeClaim may use that type only."""
+    slots = "test.com/extended-slots"
+    pool = node_pool(requirements=[requirement(INSTANCE_TYPE, "In", "m5.xlarge", "c5.xlarge")])
+    overlay = {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "slots"},
+        "spec": {"requirements": [requirement(INSTANCE_TYPE, "In", "m5.xlarge")], "capacity": {slots: "4"}},
+    }
+    wants = pod("p", cpu="1", requests={slots: "1"}, limits={slots: "1"})
+    assert claim(plan([node_class(), pool, overlay, wants]), "p")["instanceTypes"] == ["m5.xlarge"]
+    without = plan([node_class(), pool, wants])  # no overlay: no type has the resource
+    assert not without.node_claims
+    assert "default/p" in without.unschedulable

@@ -16,8 +16,8 @@ from tests.parity.upstream import mirrors
 UPSTREAM = "pkg/controllers/disruption/emptiness_test.go"
 
 _BUFFERS = (
-    "capacity buffers (virtual buffer pods the cluster state counts per node) are not a nodeflow feature: "
-    "no manifest expresses them"
+    "capacity buffers (CapacityBuffer and the virtual buffer pods cluster state counts per node) are not implemented "
+    "in nodeflow: no manifest expresses them"
 )
 NOT_EXPRESSIBLE: dict[str, str] = {
     "Emptiness / Metrics / should correctly report eligible nodes": "metrics are not part of disrupt's output",

@@ -317,6 +317,8 @@ def _reserved(zone: str = "us-east-1a", *, listed: bool = True) -> list[Obj]:
     _RES + "shouldn't drift when a matching instance type exists with reserved offerings",
 )
 def test_a_reserved_node_whose_type_is_still_sold_does_not_drift() -> None:
+    """With its reservation listed. A capacity reservation exists only for a type EC2 sells on-demand in that zone,
+    so "reserved offerings only" is this case in the catalog: the type's on-demand offering is still there."""
     assert drifted(_reserved()) == []
 
 

@@ -14,8 +14,6 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from nodeflow.catalog.offline import load_offline
 
 from .harness import (
@@ -1252,13 +1250,9 @@ def test_a_node_moves_into_a_reservation_of_its_own_type() -> None:
         assert _replacement([*objs, reservations(("cr-most", MOST, 10))]) == (MOST, "reserved", "cr-most")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodeflow prices a reserved node at its type's on-demand price (disruption.candidates.node_price), so it "
-    "replaces a reserved node with a new node of the same reservation, saving nothing; upstream prices it at its "
-    "reserved offering's price and leaves it",
-)
 def test_a_reserved_node_is_not_replaced_by_its_own_reservation() -> None:
+    """A reserved node is priced at its reserved offering's price (as upstream), so moving it into a new node of the
+    same reservation saves nothing and is not done (it was when reserved nodes were priced at on-demand)."""
     objs = [
         reserved_class(ids=["cr-most"]),
         _reserved_pool(),

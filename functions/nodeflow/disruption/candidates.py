@@ -35,6 +35,7 @@ from nodeflow.api.core import Node, Pod, PodDisruptionBudget
 from nodeflow.api.duration import shift
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.meta import Taint
+from nodeflow.catalog.instancetypes import RESERVED_PRICE_DIVISOR
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.overlays import OverlayPool, apply_overlays
 from nodeflow.disruption.model import Snapshot
@@ -125,14 +126,20 @@ def _evicted(pod: Pod, now: datetime) -> bool:
 
 
 def node_price(node: Node, catalog: CatalogData) -> tuple[float | None, str]:
-    """The $/hour of ``node``'s offering (instance type, zone, capacity type labels) and its capacity type."""
+    """The $/hour of ``node``'s offering (instance type, zone, capacity type labels) and its capacity type.
+
+    A reserved node is priced as the solver prices reserved offerings (on-demand / ``RESERVED_PRICE_DIVISOR``), so a
+    move into the same reservation saves nothing while one into a cheaper type's reservation still does."""
     labels = node.metadata.labels or {}
     it = labels.get(wk.LABEL_INSTANCE_TYPE, "")
     zone = labels.get(wk.LABEL_ZONE, "")
     ct = labels.get(wk.LABEL_CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND)
     if ct == wk.CAPACITY_TYPE_SPOT:
         return catalog.spot_prices.get((it, zone)), ct
-    return catalog.on_demand_prices.get(it), ct
+    on_demand = catalog.on_demand_prices.get(it)
+    if ct == wk.CAPACITY_TYPE_RESERVED and on_demand is not None:
+        return on_demand / RESERVED_PRICE_DIVISOR, ct
+    return on_demand, ct
 
 
 def overlaid_types(snapshot: Snapshot, catalog: CatalogData) -> Mapping[str, Mapping[str, InstanceType]]:

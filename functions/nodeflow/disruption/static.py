@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from nodeflow.api.duration import shift
-from nodeflow.api.karpenter import NodeClaim, NodePool
-from nodeflow.disruption.candidates import Candidate
+from nodeflow.api.karpenter import NodePool
+from nodeflow.disruption.candidates import Candidate, _aware, _lifetime_remaining
 from nodeflow.disruption.model import Command, Reason
 from nodeflow.plan import ClusterState
 from nodeflow.podutil import do_not_disrupt_active, eviction_cost
@@ -55,19 +54,6 @@ class ScaleDown:
 
     def to_json(self) -> dict[str, Any]:
         return {"nodePool": self.node_pool, "nodeClaim": self.node_claim, "node": self.node, "why": self.why}
-
-
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
-def _lifetime_remaining(claim: NodeClaim, now: datetime) -> float:
-    seconds = claim.spec.expire_after_seconds
-    created = claim.metadata.creation_timestamp
-    if seconds is None or created is None or seconds <= 0:
-        return 1.0
-    left = (shift(_aware(created), seconds) - now).total_seconds()
-    return max(0.0, min(1.0, left / seconds))
 
 
 def _daemon(owner_kinds: set[str]) -> bool:

@@ -282,6 +282,22 @@ def _resolve_security_groups(ec2: Any, terms: Sequence[Any]) -> tuple[SecurityGr
 # --- capacity reservations ---------------------------------------------------------------------
 
 
+def describe_instance_statuses(
+    ec2: Any, filter_sets: Iterable[Sequence[Mapping[str, Any]]]
+) -> list[dict[str, Any]] | None:
+    """Every ``InstanceStatuses`` item DescribeInstanceStatus returns for each filter set (paginated), or None when
+    EC2 answers UnauthorizedOperation (the role may not call it: the caller logs and carries on)."""
+    statuses: list[dict[str, Any]] = []
+    try:
+        for filters in filter_sets:
+            statuses += _paginate(ec2, "describe_instance_status", "InstanceStatuses", Filters=list(filters))
+    except AccessDenied as exc:
+        if exc.code != "UnauthorizedOperation":
+            raise
+        return None
+    return statuses
+
+
 def capacity_reservation_queries(terms: Sequence[Any]) -> list[dict[str, Any]]:
     """The DescribeCapacityReservations requests for ``capacityReservationSelectorTerms``, as Karpenter asks them:
     always only ``active`` reservations; a term's ``id`` by CapacityReservationIds (no MaxResults, which EC2 refuses

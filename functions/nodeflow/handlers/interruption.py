@@ -75,19 +75,12 @@ def _metrics(counts: Counter[str], result: BatchResult) -> None:
 
 
 def _status_checks() -> dict[str, Any]:
-    from botocore.exceptions import ClientError  # only on the scheduled run (cold start stays small)
+    from nodeflow.aws.ec2 import describe_instance_statuses  # only on the scheduled run (cold start stays small)
 
     rt = runtime()
-    ec2 = rt.client("ec2")
-    statuses: list[dict[str, Any]] = []
-    try:
-        for filters in STATUS_CHECK_FILTERS:
-            for page in ec2.get_paginator("describe_instance_status").paginate(Filters=list(filters)):
-                statuses += page.get("InstanceStatuses") or []
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "UnauthorizedOperation":
-            raise
-        logger.error("ec2:DescribeInstanceStatus is not allowed: status checks are not watched", exc_info=True)
+    statuses = describe_instance_statuses(rt.client("ec2"), STATUS_CHECK_FILTERS)
+    if statuses is None:
+        logger.error("ec2:DescribeInstanceStatus is not allowed: status checks are not watched")
         return {"batchItemFailures": [], "result": {"statusChecks": "UnauthorizedOperation"}}
     result = handle_status_checks(deps(), status_check_failures(statuses, rt.now()))
     record_status_checks(result.outcomes)

@@ -28,10 +28,12 @@ $(VENV)/lambda-wheels/.done: requirements.txt $(STAMP)
 	$(PY) -m infra.bundling download
 	touch $@
 
-# One pytest worker per core (pytest-xdist); TEST_JOBS=0 runs them in this process.
-TEST_JOBS ?= auto
+# pytest-xdist workers: one more than the cores this process may use (a third of the suite's time is spent
+# waiting on workflows, subprocesses and the test API server), idle workers stealing queued tests;
+# TEST_JOBS=0 runs them in this process.
+TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')
 unit: $(STAMP) node_modules/.package-lock.json
-	$(PY) -m pytest -q -n $(TEST_JOBS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal)
 
 test: lint typecheck unit
 

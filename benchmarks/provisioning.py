@@ -112,7 +112,9 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
                     "timings": result["timings"],
                 }
                 if wait:
-                    done = local.wait_for_executions(timeout=300)
+                    # every launch shares this process: allow for the plan's size (1,000 pods plan 183 small spot
+                    # NodeClaims since the solver's re-packing pass, where this once was 29)
+                    done = local.wait_for_executions(timeout=max(300.0, 4.0 * out["node_claims"]))
                     traces = [local.trace(d["executionArn"]) for d in done]
                     ok = [t for t, d in zip(traces, done, strict=True) if d["status"] == "SUCCEEDED"]
                     out["succeeded"] = len(ok)

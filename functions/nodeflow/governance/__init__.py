@@ -1,0 +1,2 @@
+"""Governance: NodeflowPolicies (who may create which capacity, at what cost, when), the decision log and the
+governance record. ``policy`` is pure (no clock, no AWS or Kubernetes client)."""

@@ -31,6 +31,7 @@ from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
 from nodeflow.api.meta import Toleration as ApiToleration
+from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
@@ -105,6 +106,8 @@ class ClusterState:
     # capacityReservationSelectorTerms select, as ``reserved`` offerings of its instance types.
     capacity_reservations: Sequence[CapacityReservation] = ()
     node_overlays: Sequence[NodeOverlay] = ()
+    # nodeflow.io/v1alpha1 NodeflowPolicies: who may create which capacity, at what cost, when (``governance``).
+    policies: Sequence[NodeflowPolicy] = ()
 
     @staticmethod
     def from_manifests(manifests: Manifests) -> ClusterState:
@@ -122,6 +125,7 @@ class ClusterState:
             pdbs=manifests.pdbs,
             capacity_reservations=manifests.capacity_reservations,
             node_overlays=manifests.node_overlays,
+            policies=manifests.policies,
         )
 
 

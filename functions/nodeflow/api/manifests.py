@@ -45,6 +45,7 @@ from nodeflow.api.core import (
 from nodeflow.api.errors import format_validation_error
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.karpenter_overlay import NodeOverlay
+from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.catalog.reservations import CapacityReservation, ReservationError, from_document, is_document
 
 __all__ = ["KINDS", "ManifestError", "Manifests", "SkippedDocument", "load_manifests"]
@@ -352,6 +353,7 @@ KINDS: Mapping[str, _Kind] = {
     "NodeClaim": _Kind("karpenter.sh/v1", NodeClaim, namespaced=False),
     "EC2NodeClass": _Kind("karpenter.k8s.aws/v1", EC2NodeClass, namespaced=False),
     "NodeOverlay": _Kind("karpenter.sh/v1alpha1", NodeOverlay, namespaced=False),
+    "NodeflowPolicy": _Kind("nodeflow.io/v1alpha1", NodeflowPolicy, namespaced=False),
     "Pod": _Kind("v1", Pod, namespaced=True),
     "Node": _Kind("v1", Node, namespaced=False),
     "PersistentVolumeClaim": _Kind("v1", PersistentVolumeClaim, namespaced=True),
@@ -367,7 +369,7 @@ KINDS: Mapping[str, _Kind] = {
 }
 """The kinds ``load_manifests`` reads, with the one apiVersion accepted for each."""
 
-_KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws")
+_KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws", "nodeflow.io")
 _SUFFIXES = frozenset({".yaml", ".yml", ".json"})
 
 
@@ -422,6 +424,8 @@ class Manifests:
     capacity_reservations: tuple[CapacityReservation, ...] = ()
     """From ``aws ec2 describe-capacity-reservations`` output (a document with ``CapacityReservations``)."""
     node_overlays: tuple[NodeOverlay, ...] = ()
+    policies: tuple[NodeflowPolicy, ...] = ()
+    """nodeflow.io/v1alpha1 NodeflowPolicies (``nodeflow.governance.policy``)."""
 
 
 @dataclass
@@ -443,6 +447,7 @@ class _Collector:
     namespaces: list[Namespace] = field(default_factory=list)
     capacity_reservations: list[CapacityReservation] = field(default_factory=list)
     node_overlays: list[NodeOverlay] = field(default_factory=list)
+    policies: list[NodeflowPolicy] = field(default_factory=list)
     # (kind, namespace, name) -> where it was first defined
     seen: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # pod key -> where the pod came from
@@ -469,6 +474,7 @@ class _Collector:
             namespaces=tuple(self.namespaces),
             capacity_reservations=tuple(self.capacity_reservations),
             node_overlays=tuple(self.node_overlays),
+            policies=tuple(self.policies),
         )
 
 
@@ -599,7 +605,7 @@ def _load_document(collector: _Collector, file: str, index: int, item: int | Non
             collector.problems.append(
                 f"{label}: kind {kind} ({api_version}) is not supported: nodeflow reads the Karpenter v1 "
                 "APIs (NodePool and NodeClaim karpenter.sh/v1, EC2NodeClass karpenter.k8s.aws/v1, NodeOverlay "
-                "karpenter.sh/v1alpha1)"
+                "karpenter.sh/v1alpha1) and NodeflowPolicy nodeflow.io/v1alpha1"
             )
             return
         collector.skipped.append(
@@ -730,6 +736,8 @@ def _store(collector: _Collector, obj: BaseModel, label: str) -> None:
         collector.namespaces.append(obj)
     elif isinstance(obj, NodeOverlay):
         collector.node_overlays.append(obj)
+    elif isinstance(obj, NodeflowPolicy):
+        collector.policies.append(obj)
     else:  # pragma: no cover - KINDS and this dispatch are kept in step
         raise TypeError(f"no collection for {type(obj).__name__}")
 

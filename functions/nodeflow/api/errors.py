@@ -43,7 +43,7 @@ def _message(error: dict[str, object]) -> str:
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]
     if error.get("type") == "extra_forbidden":
-        msg = "unknown field (not part of the Karpenter v1 schema)"
+        msg = "unknown field (not part of the schema of this kind)"
     elif error.get("type") == "missing":
         msg = "required field is missing"
     return msg

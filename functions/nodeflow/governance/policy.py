@@ -242,6 +242,7 @@ class NodeCost:
     nodepool: str | None
     price: float
     pods: tuple[tuple[str, int], ...] = ()
+    name: str = ""  # the Node or NodeClaim (for reports; "" when unnamed)
 
 
 @dataclass(frozen=True, slots=True)

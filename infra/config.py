@@ -44,6 +44,7 @@ CONTEXT_KEYS: Mapping[str, str] = {
     "requests can cost (in hmac mode its URL is public); more concurrent requests get 429 and the agent retries",
     "catalogSource": "aws (live instance types and prices; default) or offline (the bundled snapshot)",
     "alarmTopicArn": "SNS topic ARN the alarms notify (optional)",
+    "decisionLogTtlDays": "days the decision log keeps its records, 1-3650 (default 90)",
     "featureGates": "Karpenter's feature gates for the Lambdas (FEATURE_GATES), e.g. NodeRepair=true; unset: "
     "Karpenter's defaults (NodeRepair=false)",
 }
@@ -151,6 +152,7 @@ class NodeflowConfig:
     catalog_source: str = "aws"
     alarm_topic_arn: str | None = None
     feature_gates: str | None = None  # FEATURE_GATES of every function (nodeflow.handlers.runtime.feature_gates)
+    decision_log_ttl_days: int = 90  # DECISION_LOG_TTL_DAYS of the functions that write the decision log
 
     @staticmethod
     def from_node(node: Node) -> NodeflowConfig:
@@ -227,6 +229,7 @@ class NodeflowConfig:
             feature_gates=_matching(
                 "featureGates", get("featureGates"), _GATES, "Name=true|false pairs separated by commas"
             ),
+            decision_log_ttl_days=_whole("decisionLogTtlDays", get("decisionLogTtlDays"), 90, (1, 3650)),
         )
 
     # ------------------------------------------------------------------ names

@@ -22,6 +22,7 @@ needs, nothing else:
     requeue           sqs:SendMessage to the provisioning queue; PROVISIONING_QUEUE_URL
     dedup             the webhook's nonces and event ids (PutItem, BatchWriteItem on those partitions); TABLE_NAME
     publish           events:PutEvents on the nodeflow bus; EVENT_BUS_NAME
+    decisions         write the decision log (BatchWriteItem on its table); DECISION_TABLE_NAME, DECISION_LOG_TTL_DAYS
     webhook           WEBHOOK_AUTH, AGENT_PRINCIPAL_ARNS, and in hmac mode the secret (WEBHOOK_HMAC_SECRET_ARN)
     start:<workflow>  states:StartExecution on that state machine; <WORKFLOW>_STATE_MACHINE_ARN
     watch:<workflow>  states:DescribeExecution on its executions (``start_workflow`` retries after a failure; gc
@@ -94,6 +95,7 @@ USES = frozenset(
         "dedup",
         "publish",
         "webhook",
+        "decisions",
     }
 )
 
@@ -131,7 +133,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "Provision pending pods: snapshot, solve, create NodeClaims, start one launch execution each",
         timeout_seconds=120,
         memory_mb=2048,  # the solver is CPU-bound; memory buys CPU
-        uses=("kube", "catalog", "offerings:read", "nodeclass", "start:launch"),
+        uses=("kube", "catalog", "offerings:read", "nodeclass", "start:launch", "decisions"),
         queue=QueueTrigger(
             "provisioning",
             batch_size=PROVISIONING_BATCH_SIZE,
@@ -206,6 +208,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
             "start:launch",
             "start:replace",
             "watch:replace",
+            "decisions",
         ),
         queue=QueueTrigger("disruption"),
         schedule_minutes=1,
@@ -364,6 +367,14 @@ class Functions(Construct):
                     ["dynamodb:PutItem", "dynamodb:BatchWriteItem"],
                     table.table_arn,
                     [NONCE_PARTITION, EVENT_PARTITION],
+                )
+            )
+        if "decisions" in uses:
+            environment["DECISION_TABLE_NAME"] = data.decisions.table_name
+            environment["DECISION_LOG_TTL_DAYS"] = str(config.decision_log_ttl_days)
+            statements.append(
+                iam.PolicyStatement(
+                    sid="DecisionLog", actions=["dynamodb:BatchWriteItem"], resources=[data.decisions.table_arn]
                 )
             )
         if "nodeclass" in uses:

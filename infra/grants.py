@@ -123,6 +123,7 @@ USE_GRANTS: Mapping[str, tuple[Grant, ...]] = {
             "partition keys: the webhook's nonces and event ids",
         ),
     ),
+    "decisions": (Grant("DecisionLog", ("dynamodb:BatchWriteItem",), "the decision log table"),),
     "nodeclass": (
         Grant(
             "NodeClassDescribe",
@@ -335,7 +336,7 @@ def function_grants(
         keys.append("offerings:write")
     elif "offerings:read" in uses:
         keys.append("offerings:read")
-    keys += [u for u in ("dedup", "nodeclass") if u in uses]
+    keys += [u for u in ("dedup", "decisions", "nodeclass") if u in uses]
     if "nodeclass" in uses and "fleet" not in uses:
         keys.append("nodeclass:dry-run")
     if "fleet" in uses:

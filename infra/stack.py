@@ -72,6 +72,12 @@ class NodeflowStack(Stack):
     def _outputs(self) -> None:
         CfnOutput(self, "ClusterName", value=self.config.cluster_name)
         CfnOutput(self, "TableName", value=self.data.table.table_name)
+        CfnOutput(
+            self,
+            "DecisionTableName",
+            value=self.data.decisions.table_name,
+            description="the decision log (python -m nodeflow decisions --stack STACK)",
+        )
         CfnOutput(self, "EventBusName", value=self.events.bus.event_bus_name)
         for name, queue in self.queues.queues.items():
             CfnOutput(self, f"{name.capitalize()}QueueUrl", value=queue.queue_url)

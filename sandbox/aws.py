@@ -39,11 +39,13 @@ __all__ = [
     "MotoServer",
     "as_clients",
     "build_world",
+    "create_decision_table",
     "create_functions",
     "create_state_machine",
     "discovery_tags",
     "moto_server",
     "register_image",
+    "register_stack",
     "seed_ssm_parameter",
     "substitute",
 ]
@@ -258,6 +260,7 @@ class AwsWorld:
     hmac_secret_arn: str = ""
     hmac_secret: str = ""
     rule_names: list[str] = field(default_factory=list)
+    decision_table_name: str = ""  # the decision log (nodeflow.governance.decisions)
 
     def queue_urls(self) -> dict[str, str]:
         """Route queue name (``nodeflow.ingress.routing.Route.queue``) -> queue URL."""
@@ -356,6 +359,7 @@ def build_world(
         BillingMode="PAY_PER_REQUEST",
     )
     ddb.update_time_to_live(TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
+    decision_table = create_decision_table(clients, f"nodeflow-{cluster_name}-decisions")
 
     queue_url, dlq_url = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-provisioning")
     disruption_url, disruption_dlq = _queue_with_dlq(clients, f"nodeflow-{cluster_name}-disruption")
@@ -417,7 +421,52 @@ def build_world(
         hmac_secret_arn=secret_arn,
         hmac_secret=hmac_secret,
         rule_names=rule_names,
+        decision_table_name=decision_table,
     )
+
+
+def create_decision_table(clients_or_session: ClientSource, name: str, region: str = "us-east-1") -> str:
+    """The decision log's table as infra/data.py makes it (pk/sk strings, TTL on ``ttl``); returns its name."""
+    ddb = as_clients(clients_or_session, region).dynamodb
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
+    return name
+
+
+def register_stack(clients_or_session: ClientSource, world: AwsWorld) -> str:
+    """A CloudFormation stack ``Nodeflow-<cluster>`` with the outputs of infra/stack.py that name what the sandbox
+    made (ClusterName, TableName, DecisionTableName, EventBusName), so commands that take ``--stack`` (``python -m
+    nodeflow decisions``) find them as in a deployed account. Its one resource is a parameter naming the stack (the
+    sandbox's resources are made directly, not by CloudFormation). Returns the stack's name. Moto's CloudFormation
+    costs ~2 s to import the first time: the demo calls this, the functional tests only when they need it."""
+    cfn = as_clients(clients_or_session, world.region)("cloudformation")
+    name = "Nodeflow-" + world.cluster_name.replace("_", "-")
+    outputs = {
+        "ClusterName": world.cluster_name,
+        "TableName": world.table_name,
+        "DecisionTableName": world.decision_table_name,
+        "EventBusName": world.bus_name,
+    }
+    template = {
+        "Description": f"nodeflow sandbox: {world.cluster_name} (the outputs of the CDK stack)",
+        "Resources": {
+            "Sandbox": {
+                "Type": "AWS::SSM::Parameter",
+                "Properties": {"Name": f"/nodeflow/{world.cluster_name}/stack", "Type": "String", "Value": name},
+            }
+        },
+        "Outputs": {k: {"Value": v} for k, v in outputs.items() if v},
+    }
+    cfn.create_stack(StackName=name, TemplateBody=json.dumps(template))
+    return name
 
 
 def _queue_with_dlq(clients: Clients, name: str) -> tuple[str, str]:

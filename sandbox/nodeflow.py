@@ -197,6 +197,7 @@ class LocalNodeflow:
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "TABLE_NAME": self.world.table_name,
+            "DECISION_TABLE_NAME": self.world.decision_table_name,  # the decision log, written as when deployed
             "LAUNCH_STATE_MACHINE_ARN": self.launch_arn,
             "TERMINATE_STATE_MACHINE_ARN": self.terminate_arn,
             "REPLACE_STATE_MACHINE_ARN": self.replace_arn,

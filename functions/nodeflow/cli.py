@@ -5,6 +5,7 @@ NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their
 ``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
 ``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
 ``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
+``decisions --stack NAME`` reads the stack's decision log (``nodeflow.decisions_cli``).
 Exit codes: 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or the stack) could not be had.
 """
 
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from nodeflow import decisions_cli
 from nodeflow.api.quantity import format_milli
 
 if TYPE_CHECKING:
@@ -77,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument(
         "-o", "--output-dir", dest="out_dir", help="the directory to write (default: cdk.out/install/STACK)"
     )
+    decisions_cli.add_parser(commands)  # ``decisions --stack NAME``: nodeflow/decisions_cli.py
     return parser
 
 
@@ -147,6 +150,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     args = _parser().parse_args(argv)
     if args.command == "install-manifests":
         return _install(args, out, err)
+    if args.command == "decisions":
+        return decisions_cli.run(args, out, err)
     return _run(args, out, err)
 
 

@@ -49,8 +49,14 @@ def test_every_handler_module_is_a_function_and_back() -> None:
 
 
 def test_table(synthesized: Synthesized) -> None:
-    (table,) = synthesized.resources("default", "AWS::DynamoDB::Table").values()
-    p = table["Properties"]
+    tables = {
+        t["Properties"]["TableName"]: t for t in synthesized.resources("default", "AWS::DynamoDB::Table").values()
+    }
+    assert set(tables) == {
+        "nodeflow-demo",
+        "nodeflow-demo-decisions",
+    }  # the decision log's: tests/infra/test_decisions.py
+    p = tables["nodeflow-demo"]["Properties"]
     assert p["TableName"] == "nodeflow-demo"
     assert p["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
     assert p["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
@@ -187,7 +193,13 @@ def test_functions_runtime_tracing_and_environment(synthesized: Synthesized, whi
 
 
 EXPECTED_ENV = {
-    "provisioner": {"CATALOG_SOURCE", "TABLE_NAME", "LAUNCH_STATE_MACHINE_ARN"},
+    "provisioner": {
+        "CATALOG_SOURCE",
+        "TABLE_NAME",
+        "LAUNCH_STATE_MACHINE_ARN",
+        "DECISION_TABLE_NAME",
+        "DECISION_LOG_TTL_DAYS",
+    },
     "launch": {"CATALOG_SOURCE", "TABLE_NAME"},
     "register": set(),
     "initialize": set(),
@@ -205,6 +217,8 @@ EXPECTED_ENV = {
         "TERMINATE_STATE_MACHINE_ARN",
         "LAUNCH_STATE_MACHINE_ARN",
         "REPLACE_STATE_MACHINE_ARN",
+        "DECISION_TABLE_NAME",
+        "DECISION_LOG_TTL_DAYS",
     },
     "replace": {"TERMINATE_STATE_MACHINE_ARN"},
 }

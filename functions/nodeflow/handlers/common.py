@@ -24,9 +24,11 @@ __all__ = [
     "StepInput",
     "TaintOutput",
     "TerminationInput",
+    "log_warning",
     "logger",
     "metrics",
     "parse",
+    "record_decision_log",
     "termination_step",
     "tracer",
     "workflow_step",
@@ -178,3 +180,17 @@ def _mapping_errors(fn: F, mapper: Callable[[BaseException], BaseException]) -> 
             raise mapped from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+def log_warning(message: str, extra: dict[str, Any]) -> None:
+    logger.warning(message, extra=extra)
+
+
+def record_decision_log(writer: Any) -> None:
+    """The metrics of an invocation's decision-log writer (``nodeflow.aws.decisions.DecisionLog``; None: not
+    configured): items written, and items that could not be written (``DecisionLogWriteErrors``, alarm-worthy)."""
+    from nodeflow.aws.decisions import DecisionLog
+
+    if isinstance(writer, DecisionLog):
+        metrics.add_metric(name="DecisionLogItemsWritten", unit="Count", value=writer.written)
+        metrics.add_metric(name="DecisionLogWriteErrors", unit="Count", value=writer.failed)

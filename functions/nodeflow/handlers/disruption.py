@@ -9,7 +9,7 @@ from typing import Any
 
 from nodeflow.aws.sfn import start_launch, start_workflow
 from nodeflow.disruption.model import Settings as DisruptionSettings
-from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.common import log_warning, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import (
     record_allowed_disruptions,
     record_disruption_decision,
@@ -53,6 +53,7 @@ def deps() -> DisruptionDeps:
         start_launch=launch,
         start_replace=replace,
         node_repair=s.node_repair,
+        decisions=rt.decision_log(log_warning),
     )
 
 
@@ -63,6 +64,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     d = deps()
     timers = record_pod_events(d, pod_events(event.get("Records") or []))
     outcome = run(d)
+    record_decision_log(d.decisions)
     metrics.add_metric(name="NodesExpired", unit="Count", value=len(outcome.expired))
     metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from nodeflow.aws.sfn import start_launch
-from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.common import logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, record_scheduling_duration
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.capacity_reservations import live_reservations
@@ -39,6 +39,7 @@ def deps() -> ProvisionDeps:
         resolver=rt.node_class_resolver(),
         log=log,
         reservations=lambda classes, now: live_reservations(rt.client("ec2"), classes, now, log),
+        decisions=rt.decision_log(log),
     )
 
 
@@ -61,7 +62,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     readable = [r for r in records if _readable(r)]
     if not readable:
         return {"batchItemFailures": []}
-    result = provision(deps(), batch_id(str(r.get("messageId", "")) for r in readable))
+    d = deps()
+    result = provision(d, batch_id(str(r.get("messageId", "")) for r in readable))
+    record_decision_log(d.decisions)
     metrics.add_metric(name="NodeClaimsCreated", unit="Count", value=len(result.created))
     metrics.add_metric(name="PendingPods", unit="Count", value=result.pending_pods)
     if "solve" in result.timings:

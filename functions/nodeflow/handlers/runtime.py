@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from nodeflow.aws.decisions import DecisionLog
     from nodeflow.aws.offerings import UnavailableOfferings
     from nodeflow.aws.userdata import ClusterInfo
     from nodeflow.catalog.model import CatalogData
@@ -96,6 +97,8 @@ class Settings:
     dedup_ttl_seconds: int = 3600
     drain_passes_per_execution: int | None = None  # tests only; None: lifecycle.termination's default
     node_repair: bool = False  # FEATURE_GATES NodeRepair (Karpenter's default: false)
+    decision_table_name: str | None = None  # the decision log (None: not written)
+    decision_log_ttl_days: int = 90
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -146,6 +149,8 @@ class Settings:
             dedup_ttl_seconds=_int(env, "DEDUP_TTL_SECONDS", 3600),
             drain_passes_per_execution=_int(env, "DRAIN_PASSES_PER_EXECUTION", 0) or None,
             node_repair=feature_gates(env).get("NodeRepair", False),
+            decision_table_name=env.get("DECISION_TABLE_NAME") or None,
+            decision_log_ttl_days=_ttl_days(env),
         )
 
     def require(self, *fields: str) -> Settings:
@@ -154,6 +159,15 @@ class Settings:
             if getattr(self, name) in (None, ""):
                 raise SettingsError(f"{name.upper()}: required by this function")
         return self
+
+
+def _ttl_days(env: Mapping[str, str]) -> int:
+    raw = (env.get("DECISION_LOG_TTL_DAYS") or "").strip()
+    if not raw:
+        return 90
+    if not raw.isdigit() or not 1 <= int(raw) <= 3650:
+        raise SettingsError(f"DECISION_LOG_TTL_DAYS: expected whole days from 1 to 3650, got {raw!r}")
+    return int(raw)
 
 
 def _is_minor_version(text: str) -> bool:
@@ -238,6 +252,15 @@ class Runtime:
         self.settings.require("table_name")
         assert self.settings.table_name is not None
         return UnavailableOfferings(self.client("dynamodb"), self.settings.table_name)
+
+    def decision_log(self, log: Callable[[str, dict[str, Any]], None]) -> DecisionLog | None:
+        """A writer of the decision log (one per invocation: it counts what it wrote), None when not configured."""
+        from nodeflow.aws.decisions import DecisionLog
+
+        s = self.settings
+        if not s.decision_table_name:
+            return None
+        return DecisionLog(self.client("dynamodb"), s.decision_table_name, s.decision_log_ttl_days, log=log)
 
     @property
     def recorder(self) -> EventRecorder:

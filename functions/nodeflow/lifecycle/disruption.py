@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +39,7 @@ from nodeflow.disruption.candidates import is_deleting
 from nodeflow.disruption.model import Command, Evaluation, Reason, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import Prepared, decide, prepare
 from nodeflow.disruption.static import OVERPROVISIONED
+from nodeflow.governance.decisions import Decision, disruption_records
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
@@ -83,6 +84,9 @@ class DisruptionDeps:
     start_replace: Callable[[str, Mapping[str, Any]], bool] = lambda _name, _input: False
     timer: Callable[[], float] = time.perf_counter  # times the round's methods (metrics only)
     node_repair: bool = False  # Karpenter's NodeRepair feature gate (lifecycle/repair.py)
+    # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the round's command, blocked
+    # candidates and forceful terminations, written when the round is over (None: no log).
+    decisions: Callable[[Sequence[Decision]], Any] | None = None
 
 
 @dataclass
@@ -105,6 +109,8 @@ class DisruptionOutcome:
     scaled_down: list[str] = field(default_factory=list)  # NodeClaims of static NodePools above their replicas
     static_created: list[str] = field(default_factory=list)  # NodeClaims static NodePools lacked
     repair: RepairOutcome | None = None  # node repair's work this round (None: the NodeRepair gate is off)
+    node_pools: dict[str, str] = field(default_factory=dict)  # node -> NodePool, and NodeClaim -> NodePool (below)
+    claim_pools: dict[str, str] = field(default_factory=dict)  # for the decision log
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -254,7 +260,43 @@ def _same(a: Command, b: Command | None) -> bool:
 
 def run(deps: DisruptionDeps) -> DisruptionOutcome:
     out = DisruptionOutcome()
+    try:
+        return _run(deps, out)
+    finally:
+        if deps.decisions is not None:
+            _log_decisions(deps, out)
+
+
+def _log_decisions(deps: DisruptionDeps, out: DisruptionOutcome) -> None:
+    """The round's records to the decision log; never raises (the log is for people)."""
+    assert deps.decisions is not None
+    with contextlib.suppress(Exception):
+        at = deps.now()
+        run_id = "d" + at.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
+        deps.decisions(
+            disruption_records(
+                run_id,
+                at,
+                command=out.command,
+                executed=out.executed,
+                replacing=out.replacing is not None,
+                skipped=out.skipped,
+                blocked=out.blocked,
+                expired=out.expired,
+                scaled_down=out.scaled_down,
+                capacity_blocks=out.capacity_blocks,
+                node_pools=out.node_pools,
+                claim_pools=out.claim_pools,
+            )
+        )
+
+
+def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
     first = _round(deps)
+    for n in first.snapshot.state.nodes:
+        out.node_pools[n.metadata.name or ""] = (n.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "")
+    for c in first.snapshot.state.node_claims:
+        out.claim_pools[c.name] = (c.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "")
     out.allowed_disruptions, out.consuming_budgets = budget_gauges(first.snapshot, deps.now())
     out.pool_costs = pool_costs(first.snapshot, deps.catalog)
     out.evaluations = list(first.result.evaluations)

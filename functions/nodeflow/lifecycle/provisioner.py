@@ -27,6 +27,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.aws import errors as aws_errors
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.reservations import CapacityReservation
+from nodeflow.governance.decisions import ClaimOutcome, Decision, provisioning_records
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
@@ -38,7 +39,7 @@ from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
 from nodeflow.plan import ClusterState, build_input, plan
 from nodeflow.scheduling.static import is_static
-from nodeflow.scheduling.types import NodeClaimPlan
+from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
 
 __all__ = ["ProvisionDeps", "ProvisionResult", "keep_static", "provision"]
 
@@ -79,6 +80,9 @@ class ProvisionDeps:
     max_backoff: float = 5.0
     sleep: Callable[[float], None] = time.sleep
     jitter: Callable[[], float] = random.random
+    # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the run's records, written
+    # after its NodeClaims are created and launched (None: no log).
+    decisions: Callable[[Sequence[Decision]], Any] | None = None
 
 
 @dataclass
@@ -336,9 +340,15 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
 
     claims: list[tuple[str, tuple[str, ...]]] = []
     refused: list[tuple[str, tuple[str, ...]]] = []  # (NodePool, pods) whose NodeClaim was refused
+    outcomes: list[ClaimOutcome] = []  # each planned NodeClaim's, for the decision log
     for nc, (name, refusal, started) in zip(
         result.node_claims, _in_parallel(create_and_start, list(enumerate(result.node_claims))), strict=True
     ):
+        outcomes.append(
+            ClaimOutcome(None, "refused", refusal or "")
+            if name is None
+            else ClaimOutcome(name, "existing" if name in known else "created")
+        )
         if name is None:
             out.refused[nc.nodepool] = refusal or ""
             refused.append((nc.nodepool, nc.pods))
@@ -378,4 +388,17 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
                 out.event_errors += 1
     out.timings["events"] = deps.timer() - t4
     out.unschedulable = len(result.unschedulable)
+    if deps.decisions is not None:  # last: the launches and events do not wait for it
+        _log_decisions(deps, batch, list(pending), result, outcomes)
     return out
+
+
+def _log_decisions(
+    deps: ProvisionDeps, batch: str, pods: list[str], result: SchedulingResult, outcomes: list[ClaimOutcome]
+) -> None:
+    assert deps.decisions is not None
+    try:
+        records = provisioning_records(batch[:16], deps.now(), pods, result, outcomes, MAX_CLAIM_INSTANCE_TYPES)
+        deps.decisions(records)
+    except Exception as exc:  # the log is for people: a failure here never fails the batch
+        deps.log("decision log: not written", {"error": f"{type(exc).__name__}: {str(exc)[:400]}"})

@@ -1,0 +1,181 @@
+"""The decision log in DynamoDB (layout: ``nodeflow.governance.decisions``): the writer the provisioner and the
+disruption Lambda hand their records to, and the reader of ``python -m nodeflow decisions``.
+
+Writing never fails the caller: it runs after the NodeClaims are created and their launches started, in chunks
+of 25 (BatchWriteItem) on a few threads, re-sending unprocessed items with a short backoff; what still cannot be
+written is logged and counted (``failed``; the handlers publish it as the ``DecisionLogWriteErrors`` metric).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodeflow.aws.errors import aws_errors
+from nodeflow.governance.decisions import (
+    DEFAULT_TTL_DAYS,
+    Decision,
+    day_partitions,
+    from_item,
+    index_items,
+    nodepool_partition,
+    pod_partition,
+    time_key,
+    to_item,
+)
+
+__all__ = ["BATCH", "DecisionLog", "read_decisions"]
+
+BATCH = 25  # BatchWriteItem's limit
+GET_BATCH = 100  # BatchGetItem's limit
+WORKERS = 4
+ATTEMPTS = 5
+
+
+def _noop(_message: str, _extra: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass
+class DecisionLog:
+    """Writes decision records to table ``table_name`` (``dynamodb``: a boto3 client). ``written`` / ``failed``
+    count items (records and their index items) over the object's life (one per invocation in the handlers)."""
+
+    dynamodb: Any
+    table_name: str
+    ttl_days: int = DEFAULT_TTL_DAYS
+    workers: int = WORKERS
+    log: Callable[[str, dict[str, Any]], None] = _noop
+    sleep: Callable[[float], None] = time.sleep
+    written: int = 0
+    failed: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def write(self, decisions: Sequence[Decision]) -> int:
+        """Write ``decisions`` with their NodePool and pod index items; returns the items written. Never raises."""
+        try:
+            requests = [
+                {"PutRequest": {"Item": item}}
+                for d in decisions
+                for item in (to_item(d, self.ttl_days), *index_items(d, self.ttl_days))
+            ]
+        except Exception as exc:  # a record that cannot be stored is a bug, not a reason to fail a launch
+            self.log("decision log: records not written", {"error": str(exc)[:500], "records": len(decisions)})
+            with self._lock:
+                self.failed += len(decisions)
+            return 0
+        chunks = [requests[i : i + BATCH] for i in range(0, len(requests), BATCH)]
+        if len(chunks) <= 1 or self.workers <= 1:
+            done = sum(self._chunk(c) for c in chunks)
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(chunks))) as pool:
+                done = sum(pool.map(self._chunk, chunks))
+        return done
+
+    __call__ = write  # the provisioner's and the disruption round's ``decisions`` hook
+
+    def _chunk(self, chunk: list[dict[str, Any]]) -> int:
+        pending: dict[str, Any] = {self.table_name: chunk}
+        delay = 0.05
+        try:
+            for attempt in range(ATTEMPTS):
+                with aws_errors():
+                    out = self.dynamodb.batch_write_item(RequestItems=pending)
+                pending = out.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                if attempt < ATTEMPTS - 1:
+                    self.sleep(delay)
+                    delay *= 2
+        except Exception as exc:
+            self.log(
+                "decision log: a batch was not written",
+                {"error": f"{type(exc).__name__}: {str(exc)[:400]}", "items": len(chunk), "table": self.table_name},
+            )
+            with self._lock:
+                self.failed += len(chunk)
+            return 0
+        left = len(pending.get(self.table_name, ())) if pending else 0
+        if left:
+            self.log("decision log: items left unprocessed", {"items": left, "table": self.table_name})
+        with self._lock:
+            self.written += len(chunk) - left
+            self.failed += left
+        return len(chunk) - left
+
+
+def _query(dynamodb: Any, table: str, pk: str, since: str, until: str) -> Iterable[Mapping[str, Any]]:
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :since AND :until",
+        "ExpressionAttributeValues": {":pk": {"S": pk}, ":since": {"S": since}, ":until": {"S": until + "~"}},
+        "ScanIndexForward": False,
+    }
+    while True:
+        with aws_errors():
+            page = dynamodb.query(**kwargs)
+        yield from page.get("Items", [])
+        last = page.get("LastEvaluatedKey")
+        if not last:
+            return
+        kwargs["ExclusiveStartKey"] = last
+
+
+def _get(dynamodb: Any, table: str, keys: Sequence[tuple[str, str]]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for i in range(0, len(keys), GET_BATCH):
+        pending: dict[str, Any] = {
+            table: {"Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys[i : i + GET_BATCH]]}
+        }
+        for _ in range(ATTEMPTS):
+            with aws_errors():
+                page = dynamodb.batch_get_item(RequestItems=pending)
+            out.extend(page.get("Responses", {}).get(table, []))
+            pending = page.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+    return out
+
+
+def _live(item: Mapping[str, Any], now: datetime) -> bool:
+    """Not expired (DynamoDB's TTL deletes only eventually)."""
+    ttl = item.get("ttl", {}).get("N")
+    return ttl is None or int(ttl) > int(now.timestamp())
+
+
+def read_decisions(
+    dynamodb: Any,
+    table: str,
+    *,
+    since: datetime,
+    now: datetime,
+    pod: str | None = None,
+    nodepool: str | None = None,
+    limit: int | None = None,
+) -> list[Decision]:
+    """The records from ``since`` to ``now``, newest first: those naming ``pod`` (namespace/name) and/or
+    ``nodepool`` when given, else all of the period. Raises ``AwsError`` (the table cannot be read) or
+    ``DecisionError`` (an item is not a record)."""
+    lo, hi = time_key(since), time_key(now)
+    records: list[Mapping[str, Any]]
+    if pod is not None or nodepool is not None:
+        pk = pod_partition(pod) if pod is not None else nodepool_partition(nodepool or "")
+        refs = [i for i in _query(dynamodb, table, pk, lo, hi) if _live(i, now)]
+        keys = list(dict.fromkeys((i["ref"]["S"], i["sk"]["S"]) for i in refs if "ref" in i))
+        records = _get(dynamodb, table, keys)
+    else:
+        records = []
+        for partition in day_partitions(since, now):
+            records.extend(_query(dynamodb, table, partition, lo, hi))
+            if limit is not None and len(records) >= limit:
+                break
+    decisions = [from_item(i) for i in records if _live(i, now)]
+    if pod is not None and nodepool is not None:
+        decisions = [d for d in decisions if nodepool in d.node_pools]
+    decisions.sort(key=lambda d: d.sk, reverse=True)
+    return decisions[:limit] if limit is not None else decisions

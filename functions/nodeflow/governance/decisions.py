@@ -1,0 +1,480 @@
+"""The decision log's records: why each NodeClaim was made, why pods got none, why nodes were removed or kept.
+
+Pure: built from the solver's and the disruption round's results with the time passed in; no boto3, no clock.
+
+Kinds (``Decision.kind``):
+
+    provisioning    one provisioner run: the pods it considered, its NodeClaims, how many pods got none, $/hour
+    nodeclaim       one NodeClaim planned by that run: NodePool, its instance types (the cheapest first, the one
+                    priced) and the compatible types left off it, capacity type, zones, $/hour, its pods, and
+                    whether it was created, was there already, or was refused (with why)
+    unschedulable   pods that got no NodeClaim, grouped by their per-NodePool reasons; the reasons that name a
+                    policy ("namespace ml-exp may not use NodePool gpu: policy gpu-access", ceilings, pauses)
+                    are listed again in ``policy``
+    disruption      one disruption command: reason, method, candidates, replacements, moved pods, $/hour saved,
+                    and what became of it (executed, replacing, skipped: why)
+    blocked         a disruption candidate that was not disrupted: node, event, message
+    expiration / scale-down / capacity-block   forceful terminations of a round (expireAfter, a static NodePool
+                    above its replicas, a capacity block ending)
+
+DynamoDB layout (its own table, ``<prefix>-decisions``; every item expires ``ttl`` = time + TTL days):
+
+    record      pk "DECISION#<yyyy-mm-dd>"  sk "<time>#<id>"   the whole record (``body``: JSON)
+    by NodePool pk "NODEPOOL#<name>"        sk "<time>#<id>"   pointer (``ref``: the record's pk) per NodePool named
+    by pod      pk "POD#<ns>/<name>"        sk "<time>#<id>"   pointer per pod named
+
+``<time>`` is UTC with milliseconds (``2026-11-25T05:01:02.345Z``), so a partition sorts by time and a
+``sk >= <since>`` condition selects a period. A record can name several NodePools (an unschedulable pod has a
+reason per NodePool; a command's candidates can span NodePools), so NodePools and pods are index items rather
+than one GSI attribute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
+
+__all__ = [
+    "BLOCKED",
+    "CAPACITY_BLOCK",
+    "DEFAULT_TTL_DAYS",
+    "DISRUPTION",
+    "EXPIRATION",
+    "KINDS",
+    "NODECLAIM",
+    "PROVISIONING",
+    "SCALE_DOWN",
+    "UNSCHEDULABLE",
+    "ClaimOutcome",
+    "Decision",
+    "DecisionError",
+    "day_partitions",
+    "disruption_records",
+    "from_item",
+    "index_items",
+    "nodepool_partition",
+    "pod_partition",
+    "policy_reasons",
+    "provisioning_records",
+    "record_partition",
+    "time_key",
+    "to_item",
+]
+
+PROVISIONING = "provisioning"
+NODECLAIM = "nodeclaim"
+UNSCHEDULABLE = "unschedulable"
+DISRUPTION = "disruption"
+BLOCKED = "blocked"
+EXPIRATION = "expiration"
+SCALE_DOWN = "scale-down"
+CAPACITY_BLOCK = "capacity-block"
+KINDS = (PROVISIONING, NODECLAIM, UNSCHEDULABLE, DISRUPTION, BLOCKED, EXPIRATION, SCALE_DOWN, CAPACITY_BLOCK)
+
+DEFAULT_TTL_DAYS = 90
+MAX_TTL_DAYS = 3650
+# A record names at most this many pods in its body (DynamoDB items stop at 400 KB); ``pod_count`` is the total,
+# and every pod still gets its index item.
+MAX_PODS_PER_RECORD = 1000
+MAX_OTHER_TYPES = 50  # compatible instance types listed beyond a NodeClaim's own
+MAX_SUMMARY = 300
+
+RECORD_PREFIX = "DECISION#"
+NODEPOOL_PREFIX = "NODEPOOL#"
+POD_PREFIX = "POD#"
+
+# "...: policy gpu-access" (denials, ceilings) and "... by policy freeze: ..." (pauses) name their policy
+_POLICY = re.compile(r"(?::|\bby) policy ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)")
+
+
+class DecisionError(ValueError):
+    """A stored item that is not a decision record (the message names the attribute)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    kind: str
+    at: datetime  # timezone-aware
+    id: str  # unique with ``at``: "<run>-<n>"
+    run: str  # the provisioner batch or disruption round it belongs to
+    summary: str  # one line for people
+    node_pools: tuple[str, ...] = ()
+    pods: tuple[str, ...] = ()  # namespace/name
+    pod_count: int = 0  # pods in all (``pods`` may be cut at MAX_PODS_PER_RECORD)
+    policy: tuple[str, ...] = ()  # the reasons that name a policy
+    detail: Mapping[str, Any] = field(default_factory=dict)  # kind-specific, JSON
+
+    def __post_init__(self) -> None:
+        if self.at.tzinfo is None:
+            raise DecisionError(f"decision {self.id}: time {self.at.isoformat()} has no timezone")
+        # stored to the millisecond, in UTC: a record read back equals the one written
+        at = self.at.astimezone(UTC)
+        object.__setattr__(self, "at", at.replace(microsecond=at.microsecond // 1000 * 1000))
+
+    @property
+    def time(self) -> str:
+        return time_key(self.at)
+
+    @property
+    def sk(self) -> str:
+        return f"{self.time}#{self.id}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON of ``decisions -o json`` (keys in this order)."""
+        return {
+            "time": self.time,
+            "kind": self.kind,
+            "id": self.id,
+            "run": self.run,
+            "nodePools": list(self.node_pools),
+            "summary": self.summary,
+            "podCount": self.pod_count,
+            "pods": list(self.pods),
+            "policy": list(self.policy),
+            "detail": dict(self.detail),
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Decision:
+        try:
+            return Decision(
+                kind=str(data["kind"]),
+                at=parse_time(str(data["time"])),
+                id=str(data["id"]),
+                run=str(data.get("run", "")),
+                summary=str(data.get("summary", "")),
+                node_pools=tuple(str(p) for p in data.get("nodePools") or ()),
+                pods=tuple(str(p) for p in data.get("pods") or ()),
+                pod_count=int(data.get("podCount", 0)),
+                policy=tuple(str(p) for p in data.get("policy") or ()),
+                detail=dict(data.get("detail") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DecisionError(f"decision record: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------- keys
+
+
+def time_key(at: datetime) -> str:
+    """UTC, milliseconds, sortable: ``2026-11-25T05:01:02.345Z``."""
+    if at.tzinfo is None:
+        raise DecisionError(f"time {at.isoformat()} has no timezone")
+    u = at.astimezone(UTC)
+    return u.strftime("%Y-%m-%dT%H:%M:%S.") + f"{u.microsecond // 1000:03d}Z"
+
+
+def parse_time(text: str) -> datetime:
+    at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if at.tzinfo is None:
+        raise ValueError(f"time {text!r} has no timezone")
+    return at.astimezone(UTC)
+
+
+def record_partition(at: datetime) -> str:
+    return RECORD_PREFIX + at.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def nodepool_partition(name: str) -> str:
+    return NODEPOOL_PREFIX + name
+
+
+def pod_partition(key: str) -> str:
+    return POD_PREFIX + key
+
+
+def day_partitions(since: datetime, until: datetime) -> list[str]:
+    """The record partitions that can hold records from ``since`` to ``until``, newest first."""
+    first = since.astimezone(UTC).date()
+    day = until.astimezone(UTC).date()
+    out: list[str] = []
+    while day >= first:
+        out.append(RECORD_PREFIX + day.isoformat())
+        day -= timedelta(days=1)
+    return out
+
+
+def _expiry(at: datetime, ttl_days: int) -> int:
+    if not 1 <= ttl_days <= MAX_TTL_DAYS:
+        raise DecisionError(f"ttl days: expected 1 to {MAX_TTL_DAYS}, got {ttl_days}")
+    return int((at + timedelta(days=ttl_days)).timestamp())
+
+
+def to_item(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> dict[str, Any]:
+    """The record item (DynamoDB attribute values)."""
+    return {
+        "pk": {"S": record_partition(decision.at)},
+        "sk": {"S": decision.sk},
+        "kind": {"S": decision.kind},
+        "time": {"S": decision.time},
+        "summary": {"S": decision.summary},
+        "nodePools": {"S": ",".join(decision.node_pools)},
+        "podCount": {"N": str(decision.pod_count)},
+        "body": {"S": json.dumps(decision.to_json(), separators=(",", ":"), sort_keys=False)},
+        "ttl": {"N": str(_expiry(decision.at, ttl_days))},
+    }
+
+
+def index_items(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> list[dict[str, Any]]:
+    """One pointer per NodePool and per pod the record names (all its pods, even beyond the body's cut)."""
+    ref = {"ref": {"S": record_partition(decision.at)}, "kind": {"S": decision.kind}}
+    ttl = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
+    out = [{"pk": {"S": nodepool_partition(p)}, "sk": {"S": decision.sk}, **ref, **ttl} for p in decision.node_pools]
+    out += [{"pk": {"S": pod_partition(p)}, "sk": {"S": decision.sk}, **ref, **ttl} for p in decision.pods]
+    return out
+
+
+def from_item(item: Mapping[str, Any]) -> Decision:
+    """A record item back (``to_item``'s inverse)."""
+    body = item.get("body")
+    if not isinstance(body, Mapping) or "S" not in body:
+        raise DecisionError(f"item {item.get('pk')}/{item.get('sk')}: no body (is it an index item?)")
+    try:
+        data = json.loads(body["S"])
+    except ValueError as exc:
+        raise DecisionError(f"item body: not JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise DecisionError("item body: not a JSON object")
+    return Decision.from_json(data)
+
+
+# ---------------------------------------------------------------------------------------------- builders
+
+
+def policy_reasons(reasons: Mapping[str, str]) -> tuple[str, ...]:
+    """The reasons (NodePool -> why) that name a NodeflowPolicy, as "<NodePool>: <reason>"."""
+    return tuple(f"{pool}: {why}" if pool else why for pool, why in sorted(reasons.items()) if _POLICY.search(why))
+
+
+def policy_names(texts: Iterable[str]) -> list[str]:
+    return sorted({m.group(1) for t in texts for m in _POLICY.finditer(t)})
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 3] + "..."
+
+
+def _pods(keys: Sequence[str]) -> tuple[tuple[str, ...], int]:
+    return tuple(keys[:MAX_PODS_PER_RECORD]), len(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    """What became of one planned NodeClaim: created, existing (made by an earlier run), refused (``message``)."""
+
+    name: str | None
+    status: str  # "created" | "existing" | "refused"
+    message: str = ""
+
+
+def _claim_record(run: str, at: datetime, n: int, nc: NodeClaimPlan, outcome: ClaimOutcome, limit: int) -> Decision:
+    own, other = nc.instance_types[:limit], nc.instance_types[limit:]
+    pods, count = _pods(nc.pods)
+    zones = "/".join(nc.zones) or "any zone"
+    more = f" +{len(own) - 1} more" if len(own) > 1 else ""
+    what = f"NodeClaim {outcome.name}" if outcome.name else "a NodeClaim"
+    verb = {"created": "created", "existing": "already there", "refused": "refused"}.get(outcome.status, outcome.status)
+    summary = (
+        f"{what} {verb}: {own[0] if own else '?'}{more}, {nc.capacity_type}, {zones}, ${nc.price:.4f}/hour, "
+        f"{count} pods" + (" (static)" if nc.static else "") + (f": {outcome.message}" if outcome.message else "")
+    )
+    detail: dict[str, Any] = {
+        "nodeClaim": outcome.name,
+        "status": outcome.status,
+        "nodePool": nc.nodepool,
+        "instanceType": own[0] if own else None,
+        "instanceTypes": list(own),
+        "otherInstanceTypes": list(other[:MAX_OTHER_TYPES]),
+        "otherInstanceTypeCount": len(other),
+        "capacityType": nc.capacity_type,
+        "zones": list(nc.zones),
+        "pricePerHour": round(nc.price, 6),
+        "requests": nc.to_json()["requests"],
+    }
+    if nc.static:
+        detail["static"] = True
+    if outcome.message:
+        detail["message"] = outcome.message
+    policy = (outcome.message,) if _POLICY.search(outcome.message) else ()
+    return Decision(NODECLAIM, at, f"{run}-{n:04d}", run, _cut(summary), (nc.nodepool,), pods, count, policy, detail)
+
+
+def provisioning_records(
+    run: str,
+    at: datetime,
+    considered: Sequence[str],
+    result: SchedulingResult,
+    outcomes: Sequence[ClaimOutcome],
+    claim_types: int = 60,
+) -> list[Decision]:
+    """The records of one provisioner run: the run, one per planned NodeClaim (``outcomes`` in the plan's order),
+    one per group of unschedulable pods with the same reasons. ``considered``: the pending pods it solved for;
+    ``claim_types``: how many instance types a NodeClaim carries (the rest are listed as other types)."""
+    if len(outcomes) != len(result.node_claims):
+        raise DecisionError(f"{len(outcomes)} outcomes for {len(result.node_claims)} planned NodeClaims")
+    records: list[Decision] = []
+    for n, (nc, outcome) in enumerate(zip(result.node_claims, outcomes, strict=True), 1):
+        records.append(_claim_record(run, at, n, nc, outcome, claim_types))
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for u in result.unschedulable:
+        groups.setdefault(tuple(sorted(u.reasons.items())), []).append(u.pod)
+    for reasons, keys in groups.items():
+        by_pool = dict(reasons)
+        policy = policy_reasons(by_pool)
+        pods, count = _pods(keys)
+        why = "; ".join(f"{p}: {r}" if p else r for p, r in reasons) or "no NodePool can serve them"
+        records.append(
+            Decision(
+                UNSCHEDULABLE,
+                at,
+                f"{run}-{len(records) + 1:04d}",
+                run,
+                _cut(f"{count} pod{'s' if count != 1 else ''} got no NodeClaim: {why}"),
+                tuple(p for p in by_pool if p),
+                pods,
+                count,
+                policy,
+                {"reasons": by_pool, "policies": policy_names(by_pool.values())},
+            )
+        )
+    created = [o for o in outcomes if o.status == "created"]
+    refused = [o for o in outcomes if o.status == "refused"]
+    price = sum(nc.price for nc, o in zip(result.node_claims, outcomes, strict=True) if o.status != "refused")
+    unschedulable = len(result.unschedulable)
+    pools = sorted({nc.nodepool for nc in result.node_claims} | {p for r in records for p in r.node_pools})
+    policy = tuple(dict.fromkeys(p for r in records for p in r.policy))
+    summary = (
+        f"{len(considered)} pending pods: {len(created)} NodeClaims created"
+        + (
+            f", {len(outcomes) - len(created) - len(refused)} already there"
+            if len(outcomes) > len(created) + len(refused)
+            else ""
+        )
+        + (f", {len(refused)} refused" if refused else "")
+        + f" (${price:.4f}/hour), {unschedulable} pods unschedulable"
+    )
+    pods, count = _pods(list(considered))
+    run_record = Decision(
+        PROVISIONING,
+        at,
+        f"{run}-0000",
+        run,
+        _cut(summary),
+        tuple(pools),
+        (),  # the pods are indexed by their NodeClaim or unschedulable record, not twice
+        count,
+        policy,
+        {
+            "pods": list(pods),
+            "nodeClaims": [o.name for o in outcomes if o.name],
+            "created": [o.name for o in created],
+            "refused": [o.message for o in refused],
+            "unschedulable": unschedulable,
+            "pricePerHour": round(price, 6),
+            "policies": policy_names(policy),
+        },
+    )
+    return [run_record, *records]
+
+
+def disruption_records(
+    run: str,
+    at: datetime,
+    *,
+    command: Mapping[str, Any] | None = None,
+    executed: Sequence[str] = (),
+    replacing: bool = False,
+    skipped: str | None = None,
+    blocked: Sequence[Mapping[str, Any]] = (),
+    expired: Sequence[str] = (),
+    scaled_down: Sequence[str] = (),
+    capacity_blocks: Sequence[str] = (),
+    node_pools: Mapping[str, str] | None = None,
+    claim_pools: Mapping[str, str] | None = None,
+) -> list[Decision]:
+    """The records of one disruption round: its command (``Command.to_json()``, with what became of it), each
+    blocked candidate (``Blocked.to_json()``), and the forceful terminations. ``node_pools``: node -> NodePool,
+    ``claim_pools``: NodeClaim -> NodePool (to key them by NodePool)."""
+    nodes = node_pools or {}
+    claims = claim_pools or {}
+    records: list[Decision] = []
+
+    def add(
+        kind: str, summary: str, pools: Iterable[str], pods: Sequence[str], detail: Mapping[str, Any], why: str = ""
+    ) -> None:
+        named, count = _pods(pods)
+        policy = (why,) if _POLICY.search(why) else ()
+        record = Decision(
+            kind,
+            at,
+            f"{run}-{len(records) + 1:04d}",
+            run,
+            _cut(summary),
+            tuple(sorted({p for p in pools if p})),
+            named,
+            count,
+            policy,
+            dict(detail),
+        )
+        records.append(record)
+
+    if command is not None:
+        candidates = [str(c) for c in command.get("candidates") or ()]
+        moved = [str(m.get("pod")) for m in command.get("moves") or () if m.get("pod")]
+        replacements = [dict(r) for r in command.get("replacements") or ()]
+        pools = [nodes.get(c, "") for c in candidates] + [str(r.get("nodePool", "")) for r in replacements]
+        outcome = (
+            "executed" if executed else "replacing" if replacing else f"skipped: {skipped}" if skipped else "decided"
+        )
+        saved = float(command.get("savedPerHour", 0.0))
+        summary = (
+            f"{command.get('reason')} ({command.get('method')}): {command.get('decision', 'delete')} "
+            f"{', '.join(candidates)}"
+            + (f" with {len(replacements)} replacement{'s' if len(replacements) != 1 else ''}" if replacements else "")
+            + f", saves ${saved:.4f}/hour; {outcome}"
+        )
+        add(
+            DISRUPTION,
+            summary,
+            pools,
+            moved,
+            {
+                "reason": command.get("reason"),
+                "method": command.get("method"),
+                "decision": command.get("decision"),
+                "candidates": candidates,
+                "replacements": replacements,
+                "moves": list(command.get("moves") or ()),
+                "pricePerHourBefore": command.get("pricePerHourBefore"),
+                "pricePerHourAfter": command.get("pricePerHourAfter"),
+                "savedPerHour": saved,
+                "outcome": outcome.split(":")[0],
+                "executed": list(executed),
+                **({"skipped": skipped} if skipped else {}),
+            },
+            skipped or "",
+        )
+    for b in blocked:
+        node = str(b.get("node", ""))
+        add(
+            BLOCKED,
+            f"{b.get('event')} {node}: {b.get('message')}",
+            [nodes.get(node, "")],
+            (),
+            {"node": node, "event": str(b.get("event", "")), "message": str(b.get("message", ""))},
+            str(b.get("message", "")),
+        )
+    for kind, names, why in (
+        (EXPIRATION, expired, "expireAfter passed"),
+        (SCALE_DOWN, scaled_down, "static NodePool above its replicas"),
+        (CAPACITY_BLOCK, capacity_blocks, "its capacity block ends soon"),
+    ):
+        for claim in names:
+            add(kind, f"terminate NodeClaim {claim}: {why}", [claims.get(claim, "")], (), {"nodeClaim": claim})
+    return records

@@ -1,0 +1,294 @@
+"""The decision log for real: the provisioner (against the test API server) writes its records to a DynamoDB
+table in moto through ``nodeflow.aws.decisions.DecisionLog``; they are read back by pod, by NodePool and by time,
+expire 90 days (or the configured days) after the run's clock, and a DynamoDB that fails every write costs the
+provisioner nothing. ``python -m nodeflow decisions --stack`` reads them from a stack in moto's CloudFormation."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from benchmarks.provisioning_scale import node_class, node_pool, pod
+from nodeflow.cli import main
+
+if TYPE_CHECKING:
+    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.lifecycle.provisioner import ProvisionResult
+    from tests.kubeapi import KubeAPIServer
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
+REGION = "us-east-1"
+TABLE = "nodeflow-shop-decisions"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+NOWHERE = {"nodeSelector": {"example.com/rack": "r1"}}  # no NodePool can label a node so
+
+
+@pytest.fixture
+def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    import boto3
+    from moto import mock_aws
+
+    from sandbox.aws import create_decision_table
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    kube_server.reset()
+    kube_server.create(node_class())
+    kube_server.create(node_pool())
+    for ns in range(3):
+        kube_server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
+    for i in range(6):
+        kube_server.create(pod(i % 3, i, None))
+    stray = pod(0, 99, None)
+    stray["spec"]["nodeSelector"] = NOWHERE["nodeSelector"]
+    kube_server.create(stray)
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        create_decision_table(lambda service: boto3.client(service, region_name=REGION), TABLE)
+        yield {
+            "kube": kube_server,
+            "ddb": ddb,
+            "stray": f"{stray['metadata']['namespace']}/{stray['metadata']['name']}",
+        }
+
+
+def _provision(world: dict[str, Any], writer: DecisionLog | None, now: datetime = NOW) -> ProvisionResult:
+    from nodeflow.catalog.offline import load_offline
+    from nodeflow.kube.client import KubeClient
+    from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle.provisioner import ProvisionDeps, provision
+
+    kube = KubeClient(world["kube"].api_client())
+    deps = ProvisionDeps(
+        kube=kube,
+        catalog=load_offline(REGION),
+        unavailable=lambda _now: frozenset(),
+        start_launch=lambda _name: True,
+        recorder=EventRecorder(kube),
+        now=lambda: now,
+        decisions=writer,
+    )
+    return provision(deps, "0123456789abcdef")
+
+
+def _writer(world: dict[str, Any], **options: Any) -> DecisionLog:
+    from nodeflow.aws.decisions import DecisionLog
+
+    logged: list[tuple[str, dict[str, Any]]] = []
+    writer = DecisionLog(world["ddb"], TABLE, log=lambda m, e: logged.append((m, e)), **options)
+    world["logged"] = logged
+    return writer
+
+
+def _read(world: dict[str, Any], since: timedelta = timedelta(hours=1), **query: Any) -> list[Any]:
+    from nodeflow.aws.decisions import read_decisions
+
+    return read_decisions(world["ddb"], TABLE, since=NOW - since, now=NOW + timedelta(minutes=1), **query)
+
+
+def _items(world: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(world["ddb"].scan(TableName=TABLE)["Items"])
+
+
+def test_a_provisioner_run_is_recorded_and_read_back_by_pod_nodepool_and_time(world: dict[str, Any]) -> None:
+    writer = _writer(world)
+    result = _provision(world, writer)
+    assert result.created
+    assert writer.failed == 0
+    assert writer.written == len(_items(world))
+
+    everything = _read(world)
+    kinds = [r.kind for r in everything]
+    assert kinds.count("provisioning") == 1
+    assert kinds.count("nodeclaim") == len(result.created)
+    assert kinds.count("unschedulable") == 1
+    run = next(r for r in everything if r.kind == "provisioning")
+    assert run.pod_count == 7
+    assert sorted(run.detail["created"]) == sorted(result.created)
+
+    # by pod: the NodeClaim made for it, with its NodePool, types, price and the pods beside it
+    some_pod = next(r for r in everything if r.kind == "nodeclaim").pods[0]
+    (mine,) = _read(world, pod=some_pod)
+    assert mine.kind == "nodeclaim"
+    assert some_pod in mine.pods
+    assert mine.detail["nodeClaim"] in result.created
+    assert mine.detail["status"] == "created"
+    assert mine.detail["nodePool"] == "default"
+    assert mine.detail["instanceType"] == mine.detail["instanceTypes"][0]
+    assert mine.detail["pricePerHour"] > 0
+    assert mine.detail["capacityType"] in ("spot", "on-demand")
+
+    # the pod no NodePool can serve: its record, with the NodePool's reason
+    (stray,) = _read(world, pod=world["stray"])
+    assert stray.kind == "unschedulable"
+    assert stray.pods == (world["stray"],)
+    assert "example.com/rack" in stray.detail["reasons"]["default"]
+
+    # by NodePool: every record of the run names NodePool default
+    by_pool = _read(world, nodepool="default")
+    assert [r.sk for r in by_pool] == [r.sk for r in everything]
+    assert _read(world, nodepool="gpu") == []
+    assert _read(world, pod=some_pod, nodepool="gpu") == []
+
+    # by time: newest first; nothing before the run
+    later = _writer(world)
+    _provision(world, later, now=NOW + timedelta(seconds=30))  # a second run (the NodeClaims exist now)
+    again = _read(world)
+    assert [r.sk for r in again] == sorted((r.sk for r in again), reverse=True)
+    assert again[0].at == NOW + timedelta(seconds=30)
+    from nodeflow.aws.decisions import read_decisions
+
+    assert read_decisions(world["ddb"], TABLE, since=NOW + timedelta(seconds=31), now=NOW + timedelta(hours=1)) == []
+
+
+def test_every_item_expires_after_the_ttl_days(world: dict[str, Any]) -> None:
+    _provision(world, _writer(world))
+    items = _items(world)
+    assert {i["pk"]["S"].split("#")[0] for i in items} == {"DECISION", "NODEPOOL", "POD"}
+    assert {int(i["ttl"]["N"]) for i in items} == {int((NOW + timedelta(days=90)).timestamp())}
+
+    world["ddb"].delete_table(TableName=TABLE)
+    from sandbox.aws import create_decision_table
+
+    create_decision_table(lambda _service: world["ddb"], TABLE)
+    _provision(world, _writer(world, ttl_days=7))
+    assert {int(i["ttl"]["N"]) for i in _items(world)} == {int((NOW + timedelta(days=7)).timestamp())}
+    # read past the expiry: DynamoDB's TTL deletes only eventually, the reader skips what has expired
+    from nodeflow.aws.decisions import read_decisions
+
+    expired = NOW + timedelta(days=7, seconds=1)
+    assert read_decisions(world["ddb"], TABLE, since=NOW - timedelta(hours=1), now=expired) == []
+
+
+def test_a_failing_dynamodb_does_not_fail_the_provisioner(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.core.exceptions import AWSError
+    from moto.dynamodb.responses import DynamoHandler
+
+    class InternalServerError(AWSError):
+        TYPE = "InternalServerError"
+        STATUS = 500
+
+    calls: list[str] = []
+
+    def refuse(self: Any) -> Any:
+        calls.append("BatchWriteItem")
+        raise InternalServerError("the service is unavailable")
+
+    monkeypatch.setattr(DynamoHandler, "batch_write_item", refuse)
+    import boto3
+    from botocore.config import Config
+
+    ddb = boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
+    from nodeflow.aws.decisions import DecisionLog
+
+    logged: list[tuple[str, dict[str, Any]]] = []
+    writer = DecisionLog(ddb, TABLE, log=lambda m, e: logged.append((m, e)), sleep=lambda _s: None)
+    result = _provision(world, writer)
+
+    assert result.created
+    assert result.deferred == []
+    assert calls, "the writes were tried"
+    assert writer.written == 0
+    assert writer.failed > 0
+    assert logged
+    assert all(m.startswith("decision log:") for m, _ in logged)
+    assert "InternalServerError" in logged[0][1]["error"]
+    assert _items(world) == []
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["decisions", *args], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _stack(world: dict[str, Any]) -> str:
+    import boto3
+
+    from sandbox.aws import AwsWorld, register_stack
+
+    stack_world = AwsWorld(
+        region=REGION,
+        cluster_name="shop",
+        vpc_id="",
+        subnets={},
+        security_group_id="",
+        node_role_name="",
+        amis={},
+        table_name="nodeflow-shop",
+        queue_url="",
+        lambda_role_arn="",
+        decision_table_name=TABLE,
+    )
+    return register_stack(lambda service: boto3.client(service, region_name=REGION), stack_world)
+
+
+def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any]) -> None:
+    result = _provision(world, _writer(world))
+    stack = _stack(world)
+    now = (NOW + timedelta(minutes=5)).isoformat()
+
+    code, out, err = _cli("--stack", stack, "--now", now, "--region", REGION)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split() == ["TIME", "(UTC)", "KIND", "NODEPOOL", "PODS", "SUMMARY"]
+    assert lines[1].split()[:5] == ["2026-03-01", "12:00:00", "unschedulable", "default", "1"]
+    assert sum("nodeclaim" in line for line in lines) == len(result.created)
+    assert f"since 2026-03-01 11:05:00 UTC (table {TABLE}, region {REGION})" in lines[-1]
+
+    code, out, err = _cli("--stack", stack, "--now", now, "--pod", world["stray"], "-o", "json")
+    assert (code, err) == (0, "")
+    (record,) = json.loads(out)
+    assert list(record) == ["time", "kind", "id", "run", "nodePools", "summary", "podCount", "pods", "policy", "detail"]
+    assert record["kind"] == "unschedulable"
+    assert record["pods"] == [world["stray"]]
+    assert record["time"] == "2026-03-01T12:00:00.000Z"
+
+    code, out, _ = _cli("--stack", stack, "--now", now, "--nodepool", "default", "-o", "json")
+    assert code == 0
+    assert {r["kind"] for r in json.loads(out)} == {"provisioning", "nodeclaim", "unschedulable"}
+    code, out, _ = _cli("--stack", stack, "--now", (NOW + timedelta(hours=2)).isoformat(), "-o", "json")
+    assert (code, json.loads(out)) == (0, [])  # --since 1h by default
+    code, out, _ = _cli("--stack", stack, "--now", (NOW + timedelta(hours=2)).isoformat(), "--since", "3h")
+    assert code == 0
+    assert "nodeclaim" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "1x"], "--since: '1x' is not a duration like 30m, 1h, 2d"),
+        (["--since", "0h"], "--since: '0h' is not a duration"),
+        (["--pod", "no-slash"], "--pod: 'no-slash' is not NAMESPACE/NAME"),
+        (["--limit", "0"], "--limit: 0"),
+    ],
+)
+def test_the_decisions_command_names_bad_input(world: dict[str, Any], args: list[str], message: str) -> None:
+    code, out, err = _cli("--stack", "Nodeflow-shop", *args)
+    assert (code, out) == (2, "")
+    assert message in err
+
+
+def test_the_decisions_command_names_a_missing_stack_or_log(world: dict[str, Any]) -> None:
+    code, _, err = _cli("--stack", "Nodeflow-nope", "--region", REGION)
+    assert code == 2
+    assert "--stack: 'Nodeflow-nope'" in err
+    import boto3
+
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName="Other",
+        TemplateBody=json.dumps({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}, "Outputs": {"X": {"Value": "y"}}}),
+    )
+    code, _, err = _cli("--stack", "Other", "--region", REGION)
+    assert code == 2
+    assert "--stack: 'Other' has no decision log (no output DecisionTableName)" in err

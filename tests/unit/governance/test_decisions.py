@@ -1,0 +1,235 @@
+"""The decision log's records (nodeflow.governance.decisions): what each kind holds, the policy reasons picked out,
+and the DynamoDB key layout (time, NodePool and pod partitions, TTL)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nodeflow.disruption.model import Blocked, BlockKind
+from nodeflow.governance import decisions as dl
+from nodeflow.governance.decisions import ClaimOutcome, Decision, DecisionError
+from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult, UnschedulablePod
+
+AT = datetime(2026, 11, 25, 5, 1, 2, 345678, tzinfo=UTC)
+DENIED = "namespace ml-exp may not use NodePool gpu: policy gpu-access"
+CEILING = (
+    "NodeClaim of NodePool gpu ($3.0600/hour) would cross the $/hour ceiling of NodePool gpu "
+    "($20.00/hour, $18.50 in use): policy cost-caps"
+)
+PAUSED = (
+    "provisioning paused for NodePool batch by policy freeze: window quarter-end (0 18 * * 5 for 60h) "
+    "until 2026-11-30T06:00:00Z"
+)
+
+
+def plan(pool: str, types: tuple[str, ...], pods: tuple[str, ...], price: float = 0.096) -> NodeClaimPlan:
+    return NodeClaimPlan(
+        nodepool=pool,
+        requirements=Requirements(),
+        instance_types=types,
+        capacity_type="spot",
+        zones=("us-east-1a", "us-east-1b"),
+        pods=pods,
+        requests={"cpu": 2000, "memory": 4 * 1024**3 * 1000},
+        price=price,
+    )
+
+
+def provisioning() -> list[Decision]:
+    result = SchedulingResult(
+        node_claims=(
+            plan("default", ("m5.large", "m6i.large", "c5.xlarge", "m5.xlarge"), ("shop/web-1", "shop/web-2")),
+            plan("batch", ("c6i.large",), ("etl/job-1",), price=0.085),
+        ),
+        existing=(),
+        unschedulable=(
+            UnschedulablePod("ml-exp/train-1", {"gpu": DENIED, "default": "no instance type has nvidia.com/gpu"}),
+            UnschedulablePod("ml-exp/train-2", {"gpu": DENIED, "default": "no instance type has nvidia.com/gpu"}),
+            UnschedulablePod("ml/big-1", {"gpu": CEILING}),
+            UnschedulablePod("etl/late-1", {"batch": PAUSED}),
+        ),
+    )
+    outcomes = [ClaimOutcome("default-abcde", "created"), ClaimOutcome(None, "refused", "admission webhook said no")]
+    pods = ["shop/web-1", "shop/web-2", "etl/job-1", "ml-exp/train-1", "ml-exp/train-2", "ml/big-1", "etl/late-1"]
+    return dl.provisioning_records("0123456789abcdef", AT, pods, result, outcomes, claim_types=2)
+
+
+def test_a_provisioner_run_gives_the_run_each_nodeclaim_and_each_group_of_unschedulable_pods() -> None:
+    run, created, refused, *unschedulable = provisioning()
+    assert [r.kind for r in (run, created, refused, *unschedulable)] == [
+        "provisioning",
+        "nodeclaim",
+        "nodeclaim",
+        "unschedulable",
+        "unschedulable",
+        "unschedulable",
+    ]
+    assert run.pod_count == 7
+    assert run.pods == ()
+    assert run.node_pools == ("batch", "default", "gpu")
+    assert run.detail["created"] == ["default-abcde"]
+    assert run.detail["unschedulable"] == 4
+    assert run.detail["pricePerHour"] == 0.096  # the refused NodeClaim costs nothing
+    assert run.summary.startswith("7 pending pods: 1 NodeClaims created, 1 refused ($0.0960/hour), 4 pods")
+    assert set(run.detail["policies"]) == {"gpu-access", "cost-caps", "freeze"}
+
+    assert created.node_pools == ("default",)
+    assert created.pods == ("shop/web-1", "shop/web-2")
+    d = created.detail
+    assert (d["nodeClaim"], d["status"], d["instanceType"]) == ("default-abcde", "created", "m5.large")
+    assert d["instanceTypes"] == ["m5.large", "m6i.large"]  # what the NodeClaim carries (claim_types=2)
+    assert d["otherInstanceTypes"] == ["c5.xlarge", "m5.xlarge"]
+    assert d["otherInstanceTypeCount"] == 2
+    assert (d["capacityType"], d["zones"], d["pricePerHour"]) == ("spot", ["us-east-1a", "us-east-1b"], 0.096)
+    assert d["requests"] == {"cpu": "2", "memory": "4Gi"}
+    assert "NodeClaim default-abcde created: m5.large +1 more, spot" in created.summary
+
+    assert refused.detail["status"] == "refused"
+    assert refused.detail["nodeClaim"] is None
+    assert refused.detail["message"] == "admission webhook said no"
+
+
+def test_unschedulable_pods_keep_every_reason_and_list_the_policy_ones() -> None:
+    *_, denied, ceiling, paused = provisioning()
+    assert denied.pods == ("ml-exp/train-1", "ml-exp/train-2")
+    assert denied.pod_count == 2
+    assert denied.node_pools == ("default", "gpu")
+    assert denied.detail["reasons"] == {"default": "no instance type has nvidia.com/gpu", "gpu": DENIED}
+    assert denied.policy == (f"gpu: {DENIED}",)
+    assert denied.detail["policies"] == ["gpu-access"]
+    assert ceiling.policy == (f"gpu: {CEILING}",)
+    assert ceiling.detail["policies"] == ["cost-caps"]
+    assert paused.policy == (f"batch: {PAUSED}",)
+    assert paused.detail["policies"] == ["freeze"]
+    assert denied.summary.startswith("2 pods got no NodeClaim: default: no instance type")
+
+
+def test_policy_reasons_are_only_those_naming_a_policy() -> None:
+    reasons = {"a": "incompatible requirements", "b": DENIED, "": "no NodePool: policy x"}
+    assert dl.policy_reasons(reasons) == ("no NodePool: policy x", f"b: {DENIED}")
+    assert dl.policy_reasons({"a": "the policy of the house"}) == ()
+
+
+def test_outcomes_must_match_the_plan() -> None:
+    result = SchedulingResult(node_claims=(plan("a", ("m5.large",), ("x/y",)),), existing=(), unschedulable=())
+    with pytest.raises(DecisionError, match="0 outcomes for 1 planned"):
+        dl.provisioning_records("r", AT, [], result, [])
+
+
+def test_a_disruption_round_gives_its_command_blocked_candidates_and_forceful_terminations() -> None:
+    command = {
+        "reason": "Underutilized",
+        "method": "single-node consolidation",
+        "decision": "replace",
+        "candidates": ["ip-10-0-1-1"],
+        "replacements": [{"nodePool": "default", "instanceTypes": ["m5.large"], "pricePerHour": 0.05}],
+        "moves": [{"pod": "shop/web-1", "replacement": 0}, {"pod": "shop/web-2", "node": "ip-10-0-2-2"}],
+        "pricePerHourBefore": 0.2,
+        "pricePerHourAfter": 0.05,
+        "savedPerHour": 0.15,
+    }
+    blocked = [
+        Blocked("ip-10-0-3-3", BlockKind.BLOCKED, 'Pod "shop/db-0" has "karpenter.sh/do-not-disrupt"').to_json(),
+        Blocked("ip-10-0-4-4", BlockKind.BLOCKED, "disruption paused for NodePool gpu by policy freeze: x").to_json(),
+    ]
+    records = dl.disruption_records(
+        "d20261125T050102",
+        AT,
+        command=command,
+        replacing=True,
+        blocked=blocked,
+        expired=["default-old"],
+        scaled_down=["static-x"],
+        node_pools={"ip-10-0-1-1": "default", "ip-10-0-3-3": "db", "ip-10-0-4-4": "gpu"},
+        claim_pools={"default-old": "default", "static-x": "fixed"},
+    )
+    cmd, b1, b2, expired, scaled = records
+    assert [r.kind for r in records] == ["disruption", "blocked", "blocked", "expiration", "scale-down"]
+    assert cmd.node_pools == ("default",)
+    assert cmd.pods == ("shop/web-1", "shop/web-2")  # the pods it moves
+    assert cmd.detail["outcome"] == "replacing"
+    assert cmd.detail["savedPerHour"] == 0.15
+    assert cmd.summary == (
+        "Underutilized (single-node consolidation): replace ip-10-0-1-1 with 1 replacement, saves $0.1500/hour; "
+        "replacing"
+    )
+    assert (b1.node_pools, b1.detail["event"], b1.policy) == (("db",), "DisruptionBlocked", ())
+    assert b2.policy == ("disruption paused for NodePool gpu by policy freeze: x",)
+    assert expired.node_pools == ("default",)
+    assert expired.detail == {"nodeClaim": "default-old"}
+    assert scaled.node_pools == ("fixed",)
+    assert len({r.id for r in records}) == len(records)
+
+
+def test_a_skipped_command_says_why() -> None:
+    (cmd,) = dl.disruption_records(
+        "d1", AT, command={"reason": "Empty", "method": "emptiness", "candidates": ["n1"]}, skipped="cluster changed"
+    )
+    assert cmd.detail["outcome"] == "skipped"
+    assert cmd.detail["skipped"] == "cluster changed"
+    assert cmd.summary.endswith("; skipped: cluster changed")
+
+
+def test_keys_time_nodepool_and_pod_partitions_and_ttl() -> None:
+    _run, created, *_ = provisioning()
+    item = dl.to_item(created)
+    assert item["pk"] == {"S": "DECISION#2026-11-25"}
+    assert item["sk"] == {"S": "2026-11-25T05:01:02.345Z#0123456789abcdef-0001"}
+    assert item["kind"] == {"S": "nodeclaim"}
+    assert int(item["ttl"]["N"]) == int((AT + timedelta(days=90)).timestamp())
+    assert int(dl.to_item(created, ttl_days=7)["ttl"]["N"]) == int((AT + timedelta(days=7)).timestamp())
+    index = dl.index_items(created)
+    assert [i["pk"]["S"] for i in index] == ["NODEPOOL#default", "POD#shop/web-1", "POD#shop/web-2"]
+    assert {i["sk"]["S"] for i in index} == {item["sk"]["S"]}
+    assert {i["ref"]["S"] for i in index} == {"DECISION#2026-11-25"}
+    assert all(i["ttl"] == item["ttl"] for i in index)
+    assert dl.from_item(item) == created
+    assert json.loads(item["body"]["S"])["kind"] == "nodeclaim"
+
+
+def test_round_trip_of_every_record_and_the_json_is_stable() -> None:
+    for record in provisioning():
+        back = dl.from_item(dl.to_item(record))
+        assert back == record
+        assert list(back.to_json()) == [
+            "time",
+            "kind",
+            "id",
+            "run",
+            "nodePools",
+            "summary",
+            "podCount",
+            "pods",
+            "policy",
+            "detail",
+        ]
+
+
+def test_big_records_name_at_most_max_pods_but_index_every_pod() -> None:
+    pods = tuple(f"ns/p-{i}" for i in range(dl.MAX_PODS_PER_RECORD + 5))
+    result = SchedulingResult(node_claims=(plan("a", ("m5.large",), pods),), existing=(), unschedulable=())
+    _, claim = dl.provisioning_records("r", AT, list(pods), result, [ClaimOutcome("a-1", "created")])
+    assert len(claim.pods) == dl.MAX_PODS_PER_RECORD
+    assert claim.pod_count == len(pods)
+    assert len(dl.to_item(claim)["body"]["S"]) < 100_000  # far below DynamoDB's 400 KB
+
+
+def test_day_partitions_newest_first() -> None:
+    since = datetime(2026, 11, 23, 23, 0, tzinfo=UTC)
+    assert dl.day_partitions(since, AT) == ["DECISION#2026-11-25", "DECISION#2026-11-24", "DECISION#2026-11-23"]
+    assert dl.day_partitions(AT - timedelta(hours=1), AT) == ["DECISION#2026-11-25"]
+
+
+def test_bad_input_names_what_is_wrong() -> None:
+    with pytest.raises(DecisionError, match="no timezone"):
+        dl.time_key(datetime(2026, 1, 1))
+    with pytest.raises(DecisionError, match="ttl days"):
+        dl.to_item(provisioning()[0], ttl_days=0)
+    with pytest.raises(DecisionError, match="no body"):
+        dl.from_item({"pk": {"S": "POD#a/b"}, "sk": {"S": "x"}})
+    with pytest.raises(DecisionError, match="decision record"):
+        dl.from_item({"body": {"S": json.dumps({"kind": "x"})}})

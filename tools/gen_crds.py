@@ -39,7 +39,15 @@ from pydantic import BaseModel  # noqa: E402
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue  # noqa: E402
 from pydantic_core import PydanticUndefined, core_schema  # noqa: E402
 
-from nodeflow.api import karpenter_common, karpenter_core, karpenter_ec2, karpenter_overlay, meta  # noqa: E402
+from nodeflow.api import (  # noqa: E402
+    karpenter_common,
+    karpenter_core,
+    karpenter_ec2,
+    karpenter_overlay,
+    meta,
+    nodeflow_policy,
+)
+from nodeflow.api.core import LabelSelector, LabelSelectorRequirement  # noqa: E402
 from nodeflow.api.karpenter import (  # noqa: E402
     AMISelectorTerm,
     BlockDevice,
@@ -73,6 +81,17 @@ from nodeflow.api.karpenter_overlay import (  # noqa: E402
     NodeOverlayStatus,
 )
 from nodeflow.api.labels import AWS_GROUP, GROUP  # noqa: E402
+from nodeflow.api.nodeflow_policy import (  # noqa: E402
+    CostCeiling,
+    CostCeilings,
+    GroupLimit,
+    NamedCostCeiling,
+    NodeflowPolicy,
+    NodeflowPolicySpec,
+    NodePoolAccess,
+    PauseWindow,
+    ResourceAccess,
+)
 
 __all__ = [
     "CEL_ONLY_RULES",
@@ -133,6 +152,10 @@ _VALIDATOR_SCHEMAS: dict[Callable[..., Any], dict[str, Any]] = {
 }
 
 _TERMS = {"minItems": 1, "maxItems": karpenter_ec2.MAX_SELECTOR_TERMS}
+# An object name (lowercase RFC 1123 subdomain); in a NodeflowPolicy's lists of names also "*" (every one).
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_POLICY_NAME = {"maxLength": 253, "pattern": f"^{_SUBDOMAIN}$"}
+_POLICY_NAMES = {"items": {"maxLength": 253, "pattern": rf"^(\*|{_SUBDOMAIN})$"}}
 _SELECTOR_TAGS = {"maxProperties": karpenter_ec2.MAX_SELECTOR_TAGS}
 
 # Constraints the models enforce in field/model validators that OpenAPI can state, keyed by
@@ -176,6 +199,22 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (KubeletConfiguration, "evictionSoft"): {"additionalProperties": {"pattern": _EVICTION_THRESHOLD}},
     (BlockDevice, "volumeSize"): {"pattern": karpenter_ec2._VOLUME_SIZE.pattern},
     (karpenter_ec2.PlacementGroupSelector, "id"): {"pattern": karpenter_ec2._PG_ID.pattern},
+    # NodeflowPolicy (nodeflow.io/v1alpha1)
+    (LabelSelector, "matchLabels"): {"additionalProperties": {"maxLength": 63, "pattern": _LABEL_VALUE}},
+    (LabelSelectorRequirement, "key"): {"pattern": _QUALIFIED_NAME},
+    (LabelSelectorRequirement, "values"): {"items": {"maxLength": 63, "pattern": _LABEL_VALUE}},
+    (NodePoolAccess, "nodePools"): _POLICY_NAMES,
+    (NodePoolAccess, "namespaces"): _POLICY_NAMES,
+    (ResourceAccess, "namespaces"): _POLICY_NAMES,
+    (ResourceAccess, "resources"): {"items": {"pattern": _QUALIFIED_NAME}},
+    (NamedCostCeiling, "name"): _POLICY_NAME,
+    (GroupLimit, "name"): _POLICY_NAME,
+    (GroupLimit, "nodePools"): _POLICY_NAMES,
+    (GroupLimit, "resources"): {"minProperties": 1},
+    (PauseWindow, "name"): _POLICY_NAME,
+    (PauseWindow, "schedule"): {"pattern": _CRON},
+    (PauseWindow, "duration"): {"pattern": nodeflow_policy.PAUSE_DURATION_PATTERN},
+    (PauseWindow, "nodePools"): _POLICY_NAMES,
     # Karpenter's int32 fields (format: int32, as controller-gen writes them)
     **{
         (model, name): {"format": "int32"}
@@ -199,10 +238,35 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     },
 }
 
+# Lists whose items are unique (x-kubernetes-list-type set) or keyed by name (map): the API server refuses a
+# duplicate, as the NodeflowPolicy model does.
+_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
+_BY_NAME: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+_LIST_TYPES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    (NodePoolAccess, "nodePools"): _SET,
+    (NodePoolAccess, "namespaces"): _SET,
+    (ResourceAccess, "namespaces"): _SET,
+    (ResourceAccess, "resources"): _SET,
+    (GroupLimit, "nodePools"): _SET,
+    (PauseWindow, "nodePools"): _SET,
+    (CostCeilings, "nodePools"): _BY_NAME,
+    (CostCeilings, "namespaces"): _BY_NAME,
+    (NodeflowPolicySpec, "limits"): _BY_NAME,
+    (NodeflowPolicySpec, "pauses"): _BY_NAME,
+}
+for _key, _extra in _LIST_TYPES.items():
+    _FIELD_SCHEMAS[_key] = {**_FIELD_SCHEMAS.get(_key, {}), **_extra}
+
 # Keys of a field's schema replaced outright (not merged), keyed like _FIELD_SCHEMAS: Karpenter types
 # kubelet's systemReserved / kubeReserved values as plain strings (map[string]string), which its CEL
 # rules call startsWith() on; the models also take integers, the CRDs, like Karpenter's, do not.
+# A None value removes the key. A NodeflowPolicy's prices take integers or strings (maxPricePerHour: 40), as
+# quantities do.
 _FIELD_REPLACE: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    **{
+        (model, "maxPricePerHour"): {**_INT_OR_STRING, "type": None, "pattern": nodeflow_policy.PRICE_PATTERN}
+        for model in (CostCeiling, NamedCostCeiling)
+    },
     (KubeletConfiguration, "systemReserved"): {"additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN}},
     (KubeletConfiguration, "kubeReserved"): {"additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN}},
 }
@@ -244,6 +308,12 @@ _REQUIREMENTS_RULES = (
         "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
         "requirements with 'minValues' must have at least that many values specified in the 'values' field",
     ),
+)
+
+
+_WHO_RULE = _cel(
+    "has(self.namespaces) || has(self.namespaceSelector)",
+    "set 'namespaces' and/or 'namespaceSelector' (who this rule admits)",
 )
 
 
@@ -294,6 +364,20 @@ def _reserved_rules(name: str) -> dict[str, Any]:
 
 
 FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    # NodeflowPolicy (nodeflow.io/v1alpha1)
+    (LabelSelector, "matchLabels"): _rules(
+        _cel(
+            "self.all(k, k.matches('{}'))".format(_QUALIFIED_NAME.replace(r"(\/)", "/").replace("\\", "\\\\")),
+            "label keys must be qualified names ([prefix/]name)",
+        )
+    ),
+    (ResourceAccess, "resources"): _rules(
+        _cel(
+            "self.all(x, !(x in [{}]))".format(", ".join(f"'{r}'" for r in sorted(nodeflow_policy.BASE_RESOURCES))),
+            "cpu, memory, ephemeral-storage and pods are requested by every pod; only extended resources can be "
+            "governed",
+        )
+    ),
     # NodeOverlay (karpenter.sh/v1alpha1)
     (NodeOverlaySpec, "requirements"): {
         **_rules(
@@ -484,6 +568,22 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
 }
 
 MODEL_RULES: dict[type[BaseModel], dict[str, Any]] = {
+    # NodeflowPolicy (nodeflow.io/v1alpha1): nodeflow's own rules, the models' cross-field checks
+    NodePoolAccess: _rules(_WHO_RULE),
+    ResourceAccess: _rules(_WHO_RULE),
+    PauseWindow: _rules(
+        _cel(
+            "(has(self.provisioning) && self.provisioning) || (has(self.disruption) && self.disruption)",
+            "a window must pause provisioning and/or disruption (set either true)",
+        )
+    ),
+    LabelSelectorRequirement: _rules(
+        _cel(
+            "self.operator in ['In', 'NotIn'] ? (has(self.values) && self.values.size() > 0) : "
+            "(!has(self.values) || self.values.size() == 0)",
+            "operators In and NotIn require values; Exists and DoesNotExist take none",
+        )
+    ),
     NodeOverlaySpec: _rules(
         _cel("!has(self.price) || !has(self.priceAdjustment)", "cannot set both 'price' and 'priceAdjustment'")
     ),
@@ -538,6 +638,39 @@ _REF_DOC = "The provider node class (EC2NodeClass) holding the cloud-specific la
 _CONDITIONS_DOC = "Observations of the object's state, one per condition type (Ready summarises the others)."
 
 FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
+    # NodeflowPolicy (nodeflow.io/v1alpha1)
+    (NodeflowPolicy, "spec"): (
+        "Who may create which capacity, what it may cost and when provisioning or voluntary disruption pause. "
+        "Several policies combine: the most restrictive wins."
+    ),
+    (NodeflowPolicySpec, "nodePoolAccess"): (
+        "NodePools only some namespaces may create capacity in. A NodePool named here is usable by a namespace "
+        "only if, in every policy naming it, a rule naming it admits the namespace (rules of one policy are ORed). "
+        "Governs new capacity only."
+    ),
+    (NodeflowPolicySpec, "resourceAccess"): (
+        "Extended resources (e.g. nvidia.com/gpu) only some namespaces may request; pods of other namespaces "
+        "requesting them get no new capacity."
+    ),
+    (NodeflowPolicySpec, "costCeilings"): (
+        "Ceilings in $/hour for the whole cluster, per NodePool and per namespace: a new NodeClaim that would "
+        "cross one is not created and the pods get an event naming the ceiling."
+    ),
+    (NodeflowPolicySpec, "limits"): (
+        "cpu / memory / nodes (any resource) limits summed over a group of NodePools, as a NodePool's spec.limits."
+    ),
+    (NodeflowPolicySpec, "pauses"): (
+        "Recurring windows (cron, UTC, and a duration) in which provisioning and/or voluntary disruption are "
+        "paused; any open window pauses."
+    ),
+    (LabelSelector, "matchLabels"): "Labels a namespace must carry (key: value), all of them.",
+    (LabelSelector, "matchExpressions"): "Requirements on the namespace's labels, all of which must hold.",
+    (LabelSelectorRequirement, "key"): "The label key the requirement is about.",
+    (LabelSelectorRequirement, "operator"): "In, NotIn, Exists or DoesNotExist.",
+    (
+        LabelSelectorRequirement,
+        "values",
+    ): "The values for In and NotIn (at least one); none for Exists and DoesNotExist.",
     # NodeOverlay (karpenter.sh/v1alpha1)
     (NodeOverlay, "spec"): "What the overlay changes, and on which instance types and offerings.",
     (NodeOverlay, "status"): "The overlay's observed state (written by nodeflow).",
@@ -896,6 +1029,8 @@ _UNDOCUMENTED: list[tuple[type[BaseModel], str]] = []
 # (label key lengths, taint pairs, cron field ranges, eviction threshold formats, ...) the CRDs do not
 # carry, and nodeflow's models reject such objects when it reads them.
 CEL_ONLY_RULES: tuple[str, ...] = (
+    "NodeflowPolicy: pause schedule cron fields in range; label keys prefix <= 253 and name <= 63 characters; "
+    "prices: the model also accepts YAML floats (12.5), the CRD integers or strings",
     "NodePool/NodeClaim requirements: operator In needs >= 1 value; Exists/DoesNotExist take no values; "
     "Gt/Lt/Gte/Lte exactly one non-negative integer value",
     "requirements minValues: not with DoesNotExist; with In, at least minValues values",
@@ -987,7 +1122,10 @@ class _CRDSchemaGenerator(GenerateJsonSchema):
                 elif (cls, alias) not in _UNDOCUMENTED:
                     _UNDOCUMENTED.append((cls, alias))
             for key, value in _FIELD_REPLACE.get((cls, alias), {}).items():
-                _field_target(prop)[key] = copy.deepcopy(value)
+                if value is None:
+                    _field_target(prop).pop(key, None)
+                else:
+                    _field_target(prop)[key] = copy.deepcopy(value)
             for table in (_FIELD_SCHEMAS, FIELD_RULES):
                 extra = table.get((cls, alias))
                 if extra is not None:
@@ -1093,6 +1231,7 @@ class CRDKind:
     columns: tuple[dict[str, Any], ...]
     short_names: tuple[str, ...] = ()
     version: str = "v1"
+    categories: tuple[str, ...] = ("karpenter",)
 
     @property
     def name(self) -> str:
@@ -1159,13 +1298,33 @@ KINDS: tuple[CRDKind, ...] = (
         short_names=("overlays",),
         version="v1alpha1",
     ),
+    # nodeflow's own kind: who may create which capacity, what it may cost, when things pause.
+    CRDKind(
+        NodeflowPolicy,
+        nodeflow_policy.POLICY_GROUP,
+        nodeflow_policy.POLICY_KIND,
+        "nodeflowpolicies",
+        (
+            _column("NodePools", ".spec.nodePoolAccess[*].nodePools"),
+            _column("Resources", ".spec.resourceAccess[*].resources"),
+            _column("Cluster$/h", ".spec.costCeilings.cluster.maxPricePerHour"),
+            _column("Pauses", ".spec.pauses[*].name"),
+            _AGE,
+            _column("Limits", ".spec.limits[*].name", priority=1),
+            _column("NodePool$/h", ".spec.costCeilings.nodePools", priority=1),
+            _column("Namespace$/h", ".spec.costCeilings.namespaces", priority=1),
+        ),
+        short_names=("nfp",),
+        version="v1alpha1",
+        categories=("nodeflow",),
+    ),
 )
 
 
 def build_crd(kind: CRDKind) -> dict[str, Any]:
     """The CustomResourceDefinition of one kind, as a dict."""
     names: dict[str, Any] = {
-        "categories": ["karpenter"],
+        "categories": list(kind.categories),
         "kind": kind.kind,
         "listKind": f"{kind.kind}List",
         "plural": kind.plural,
@@ -1173,6 +1332,16 @@ def build_crd(kind: CRDKind) -> dict[str, Any]:
     }
     if kind.short_names:
         names["shortNames"] = list(kind.short_names)
+    version: dict[str, Any] = {
+        "name": kind.version,
+        "served": True,
+        "storage": True,
+        "additionalPrinterColumns": list(kind.columns),
+        "schema": {"openAPIV3Schema": openapi_schema(kind.model)},
+    }
+    subresources = _subresources(kind)
+    if subresources:
+        version["subresources"] = subresources
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -1181,25 +1350,18 @@ def build_crd(kind: CRDKind) -> dict[str, Any]:
             "group": kind.group,
             "names": names,
             "scope": "Cluster",
-            "versions": [
-                {
-                    "name": kind.version,
-                    "served": True,
-                    "storage": True,
-                    "additionalPrinterColumns": list(kind.columns),
-                    "schema": {"openAPIV3Schema": openapi_schema(kind.model)},
-                    "subresources": _subresources(kind.kind),
-                }
-            ],
+            "versions": [version],
         },
     }
 
 
-def _subresources(kind: str) -> dict[str, Any]:
-    """status; and for NodePool, scale (``kubectl scale nodepool --replicas``: spec.replicas of a static NodePool,
-    status.nodes read back), as Karpenter's CRD."""
+def _subresources(kind: CRDKind) -> dict[str, Any]:
+    """status (kinds with a status); and for NodePool, scale (``kubectl scale nodepool --replicas``: spec.replicas
+    of a static NodePool, status.nodes read back), as Karpenter's CRD."""
+    if "status" not in kind.model.model_fields:
+        return {}
     out: dict[str, Any] = {"status": {}}
-    if kind == "NodePool":
+    if kind.kind == "NodePool":
         out["scale"] = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}
     return out
 

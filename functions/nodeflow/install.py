@@ -3,8 +3,9 @@
 Reads the deployed stack (CloudFormation DescribeStacks and GetTemplate) and writes a kustomization directory
 that ``kubectl apply -k DIR`` installs in a valid order (kustomize sorts the namespace and the CRDs first):
 
-- ``namespace.yaml``, ``crds/`` (NodePool, NodeClaim, EC2NodeClass, NodeOverlay), ``controller-rbac.yaml`` (the Lambdas'
-  groups), ``agent/`` (ServiceAccount, read-only RBAC, Deployment, NetworkPolicy), copied from the repository;
+- ``namespace.yaml``, ``crds/`` (NodePool, NodeClaim, EC2NodeClass, NodeOverlay, NodeflowPolicy),
+  ``controller-rbac.yaml`` (the Lambdas' groups), ``agent/`` (ServiceAccount, read-only RBAC, Deployment,
+  NetworkPolicy), copied from the repository;
 - every value filled in: the webhook URL, the cluster name, the region, the auth mode (``hmac`` when the stack
   has the HMAC secret), the agent's identity (EKS Pod Identity when the stack made the association, else the
   IRSA annotation with ``AgentRoleArn``);

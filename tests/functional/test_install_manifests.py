@@ -102,12 +102,13 @@ def test_rendered_kustomization_fills_every_value_and_orders_the_install(cloudfo
     kinds = [d["kind"] for d in docs]
     # A valid order: the namespace, then the CRDs, then everything else (the RBAC file's Role is namespaced).
     assert kinds[0] == "Namespace"
-    assert kinds[1:5] == ["CustomResourceDefinition"] * 4
-    assert {d["metadata"]["name"] for d in docs[1:5]} == {
+    assert kinds[1:6] == ["CustomResourceDefinition"] * 5
+    assert {d["metadata"]["name"] for d in docs[1:6]} == {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         "nodeoverlays.karpenter.sh",
+        "nodeflowpolicies.nodeflow.io",
     }
     assert kinds.index("ConfigMap") < kinds.index("Deployment")
     for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "NetworkPolicy"):

@@ -7,7 +7,8 @@ x-kubernetes-preserve-unknown-fields, x-kubernetes-int-or-string, x-kubernetes-e
 ``cel_issues`` evaluates x-kubernetes-validations (CEL rules, with tests/kubeapi/cel.py: common-expression-language) on create
 and, with oldSelf, on update; the API server runs it after structural validation passed.
 CEL ratcheting: on update, values equal to the stored ones are not checked (see cel.py).
-Not supported: format checks, oneOf/anyOf/allOf/not, x-kubernetes-list-type and CEL cost limits.
+x-kubernetes-list-type set and map: duplicate items (by the list-map keys) refused.
+Not supported: format checks, oneOf/anyOf/allOf/not and CEL cost limits.
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ def _walk(value: Any, schema: dict[str, Any], path: str, issues: list[Issue]) ->
     if schema.get("x-kubernetes-int-or-string"):
         if actual not in ("integer", "string"):
             issues.append((path, "FieldValueTypeInvalid", f'"{actual}": {path} in body must be of type int-or-string'))
+        elif actual == "string" and "pattern" in schema and not re.search(schema["pattern"], value):
+            issues.append(
+                (path, "FieldValueInvalid", f"\"{value}\": {path} in body should match '{schema['pattern']}'")
+            )
         return value
     if type_ and not (actual == type_ or (type_ == "number" and actual == "integer")):
         issues.append(
@@ -132,6 +137,7 @@ def _walk(value: Any, schema: dict[str, Any], path: str, issues: list[Issue]) ->
             )
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             issues.append((path, "FieldValueTooMany", f"must have at most {schema['maxItems']} items"))
+        _duplicates(value, schema, path, issues)
         items = schema.get("items")
         if isinstance(items, dict):
             return [_walk(v, items, f"{path}[{i}]", issues) for i, v in enumerate(value)]
@@ -167,6 +173,25 @@ def _walk(value: Any, schema: dict[str, Any], path: str, issues: list[Issue]) ->
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             issues.append((path, "FieldValueTooMany", f"must have at most {schema['maxProperties']} items"))
     return value
+
+
+def _duplicates(value: list[Any], schema: dict[str, Any], path: str, issues: list[Issue]) -> None:
+    """x-kubernetes-list-type set (items unique) and map (items unique by their x-kubernetes-list-map-keys)."""
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type not in ("set", "map"):
+        return
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    seen: list[Any] = []
+    for i, item in enumerate(value):
+        key = item if list_type == "set" else [item.get(k) if isinstance(item, dict) else None for k in keys]
+        if key in seen:
+            shown = (
+                _short(item)
+                if list_type == "set"
+                else "{" + ", ".join(f'"{k}":{_short(v)}' for k, v in zip(keys, key, strict=True)) + "}"
+            )
+            issues.append((f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {shown}"))
+        seen.append(key)
 
 
 def _short(value: Any) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "JSON_PATCH",
     "MERGE_PATCH",
     "NAMESPACES",
+    "NODEFLOW_POLICIES",
     "NODES",
     "NODE_CLAIMS",
     "NODE_OVERLAYS",
@@ -91,6 +92,7 @@ NODE_POOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)
 NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False)
 EC2_NODE_CLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", False)
 NODE_OVERLAYS = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay", False)
+NODEFLOW_POLICIES = Resource("nodeflow.io", "v1alpha1", "nodeflowpolicies", "NodeflowPolicy", False)
 
 
 class KubeClient:

@@ -1,6 +1,6 @@
 """One consistent-enough read of the cluster: a bounded number of LISTs, parsed straight into our models.
 
-``take_snapshot`` makes ONE LIST per kind (12 kinds; more only when ``page_size`` is set and
+``take_snapshot`` makes ONE LIST per kind (13 kinds; more only when ``page_size`` is set and
 a kind has more objects than a page), never one GET per object. Each LIST body is parsed
 from raw bytes by pydantic-core into ``nodeflow.api`` models (``Pod``, ``NodePool``, ...):
 the kubernetes client's own model deserialization is never used (it is several times
@@ -9,6 +9,11 @@ status and metadata part validated once, the pods assembled from those parts (th
 models, several times faster on pods of a few ReplicaSets). An object that does not
 validate does not sink the snapshot: it is left out and reported in ``Snapshot.invalid``
 with ``"field.path: rule"`` lines.
+
+NodeflowPolicies (nodeflow.io) are listed too: ``Snapshot.state`` hands the valid ones to the plan, and each
+invalid one as its fail-safe stand-in (``nodeflow.governance.invalid``: provisioning paused in what it governs),
+never as nothing. A policy LIST answered 404 (the CRD is not installed) or 403 (an older controller-rbac.yaml)
+means no policies (``missing_kinds`` names it, the provisioner logs it).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from nodeflow.api.errors import format_validation_error
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.api.meta import ListMeta, ObjectMeta
+from nodeflow.api.nodeflow_policy import POLICY_KIND, NodeflowPolicy
+from nodeflow.governance.invalid import stand_in
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient, Resource
 from nodeflow.kube.errors import Forbidden, NotFound, retry_read
@@ -102,6 +109,7 @@ KINDS: tuple[_Kind, ...] = (
     _Kind("namespaces", kc.NAMESPACES, Namespace),
     _Kind("pdbs", kc.PDBS, PodDisruptionBudget),
     _Kind("node_overlays", kc.NODE_OVERLAYS, NodeOverlay),
+    _Kind("policies", kc.NODEFLOW_POLICIES, NodeflowPolicy),
 )
 """What a snapshot lists: one LIST each."""
 
@@ -135,6 +143,8 @@ class Snapshot:
     namespaces: tuple[Namespace, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     node_overlays: tuple[NodeOverlay, ...] = ()
+    policies: tuple[NodeflowPolicy, ...] = ()
+    """The valid NodeflowPolicies (the invalid ones are in ``invalid``; ``state`` adds their stand-ins)."""
     pending: tuple[Pod, ...] = ()
     """Pods the scheduler gave up on (see ``is_pending``), in list order."""
     invalid: tuple[InvalidObject, ...] = ()
@@ -160,7 +170,14 @@ class Snapshot:
             namespaces=self.namespaces,
             pdbs=self.pdbs,
             node_overlays=self.node_overlays,
+            policies=self.effective_policies,
         )
+
+    @property
+    def effective_policies(self) -> tuple[NodeflowPolicy, ...]:
+        """The valid policies, and for each invalid one its fail-safe stand-in (``nodeflow.governance.invalid``)."""
+        stand_ins = (stand_in(o.raw) for o in self.invalid_of(POLICY_KIND))
+        return (*self.policies, *(p for p in stand_ins if p is not None))
 
     def provisioning_state(self) -> ClusterState:
         """``state`` with only bound pods and ``pending`` pods (unbound pods the scheduler has not
@@ -528,8 +545,9 @@ def take_snapshot(
             except NotFound:
                 return kind, [], [], "", calls, True
             except Forbidden:
-                # NodeOverlay (alpha) may not be granted by an older controller-rbac.yaml: none, as when absent.
-                if kind.resource is not kc.NODE_OVERLAYS:
+                # NodeOverlay (alpha) and NodeflowPolicy may not be granted by an older controller-rbac.yaml: none,
+                # as when absent.
+                if kind.resource not in (kc.NODE_OVERLAYS, kc.NODEFLOW_POLICIES):
                     raise
                 return kind, [], [], "", calls, True
             page, token, rv = _parse_page(kind, data, invalid)

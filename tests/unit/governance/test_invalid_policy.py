@@ -1,0 +1,71 @@
+"""An invalid NodeflowPolicy fails safe: it stands in as a provisioning pause of what it governs, never as nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from nodeflow.governance.invalid import INVALID_WINDOW, governed_pools, stand_in
+from nodeflow.governance.policy import Governance
+
+NOW = datetime(2026, 11, 25, 5, 30, tzinfo=UTC)
+
+
+def raw(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "nodeflow.io/v1alpha1",
+        "kind": "NodeflowPolicy",
+        "metadata": {"name": "gpu-access"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "pools"),
+    [
+        # names NodePools only: those
+        ({"nodePoolAccess": [{"nodePools": ["gpu"], "namespaceSelector": {"matchLabels": {"-bad": "x"}}}]}, {"gpu"}),
+        ({"costCeilings": {"nodePools": [{"name": "gpu", "maxPricePerHour": "ten"}]}}, {"gpu"}),
+        ({"limits": [{"name": "g", "nodePools": ["a", "b"], "resources": {}}]}, {"a", "b"}),
+        ({"pauses": [{"name": "w", "schedule": "99 * * * *", "duration": "1h", "nodePools": ["gpu"]}]}, {"gpu"}),
+        # cluster-wide parts, or names it cannot trust: every NodePool
+        ({"resourceAccess": [{"resources": ["nvidia.com/gpu"]}]}, None),
+        ({"costCeilings": {"cluster": {"maxPricePerHour": "x"}}}, None),
+        ({"costCeilings": {"namespaces": [{"name": "a", "maxPricePerHour": "x"}]}}, None),
+        ({"pauses": [{"name": "w", "schedule": "99 * * * *", "duration": "1h", "provisioning": True}]}, None),
+        ({"nodePoolAccess": [{"nodePools": ["GPU"], "namespaces": ["a"]}]}, None),
+        ({"nodePoolAccess": "gpu"}, None),
+        ({"nodePoolAcess": [{"nodePools": ["gpu"], "namespaces": ["a"]}]}, None),  # a misspelt part
+        ({"nodePoolAccess": [{"nodePools": ["gpu"]}], "extra": 1}, None),
+    ],
+)
+def test_the_nodepools_an_invalid_policy_governs(spec: dict[str, Any], pools: set[str] | None) -> None:
+    assert governed_pools(raw(**spec)) == (None if pools is None else frozenset(pools))
+
+
+def test_its_stand_in_pauses_provisioning_there_always_naming_the_policy() -> None:
+    policy = stand_in(raw(nodePoolAccess=[{"nodePools": ["gpu"], "namespaceSelector": {"matchLabels": {"-x": "y"}}}]))
+    assert policy is not None
+    assert policy.name == "gpu-access"
+    gov = Governance.from_policies([policy])
+    why = gov.provisioning_pause("gpu", NOW)
+    assert why is not None
+    assert why.startswith(f"provisioning paused for NodePool gpu by policy gpu-access: window {INVALID_WINDOW} ")
+    assert gov.provisioning_pause("general", NOW) is None  # what it does not govern keeps working
+    assert gov.disruption_pause("gpu", NOW) is None  # disruption is not paused by it
+    for later in (datetime(2026, 11, 25, 23, 59, tzinfo=UTC), datetime(2027, 3, 1, 0, 0, tzinfo=UTC)):
+        assert gov.provisioning_pause("gpu", later) is not None  # always open
+
+
+def test_a_cluster_wide_invalid_policy_pauses_every_nodepool() -> None:
+    policy = stand_in(raw(resourceAccess=[{"resources": ["cpu"], "namespaces": ["ml"]}]))
+    assert policy is not None
+    gov = Governance.from_policies([policy])
+    assert gov.provisioning_pause("anything", NOW) is not None
+
+
+def test_an_empty_invalid_policy_governs_nothing() -> None:
+    assert stand_in({"metadata": {"name": "x"}}) is None
+    assert stand_in({"metadata": {"name": "x"}, "spec": {}}) is not None  # {} is not "about nothing" for sure

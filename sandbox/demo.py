@@ -19,6 +19,7 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -225,10 +226,41 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     leaked = _wait(lambda: not _unowned_instances(local), 15) is None
     if leaked:
         print(f"instances no NodeClaim names: {', '.join(_unowned_instances(local))}", file=out)
+    ok = _decision_log(local, out) and ok
     print(
         f"demo finished in {time.perf_counter() - started:.1f} s: {'OK' if ok and not leaked else 'FAILED'}", file=out
     )
     return 0 if ok and not leaked else 1
+
+
+DECISIONS_SHOWN = 12
+
+
+def _decision_log(local: Any, out: TextIO) -> bool:
+    """Where the decision log is (the provisioner and the disruption Lambda wrote it as they ran): its count, the
+    newest records (this moto server goes with the demo), and the command that reads it, which works against a
+    deployed stack, and against this one while ``make demo KEEP=1`` keeps it up. False when nothing was written."""
+    from datetime import UTC, datetime, timedelta
+
+    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.decisions_cli import render
+    from sandbox.aws import register_stack
+
+    stack = register_stack(local.clients, local.world)  # the CDK stack's outputs, for --stack
+    table = local.world.decision_table_name
+    now = datetime.now(UTC)
+    records = read_decisions(local.clients.dynamodb, table, since=now - timedelta(hours=1), now=now)
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(Counter(r.kind for r in records).items()))
+    print(f"\ndecision log: {len(records)} records in table {table} ({kinds}); the newest:", file=out)
+    render(records[:DECISIONS_SHOWN], out)
+    print(
+        f"read them with: python -m nodeflow decisions --stack {stack} --since 1h  [--pod NS/NAME] [--nodepool NAME] "
+        f"[-o json]\n  (this demo's moto server, while KEEP=1 keeps it up: AWS_ENDPOINT_URL={local.endpoint_url} "
+        f"AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_REGION={local.world.region} python -m nodeflow "
+        f"decisions --stack {stack})",
+        file=out,
+    )
+    return bool(records)
 
 
 def _unowned_instances(local: Any) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
@@ -130,7 +131,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {exc}", file=err)
         return EXIT_INPUT
     try:
-        session = boto3.Session(region_name=args.region, profile_name=args.profile)
+        # AWS_REGION as the AWS CLI and the Lambda runtime read it (boto3 reads only AWS_DEFAULT_REGION)
+        region_name = args.region or os.environ.get("AWS_REGION") or None
+        session = boto3.Session(region_name=region_name, profile_name=args.profile)
     except BotoCoreError as exc:
         print(f"error: --profile: {exc}", file=err)
         return EXIT_INPUT

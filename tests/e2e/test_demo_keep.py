@@ -3,6 +3,7 @@ kubectl with Karpenter's columns, refuses an invalid NodePool with its CEL rule'
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -115,6 +116,33 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
         ).stdout
         new = [line.split() for line in claims.splitlines() if line.split()[0] not in before]
         assert [row[4] for row in new] == [node], claims
+        # the decision log of the kept cluster, with the command the demo printed: the pod's NodeClaim and why
+        endpoint = re.search(r"AWS_ENDPOINT_URL=(\S+)", "".join(lines))
+        assert endpoint, "".join(lines[-30:])
+        aws = {"AWS_ENDPOINT_URL": endpoint.group(1), "AWS_ACCESS_KEY_ID": "demo", "AWS_SECRET_ACCESS_KEY": "demo"}
+        decided = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nodeflow",
+                "decisions",
+                "--stack",
+                "Nodeflow-demo",
+                "--pod",
+                "default/big",
+                "-o",
+                "json",
+            ],
+            cwd=ROOT,
+            env={**env, **aws, "AWS_REGION": "us-east-1"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert decided.returncode == 0, decided.stderr
+        records = json.loads(decided.stdout)
+        assert any(r["kind"] == "nodeclaim" and r["detail"]["nodeClaim"] == new[0][0] for r in records), records
+        assert all("default/big" in r["pods"] for r in records)
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, "".join(lines[-30:]) + rest

@@ -65,4 +65,11 @@ def test_demo_provisions_every_pending_pod() -> None:
     assert float(moved.group(5)) > 0
     assert "Launch " in out
     assert "Initialized " in out
+    # the decision log: written by the provisioner and the disruption Lambda, where to read it is printed
+    logged = re.search(r"^decision log: (\d+) records in table nodeflow-demo-decisions \((.*)\)", out, re.M)
+    assert logged, out
+    assert int(logged.group(1)) > 0
+    for kind in ("provisioning", "nodeclaim", "disruption"):
+        assert re.search(rf"\b\d+ {kind}\b", logged.group(2)), logged.group(0)
+    assert "read them with: python -m nodeflow decisions --stack Nodeflow-demo --since 1h" in out
     assert re.search(r"demo finished in [\d.]+ s: OK", out)

@@ -139,7 +139,8 @@ def test_a_provisioner_run_is_recorded_and_read_back_by_pod_nodepool_and_time(wo
     later = _writer(world)
     _provision(world, later, now=NOW + timedelta(seconds=30))  # a second run (the NodeClaims exist now)
     again = _read(world)
-    assert [r.sk for r in again] == sorted((r.sk for r in again), reverse=True)
+    assert [r.time for r in again] == sorted((r.time for r in again), reverse=True)
+    assert again[0].kind == "provisioning"  # a run's own record first, then its NodeClaims and pods
     assert again[0].at == NOW + timedelta(seconds=30)
     from nodeflow.aws.decisions import read_decisions
 
@@ -233,7 +234,7 @@ def _stack(world: dict[str, Any]) -> str:
     return register_stack(lambda service: boto3.client(service, region_name=REGION), stack_world)
 
 
-def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any]) -> None:
+def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     result = _provision(world, _writer(world))
     stack = _stack(world)
     now = (NOW + timedelta(minutes=5)).isoformat()
@@ -242,7 +243,7 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any]) -> No
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0].split() == ["TIME", "(UTC)", "KIND", "NODEPOOL", "PODS", "SUMMARY"]
-    assert lines[1].split()[:5] == ["2026-03-01", "12:00:00", "unschedulable", "default", "1"]
+    assert lines[1].split()[:5] == ["2026-03-01", "12:00:00", "provisioning", "default", "7"]
     assert sum("nodeclaim" in line for line in lines) == len(result.created)
     assert f"since 2026-03-01 11:05:00 UTC (table {TABLE}, region {REGION})" in lines[-1]
 
@@ -254,6 +255,8 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any]) -> No
     assert record["pods"] == [world["stray"]]
     assert record["time"] == "2026-03-01T12:00:00.000Z"
 
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_REGION", REGION)  # as the AWS CLI reads it (boto3 alone does not)
     code, out, _ = _cli("--stack", stack, "--now", now, "--nodepool", "default", "-o", "json")
     assert code == 0
     assert {r["kind"] for r in json.loads(out)} == {"provisioning", "nodeclaim", "unschedulable"}

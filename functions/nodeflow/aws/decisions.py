@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from nodeflow.aws.errors import aws_errors
@@ -109,11 +109,11 @@ class DecisionLog:
         return len(chunk) - left
 
 
-def _query(dynamodb: Any, table: str, pk: str, since: str, until: str) -> Iterable[Mapping[str, Any]]:
+def _query(dynamodb: Any, table: str, pk: str, since: str) -> Iterable[Mapping[str, Any]]:
     kwargs: dict[str, Any] = {
         "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :since AND :until",
-        "ExpressionAttributeValues": {":pk": {"S": pk}, ":since": {"S": since}, ":until": {"S": until + "~"}},
+        "KeyConditionExpression": "pk = :pk AND sk >= :since",
+        "ExpressionAttributeValues": {":pk": {"S": pk}, ":since": {"S": since}},
         "ScanIndexForward": False,
     }
     while True:
@@ -158,24 +158,26 @@ def read_decisions(
     nodepool: str | None = None,
     limit: int | None = None,
 ) -> list[Decision]:
-    """The records from ``since`` to ``now``, newest first: those naming ``pod`` (namespace/name) and/or
-    ``nodepool`` when given, else all of the period. Raises ``AwsError`` (the table cannot be read) or
-    ``DecisionError`` (an item is not a record)."""
-    lo, hi = time_key(since), time_key(now)
+    """The records since ``since``, newest first (records of the same run: the run's first): those naming ``pod``
+    (namespace/name) and/or ``nodepool`` when given, else all. ``now`` decides what has expired (DynamoDB's TTL
+    deletes only eventually); records stamped a little after it (a writer's clock ahead) are still found.
+    Raises ``AwsError`` (the table cannot be read) or ``DecisionError`` (an item is not a record)."""
+    lo = time_key(since)
     records: list[Mapping[str, Any]]
     if pod is not None or nodepool is not None:
         pk = pod_partition(pod) if pod is not None else nodepool_partition(nodepool or "")
-        refs = [i for i in _query(dynamodb, table, pk, lo, hi) if _live(i, now)]
+        refs = [i for i in _query(dynamodb, table, pk, lo) if _live(i, now)]
         keys = list(dict.fromkeys((i["ref"]["S"], i["sk"]["S"]) for i in refs if "ref" in i))
         records = _get(dynamodb, table, keys)
     else:
         records = []
-        for partition in day_partitions(since, now):
-            records.extend(_query(dynamodb, table, partition, lo, hi))
+        for partition in day_partitions(since, now + timedelta(days=1)):
+            records.extend(_query(dynamodb, table, partition, lo))
             if limit is not None and len(records) >= limit:
                 break
     decisions = [from_item(i) for i in records if _live(i, now)]
     if pod is not None and nodepool is not None:
         decisions = [d for d in decisions if nodepool in d.node_pools]
-    decisions.sort(key=lambda d: d.sk, reverse=True)
+    decisions.sort(key=lambda d: d.id)  # a run's records in their order (the run record first) ...
+    decisions.sort(key=lambda d: d.time, reverse=True)  # ... newest run first
     return decisions[:limit] if limit is not None else decisions

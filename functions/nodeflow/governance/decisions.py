@@ -256,6 +256,10 @@ def policy_names(texts: Iterable[str]) -> list[str]:
     return sorted({m.group(1) for t in texts for m in _POLICY.finditer(t)})
 
 
+def _n(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 3] + "..."
 
@@ -282,7 +286,7 @@ def _claim_record(run: str, at: datetime, n: int, nc: NodeClaimPlan, outcome: Cl
     verb = {"created": "created", "existing": "already there", "refused": "refused"}.get(outcome.status, outcome.status)
     summary = (
         f"{what} {verb}: {own[0] if own else '?'}{more}, {nc.capacity_type}, {zones}, ${nc.price:.4f}/hour, "
-        f"{count} pods" + (" (static)" if nc.static else "") + (f": {outcome.message}" if outcome.message else "")
+        f"{_n(count, 'pod')}" + (" (static)" if nc.static else "") + (f": {outcome.message}" if outcome.message else "")
     )
     detail: dict[str, Any] = {
         "nodeClaim": outcome.name,
@@ -350,14 +354,14 @@ def provisioning_records(
     pools = sorted({nc.nodepool for nc in result.node_claims} | {p for r in records for p in r.node_pools})
     policy = tuple(dict.fromkeys(p for r in records for p in r.policy))
     summary = (
-        f"{len(considered)} pending pods: {len(created)} NodeClaims created"
+        f"{_n(len(considered), 'pending pod')}: {_n(len(created), 'NodeClaim')} created"
         + (
             f", {len(outcomes) - len(created) - len(refused)} already there"
             if len(outcomes) > len(created) + len(refused)
             else ""
         )
         + (f", {len(refused)} refused" if refused else "")
-        + f" (${price:.4f}/hour), {unschedulable} pods unschedulable"
+        + f" (${price:.4f}/hour), {_n(unschedulable, 'pod')} unschedulable"
     )
     pods, count = _pods(list(considered))
     run_record = Decision(

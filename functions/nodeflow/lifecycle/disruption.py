@@ -39,7 +39,7 @@ from nodeflow.disruption.candidates import is_deleting
 from nodeflow.disruption.model import Command, Evaluation, Reason, RoundResult, Settings, Snapshot
 from nodeflow.disruption.round import Prepared, decide, prepare
 from nodeflow.disruption.static import OVERPROVISIONED
-from nodeflow.governance.decisions import Decision, disruption_records
+from nodeflow.governance.decisions import Decision, disruption_records, time_key
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
@@ -272,7 +272,7 @@ def _log_decisions(deps: DisruptionDeps, out: DisruptionOutcome) -> None:
     assert deps.decisions is not None
     with contextlib.suppress(Exception):
         at = deps.now()
-        run_id = "d" + at.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
+        run_id = "d" + time_key(at).replace("-", "").replace(":", "").replace(".", "").rstrip("Z")
         deps.decisions(
             disruption_records(
                 run_id,

@@ -74,7 +74,7 @@ def test_a_provisioner_run_gives_the_run_each_nodeclaim_and_each_group_of_unsche
     assert run.detail["created"] == ["default-abcde"]
     assert run.detail["unschedulable"] == 4
     assert run.detail["pricePerHour"] == 0.096  # the refused NodeClaim costs nothing
-    assert run.summary.startswith("7 pending pods: 1 NodeClaims created, 1 refused ($0.0960/hour), 4 pods")
+    assert run.summary.startswith("7 pending pods: 1 NodeClaim created, 1 refused ($0.0960/hour), 4 pods")
     assert set(run.detail["policies"]) == {"gpu-access", "cost-caps", "freeze"}
 
     assert created.node_pools == ("default",)

@@ -295,3 +295,18 @@ def test_the_decisions_command_names_a_missing_stack_or_log(world: dict[str, Any
     code, _, err = _cli("--stack", "Other", "--region", REGION)
     assert code == 2
     assert "--stack: 'Other' has no decision log (no output DecisionTableName)" in err
+
+
+def test_a_record_this_container_wrote_is_not_written_again(world: dict[str, Any]) -> None:
+    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import disruption_records
+
+    blocked = [{"node": "n1", "event": "Unconsolidatable", "message": "no cheaper replacement"}]
+    remembered: set[str] = set()
+    first = DecisionLog(world["ddb"], TABLE, remembered=remembered)
+    assert first.write(disruption_records("d1", NOW, blocked=blocked, node_pools={"n1": "default"})) == 2
+    later = DecisionLog(world["ddb"], TABLE, remembered=remembered)  # the next invocation, same container
+    assert later.write(disruption_records("d2", NOW + timedelta(minutes=1), blocked=blocked)) == 0
+    assert later.skipped == 1
+    (record,) = _read(world)
+    assert record.at == NOW  # not rewritten by this container; another one would move it to its round's time

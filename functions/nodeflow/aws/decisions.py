@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodeflow.aws.errors import aws_errors
@@ -37,8 +37,15 @@ WORKERS = 4
 ATTEMPTS = 5
 
 
+MAX_REMEMBERED = 20_000
+
+
 def _noop(_message: str, _extra: dict[str, Any]) -> None:
     return None
+
+
+def _key(d: Decision) -> str:
+    return f"{d.at.date().isoformat()}#{d.sk}"
 
 
 @dataclass
@@ -54,10 +61,22 @@ class DecisionLog:
     sleep: Callable[[float], None] = time.sleep
     written: int = 0
     failed: int = 0
+    # Record keys this container wrote already (kept across invocations by the runtime): a record with the same key
+    # (a blocked candidate's, per hour) is not written again. Bounded: cleared past ``MAX_REMEMBERED`` keys.
+    remembered: set[str] | None = None
+    skipped: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def write(self, decisions: Sequence[Decision]) -> int:
         """Write ``decisions`` with their NodePool and pod index items; returns the items written. Never raises."""
+        if self.remembered is not None:
+            with self._lock:
+                if len(self.remembered) > MAX_REMEMBERED:
+                    self.remembered.clear()
+                fresh = [d for d in decisions if _key(d) not in self.remembered]
+                self.skipped += len(decisions) - len(fresh)
+                self.remembered.update(_key(d) for d in fresh)
+            decisions = fresh
         try:
             requests = [
                 {"PutRequest": {"Item": item}}
@@ -162,7 +181,8 @@ def read_decisions(
     (namespace/name) and/or ``nodepool`` when given, else all. ``now`` decides what has expired (DynamoDB's TTL
     deletes only eventually); records stamped a little after it (a writer's clock ahead) are still found.
     Raises ``AwsError`` (the table cannot be read) or ``DecisionError`` (an item is not a record)."""
-    lo = time_key(since)
+    # a blocked candidate's record is keyed by its hour (its time is later): keys from the hour of ``since``
+    lo = time_key(since.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
     records: list[Mapping[str, Any]]
     if pod is not None or nodepool is not None:
         pk = pod_partition(pod) if pod is not None else nodepool_partition(nodepool or "")
@@ -175,7 +195,7 @@ def read_decisions(
             records.extend(_query(dynamodb, table, partition, lo))
             if limit is not None and len(records) >= limit:
                 break
-    decisions = [from_item(i) for i in records if _live(i, now)]
+    decisions = [d for d in (from_item(i) for i in records if _live(i, now)) if d.at >= since]
     if pod is not None and nodepool is not None:
         decisions = [d for d in decisions if nodepool in d.node_pools]
     decisions.sort(key=lambda d: d.id)  # a run's records in their order (the run record first) ...

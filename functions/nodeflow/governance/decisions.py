@@ -13,7 +13,8 @@ Kinds (``Decision.kind``):
                     are listed again in ``policy``
     disruption      one disruption command: reason, method, candidates, replacements, moved pods, $/hour saved,
                     and what became of it (executed, replacing, skipped: why)
-    blocked         a disruption candidate that was not disrupted: node, event, message
+    blocked         a disruption candidate that was not disrupted: node, event, message (one record per hour and
+                    blocker, keyed by the hour: the rounds of that hour rewrite it, its time is the latest round's)
     expiration / scale-down / capacity-block   forceful terminations of a round (expireAfter, a static NodePool
                     above its replicas, a capacity block ending)
 
@@ -31,6 +32,7 @@ than one GSI attribute.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -123,6 +125,10 @@ class Decision:
 
     @property
     def sk(self) -> str:
+        """``<time>#<id>``; a blocked candidate's record is keyed by its hour (``detail.hour``), so the rounds of an
+        hour rewrite one record, whose time is the latest round's."""
+        if self.kind == BLOCKED and isinstance(self.detail.get("hour"), str):
+            return f"{self.detail['hour']}#{self.id}"
         return f"{self.time}#{self.id}"
 
     def to_json(self) -> dict[str, Any]:
@@ -410,14 +416,20 @@ def disruption_records(
     records: list[Decision] = []
 
     def add(
-        kind: str, summary: str, pools: Iterable[str], pods: Sequence[str], detail: Mapping[str, Any], why: str = ""
+        kind: str,
+        summary: str,
+        pools: Iterable[str],
+        pods: Sequence[str],
+        detail: Mapping[str, Any],
+        why: str = "",
+        rid: str = "",
     ) -> None:
         named, count = _pods(pods)
         policy = (why,) if _POLICY.search(why) else ()
         record = Decision(
             kind,
             at,
-            f"{run}-{len(records) + 1:04d}",
+            rid or f"{run}-{len(records) + 1:04d}",
             run,
             _cut(summary),
             tuple(sorted({p for p in pools if p})),
@@ -464,15 +476,20 @@ def disruption_records(
             },
             skipped or "",
         )
+    # A candidate stays blocked for many rounds (one a minute): its record is keyed by the hour and by what blocks
+    # it, so the rounds of one hour write one record (its time: the latest round's), not sixty.
+    hour = time_key(at.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
     for b in blocked:
-        node = str(b.get("node", ""))
+        node, event, message = str(b.get("node", "")), str(b.get("event", "")), str(b.get("message", ""))
+        digest = hashlib.sha256(f"{node}\n{event}\n{message}".encode()).hexdigest()[:12]
         add(
             BLOCKED,
-            f"{b.get('event')} {node}: {b.get('message')}",
+            f"{event} {node}: {message}",
             [nodes.get(node, "")],
             (),
-            {"node": node, "event": str(b.get("event", "")), "message": str(b.get("message", ""))},
-            str(b.get("message", "")),
+            {"node": node, "event": event, "message": message, "hour": hour},
+            message,
+            f"blocked-{digest}",
         )
     for kind, names, why in (
         (EXPIRATION, expired, "expireAfter passed"),

@@ -191,6 +191,7 @@ class Runtime:
         self._recorder: EventRecorder | None = None
         self._catalog: CatalogData | None = None
         self._kubernetes_version: str | None = settings.kubernetes_version
+        self._decisions_written: set[str] = set()  # decision records this container wrote (DecisionLog.remembered)
 
     def now(self) -> datetime:
         return self.clock()
@@ -260,7 +261,13 @@ class Runtime:
         s = self.settings
         if not s.decision_table_name:
             return None
-        return DecisionLog(self.client("dynamodb"), s.decision_table_name, s.decision_log_ttl_days, log=log)
+        return DecisionLog(
+            self.client("dynamodb"),
+            s.decision_table_name,
+            s.decision_log_ttl_days,
+            log=log,
+            remembered=self._decisions_written,
+        )
 
     @property
     def recorder(self) -> EventRecorder:

@@ -67,4 +67,12 @@ def test_a_round_records_its_command_and_blocked_candidates(
     round_records = [r for r in records if r.run == command.run]
     assert published["DecisionLogItemsWritten"] == 2 * len(round_records)
     assert published["DecisionLogWriteErrors"] == 0
+
+    # the next round (same hour, same blocker): the blocked record is rewritten in place, by this container not at all
+    again = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert any(b["node"] == keep["status"]["nodeName"] for b in again["blocked"]), again
+    later = read_decisions(ddb, table, since=started, now=datetime.now(UTC) + timedelta(minutes=5))
+    assert [r.sk for r in later if r.kind == "blocked" and r.detail["node"] == keep["status"]["nodeName"]] == [
+        blocked[0].sk
+    ]
     _settle(local)

@@ -165,6 +165,22 @@ def test_a_disruption_round_gives_its_command_blocked_candidates_and_forceful_te
     assert len({r.id for r in records}) == len(records)
 
 
+def test_a_blocked_candidate_is_one_record_per_hour_and_blocker() -> None:
+    blocked = [Blocked("n1", BlockKind.UNCONSOLIDATABLE, "no cheaper replacement").to_json()]
+    first = dl.disruption_records("d1", AT, blocked=blocked)[0]
+    later = dl.disruption_records("d2", AT + timedelta(minutes=30), blocked=blocked)[0]
+    next_hour = dl.disruption_records("d3", AT + timedelta(hours=1), blocked=blocked)[0]
+    other = dl.disruption_records("d4", AT, blocked=[{**blocked[0], "message": "budget"}])[0]
+    assert dl.to_item(first)["pk"] == dl.to_item(later)["pk"]
+    assert first.sk == later.sk  # the later round rewrites it
+    assert first.sk.startswith("2026-11-25T05:00:00.000Z#blocked-")
+    assert later.time == "2026-11-25T05:31:02.345Z"  # the latest round's
+    assert dl.from_item(dl.to_item(later)) == later
+    assert [i["sk"]["S"] for i in dl.index_items(later)] == []  # no NodePool known here, no pods
+    assert next_hour.sk != first.sk
+    assert other.sk != first.sk
+
+
 def test_a_skipped_command_says_why() -> None:
     (cmd,) = dl.disruption_records(
         "d1", AT, command={"reason": "Empty", "method": "emptiness", "candidates": ["n1"]}, skipped="cluster changed"

@@ -219,6 +219,9 @@ class Simulator:
     pods: Mapping[str, PodInput]  # every bound pod, as solver input
     held: frozenset[str] = frozenset()  # nodes inside their consolidateAfter window (see ``on_hold``)
     draining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # deleting node -> its movable pods
+    # NodeflowPolicies: namespaces of the pods simulated -> NodePool -> why no NodeClaim may open in it
+    # (``nodeflow.disruption.policy.RoundPolicy.pool_errors``); None: no policy restricts new capacity.
+    pool_errors: Callable[[frozenset[str]], Mapping[str, str]] | None = None
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
     room: dict[str, list[dict[str, int]]] = field(init=False)  # node name -> its room (schedulable, not held)
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
@@ -284,6 +287,14 @@ class Simulator:
                 return None
         return "its pods fit neither on the other nodes nor on any cheaper instance type"
 
+    def requests_of(self, key: str) -> Mapping[str, int] | None:
+        """A pod's requests (milli-units): a candidate's or a pending pod's; None for one it does not know."""
+        found = self._requests(key)
+        if found is None:
+            pending = next((p for p in self.base.pods if p.key == key), None)
+            found = pending.requests if pending is not None else None
+        return found
+
     def _requests(self, key: str) -> Mapping[str, int] | None:
         if isinstance(self.pods, PodInputs):
             return self.pods.requests(key)  # no conversion needed for the sums
@@ -294,7 +305,14 @@ class Simulator:
         self, pods: tuple[PodInput, ...], nodes: Iterable[NodeInput], closed: frozenset[str]
     ) -> SchedulingResult:
         kept = tuple(n if n.name not in closed else dataclasses.replace(n, schedulable=False) for n in nodes)
-        return solve(dataclasses.replace(self.base, pods=pods, nodes=kept))
+        pools = self.base.nodepools
+        errors = self.pool_errors(frozenset(p.namespace for p in pods)) if self.pool_errors is not None else None
+        if errors:  # NodePools the policies close to these pods: no NodeClaim there, the reason names the policy
+            pools = tuple(
+                dataclasses.replace(p, error=errors[p.name]) if p.name in errors and p.error is None else p
+                for p in pools
+            )
+        return solve(dataclasses.replace(self.base, pods=pods, nodes=kept, nodepools=pools))
 
     def _others_first(self, nodes: list[NodeInput]) -> tuple[list[NodeInput], tuple[PodInput, ...], str | None]:
         """Place the pods of the nodes being deleted and the pending pods first, on ``nodes`` (any node may take

@@ -23,15 +23,23 @@ Static NodePools (``spec.replicas``, ``nodeflow.disruption.static``): their node
 consolidated; a drifted one is replaced by a new NodeClaim of its pool's template ("static drift", tried before
 drift); a pool above its replicas is scaled down in ``scale_downs`` (no budget, like expiration).
 
+NodeflowPolicies (``nodeflow.disruption.policy``): a node of a NodePool inside a pause window with ``disruption: true``
+is not disrupted voluntarily (none of the methods above, nor a static scale-down) and is reported blocked with the
+window; expiration goes on. Replacements are simulated without the NodePools the moving pods' namespaces may not
+use (or whose provisioning is paused), and a command whose replacements would cross a $/hour ceiling or a group
+limit (the candidates counted as freed) is not taken: its candidates are reported blocked with why.
+
 Emptiness and drift take candidates in disruption-cost order (Karpenter: sum of the pods' eviction costs,
 from the pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
@@ -60,7 +68,8 @@ from nodeflow.disruption.model import (
     Settings,
     Snapshot,
 )
-from nodeflow.disruption.static import scale_downs, static_drift
+from nodeflow.disruption.policy import RoundPolicy
+from nodeflow.disruption.static import ScaleDown, scale_downs, static_drift
 from nodeflow.plan import build_input
 from nodeflow.scheduling.static import static_plan
 from nodeflow.scheduling.types import NodeClaimPlan
@@ -238,10 +247,18 @@ def _decide(
     expirations = _expirations(candidates, now)
     expired = {e.node for e in expirations}
     live = [c for c in candidates if c.name not in expired and not c.deleting]
-    blocked: list[Blocked] = [Blocked(c.name, BlockKind.BLOCKED, c.blocker) for c in live if c.blocker]
+    blocked: list[Blocked] = []
+    policy = RoundPolicy.of(snapshot.state, candidates, catalog, now)
+    downs = scale_downs(snapshot.state, candidates, now)
+    if policy is not None:  # pause windows: no voluntary disruption of their NodePools' nodes
+        pauses = {c.name: why for c in live if (why := policy.paused(c.pool_name)) is not None}
+        blocked += [Blocked(c.name, BlockKind.BLOCKED, pauses[c.name]) for c in live if c.name in pauses]
+        live = [c for c in live if c.name not in pauses]
+        downs, held = _unpaused(downs, policy)
+        blocked += held
+    blocked += [Blocked(c.name, BlockKind.BLOCKED, c.blocker) for c in live if c.blocker]
     usable = [c for c in live if c.blocker is None]
     budgets = _Budgets(snapshot, candidates, now)
-    downs = scale_downs(snapshot.state, candidates, now)
 
     def done(command: Command | None) -> RoundResult:
         taken = set(command.candidates) if command is not None else set()
@@ -262,13 +279,25 @@ def _decide(
     base = build_input(
         snapshot.state, catalog, settings.preference_policy, settings.min_values_policy, unavailable=unavailable
     )
+    if getattr(base, "ceilings", ()) or getattr(base, "group_limits", ()):
+        # The policies' ceilings and group limits are checked on each command with its candidates counted as freed
+        # (``RoundPolicy.check``), not by the solver, which would count the candidates as still running.
+        unlimited: dict[str, Any] = {"ceilings": (), "group_limits": ()}
+        base = dataclasses.replace(base, **unlimited)
     bound = [p for c in candidates for p in c.movable]
     sim = Simulator(
         base=base,
         pods=PodInputs(snapshot.state, bound),
         held=on_hold(candidates, snapshot.last_pod_events, now),
         draining={c.name: tuple(p.key for p in c.movable if p.key not in c.held) for c in candidates if c.deleting},
+        pool_errors=policy.pool_errors if policy is not None else None,
     )
+
+    def refused(command: Command, cs: Sequence[Candidate]) -> str | None:
+        """Why the policies refuse ``command``'s replacements (a ceiling or group limit), or None."""
+        if policy is None or not command.replacements:
+            return None
+        return policy.check(command, cs, base, lambda key: (sim.requests_of(key) or {}).get("cpu", 0))
 
     # 2. static drift (a new NodeClaim of the pool's template replaces the node), then drift
     static_drifted = [c for c in live if c.static and c.eventual_ok and prepared.drift(c)]
@@ -283,7 +312,10 @@ def _decide(
         command = static_drift(static_drifted, snapshot.state, left, template)
         evaluated(Reason.DRIFTED, "", len(static_drifted))
         if command is not None:
-            return done(command)
+            why = refused(command, [c for c in static_drifted if c.name in command.candidates])
+            if why is None:
+                return done(command)
+            blocked += [Blocked(name, BlockKind.BLOCKED, why) for name in command.candidates]
     # drift is eventual: a terminationGracePeriod lets it through pod blockers
     drifted = [c for c in live if c.eventual_ok and not c.static and prepared.drift(c)]
     drifted.sort(key=lambda c: (bool(c.movable), _drifted_at(c, now)))  # stable: then disruption cost
@@ -291,12 +323,20 @@ def _decide(
         result = sim.run([c])
         if result.unschedulable:
             first = result.unschedulable[0]
-            blocked.append(Blocked(c.name, BlockKind.BLOCKED, f"drifted, but pod {first.pod} could not be rescheduled"))
+            message = f"drifted, but pod {first.pod} could not be rescheduled"
+            governed = sorted((k, v) for k, v in first.reasons.items() if ": policy " in v)
+            if governed:  # a NodeflowPolicy closed a NodePool to it: say so
+                message += " (" + "; ".join(f"{k}: {v}" for k, v in governed) + ")"
+            blocked.append(Blocked(c.name, BlockKind.BLOCKED, message))
             continue
         after = sum(nc.price for nc in result.node_claims)
         command = Command(
             Reason.DRIFTED, "drift", (c.name,), result.node_claims, moves_of(result), c.price or 0.0, after
         )
+        why = refused(command, [c])
+        if why is not None:
+            blocked.append(Blocked(c.name, BlockKind.BLOCKED, why))
+            continue
         evaluated(Reason.DRIFTED, "", len(drifted))
         return done(command)
     evaluated(Reason.DRIFTED, "", len(drifted))
@@ -317,22 +357,41 @@ def _decide(
     budgets.within(out_of_budget, Reason.UNDERUTILIZED, blocked)
     balanced = any(p.spec.disruption.consolidation_policy == BALANCED for p in snapshot.state.node_pools)
     totals = pool_totals(candidates) if balanced else None  # every node counts, blocked and deleting ones too
+
+    def attempt(cs: Sequence[Candidate], method: str) -> Command | str:
+        outcome = consolidate(cs, sim, settings, method, totals)
+        why = refused(outcome, cs) if isinstance(outcome, Command) else None
+        return outcome if why is None else why
+
     multi = _multi_node(  # a batch takes no more nodes of a NodePool than its budget has left
         budgets.within(in_budget, Reason.UNDERUTILIZED, [])[: settings.multi_node_candidates],
-        lambda cs: consolidate(cs, sim, settings, "multi-node consolidation", totals),
+        lambda cs: attempt(cs, "multi-node consolidation"),
     )
     evaluated(Reason.UNDERUTILIZED, "multi", len(eligible))
     if multi is not None:
         return done(multi)
     single: Command | None = None
     for c in interleave_pools(in_budget):  # one node per command: any node of a NodePool with budget left
-        outcome = consolidate([c], sim, settings, "single-node consolidation", totals)
+        outcome = attempt([c], "single-node consolidation")
         if isinstance(outcome, Command):
             single = outcome
             break
         blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, outcome))
     evaluated(Reason.UNDERUTILIZED, "single", len(eligible))
     return done(single)
+
+
+def _unpaused(downs: Sequence[ScaleDown], policy: RoundPolicy) -> tuple[tuple[ScaleDown, ...], list[Blocked]]:
+    """The static scale-downs outside pause windows, and the others as blocked (by node, else NodeClaim)."""
+    kept: list[ScaleDown] = []
+    held: list[Blocked] = []
+    for s in downs:
+        why = policy.paused(s.node_pool)
+        if why is None:
+            kept.append(s)
+        else:
+            held.append(Blocked(s.node or s.node_claim, BlockKind.BLOCKED, why))
+    return tuple(kept), held
 
 
 def _no_timer() -> float:

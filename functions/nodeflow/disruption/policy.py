@@ -1,0 +1,203 @@
+"""NodeflowPolicies in the disruption decisions (``nodeflow.governance.policy`` evaluates them). Pure: the policies
+are the snapshot's, the time is the round's ``now``.
+
+- Pause windows with ``disruption: true``: no VOLUNTARY disruption of a node of a paused NodePool (emptiness,
+  drift, static drift, consolidation, Balanced, static scale-down); each such node is reported blocked (a
+  DisruptionBlocked event) with the window's message ("disruption paused for NodePool gpu by policy freeze:
+  window ... until ..."). Forceful disruption goes on: expiration, interruption, node repair, capacity-block
+  expiry.
+- Replacements are new capacity: the simulation of a drift or consolidation does not open a NodeClaim in a
+  NodePool the moving pods' namespaces may not use (``nodePoolAccess``) or whose provisioning is paused
+  (``pool_errors``: such a NodePool is unusable to that simulation, its reason names the policy).
+- A command's replacements may not push a $/hour ceiling (cluster, NodePool, namespace) or a group limit over its
+  maximum, counting the candidates as freed: after = in use - candidates + replacements (``check``). A ceiling or
+  limit blocks only when the move RAISES what it counts: a move that lowers it is never blocked, even when it was
+  over already.
+
+Spend in use is ``nodeflow.governance.spend.cluster_spend`` (the provisioner's): nodes not going away and NodeClaims
+still launching, shared among namespaces by CPU request; the candidates are freed at what it counts them for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from nodeflow.api.core import LABEL_NAMESPACE_NAME
+from nodeflow.api.quantity import format_milli
+from nodeflow.catalog.model import CatalogData
+from nodeflow.constraints import namespace_label_map
+from nodeflow.disruption.candidates import Candidate
+from nodeflow.disruption.model import Command
+from nodeflow.governance.policy import Governance, NodeCost, Spend, spend_of
+from nodeflow.governance.spend import cluster_spend
+from nodeflow.plan import ClusterState
+from nodeflow.scheduling.types import NodeClaimPlan, SchedulingInput
+
+__all__ = ["RoundPolicy"]
+
+_EPSILON = 1e-9
+
+
+def _pods(c: Candidate) -> tuple[tuple[str, int], ...]:
+    """(namespace, CPU request in millicores) of the non-DaemonSet pods of ``c``."""
+    return tuple((p.metadata.namespace or "default", p.spec.effective_requests().get("cpu", 0)) for p in c.movable)
+
+
+def _cost(c: Candidate) -> NodeCost:
+    return NodeCost(c.pool_name, c.price or 0.0, _pods(c))
+
+
+@dataclass(slots=True)
+class RoundPolicy:
+    """The policies as one round applies them (``RoundPolicy.of``; None when no policy restricts anything)."""
+
+    gov: Governance
+    now: datetime
+    state: ClusterState
+    candidates: Sequence[Candidate]
+    catalog: CatalogData
+    _paused: dict[str, str | None] = field(default_factory=dict)
+    _errors: dict[frozenset[str], dict[str, str]] = field(default_factory=dict)
+    _labels: Mapping[str, Mapping[str, str]] | None = None
+    _spend: tuple[Spend, dict[str, NodeCost]] | None = None
+    _usage: dict[str, dict[str, int]] | None = None
+
+    @staticmethod
+    def of(
+        state: ClusterState, candidates: Sequence[Candidate], catalog: CatalogData, now: datetime
+    ) -> RoundPolicy | None:
+        if not state.policies:
+            return None
+        gov = Governance.from_policies(state.policies)
+        return None if gov.empty else RoundPolicy(gov, now, state, candidates, catalog)
+
+    # -- pauses -----------------------------------------------------------------------------------------
+    def paused(self, nodepool: str) -> str | None:
+        """Why no node of ``nodepool`` may be disrupted voluntarily now (None: it may)."""
+        if nodepool not in self._paused:
+            self._paused[nodepool] = self.gov.disruption_pause(nodepool, self.now)
+        return self._paused[nodepool]
+
+    # -- access -----------------------------------------------------------------------------------------
+    def pool_errors(self, namespaces: frozenset[str]) -> Mapping[str, str]:
+        """NodePool -> why a simulation moving pods of ``namespaces`` may not open a NodeClaim in it: a namespace
+        may not use it, or its provisioning is paused now."""
+        hit = self._errors.get(namespaces)
+        if hit is not None:
+            return hit
+        if self._labels is None:
+            self._labels = namespace_label_map(self.state.namespaces, {p.namespace for p in self.state.pods})
+        out: dict[str, str] = {}
+        for pool in self.state.node_pools:
+            why = self.gov.provisioning_pause(pool.name, self.now)
+            for ns in sorted(namespaces):
+                if why is not None:
+                    break
+                why = self.gov.pool_denial(ns, self._labels.get(ns, {LABEL_NAMESPACE_NAME: ns}), pool.name)
+            if why is not None:
+                out[pool.name] = why
+        self._errors[namespaces] = out
+        return out
+
+    # -- ceilings and group limits --------------------------------------------------------------------------
+    def _in_use(self) -> tuple[Spend, dict[str, NodeCost]]:
+        """The spend in use and what each node counts for in it (by name)."""
+        if self._spend is None:
+            spend, costs = cluster_spend(self.state, self.catalog)
+            self._spend = (spend, {c.name: c for c in costs})
+        return self._spend
+
+    def _capacity(self, base: SchedulingInput) -> dict[str, dict[str, int]]:
+        """NodePool -> its nodes' and launching NodeClaims' capacity (milli; "nodes": 1000 a node)."""
+        if self._usage is None:
+            live = {c.name for c in self.candidates if not c.deleting}
+            usage: dict[str, dict[str, int]] = {}
+            for n in base.nodes:
+                if n.nodepool is None or not (n.in_flight or n.name in live):
+                    continue
+                mine = usage.setdefault(n.nodepool, {})
+                for k, v in {**n.capacity, "nodes": 1000}.items():
+                    mine[k] = mine.get(k, 0) + v
+            self._usage = usage
+        return self._usage
+
+    def check(
+        self,
+        command: Command,
+        candidates: Sequence[Candidate],
+        base: SchedulingInput,
+        cpu_of: Callable[[str], int],
+    ) -> str | None:
+        """Why ``command``'s replacements may not be launched (a ceiling or group limit they would cross, the
+        candidates counted as freed), or None. ``cpu_of(pod key)``: the pod's CPU request (millicores)."""
+        if not command.replacements or not (self.gov.ceilings or self.gov.group_limits):
+            return None
+        before, counted = self._in_use()
+        freed = [counted.get(c.name) or _cost(c) for c in candidates]
+        added = [
+            NodeCost(r.nodepool, r.price, tuple((k.split("/", 1)[0], cpu_of(k)) for k in r.pods))
+            for r in command.replacements
+        ]
+        without = _minus(before, freed)
+        after = spend_of(added, without)
+        for ceiling in self.gov.ceilings:
+            was, will = before.in_use(ceiling), after.in_use(ceiling)
+            if will > ceiling.max_per_hour + _EPSILON and will > was + _EPSILON:
+                price = sum(r.price for r in command.replacements)
+                pools = ", ".join(sorted({r.nodepool for r in command.replacements}))
+                return (
+                    f"{command.method} replacement NodeClaim of NodePool {pools} (${price:.4f}/hour) would cross "
+                    f"{ceiling.describe()[:-1]}, ${was:.2f} in use, ${was - without.in_use(ceiling):.2f} "
+                    f"freed by the candidates): policy {ceiling.policy}"
+                )
+        return self._group_check(command, candidates, base)
+
+    def _group_check(self, command: Command, candidates: Sequence[Candidate], base: SchedulingInput) -> str | None:
+        if not self.gov.group_limits:
+            return None
+        usage = self._capacity(base)
+        node_caps = {n.name: n.capacity for n in base.nodes}
+        types = {
+            (p.name, it.name): it.capacity for p in (*base.nodepools, *base.static_pools) for it in p.instance_types
+        }
+        for group in self.gov.group_limits:
+            was: dict[str, int] = {}
+            for pool in group.nodepools:
+                for k, v in usage.get(pool, {}).items():
+                    was[k] = was.get(k, 0) + v
+            will = dict(was)
+            for c in candidates:
+                if c.pool_name in group.nodepools:
+                    for k, v in {**node_caps.get(c.name, {}), "nodes": 1000}.items():
+                        will[k] = will.get(k, 0) - v
+            for r in command.replacements:
+                if r.nodepool in group.nodepools:
+                    for k, v in {**_largest(r, types), "nodes": 1000}.items():
+                        will[k] = will.get(k, 0) + v
+            for key, limit in sorted(group.limits.items()):
+                if will.get(key, 0) > limit and will.get(key, 0) > was.get(key, 0):
+                    pools = ", ".join(sorted({r.nodepool for r in command.replacements}))
+                    return (
+                        f"{command.method} replacement NodeClaim of NodePool {pools} would exceed the {key} limit "
+                        f"of NodePool group {group.name} ({format_milli(limit, key)}; "
+                        f"{format_milli(max(was.get(key, 0), 0), key)} in use, "
+                        f"{format_milli(max(will.get(key, 0), 0), key)} after the move): policy {group.policy}"
+                    )
+        return None
+
+
+def _minus(spend: Spend, costs: Sequence[NodeCost]) -> Spend:
+    """``spend`` less ``costs``."""
+    negative = [NodeCost(c.nodepool, -c.price, c.pods) for c in costs]
+    return spend_of(negative, spend)
+
+
+def _largest(plan: NodeClaimPlan, types: Mapping[tuple[str, str], Mapping[str, int]]) -> dict[str, int]:
+    """The most of each resource any of ``plan``'s instance types has (what its launch may add)."""
+    out: dict[str, int] = {}
+    for name in plan.instance_types:
+        for k, v in types.get((plan.nodepool, name), {}).items():
+            out[k] = max(out.get(k, 0), v)
+    return out

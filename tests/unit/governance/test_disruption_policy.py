@@ -1,0 +1,236 @@
+"""NodeflowPolicies in the disruption round: pause windows stop voluntary disruption (emptiness, drift, consolidation,
+static scale-down) of their NodePools' nodes, reported blocked with the window, while expiration goes on; replacement
+simulations leave out NodePools the moving pods' namespaces may not use; a replacement may not push a $/hour ceiling
+or a group limit over its maximum (the candidates counted as freed); a move that lowers spend is never blocked."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from datetime import timedelta
+from typing import Any
+
+from nodeflow.api.core import Namespace, Pod
+from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.disruption.model import BlockKind, Snapshot
+from nodeflow.disruption.round import decide
+
+from ..disruption.builders import CATALOG, NOW, node, pod, pool, snapshot
+from ..disruption.test_static import launched, static
+
+ALL = [{"nodes": "100%"}]
+OPEN = "0 11 * * *"  # NOW is 12:00 UTC: open 11:00-13:00 with duration 2h
+UNTIL = "until 2026-11-21T13:00:00Z"
+LATER = NOW + timedelta(hours=2)  # the window has closed
+
+
+def policy(name: str, **spec: Any) -> NodeflowPolicy:
+    return NodeflowPolicy.model_validate(
+        {"apiVersion": "nodeflow.io/v1alpha1", "kind": "NodeflowPolicy", "metadata": {"name": name}, "spec": spec}
+    )
+
+
+def freeze(pools: list[str] | None = None, *, disruption: bool = True, provisioning: bool = False) -> NodeflowPolicy:
+    window: dict[str, Any] = {
+        "name": "quarter-end",
+        "schedule": OPEN,
+        "duration": "2h",
+        "disruption": disruption,
+        "provisioning": provisioning,
+    }
+    if pools is not None:
+        window["nodePools"] = pools
+    return policy("freeze", pauses=[window])
+
+
+def governed(snap: Snapshot, *policies: NodeflowPolicy, namespaces: tuple[Namespace, ...] = ()) -> Snapshot:
+    state = dataclasses.replace(snap.state, policies=policies, namespaces=namespaces)
+    return dataclasses.replace(snap, state=state)
+
+
+def in_namespace(p: Pod, namespace: str) -> Pod:
+    body = p.model_dump(by_alias=True, exclude_none=True)
+    body["metadata"]["namespace"] = namespace
+    return Pod.model_validate(body)
+
+
+def blocked_of(result: Any) -> dict[str, str]:
+    return {b.node: b.message for b in result.blocked if b.kind == BlockKind.BLOCKED}
+
+
+PAUSED = f"disruption paused for NodePool general by policy freeze: window quarter-end ({OPEN} for 2h) {UNTIL}"
+
+
+# -- pause windows ---------------------------------------------------------------------------------------------
+
+
+def test_pause_stops_emptiness_and_names_the_window_until_it_closes() -> None:
+    snap = governed(snapshot([node("idle")], [], pools=[pool(budgets=ALL)]), freeze())
+    during = decide(snap, CATALOG, NOW)
+    assert during.command is None
+    assert blocked_of(during) == {"idle": PAUSED}
+    after = decide(snap, CATALOG, LATER)
+    assert after.command is not None
+    assert after.command.candidates == ("idle",)
+    assert "idle" not in blocked_of(after)
+
+
+def test_pause_stops_drift() -> None:
+    nodes = [node("old", image="ami-old"), node("spare", "m5.2xlarge")]
+    snap = governed(snapshot(nodes, [pod("p", "old"), pod("q", "spare")], pools=[pool(budgets=ALL)]), freeze())
+    during = decide(snap, CATALOG, NOW)
+    assert during.command is None
+    assert blocked_of(during)["old"] == PAUSED
+    after = decide(snap, CATALOG, LATER)
+    assert after.command is not None
+    assert after.command.reason.value == "Drifted"
+
+
+def test_pause_stops_consolidation() -> None:
+    nodes = [node("a", "m5.2xlarge"), node("b", "m5.2xlarge")]
+    snap = governed(snapshot(nodes, [pod("p1", "a"), pod("p2", "b")], pools=[pool(budgets=ALL)]), freeze())
+    during = decide(snap, CATALOG, NOW)
+    assert during.command is None
+    assert blocked_of(during) == {"a": PAUSED, "b": PAUSED}
+    after = decide(snap, CATALOG, LATER)
+    assert after.command is not None
+    assert after.command.reason.value == "Underutilized"
+
+
+def test_pause_stops_static_scale_down() -> None:
+    nodes = [launched(node("a")), launched(node("b"))]
+    snap = governed(snapshot(nodes, [], pools=[static(pool(), 1)]), freeze())
+    during = decide(snap, CATALOG, NOW)
+    assert during.scale_downs == ()
+    assert blocked_of(during) == {"a": PAUSED, "b": PAUSED}  # every node of a paused NodePool is reported
+    assert len(decide(snap, CATALOG, LATER).scale_downs) == 1
+
+
+def test_pause_without_disruption_or_for_other_pools_changes_nothing() -> None:
+    base = snapshot([node("idle")], [], pools=[pool(budgets=ALL)])
+    for other in (freeze(["gpu"]), freeze(disruption=False, provisioning=True)):
+        result = decide(governed(base, other), CATALOG, NOW)
+        assert result.command is not None
+        assert result.command.candidates == ("idle",)
+        assert result == decide(base, CATALOG, NOW)
+
+
+def test_pause_covers_only_its_node_pools() -> None:
+    nodes = [node("g-idle", pool_name="gpu"), node("idle")]
+    pools = [pool(budgets=ALL), pool("gpu", budgets=ALL)]
+    result = decide(governed(snapshot(nodes, [], pools=pools), freeze(["gpu"])), CATALOG, NOW)
+    assert result.command is not None
+    assert result.command.candidates == ("idle",)
+    assert blocked_of(result) == {"g-idle": PAUSED.replace("NodePool general", "NodePool gpu")}
+
+
+def test_expiration_goes_on_during_a_pause() -> None:
+    nodes = [node("old", expire_after="1h"), node("idle")]
+    result = decide(governed(snapshot(nodes, [], pools=[pool(budgets=ALL)]), freeze()), CATALOG, NOW)
+    assert [e.node for e in result.expirations] == ["old"]
+    assert result.command is None
+    assert blocked_of(result) == {"idle": PAUSED}
+
+
+# -- access: replacements are new capacity ----------------------------------------------------------------------
+
+ACCESS = policy("gpu-access", nodePoolAccess=[{"nodePools": ["general"], "namespaces": ["ml-prod"]}])
+
+
+def test_drift_replacement_in_a_denied_node_pool_is_not_made() -> None:
+    nodes = [node("old", image="ami-old")]
+    pods = [in_namespace(pod("p", "old"), "ml-exp")]
+    result = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), ACCESS), CATALOG, NOW)
+    assert result.command is None
+    message = blocked_of(result)["old"]
+    assert message.startswith("drifted, but pod ml-exp/p could not be rescheduled")
+    assert "general: namespace ml-exp may not use NodePool general: policy gpu-access" in message
+    allowed = [in_namespace(pod("p", "old"), "ml-prod")]
+    ok = decide(governed(snapshot(nodes, allowed, pools=[pool(budgets=ALL)]), ACCESS), CATALOG, NOW)
+    assert ok.command is not None
+    assert ok.command.decision == "replace"
+
+
+def test_denied_pods_may_still_move_to_existing_nodes_delete_only() -> None:
+    nodes = [node("old", image="ami-old"), node("spare", "m5.2xlarge")]
+    pods = [in_namespace(pod("p", "old"), "ml-exp"), pod("q", "spare")]
+    result = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), ACCESS), CATALOG, NOW)
+    assert result.command is not None
+    assert result.command.decision == "delete"
+    assert result.command.candidates == ("old",)
+    assert [(m.pod, m.node) for m in result.command.moves] == [("ml-exp/p", "spare")]
+
+
+def test_consolidation_replacement_goes_to_a_node_pool_the_namespace_may_use() -> None:
+    # one big node for a small pod: replaced by a smaller node, but only in the NodePool ml-exp may use
+    nodes = [node("big", "m5.4xlarge")]
+    pods = [in_namespace(pod("p", "big"), "ml-exp")]
+    pools = [pool(budgets=ALL), pool("batch", budgets=ALL, capacity=("spot", "on-demand"))]
+    denied = policy("gpu-access", nodePoolAccess=[{"nodePools": ["batch"], "namespaces": ["ml-prod"]}])
+    free = decide(snapshot(nodes, pods, pools=pools), CATALOG, NOW, settings=None)
+    result = decide(governed(snapshot(nodes, pods, pools=pools), denied), CATALOG, NOW)
+    assert result.command is not None
+    assert result.command.decision == "replace"
+    assert {r.nodepool for r in result.command.replacements} == {"general"}
+    assert free.command is not None  # without the policy the cheaper spot pool could take it
+    assert {r.nodepool for r in free.command.replacements} == {"batch"}
+
+
+# -- ceilings and group limits ------------------------------------------------------------------------------------
+
+
+def test_ceiling_blocks_a_drift_replacement_that_raises_spend_over_it() -> None:
+    # the NodePool now allows only on-demand: its spot node drifted, its replacement is on-demand (dearer)
+    nodes = [node("cheap", "m5.2xlarge", capacity="spot")]
+    pods = [pod("p", "cheap", cpu="6")]
+    caps = policy("cost-caps", costCeilings={"nodePools": [{"name": "general", "maxPricePerHour": "0.30"}]})
+    result = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), caps), CATALOG, NOW)
+    assert result.command is None
+    message = blocked_of(result)["cheap"]
+    assert re.match(r"drift replacement NodeClaim of NodePool general \(\$0\.\d{4}/hour\) would cross ", message)
+    assert "the $/hour ceiling of NodePool general ($0.30/hour, $" in message
+    assert message.endswith("freed by the candidates): policy cost-caps")
+    roomy = policy("cost-caps", costCeilings={"nodePools": [{"name": "general", "maxPricePerHour": "0.50"}]})
+    ok = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), roomy), CATALOG, NOW)
+    assert ok.command is not None
+    assert ok.command.reason.value == "Drifted"
+
+
+def test_a_move_that_lowers_spend_is_never_blocked_by_a_ceiling() -> None:
+    nodes = [node("big", "m5.4xlarge")]
+    pods = [pod("p", "big")]
+    over = policy(
+        "cost-caps",
+        costCeilings={
+            "cluster": {"maxPricePerHour": "0.01"},
+            "nodePools": [{"name": "general", "maxPricePerHour": "0.01"}],
+            "namespaces": [{"name": "default", "maxPricePerHour": "0.01"}],
+        },
+    )
+    result = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), over), CATALOG, NOW)
+    assert result.command is not None
+    assert result.command.decision == "replace"
+    assert result.command.price_after < result.command.price_before
+
+
+def test_group_limit_blocks_a_replacement_into_the_group() -> None:
+    # NodePool "old" no longer offers any instance type: its node's replacement must come from "general"
+    old = pool(
+        "old", budgets=ALL, extra=[{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["x"]}]
+    )
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    nodes = [node("legacy", "m5.xlarge", pool_name="old"), node("g1", "m5.xlarge", node_annotations=keep)]
+    pods = [pod("p", "legacy", cpu="3"), pod("q", "g1", cpu="3")]
+    group = policy("groups", limits=[{"name": "main", "nodePools": ["general"], "resources": {"nodes": "1"}}])
+    snap = snapshot(nodes, pods, pools=[pool(budgets=ALL), old])
+    result = decide(governed(snap, group), CATALOG, NOW)
+    assert result.command is None
+    message = blocked_of(result)["legacy"]
+    assert message == (
+        "drift replacement NodeClaim of NodePool general would exceed the nodes limit of NodePool group main "
+        "(1; 1 in use, 2 after the move): policy groups"
+    )
+    roomy = policy("groups", limits=[{"name": "main", "nodePools": ["general"], "resources": {"nodes": "2"}}])
+    ok = decide(governed(snap, roomy), CATALOG, NOW)
+    assert ok.command is not None
+    assert ok.command.candidates == ("legacy",)

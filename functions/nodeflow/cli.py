@@ -21,6 +21,8 @@ from nodeflow import decisions_cli
 from nodeflow.api.quantity import format_milli
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from nodeflow.api.manifests import Manifests
     from nodeflow.catalog.model import CatalogData
 from nodeflow.scheduling.types import SchedulingInput, SchedulingResult
@@ -40,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(plan)
     plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    plan.add_argument("--now", help=_NOW_HELP)
     explain = commands.add_parser(
         "explain",
         help="say where one pending pod would go, or why it cannot, per NodePool",
@@ -48,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(explain)
     explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pending pod, e.g. shop/web-7d4b9c-x2k8q")
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    explain.add_argument("--now", help=_NOW_HELP)
     disrupt = commands.add_parser(
         "disrupt",
         help="show what nodeflow would disrupt now (empty, drifted, underutilized, expired nodes), offline",
@@ -111,6 +115,23 @@ JSON output (-o json):
        "event": "NodeRepairBlocked", "message": str}],
    "blocked": [{"node": name, "event": "DisruptionBlocked"|"Unconsolidatable", "message": str}]}
 """
+
+
+_NOW_HELP = "the time NodeflowPolicy pause windows are judged at, RFC 3339 (default: the current time)"
+
+
+def _now_arg(args: argparse.Namespace, err: TextIO) -> datetime | None:
+    """``--now`` (the current UTC time when not given), or None after printing why it is not a time."""
+    from datetime import UTC, datetime
+
+    if not args.now:
+        return datetime.now(UTC)
+    try:
+        now = datetime.fromisoformat(args.now)
+    except ValueError:
+        print(f"error: --now: {args.now!r} is not an RFC 3339 time (e.g. 2026-11-21T12:00:00Z)", file=err)
+        return None
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -223,8 +244,11 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "disrupt":
         return _disrupt(manifests, catalog, args, out, err)
     policy = "Ignore" if args.ignore_preferences else "Respect"
+    now = _now_arg(args, err)
+    if now is None:
+        return EXIT_INPUT
     state = ClusterState.from_manifests(manifests)
-    inp = build_input(state, catalog, policy, args.min_values_policy)
+    inp = build_input(state, catalog, policy, args.min_values_policy, now=now)
     if args.command == "explain":
         return _explain(inp, args, out, err)
     from nodeflow.scheduling.solver import solve

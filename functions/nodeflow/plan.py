@@ -11,6 +11,7 @@ import gc
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import (
@@ -46,6 +47,7 @@ from nodeflow.constraints import (
     topology_spreads,
     volume_requirements,
 )
+from nodeflow.governance.policy import Governance
 from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.nodepools import NO_NODEPOOL
@@ -55,6 +57,8 @@ from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.static import is_static, static_plans
 from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.types import (
+    CeilingInput,
+    GroupLimitInput,
     NodeInput,
     NodePoolInput,
     PodInput,
@@ -135,18 +139,19 @@ def plan(
     preference_policy: str = "Respect",
     min_values_policy: str = "Strict",
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    now: datetime | None = None,
 ) -> SchedulingResult:
     """Which NodeClaims to launch for the pending pods of ``state``.
 
     ``unavailable`` holds (instance type, zone, capacity type) offerings not to use (recent
-    capacity errors).
+    capacity errors). ``now``: the time NodeflowPolicy pause windows are judged at (None: no window is open).
     """
     # The solver allocates much and frees little while it runs; with a large cluster's objects alive (a snapshot
     # of tens of thousands of pods) each cyclic GC pass rescans all of them: paused for the plan, as for the input.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        inp = build_input(state, catalog, preference_policy, min_values_policy, unavailable)
+        inp = build_input(state, catalog, preference_policy, min_values_policy, unavailable, now)
         return with_static(solve(inp), inp)
     finally:
         if gc_was_enabled:
@@ -613,13 +618,15 @@ def build_input(
     preference_policy: str = "Respect",
     min_values_policy: str = "Strict",
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    now: datetime | None = None,
 ) -> SchedulingInput:
-    """The solver input for ``state``: pending pods, pools resolved to instance types, nodes."""
+    """The solver input for ``state``: pending pods, pools resolved to instance types, nodes, and what the
+    NodeflowPolicies of ``state`` allow (``now``: the time pause windows are judged at; None: none is open)."""
     # Tens of thousands of acyclic objects (one PodInput per pod): cyclic GC passes would only add time.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _build_input(state, catalog, preference_policy, min_values_policy, unavailable)
+        return _build_input(state, catalog, preference_policy, min_values_policy, unavailable, now)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -631,6 +638,7 @@ def _build_input(
     preference_policy: str,
     min_values_policy: str,
     unavailable: frozenset[tuple[str, str, str]],
+    now: datetime | None = None,
 ) -> SchedulingInput:
     pod_namespaces = {p.metadata.namespace or "default" for p in state.pods}
     convert = _Converter(
@@ -648,6 +656,9 @@ def _build_input(
     pools = tuple(_pool_input(p, classes, catalog, unavailable, reserved) for p in state.node_pools)
     if state.node_overlays:
         pools = _overlaid(pools, state.node_overlays)
+    gov = Governance.from_policies(state.policies) if state.policies else None
+    if gov is not None and gov.windows and now is not None:
+        pools = _paused(pools, gov, now)
     by_name = {p.name: p for p in pools}
 
     # Pods nominated to a NodeClaim that is not yet initialized count as placed on it.
@@ -728,6 +739,29 @@ def _build_input(
     # Static NodePools (spec.replicas) are not the solver's: their nodes are only existing capacity to it.
     static = {p.name for p in state.node_pools if is_static(p)}
     wanted = static_plans(state.node_pools, by_name, state.node_claims, state.nodes, daemons) if static else None
+    ceilings: tuple[CeilingInput, ...] = ()
+    group_limits: tuple[GroupLimitInput, ...] = ()
+    if gov is not None:
+        dynamic = [p.name for p in pools if p.name not in static]
+        if gov.pool_rules or gov.resource_rules:
+            pending = _with_denials(pending, gov, dynamic, convert.namespace_labels)
+        if gov.ceilings:
+            from nodeflow.governance.spend import cluster_spend
+
+            spend, _ = cluster_spend(state, catalog)
+            ceilings = tuple(
+                CeilingInput(c.policy, c.scope, c.name, c.max_per_hour, spend.in_use(c)) for c in gov.ceilings
+            )
+        group_limits = tuple(
+            GroupLimitInput(
+                g.policy,
+                g.name,
+                g.nodepools,
+                g.limits,
+                res.total({**(n.capacity or n.allocatable), "nodes": 1000} for n in nodes if n.nodepool in g.nodepools),
+            )
+            for g in gov.group_limits
+        )
     return SchedulingInput(
         pods=tuple(pending),
         nodepools=tuple(p for p in pools if p.name not in static) if static else pools,
@@ -738,7 +772,44 @@ def _build_input(
         static_claims=wanted.node_claims if wanted else (),
         static_problems=wanted.problems if wanted else (),
         static_pools=tuple(p for p in pools if p.name in static),
+        ceilings=ceilings,
+        group_limits=group_limits,
     )
+
+
+def _paused(pools: tuple[NodePoolInput, ...], gov: Governance, now: datetime) -> tuple[NodePoolInput, ...]:
+    """``pools`` with those a NodeflowPolicy window pauses at ``now`` unusable for new NodeClaims (static top-ups
+    included), the pause as the reason (a NodePool already unusable keeps its own reason)."""
+    out = []
+    for p in pools:
+        why = gov.provisioning_pause(p.name, now) if p.error is None else None
+        out.append(p if why is None else dataclasses.replace(p, error=why))
+    return tuple(out)
+
+
+def _with_denials(
+    pods: Sequence[PodInput], gov: Governance, pools: Sequence[str], namespace_labels: Mapping[str, Mapping[str, str]]
+) -> list[PodInput]:
+    """``pods`` with the NodePools NodeflowPolicies deny them (``PodInput.denied``): NodePool access by namespace,
+    and extended resources a namespace may not request (every NodePool is denied then)."""
+    cache: dict[tuple[str, frozenset[str]], Mapping[str, str]] = {}
+    out: list[PodInput] = []
+    for pod in pods:
+        namespace = pod.namespace
+        names = frozenset(k for k, v in pod.requests.items() if v > 0)
+        key = (namespace, names)
+        denied = cache.get(key)
+        if denied is None:
+            labels = namespace_labels.get(namespace, {})
+            resource = gov.request_denial(namespace, labels, names)
+            denied = {}
+            for pool in pools:
+                why = gov.pool_denial(namespace, labels, pool) or resource
+                if why is not None:
+                    denied[pool] = why
+            cache[key] = denied
+        out.append(dataclasses.replace(pod, denied=denied) if denied else pod)
+    return out
 
 
 # --- what a plan assumes ------------------------------------------------------------------------
@@ -780,4 +851,27 @@ def plan_warnings(state: ClusterState, inp: SchedulingInput, region: str) -> lis
     for verdict in overlay_verdicts(state, inp):
         if not verdict.ok:
             warnings.append(f"NodeOverlay {verdict.name!r} is not applied ({verdict.reason}): {verdict.message}")
+    warnings.extend(_policy_warnings(state))
     return warnings
+
+
+def _policy_warnings(state: ClusterState) -> list[str]:
+    """A NodeflowPolicy naming a NodePool the manifests do not hold (a typo, or a NodePool not given)."""
+    known = {p.name for p in state.node_pools}
+    out: list[str] = []
+    for policy in sorted(state.policies, key=lambda p: p.name):
+        spec = policy.spec
+        named: dict[str, str] = {}
+        for rule in spec.node_pool_access or ():
+            named.update((n, "nodePoolAccess") for n in rule.node_pools if n not in named)
+        ceilings = spec.cost_ceilings
+        for c in (ceilings.node_pools if ceilings is not None else None) or ():
+            named.setdefault(c.name, "costCeilings.nodePools")
+        for g in spec.limits or ():
+            named.update((n, f"limits {g.name}") for n in g.node_pools if n not in named)
+        for w in spec.pauses or ():
+            named.update((n, f"pauses {w.name}") for n in w.node_pools or () if n not in named)
+        for name, where in sorted(named.items()):
+            if name != "*" and name not in known:
+                out.append(f"NodeflowPolicy {policy.name!r} names NodePool {name!r} ({where}), which does not exist")
+    return out

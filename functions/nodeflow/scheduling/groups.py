@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from nodeflow.scheduling.preferences import Constraints, Preferences, initial_preferences
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.taints import Taint, Toleration, untolerated
-from nodeflow.scheduling.types import AffinityTerm, HostPort, PodInput, SchedulingInput, Selector
+from nodeflow.scheduling.types import NO_DENIALS, AffinityTerm, HostPort, PodInput, SchedulingInput, Selector
 
 __all__ = ["Group", "group_pods", "regroup"]
 
@@ -33,6 +33,8 @@ class Group:
     namespace: str
     labels: Mapping[str, str]
     error: str | None
+    # NodePool -> why no new NodeClaim of it may be made for these pods (NodeflowPolicy access; usually empty).
+    denied: Mapping[str, str] = NO_DENIALS
     # A serial number: caches key on it (ids of dead groups get reused).
     uid: int = field(default_factory=lambda: next(_GROUP_SERIAL))
 
@@ -81,6 +83,8 @@ def _relevant_label_keys(inp: SchedulingInput) -> frozenset[str]:
 def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: SchedulingInput) -> list[Group]:
     """Identical pods grouped; groups ordered largest first (cpu, then memory), then by key."""
     relevant = _relevant_label_keys(inp)
+    # Under a namespace $/hour ceiling pods of different namespaces are charged apart: never one group.
+    by_namespace = bool(relevant) or any(c.scope == "namespace" for c in inp.ceilings)
     groups: dict[tuple[object, ...], Group] = {}
     for pod in pods:
         labels = tuple(sorted((k, v) for k, v in pod.labels.items() if k in relevant)) if relevant else ()
@@ -94,8 +98,9 @@ def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: Scheduli
             pod.spread,
             pod.affinity,
             pod.error,
-            pod.namespace if relevant else "",
+            pod.namespace if by_namespace else "",
             labels,
+            tuple(sorted(pod.denied.items())) if pod.denied else (),
         )
         group = groups.get(signature)
         if group is None:
@@ -110,6 +115,7 @@ def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: Scheduli
                 namespace=pod.namespace,
                 labels=pod.labels,
                 error=pod.error,
+                denied=pod.denied,
             )
         else:
             group.pods.append(pod)
@@ -139,4 +145,5 @@ def regroup(group: Group, pods: list[PodInput], prefs: Preferences) -> Group:
         namespace=group.namespace,
         labels=group.labels,
         error=group.error,
+        denied=group.denied,
     )

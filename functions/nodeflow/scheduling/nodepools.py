@@ -14,9 +14,19 @@ from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.taints import untolerated
-from nodeflow.scheduling.types import NodePoolInput, SchedulingInput
+from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodePoolInput, SchedulingInput
 
-__all__ = ["NO_NODEPOOL", "Pool", "Reasons", "all_pools", "capacity", "limit_reason", "make_pool"]
+__all__ = [
+    "NO_NODEPOOL",
+    "CeilingBudget",
+    "GroupBudget",
+    "Pool",
+    "Reasons",
+    "all_pools",
+    "capacity",
+    "limit_reason",
+    "make_pool",
+]
 
 NO_NODEPOOL = "-"
 Reasons = dict[str, str]  # NodePool name -> why the pods cannot go there
@@ -35,6 +45,51 @@ class Pool:
     # reserved; None when the NodePool does not allow reserved) and the pool's types with reserved offerings.
     reserved_requirements: Requirements | None = None
     reserved_types: tuple[InstanceType, ...] = ()
+    # NodeflowPolicy group limits covering this NodePool (budgets shared with the group's other NodePools) and the
+    # cluster / NodePool $/hour ceilings that apply to its NodeClaims (set by ``Packer``; empty without policies).
+    groups: tuple[GroupBudget, ...] = ()
+    ceilings: tuple[CeilingBudget, ...] = ()
+
+
+@dataclass(slots=True)
+class GroupBudget:
+    """What is left under a NodeflowPolicy group limit during a solve (shared by the group's NodePools)."""
+
+    input: GroupLimitInput
+    remaining: dict[str, int]
+
+    def reason(self, types: Sequence[InstanceType]) -> str:
+        remaining = self.remaining
+        keys = sorted(remaining)
+        smallest = min(types, key=lambda it: tuple(capacity(it, k) for k in keys))
+        name = next((k for k in keys if capacity(smallest, k) > remaining[k]), keys[0])
+        limit = self.input.limits[name]
+        return (
+            f"exceeds limit {name}={format_milli(limit, name)} of NodePool group {self.input.name} "
+            f"({', '.join(sorted(self.input.nodepools))}): {format_milli(max(remaining[name], 0), name)} remaining, "
+            f"the smallest fitting instance type {smallest.name} has {format_milli(capacity(smallest, name), name)}: "
+            f"policy {self.input.policy}"
+        )
+
+
+@dataclass(slots=True)
+class CeilingBudget:
+    """What is left under a NodeflowPolicy $/hour ceiling during a solve (shared by every NodeClaim it covers)."""
+
+    input: CeilingInput
+    left: float
+
+    @property
+    def in_use(self) -> float:
+        return self.input.max_per_hour - self.left
+
+    def reason(self, pool: str, price: float) -> str:
+        """ "NodeClaim of NodePool gpu ($3.0600/hour) would cross the $/hour ceiling of NodePool gpu ($20.00/hour,
+        $18.50 in use): policy cost-caps"."""
+        return (
+            f"NodeClaim of NodePool {pool} (${price:.4f}/hour) would cross {self.input.describe(self.in_use)}: "
+            f"policy {self.input.policy}"
+        )
 
 
 def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:

@@ -26,7 +26,15 @@ from nodeflow.scheduling import repack
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.existing import ports_conflict
 from nodeflow.scheduling.groups import Group
-from nodeflow.scheduling.nodepools import NO_NODEPOOL, Pool, Reasons, capacity, limit_reason
+from nodeflow.scheduling.nodepools import (
+    NO_NODEPOOL,
+    CeilingBudget,
+    GroupBudget,
+    Pool,
+    Reasons,
+    capacity,
+    limit_reason,
+)
 from nodeflow.scheduling.pricing import (
     ALLOW_UNDEFINED,
     OFFERING_KEYS,
@@ -90,6 +98,9 @@ class Claim:
     topology: bool = False
     # The capacity reservation this NodeClaim is counted against ("" for spot / on-demand).
     reservation: str = ""
+    # Namespace -> [CPU requested (millicores), pods] of its pods: kept only under NodeflowPolicy namespace
+    # ceilings (how its price is shared among namespaces, ``governance.policy.namespace_shares``).
+    shares: dict[str, list[int]] | None = None
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -252,13 +263,120 @@ class Packer:
                             self.reservations[o.reservation_id] = o.reservation_capacity
         # id(claim) -> why a NodeClaim that could have used a capacity reservation did not (all used up).
         self.fallback_notes: dict[int, str] = {}
+        # NodeflowPolicy $/hour ceilings and group limits: none without policies (every check below is skipped).
+        self.governed = bool(inp.ceilings or inp.group_limits)
+        self.ns_ceilings: dict[str, list[CeilingBudget]] = {}
+        if self.governed:
+            self._govern(inp)
+
+    # -- NodeflowPolicy ceilings and group limits ----------------------------------------------------
+    def _govern(self, inp: SchedulingInput) -> None:
+        """Budgets for the policies' ceilings (what is left under each) and group limits, handed to the pools."""
+        budgets = [CeilingBudget(c, c.max_per_hour - c.in_use) for c in inp.ceilings]
+        cluster = tuple(b for b in budgets if b.input.scope == "cluster")
+        for b in budgets:
+            if b.input.scope == "namespace":
+                self.ns_ceilings.setdefault(b.input.name, []).append(b)
+        groups = [GroupBudget(g, {k: v - g.in_use.get(k, 0) for k, v in g.limits.items()}) for g in inp.group_limits]
+        for pool in self.pools:
+            name = pool.input.name
+            pool.ceilings = cluster + tuple(b for b in budgets if b.input.scope == "nodePool" and b.input.name == name)
+            pool.groups = tuple(g for g in groups if name in g.input.nodepools)
+
+    def _budgets(self, pool: Pool, namespace: str) -> list[CeilingBudget]:
+        """The ceilings a new NodeClaim of ``pool`` for pods of ``namespace`` counts against."""
+        return [*pool.ceilings, *self.ns_ceilings.get(namespace, ())]
+
+    def _limits(self, pool: Pool) -> dict[str, int] | None:
+        """What is left under the pool's own limits and its groups' (the least of them per resource)."""
+        if not pool.groups:
+            return pool.remaining
+        merged = dict(pool.remaining or {})
+        for g in pool.groups:
+            for k, v in g.remaining.items():
+                merged[k] = min(merged[k], v) if k in merged else v
+        return merged
+
+    def _charge_limits(self, pool: Pool, it: InstanceType) -> None:
+        if pool.remaining is not None:
+            for name in pool.remaining:
+                pool.remaining[name] -= capacity(it, name)
+        for g in pool.groups:
+            for name in g.remaining:
+                g.remaining[name] -= capacity(it, name)
+
+    def _limit_reason(self, pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
+        """Why none of ``types`` fits: the pool's own limit, else the group limit the smallest type exceeds."""
+        if not pool.groups:
+            return limit_reason(pool, types, remaining)
+        own = pool.remaining
+        if own is not None and not any(all(capacity(it, k) <= v for k, v in own.items()) for it in types):
+            return limit_reason(pool, types, own)
+        for g in pool.groups:
+            if not any(all(capacity(it, k) <= v for k, v in g.remaining.items()) for it in types):
+                return g.reason(types)
+        # Each type crosses one budget or another: name them all.
+        parts = [limit_reason(pool, types, own)] if own is not None else []
+        return "; ".join([*parts, *(g.reason(types) for g in pool.groups)])
+
+    def _ceiling_reason(self, pool: Pool, budgets: Sequence[CeilingBudget], price: float) -> str:
+        binding = min(budgets, key=lambda b: b.left)
+        return binding.reason(pool.input.name, price)
+
+    def _open_charge(self, claim: Claim, budgets: Sequence[CeilingBudget], group: Group, take: int) -> None:
+        """A new NodeClaim's price counts against its ceilings (its pods are all of the group's namespace)."""
+        for b in budgets:
+            b.left -= claim.price
+        if self.ns_ceilings:
+            claim.shares = {group.namespace: [group.requests.get("cpu", 0) * take, take]}
+
+    def _join_deltas(self, claim: Claim, group: Group, take: int, price: float) -> tuple[float, dict[str, float]]:
+        """How the NodeClaim's $/hour changes (in total, and per namespace with a ceiling) when ``take`` pods of
+        the group join it and its price becomes ``price``."""
+        delta = price - claim.price
+        per_ns: dict[str, float] = {}
+        if self.ns_ceilings and claim.shares is not None:
+            before = _split(claim.shares)
+            after_shares = {k: list(v) for k, v in claim.shares.items()}
+            entry = after_shares.setdefault(group.namespace, [0, 0])
+            entry[0] += group.requests.get("cpu", 0) * take
+            entry[1] += take
+            after = _split(after_shares)
+            for ns in self.ns_ceilings:
+                change = after.get(ns, 0.0) * price - before.get(ns, 0.0) * claim.price
+                if change:
+                    per_ns[ns] = change
+        return delta, per_ns
+
+    def _join_fits(self, claim: Claim, group: Group, take: int, price: float) -> bool:
+        """Do the pods joining keep every ceiling (the NodeClaim's and the namespaces') at or under its max?"""
+        delta, per_ns = self._join_deltas(claim, group, take, price)
+        if delta > PRICE_EPSILON and any(b.left < delta - PRICE_EPSILON for b in claim.pool.ceilings):
+            return False
+        return not any(
+            change > PRICE_EPSILON and any(b.left < change - PRICE_EPSILON for b in self.ns_ceilings[ns])
+            for ns, change in per_ns.items()
+        )
+
+    def _join_charge(self, claim: Claim, group: Group, take: int, price: float) -> None:
+        delta, per_ns = self._join_deltas(claim, group, take, price)
+        for b in claim.pool.ceilings:
+            b.left -= delta
+        for ns, change in per_ns.items():
+            for b in self.ns_ceilings[ns]:
+                b.left -= change
+        if claim.shares is not None:
+            entry = claim.shares.setdefault(group.namespace, [0, 0])
+            entry[0] += group.requests.get("cpu", 0) * take
+            entry[1] += take
 
     def merge_claims(self) -> None:
         """Plans of modest size only (see ``_merge_claims`` and ``repack_claims``); then NodeClaims
         are numbered."""
-        if len(self.claims) <= _MERGE_MAX_CLAIMS:
+        # Under NodeflowPolicy namespace ceilings the passes are skipped (they would move price among namespaces).
+        if len(self.claims) <= _MERGE_MAX_CLAIMS and not self.ns_ceilings:
             self._merge_claims()
-        if len(self.claims) <= repack.MAX_CLAIMS:
+        if len(self.claims) <= repack.MAX_CLAIMS and not self.ns_ceilings:
             self.repack_claims()
         for index, claim in enumerate(self.claims):
             claim.index = index
@@ -273,7 +391,11 @@ class Packer:
         for _ in range(_GROW_PASSES):
             merged = False
             candidates = sorted(
-                (c for c in self.claims if not c.topology and c.pool.remaining is None and not c.reservation),
+                (
+                    c
+                    for c in self.claims
+                    if not c.topology and c.pool.remaining is None and not c.reservation and not _governed(c.pool)
+                ),
                 key=lambda c: (c.price, c.index),
             )
             for small in candidates:
@@ -335,7 +457,7 @@ class Packer:
         by_key: dict[str, PodInput] | None = None
         for claim in self.claims:
             pool = claim.pool
-            if claim.topology or claim.ports or pool.remaining is not None or pool.min_values:
+            if claim.topology or claim.ports or pool.remaining is not None or pool.min_values or _governed(pool):
                 continue
             if claim.requirements != pool.requirements:
                 continue
@@ -404,6 +526,7 @@ class Packer:
             else []
         )
         upsize = allowed is not None  # pods that must join given NodeClaims may grow them
+        denied = group.denied
         cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
         closed = False
         if upsize:
@@ -419,6 +542,8 @@ class Packer:
                 break
             cid = id(claim)
             if cid in blocked or (allowed is not None and cid not in allowed):
+                continue
+            if denied and claim.pool.input.name in denied:
                 continue
             if pins and any((r := claim.requirements.get(k)) is not None and not r.has(v) for k, v in pins):
                 continue
@@ -452,8 +577,11 @@ class Packer:
     def _standalone(self, group: Group, alts: tuple[Requirements, ...], count: int) -> tuple[float, int] | None:
         """Price per pod, and pods per NodeClaim, of ``count`` pods of the group on NodeClaims of
         their own (from the first NodePool that takes them, without limits)."""
+        denied = group.denied
         for alt in alts:
             for pool in self.pools:
+                if (denied and pool.input.name in denied) or pool.groups:
+                    continue
                 if pool.reserved_requirements is not None and pool.remaining is None:
                     options = self._reserved_options(pool, group, alt)[1]
                     if options:
@@ -508,6 +636,11 @@ class Packer:
                 strict = claim.pool.min_values and self.strict_min_values
                 if strict and min_values_violation(reqs, _fitting(types, i, used)) is not None:
                     continue
+                if self.governed:
+                    price = _first_price(types, prices, 0 if types is not claim.types else claim.start, used)
+                    if not self._join_fits(claim, group, take, price):
+                        continue
+                    self._join_charge(claim, group, take, price)
                 if types is not claim.types:
                     claim.start = 0
                 claim.requirements, claim.types, claim.prices = reqs, types, prices
@@ -534,6 +667,8 @@ class Packer:
         if that beats ``standalone`` (the price per pod of new NodeClaims)."""
         if id(claim) in blocked or claim.reservation or not group.tolerates(claim.pool.input.taints):
             return None
+        if group.denied and claim.pool.input.name in group.denied:
+            return None
         # Not one more pod fits on even the largest of its types (any type scanned below is one of them): no
         # growth, whatever the loop would scan. At scale most open NodeClaims are full on some resource.
         largest = self._max_allocatable(claim.types)
@@ -554,6 +689,8 @@ class Packer:
         best: tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None = None
         # A larger type costs at least (price - now) / cap per pod: stop once that cannot win.
         budget = claim.price + standalone * cap
+        if claim.pool.ceilings:  # no larger type than what is left under its ceilings
+            budget = min(budget, claim.price + min(b.left for b in claim.pool.ceilings) + PRICE_EPSILON)
         now, used = claim.price, claim.used
         # ``res.fits(used, alloc)`` and ``res.max_count(request, alloc, used)`` inlined over the resources that
         # count (this loop runs for every open NodeClaim in the window, for every group, at scale).
@@ -628,6 +765,11 @@ class Packer:
         strict = claim.pool.min_values and self.strict_min_values
         if strict and min_values_violation(reqs, _fitting(types, first, used)) is not None:
             return 0
+        if self.governed:
+            price = _first_price(types, prices, first, used)
+            if not self._join_fits(claim, group, take, price):
+                return 0
+            self._join_charge(claim, group, take, price)
         claim.requirements, claim.types, claim.prices, claim.start = reqs, types, prices, first
         claim.used = used
         claim.ports |= group.host_ports
@@ -656,8 +798,12 @@ class Packer:
         to each other, or a hostname spread's share of a new node)."""
         reasons: dict[str, list[str]] = {}
         count = len(pending) if together else min(len(pending), cap)
+        denied = group.denied
         for alt_index, alt in enumerate(alts):
             for pool in self.pools:
+                if denied and (why := denied.get(pool.input.name)) is not None:
+                    reasons.setdefault(pool.input.name, [why])  # once, whatever the node affinity term
+                    continue
                 outcome = self._try_pool(pool, group, alt, count, together)
                 if not isinstance(outcome, str):
                     claim, take, partial = outcome
@@ -797,11 +943,15 @@ class Packer:
         """Open a NodeClaim counted against one capacity reservation (its type, zone and id pinned), or say
         ("" when nothing applies) why the matching reservations cannot take it."""
         reqs, options, exhausted = self._reserved_options(pool, group, alt)
-        remaining = pool.remaining
+        remaining = self._limits(pool) if pool.groups else pool.remaining
         if together:
             options = [opt for opt in options if opt[2] >= count]
         if remaining is not None:
             options = [opt for opt in options if all(capacity(opt[0], k) <= v for k, v in remaining.items())]
+        budgets = self._budgets(pool, group.namespace) if self.governed else []
+        if budgets:
+            allow = min(b.left for b in budgets) + PRICE_EPSILON
+            options = [opt for opt in options if opt[1].price <= allow]
         strict = pool.min_values and self.strict_min_values
         for it, o, cap in sorted(options, key=lambda opt: _option_key(opt, count)):
             pins = [
@@ -836,9 +986,13 @@ class Packer:
             )
             claim.advance()
             self.reservations[o.reservation_id] -= 1
-            if remaining is not None:
+            if pool.groups:
+                self._charge_limits(pool, it)
+            elif remaining is not None:
                 for name in remaining:
                     remaining[name] -= capacity(it, name)
+            if self.governed:
+                self._open_charge(claim, budgets, group, take)
             return claim, take, take < cap
         if exhausted:
             return "capacity reservations used up: " + ", ".join(sorted(set(exhausted)))
@@ -851,7 +1005,11 @@ class Packer:
         if isinstance(cands, str):
             return cands
         types, prices, caps = cands.types, cands.prices, cands.caps
-        remaining = pool.remaining
+        remaining = self._limits(pool) if pool.groups else pool.remaining
+        # Under $/hour ceilings only types priced within what is left under every one of them (so the NodeClaim's
+        # fallback types cannot cross it either).
+        budgets = self._budgets(pool, group.namespace) if self.governed else []
+        allow = min(b.left for b in budgets) + PRICE_EPSILON if budgets else None
         if together:
             # As many of the pods as one node holds: all of them on the cheapest type that holds them
             # all, else the most any type holds (the rest cannot share this node).
@@ -861,13 +1019,27 @@ class Packer:
                 i for i in whole if remaining is None or all(capacity(types[i], k) <= v for k, v in remaining.items())
             ]
             if not keep:
-                return limit_reason(pool, [types[i] for i in whole], remaining or {})
+                return self._limit_reason(pool, [types[i] for i in whole], remaining or {})
+            if allow is not None:
+                priced = [i for i in keep if prices[i] <= allow]
+                if not priced:
+                    return self._ceiling_reason(pool, budgets, prices[keep[0]])
+                keep = priced
             types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
             best = 0
-        elif remaining is not None:
-            indices = [i for i, it in enumerate(types) if all(capacity(it, k) <= v for k, v in remaining.items())]
+        elif remaining is not None or allow is not None:
+            indices = [
+                i
+                for i, it in enumerate(types)
+                if remaining is None or all(capacity(it, k) <= v for k, v in remaining.items())
+            ]
             if not indices:
-                return limit_reason(pool, types, remaining)
+                return self._limit_reason(pool, types, remaining or {})
+            if allow is not None:
+                priced = [i for i in indices if prices[i] <= allow]
+                if not priced:
+                    return self._ceiling_reason(pool, budgets, prices[indices[0]])
+                indices = priced
             best = _best_index(indices, prices, caps, types, count)
             types, prices, caps = [types[i] for i in indices], [prices[i] for i in indices], [caps[i] for i in indices]
             best = indices.index(best)
@@ -891,8 +1063,11 @@ class Packer:
             ]
             best = keep.index(best)
             types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
-            for name in remaining:
-                remaining[name] -= capacity(chosen, name)
+            if pool.groups:
+                self._charge_limits(pool, chosen)
+            else:
+                for name in remaining:
+                    remaining[name] -= capacity(chosen, name)
         # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
         first = bisect.bisect_left(prices, prices[best])
         claim = Claim(
@@ -905,6 +1080,8 @@ class Packer:
             ports=set(group.host_ports),
         )
         claim.advance()
+        if self.governed:
+            self._open_charge(claim, budgets, group, take)
         return claim, take, partial
 
     def _min_values_take(
@@ -1032,3 +1209,26 @@ def _best_index(
 ) -> int:
     """The type with the lowest price per pod for ``count`` pods (more pods, then name, break ties)."""
     return min(indices, key=lambda i: (prices[i] / min(caps[i], count), -min(caps[i], count), types[i].name))
+
+
+def _governed(pool: Pool) -> bool:
+    """Under NodeflowPolicy ceilings or group limits: the final merge and re-packing passes leave it alone (as
+    under a NodePool's own limits), so its NodeClaims keep the instance types each was trimmed to."""
+    return bool(pool.ceilings or pool.groups)
+
+
+def _first_price(types: Sequence[InstanceType], prices: Sequence[float], first: int, used: Mapping[str, int]) -> float:
+    """The price a NodeClaim holding ``used`` has over ``types`` from ``first`` on (its cheapest fitting type)."""
+    for i in range(first, len(types)):
+        if res.fits(used, types[i].allocatable):
+            return prices[i]
+    return float("inf")
+
+
+def _split(shares: Mapping[str, list[int]]) -> dict[str, float]:
+    """Namespace -> its fraction of a node's price: by CPU requests, per pod when none requests CPU."""
+    total = sum(cpu for cpu, _ in shares.values())
+    if total:
+        return {ns: cpu / total for ns, (cpu, _) in shares.items()}
+    pods = sum(n for _, n in shares.values()) or 1
+    return {ns: n / pods for ns, (_, n) in shares.items()}

@@ -200,6 +200,9 @@ class _Solver:
             if unschedulable is not None and name in unschedulable.reasons:
                 per_pool[name] = unschedulable.reasons[name]
                 continue
+            if group.denied and name in group.denied:
+                per_pool[name] = group.denied[name]
+                continue
             why = [self.packer.candidates(pool, group, alt) for alt in group.requirements]
             reasons = [w for w in why if isinstance(w, str)]
             if len(reasons) < len(why):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,27 @@ from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.taints import Taint, Toleration
 
 HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
+
+
+class _NoDenials(Mapping[str, str]):
+    """The empty, immutable (and hashable, so a dataclass default) ``PodInput.denied`` of almost every pod."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> str:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+NO_DENIALS: Mapping[str, str] = _NoDenials()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +115,9 @@ class PodInput:
     affinity: tuple[AffinityTerm, ...] = ()  # pod affinity and anti-affinity, required and preferred
     # Why the pod cannot be scheduled whatever the NodePool (e.g. a missing PVC).
     error: str | None = None
+    # NodePools in which no NEW NodeClaim may be made for this pod (NodeflowPolicy access rules): NodePool name ->
+    # the reason. Existing nodes and NodeClaims still launching stay usable.
+    denied: Mapping[str, str] = NO_DENIALS
 
     @property
     def namespace(self) -> str:
@@ -122,8 +146,41 @@ class NodePoolInput:
     startup_taints: tuple[Taint, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, int] | None = None  # milli-units
-    # Why the NodePool cannot be used at all (e.g. its EC2NodeClass is missing).
+    # Why the NodePool cannot be used at all (e.g. its EC2NodeClass is missing), or why no NodeClaim of it may be
+    # made now (a NodeflowPolicy provisioning pause).
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CeilingInput:
+    """A NodeflowPolicy $/hour ceiling and what is in use under it now (existing nodes and NodeClaims still
+    launching): new NodeClaims that would take the amount over ``max_per_hour`` are not made."""
+
+    policy: str
+    scope: str  # "cluster" | "nodePool" | "namespace"
+    name: str  # the NodePool or namespace ("" for the cluster)
+    max_per_hour: float
+    in_use: float = 0.0
+
+    def describe(self, in_use: float) -> str:
+        """ "the $/hour ceiling of NodePool gpu ($20.00/hour, $18.50 in use)"."""
+        what = {"cluster": "the cluster", "nodePool": f"NodePool {self.name}", "namespace": f"namespace {self.name}"}
+        return (
+            f"the $/hour ceiling of {what.get(self.scope, self.name)} (${self.max_per_hour:.2f}/hour, "
+            f"${in_use:.2f} in use)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLimitInput:
+    """NodeflowPolicy limits (milli-units; ``nodes`` counts 1000 a node) shared by a group of NodePools, and what
+    the group's nodes already hold (as a NodePool's own ``spec.limits`` count them)."""
+
+    policy: str
+    name: str
+    nodepools: frozenset[str]
+    limits: Mapping[str, int]
+    in_use: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +217,9 @@ class SchedulingInput:
     static_claims: tuple[NodeClaimPlan, ...] = ()
     static_problems: tuple[str, ...] = ()
     static_pools: tuple[NodePoolInput, ...] = ()  # the static NodePools, resolved (for drift replacements)
+    # NodeflowPolicy ceilings and group limits (empty without policies): see ``CeilingInput``, ``GroupLimitInput``.
+    ceilings: tuple[CeilingInput, ...] = ()
+    group_limits: tuple[GroupLimitInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,282 @@
+"""The solver honours NodeflowPolicies (plan / build_input with policies as input data): NodePool and extended-
+resource access per namespace, provisioning pauses at a given time, $/hour ceilings (NodePool, namespace, cluster;
+NodeClaims trimmed to what is left) and limits across a group of NodePools. New capacity only: existing nodes stay
+usable."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from nodeflow.api.core import Namespace, Node, Pod
+from nodeflow.api.karpenter import EC2NodeClass, NodePool
+from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.catalog.model import CatalogData
+from nodeflow.catalog.offline import load_offline
+from nodeflow.plan import ClusterState, build_input, plan, plan_warnings
+from nodeflow.scheduling.types import SchedulingResult
+
+NODE_CLASS = EC2NodeClass.model_validate(
+    {
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "R",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+        },
+    }
+)
+FRIDAY_NIGHT = datetime(2026, 11, 27, 20, 0, tzinfo=UTC)  # inside "0 18 * * 5" for 60h
+TUESDAY = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> CatalogData:
+    return load_offline("us-east-1")
+
+
+def pool(name: str, family: str = "m6i", weight: int = 0, **spec: Any) -> NodePool:
+    return NodePool.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                **({"weight": weight} if weight else {}),
+                "template": {
+                    "spec": {
+                        "requirements": [
+                            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [family]},
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                        ],
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    }
+                },
+                **spec,
+            },
+        }
+    )
+
+
+def namespace(name: str, **labels: str) -> Namespace:
+    return Namespace.model_validate({"metadata": {"name": name, "labels": labels}})
+
+
+def pending(name: str, ns: str = "default", cpu: str = "1", **extra: str) -> Pod:
+    return Pod.model_validate(
+        {
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi", **extra}}}]},
+            "status": {"phase": "Pending"},
+        }
+    )
+
+
+def node(name: str, pool_name: str, it: str = "m6i.xlarge", cpu: str = "4") -> Node:
+    return Node.model_validate(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "karpenter.sh/nodepool": pool_name,
+                    "karpenter.sh/initialized": "true",
+                    "karpenter.sh/capacity-type": "on-demand",
+                    "node.kubernetes.io/instance-type": it,
+                    "topology.kubernetes.io/zone": "us-east-1a",
+                    "kubernetes.io/arch": "amd64",
+                    "kubernetes.io/os": "linux",
+                },
+            },
+            "spec": {"providerID": f"aws:///us-east-1a/i-{name}"},
+            "status": {"allocatable": {"cpu": cpu, "memory": "15Gi", "pods": "58"}},
+        }
+    )
+
+
+def policy(name: str, **spec: Any) -> NodeflowPolicy:
+    return NodeflowPolicy.model_validate(
+        {"apiVersion": "nodeflow.io/v1alpha1", "kind": "NodeflowPolicy", "metadata": {"name": name}, "spec": spec}
+    )
+
+
+def state(*pools: NodePool, policies: tuple[NodeflowPolicy, ...] = (), **objects: Any) -> ClusterState:
+    return ClusterState(node_pools=pools, node_classes=(NODE_CLASS,), policies=policies, **objects)
+
+
+def where(result: SchedulingResult) -> dict[str, str]:
+    """pod -> NodePool of its new NodeClaim (or the existing node's name)."""
+    out = {p: nc.nodepool for nc in result.node_claims for p in nc.pods}
+    out.update({p: e.name for e in result.existing for p in e.pods})
+    return out
+
+
+def reasons(result: SchedulingResult) -> dict[str, dict[str, str]]:
+    return {u.pod: dict(u.reasons) for u in result.unschedulable}
+
+
+GPU_ACCESS = policy(
+    "gpu-access",
+    nodePoolAccess=[
+        {"nodePools": ["gpu"], "namespaces": ["ml-prod"], "namespaceSelector": {"matchLabels": {"team": "ml"}}}
+    ],
+)
+NAMESPACES = (namespace("ml-prod"), namespace("ml-lab", team="ml"), namespace("ml-exp", team="research"))
+
+
+# -- access ---------------------------------------------------------------------------------------------------
+
+
+def test_pool_access_by_name_and_selector_and_the_denied_fall_through(catalog: CatalogData) -> None:
+    pods = (pending("a", "ml-prod"), pending("b", "ml-lab"), pending("c", "ml-exp"))
+    s = state(pool("gpu", weight=10), pool("general"), policies=(GPU_ACCESS,), namespaces=NAMESPACES, pods=pods)
+    result = plan(s, catalog, now=TUESDAY)
+    assert where(result) == {"ml-prod/a": "gpu", "ml-lab/b": "gpu", "ml-exp/c": "general"}
+    # no other NodePool: the denial is the reason, where other per-NodePool reasons are
+    alone = plan(state(pool("gpu"), policies=(GPU_ACCESS,), namespaces=NAMESPACES, pods=pods), catalog)
+    assert reasons(alone) == {"ml-exp/c": {"gpu": "namespace ml-exp may not use NodePool gpu: policy gpu-access"}}
+    assert [p for nc in alone.node_claims for p in nc.pods] == ["ml-lab/b", "ml-prod/a"]
+
+
+def test_several_policies_combine_as_the_most_restrictive(catalog: CatalogData) -> None:
+    only_prod = policy("prod-only", nodePoolAccess=[{"nodePools": ["gpu"], "namespaces": ["ml-prod"]}])
+    pods = (pending("a", "ml-prod"), pending("b", "ml-lab"))
+    result = plan(state(pool("gpu"), policies=(GPU_ACCESS, only_prod), namespaces=NAMESPACES, pods=pods), catalog)
+    assert where(result) == {"ml-prod/a": "gpu"}
+    assert reasons(result) == {"ml-lab/b": {"gpu": "namespace ml-lab may not use NodePool gpu: policy prod-only"}}
+
+
+def test_resource_access_denies_every_pool_but_not_existing_nodes(catalog: CatalogData) -> None:
+    gpus = policy(
+        "gpus",
+        resourceAccess=[{"resources": ["example.com/fpga"], "namespaceSelector": {"matchLabels": {"team": "ml"}}}],
+    )
+    fpga_node = node("fpga-1", "general").model_copy(deep=True)
+    fpga_node.status.allocatable["example.com/fpga"] = "1"
+    pods = (pending("x", "ml-exp", **{"example.com/fpga": "1"}), pending("y", "ml-exp", **{"example.com/fpga": "1"}))
+    s = state(pool("general"), pool("other"), policies=(gpus,), namespaces=NAMESPACES, pods=pods, nodes=(fpga_node,))
+    result = plan(s, catalog)
+    assert where(result) == {"ml-exp/x": "fpga-1"}  # the existing node still takes one
+    why = "namespace ml-exp may not request example.com/fpga: policy gpus"
+    assert reasons(result) == {"ml-exp/y": {"general": why, "other": why}}
+
+
+# -- pauses ---------------------------------------------------------------------------------------------------
+
+FREEZE = policy(
+    "freeze",
+    pauses=[
+        {"name": "quarter-end", "schedule": "0 18 * * 5", "duration": "60h", "provisioning": True, "nodePools": ["gpu"]}
+    ],
+)
+
+
+def test_provisioning_pause_only_while_its_window_is_open(catalog: CatalogData) -> None:
+    s = state(pool("gpu", weight=10), pool("general"), policies=(FREEZE,), pods=(pending("p"),))
+    assert where(plan(s, catalog, now=TUESDAY)) == {"default/p": "gpu"}
+    assert where(plan(s, catalog)) == {"default/p": "gpu"}  # no time given: no window is open
+    assert where(plan(s, catalog, now=FRIDAY_NIGHT)) == {"default/p": "general"}
+    alone = plan(state(pool("gpu"), policies=(FREEZE,), pods=(pending("p"),)), catalog, now=FRIDAY_NIGHT)
+    assert reasons(alone)["default/p"]["gpu"] == (
+        "provisioning paused for NodePool gpu by policy freeze: window quarter-end (0 18 * * 5 for 60h) "
+        "until 2026-11-30T06:00:00Z"
+    )
+
+
+def test_a_pause_stops_static_top_ups_and_says_why(catalog: CatalogData) -> None:
+    s = state(pool("gpu", replicas=2), policies=(FREEZE,))
+    assert len(plan(s, catalog, now=TUESDAY).node_claims) == 2
+    inp = build_input(s, catalog, now=FRIDAY_NIGHT)
+    assert inp.static_claims == ()
+    assert inp.static_problems == (
+        "static NodePool 'gpu' needs 2 NodeClaim(s) but none can be made: provisioning paused for NodePool gpu by "
+        "policy freeze: window quarter-end (0 18 * * 5 for 60h) until 2026-11-30T06:00:00Z",
+    )
+
+
+# -- ceilings -------------------------------------------------------------------------------------------------
+
+
+def caps(**ceilings: Any) -> NodeflowPolicy:
+    return policy("cost-caps", costCeilings=ceilings)
+
+
+def test_pool_ceiling_counts_existing_nodes_and_sends_pods_to_the_next_pool(catalog: CatalogData) -> None:
+    # gpu already runs an m6i.xlarge ($0.192); its ceiling leaves $0.10: an m6i.large ($0.096) fits, no more
+    ceiling = caps(nodePools=[{"name": "gpu", "maxPricePerHour": "0.292"}])
+    full = node("n1", "gpu", cpu="0")  # no room: the pods need new capacity
+    pods = (pending("a", cpu="1.5"), pending("b", cpu="1.5", memory="2Gi"))  # one m6i.large each
+    s = state(pool("gpu", weight=10), pool("general"), policies=(ceiling,), pods=pods, nodes=(full,))
+    result = plan(s, catalog)
+    by_pool = sorted((nc.nodepool, nc.instance_types[0]) for nc in result.node_claims)
+    assert by_pool == [("general", "m6i.large"), ("gpu", "m6i.large")]
+    (gpu_claim,) = [nc for nc in result.node_claims if nc.nodepool == "gpu"]
+    # trimmed: every instance type it may launch as stays within what was left
+    assert max(catalog.on_demand_prices[t] for t in gpu_claim.instance_types) <= 0.10 + 1e-9
+    alone = plan(state(pool("gpu"), policies=(ceiling,), pods=(pending("big", cpu="6"),), nodes=(full,)), catalog)
+    assert reasons(alone) == {
+        "default/big": {
+            "gpu": "NodeClaim of NodePool gpu ($0.3840/hour) would cross the $/hour ceiling of NodePool gpu "
+            "($0.29/hour, $0.19 in use): policy cost-caps"
+        }
+    }
+
+
+def test_namespace_and_cluster_ceilings(catalog: CatalogData) -> None:
+    pods = (*tuple(pending(f"p{i}", "ml-exp", cpu="3") for i in range(3)), pending("w", "shop", cpu="3"))
+    # each pod needs an m6i.xlarge ($0.192): ml-exp may spend $0.40 -> two of its three pods, shop is not capped
+    s = state(pool("general"), policies=(caps(namespaces=[{"name": "ml-exp", "maxPricePerHour": "0.40"}]),), pods=pods)
+    result = plan(s, catalog)
+    assert sorted(where(result)) == ["ml-exp/p0", "ml-exp/p1", "shop/w"]
+    (why,) = reasons(result)["ml-exp/p2"].values()
+    assert why == (
+        "NodeClaim of NodePool general ($0.1920/hour) would cross the $/hour ceiling of namespace ml-exp "
+        "($0.40/hour, $0.38 in use): policy cost-caps"
+    )
+    # the cluster ceiling counts every node: $0.192 in use leaves room for two more
+    cluster = state(
+        pool("general"),
+        policies=(caps(cluster={"maxPricePerHour": "0.6"}),),
+        pods=pods,
+        nodes=(node("n", "x", cpu="0"),),
+    )
+    result = plan(cluster, catalog)
+    assert 0 < result.total_price <= 0.6 - 0.192 + 1e-9
+    assert {why for u in result.unschedulable for why in u.reasons.values()} == {
+        f"NodeClaim of NodePool general ($0.1920/hour) would cross the $/hour ceiling of the cluster ($0.60/hour, "
+        f"${0.192 + result.total_price:.2f} in use): policy cost-caps"
+    }
+
+
+def test_no_policy_and_a_loose_ceiling_plan_alike(catalog: CatalogData) -> None:
+    pods = tuple(pending(f"p{i}", cpu="500m") for i in range(7))
+    free = plan(state(pool("general"), pods=pods), catalog)
+    loose = plan(state(pool("general"), policies=(caps(cluster={"maxPricePerHour": "1000"}),), pods=pods), catalog)
+    assert loose.to_json()["nodeClaims"] == free.to_json()["nodeClaims"]
+
+
+# -- group limits ---------------------------------------------------------------------------------------------
+
+
+def test_group_limit_is_shared_by_its_pools(catalog: CatalogData) -> None:
+    group = policy("batch", limits=[{"name": "batch-group", "nodePools": ["a", "b"], "resources": {"cpu": "8"}}])
+    existing = node("n1", "a", cpu="0")  # 4 CPUs of capacity in use in the group (allocatable 0: no room)
+    existing = existing.model_copy(update={"status": existing.status.model_copy(update={"capacity": {"cpu": "4"}})})
+    pods = (pending("p", cpu="3"), pending("q", cpu="3"))
+    s = state(pool("a", weight=10), pool("b", weight=5), pool("c"), policies=(group,), pods=pods, nodes=(existing,))
+    result = plan(s, catalog)
+    # one m6i.xlarge (4 CPUs) fits under the group's 8; the second pod goes to c, outside the group
+    assert sorted(nc.nodepool for nc in result.node_claims) == ["a", "c"]
+    only_group = plan(state(pool("a"), pool("b"), policies=(group,), pods=pods, nodes=(existing,)), catalog)
+    (left,) = list(only_group.unschedulable)
+    assert left.reasons["b"] == (
+        "exceeds limit cpu=8 of NodePool group batch-group (a, b): 0 remaining, the smallest fitting instance type "
+        "m6i.xlarge has 4: policy batch"
+    )
+
+
+def test_plan_warns_of_a_policy_naming_an_unknown_pool(catalog: CatalogData) -> None:
+    s = state(pool("general"), policies=(GPU_ACCESS,))
+    assert plan_warnings(s, build_input(s, catalog), "us-east-1")[-1] == (
+        "NodeflowPolicy 'gpu-access' names NodePool 'gpu' (nodePoolAccess), which does not exist"
+    )

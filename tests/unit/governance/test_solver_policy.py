@@ -138,6 +138,14 @@ def test_pool_access_by_name_and_selector_and_the_denied_fall_through(catalog: C
     assert [p for nc in alone.node_claims for p in nc.pods] == ["ml-lab/b", "ml-prod/a"]
 
 
+def test_a_denied_pod_does_not_join_a_new_nodeclaim_of_the_pool_either(catalog: CatalogData) -> None:
+    # ml-prod/a (placed first: larger) opens an m6i.large with room left; ml-exp/c would fit on it
+    pods = (pending("a", "ml-prod", cpu="1"), pending("c", "ml-exp", cpu="500m"))
+    result = plan(state(pool("gpu"), policies=(GPU_ACCESS,), namespaces=NAMESPACES, pods=pods), catalog)
+    assert where(result) == {"ml-prod/a": "gpu"}
+    assert reasons(result) == {"ml-exp/c": {"gpu": "namespace ml-exp may not use NodePool gpu: policy gpu-access"}}
+
+
 def test_several_policies_combine_as_the_most_restrictive(catalog: CatalogData) -> None:
     only_prod = policy("prod-only", nodePoolAccess=[{"nodePools": ["gpu"], "namespaces": ["ml-prod"]}])
     pods = (pending("a", "ml-prod"), pending("b", "ml-lab"))
@@ -246,6 +254,23 @@ def test_namespace_and_cluster_ceilings(catalog: CatalogData) -> None:
         f"NodeClaim of NodePool general ($0.1920/hour) would cross the $/hour ceiling of the cluster ($0.60/hour, "
         f"${0.192 + result.total_price:.2f} in use): policy cost-caps"
     }
+
+
+def test_joining_a_nodeclaim_counts_the_namespace_share(catalog: CatalogData) -> None:
+    # ml-exp/big opens an m6i.large ($0.096) with room; shop/small joining it would take a third of its price
+    # ($0.032) to shop, over shop's $0.02: it may neither join nor open its own
+    pods = (pending("big", "ml-exp", cpu="1"), pending("small", "shop", cpu="500m"))
+    shop = caps(namespaces=[{"name": "shop", "maxPricePerHour": "0.02"}])
+    result = plan(state(pool("general"), policies=(shop,), pods=pods), catalog)
+    assert where(result) == {"ml-exp/big": "general"}
+    assert set(reasons(result)) == {"shop/small"}
+    loose = caps(namespaces=[{"name": "shop", "maxPricePerHour": "0.04"}])
+    assert where(plan(state(pool("general"), policies=(loose,), pods=pods), catalog)) == {
+        "ml-exp/big": "general",
+        "shop/small": "general",
+    }
+    (claim,) = plan(state(pool("general"), policies=(loose,), pods=pods), catalog).node_claims
+    assert claim.pods == ("ml-exp/big", "shop/small")
 
 
 def test_no_policy_and_a_loose_ceiling_plan_alike(catalog: CatalogData) -> None:

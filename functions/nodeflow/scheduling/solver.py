@@ -20,6 +20,16 @@ different, for speed and cost:
 Every NodeClaim keeps all instance types that still fit its pods, cheapest first, so the
 launcher can fall back when capacity is short.
 
+NodeflowPolicies arrive as data (``nodeflow.plan.build_input``): ``PodInput.denied`` (NodePools a pod's namespace
+may not create capacity in, or every NodePool when it requests an extended resource it may not), a NodePool paused
+for provisioning (its ``error``), and ``SchedulingInput.ceilings`` / ``group_limits``. A denied NodePool gets no new
+NodeClaim for the pod and the pod joins none opened in this solve (existing nodes and launching NodeClaims stay
+usable). A NodeClaim that would take a $/hour ceiling (cluster, its NodePool, the namespaces of its pods by CPU
+share) over its max is not made, so the pods try the next NodePool; a NodeClaim made under a ceiling keeps only
+the instance types priced within what was left under it when it was made. Group limits are NodePool limits shared
+by the group. NodeClaims under a ceiling or group limit are left out of the final merge and re-packing passes
+(as under NodePool limits; all are, under a namespace ceiling). Without policies none of this runs.
+
 The solver holds the pieces, split the way Karpenter's scheduler is:
 
 * ``groups``: pending pods grouped and ordered (Karpenter's queue);

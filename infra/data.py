@@ -6,8 +6,9 @@ in it can be rebuilt, so the table goes with the stack.
 
 The decision log (``nodeflow.governance.decisions``: records by day, index items by NodePool and by pod) has a table
 of its own, ``<prefix>-decisions``: its items live for ``decisionLogTtlDays`` (90 by default), are written only by
-the provisioner and the disruption Lambda (BatchWriteItem) and read by ``python -m nodeflow decisions``. Like the
-shared table it goes with the stack (a retained table of the same name would block deploying the stack again).
+the provisioner, the disruption and the interruption Lambda (BatchWriteItem) and read by ``python -m nodeflow
+decisions``. Like the shared table it goes with the stack (a retained table of the same name would block deploying
+the stack again).
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "Interruption: spot, rebalance, state-change and health events, NodeClaim/Node deletions, EC2 status "
         "checks (polled) -> terminate",
         timeout_seconds=60,
-        uses=("kube", "offerings:write", "start:terminate", "watch:terminate", "ec2:status"),
+        uses=("kube", "offerings:write", "start:terminate", "watch:terminate", "ec2:status", "decisions"),
         queue=QueueTrigger("interruption"),
         schedule_minutes=1,  # DescribeInstanceStatus, as Karpenter's instance status controller polls it
     ),

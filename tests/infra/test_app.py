@@ -210,7 +210,7 @@ EXPECTED_ENV = {
     "drain": {"TERMINATE_STATE_MACHINE_ARN"},  # a long drain continues in a new terminate execution
     "terminate": set(),
     "finalize": set(),
-    "interruption": {"TABLE_NAME", "TERMINATE_STATE_MACHINE_ARN"},
+    "interruption": {"TABLE_NAME", "TERMINATE_STATE_MACHINE_ARN", "DECISION_TABLE_NAME", "DECISION_LOG_TTL_DAYS"},
     "disruption": {
         "CATALOG_SOURCE",
         "TABLE_NAME",

@@ -1,5 +1,5 @@
-"""The decision log in the stack: its own table (pk/sk, TTL on ``ttl``), written only by the provisioner and the
-disruption Lambda (BatchWriteItem on that table and nothing else), its name in their environment and in the
+"""The decision log in the stack: its own table (pk/sk, TTL on ``ttl``), written only by the provisioner, the
+disruption and the interruption Lambda (BatchWriteItem on that table and nothing else), its name in their environment and in the
 stack's outputs (``python -m nodeflow decisions --stack`` reads it there), the TTL days from context."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from infra.functions import FUNCTIONS
 from tests.infra.conftest import Synthesized
 from tests.infra.helpers import actions_of, as_list, function_named, ref_of, role_statements
 
-WRITERS = {"provisioner", "disruption"}
+WRITERS = {"provisioner", "disruption", "interruption"}
 
 
 def _decisions_table(synthesized: Synthesized, which: str) -> tuple[str, dict[str, Any]]:
@@ -37,7 +37,7 @@ def test_the_decision_table_keys_and_ttl(synthesized: Synthesized, which: str) -
     assert p["SSESpecification"]["SSEEnabled"] is True
 
 
-def test_only_the_provisioner_and_disruption_write_it_and_only_it(synthesized: Synthesized) -> None:
+def test_only_the_provisioner_disruption_and_interruption_write_it_and_only_it(synthesized: Synthesized) -> None:
     res = synthesized.resources("default")
     table_id, _ = _decisions_table(synthesized, "default")
     for spec in FUNCTIONS:

@@ -17,6 +17,8 @@ Kinds (``Decision.kind``):
                     blocker, keyed by the hour: the rounds of that hour rewrite it, its time is the latest round's)
     expiration / scale-down / capacity-block   forceful terminations of a round (expireAfter, a static NodePool
                     above its replicas, a capacity block ending)
+    interruption    a NodeClaim terminated on an AWS event (spot interruption, rebalance, state change, scheduled
+                    event, failed status check) or on the deletion of its NodeClaim / Node
 
 DynamoDB layout (its own table, ``<prefix>-decisions``; every item expires ``ttl`` = time + TTL days):
 
@@ -48,6 +50,7 @@ __all__ = [
     "DEFAULT_TTL_DAYS",
     "DISRUPTION",
     "EXPIRATION",
+    "INTERRUPTION",
     "KINDS",
     "NODECLAIM",
     "PROVISIONING",
@@ -60,6 +63,7 @@ __all__ = [
     "disruption_records",
     "from_item",
     "index_items",
+    "interruption_records",
     "nodepool_partition",
     "pod_partition",
     "policy_reasons",
@@ -77,7 +81,18 @@ BLOCKED = "blocked"
 EXPIRATION = "expiration"
 SCALE_DOWN = "scale-down"
 CAPACITY_BLOCK = "capacity-block"
-KINDS = (PROVISIONING, NODECLAIM, UNSCHEDULABLE, DISRUPTION, BLOCKED, EXPIRATION, SCALE_DOWN, CAPACITY_BLOCK)
+INTERRUPTION = "interruption"
+KINDS = (
+    PROVISIONING,
+    NODECLAIM,
+    UNSCHEDULABLE,
+    DISRUPTION,
+    BLOCKED,
+    EXPIRATION,
+    SCALE_DOWN,
+    CAPACITY_BLOCK,
+    INTERRUPTION,
+)
 
 DEFAULT_TTL_DAYS = 90
 MAX_TTL_DAYS = 3650
@@ -499,3 +514,35 @@ def disruption_records(
         for claim in names:
             add(kind, f"terminate NodeClaim {claim}: {why}", [claims.get(claim, "")], (), {"nodeClaim": claim})
     return records
+
+
+def interruption_records(
+    run: str, at: datetime, terminations: Sequence[tuple[str, str, str, Mapping[str, str]]]
+) -> list[Decision]:
+    """One record per NodeClaim whose termination an interruption message started: (NodeClaim, reason, message
+    kind, the NodeClaim's labels)."""
+    out: list[Decision] = []
+    for n, (claim, reason, message, labels) in enumerate(terminations, 1):
+        pool = labels.get("karpenter.sh/nodepool", "")
+        offering = {
+            key: labels[label]
+            for key, label in (
+                ("instanceType", "node.kubernetes.io/instance-type"),
+                ("zone", "topology.kubernetes.io/zone"),
+                ("capacityType", "karpenter.sh/capacity-type"),
+            )
+            if label in labels
+        }
+        what = ", ".join(offering.values())
+        out.append(
+            Decision(
+                INTERRUPTION,
+                at,
+                f"{run}-{n:04d}",
+                run,
+                _cut(f"terminate NodeClaim {claim}" + (f" ({what})" if what else "") + f": {reason} ({message})"),
+                (pool,) if pool else (),
+                detail={"nodeClaim": claim, "reason": reason, "message": message, **offering},
+            )
+        )
+    return out

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 from nodeflow.aws.sfn import start_workflow
-from nodeflow.handlers.common import logger, metrics, tracer
+from nodeflow.handlers.common import log_warning, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import record_interruption_batch, record_status_checks
 from nodeflow.handlers.runtime import runtime
 from nodeflow.interruption.messages import STATUS_CHECK_FILTERS, Message, Rejected, parse_message, status_check_failures
@@ -45,6 +45,7 @@ def deps() -> InterruptionDeps:
         mark_unavailable=offerings.mark,
         start_termination=start_termination,
         now=rt.now,
+        decisions=rt.decision_log(log_warning),
     )
 
 
@@ -82,7 +83,9 @@ def _status_checks() -> dict[str, Any]:
     if statuses is None:
         logger.error("ec2:DescribeInstanceStatus is not allowed: status checks are not watched")
         return {"batchItemFailures": [], "result": {"statusChecks": "UnauthorizedOperation"}}
-    result = handle_status_checks(deps(), status_check_failures(statuses, rt.now()))
+    d = deps()
+    result = handle_status_checks(d, status_check_failures(statuses, rt.now()))
+    record_decision_log(d.decisions)
     record_status_checks(result.outcomes)
     for outcome in result.outcomes:
         if outcome.node_claims:
@@ -109,7 +112,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             counts[f"Dropped{parsed.status.capitalize()}"] += 1
             continue
         messages.append((message_id, parsed))
-    result = handle_batch(deps(), messages) if messages else BatchResult()
+    d = deps()
+    result = handle_batch(d, messages) if messages else BatchResult()
+    record_decision_log(d.decisions)
     _metrics(counts, result)
     record_interruption_batch(seen, result.outcomes, runtime().now())
     for outcome in result.outcomes:

@@ -28,6 +28,7 @@ Each message succeeds or fails on its own; a failed one is reported so SQS deliv
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.aws.errors import AwsError, Offering
+from nodeflow.governance.decisions import Decision, interruption_records, time_key
 from nodeflow.interruption.messages import (
     Deletion,
     InstanceMessage,
@@ -89,6 +91,8 @@ class InterruptionDeps:
     start_termination: Callable[[str, str], bool]  # (NodeClaim, reason) -> started (False: running / done)
     now: Callable[[], datetime]
     sleep: Callable[[float], None] = time.sleep  # between retries of the NodeClaim LIST
+    # The decision log (``nodeflow.aws.decisions.DecisionLog``; must not raise): the terminations started.
+    decisions: Callable[[Sequence[Decision]], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,8 @@ class Outcome:
     ignored: list[str] = field(default_factory=list)  # "<instance or object>: why"
     offerings_marked: int = 0
     disrupted: list[dict[str, str]] = field(default_factory=list)  # labels of the NodeClaims in ``started``
+    # (NodeClaim, reason, its labels) of each termination started, for the decision log
+    terminations: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     events: int = 0
     event_errors: int = 0
     error: str | None = None
@@ -255,7 +261,20 @@ def handle_batch(deps: InterruptionDeps, messages: Sequence[tuple[str, Message]]
         except Exception as exc:  # this message failed; the others go on
             outcome.error = _error(exc)
         out.outcomes.append(outcome)
+    if deps.decisions is not None:
+        _log_decisions(deps, out)
     return out
+
+
+def _log_decisions(deps: InterruptionDeps, out: BatchResult) -> None:
+    """The terminations started, to the decision log; never raises (the log is for people)."""
+    assert deps.decisions is not None
+    with contextlib.suppress(Exception):
+        at = deps.now()
+        started = [(claim, reason, o.kind, labels) for o in out.outcomes for claim, reason, labels in o.terminations]
+        if started:
+            run = "i" + time_key(at).replace("-", "").replace(":", "").replace(".", "").rstrip("Z")
+            deps.decisions(interruption_records(run, at, started))
 
 
 def handle_status_checks(deps: InterruptionDeps, failures: Sequence[StatusCheckFailure]) -> BatchResult:
@@ -280,6 +299,7 @@ def _instance_message(
         if reason is not None and deps.start_termination(claim.name, reason):
             outcome.started.append(claim.name)
             outcome.disrupted.append(dict(claim.labels))
+            outcome.terminations.append((claim.name, reason, dict(claim.labels)))
         event_reason, text = notice(msg, instance_id)
         _record(deps, claim, event_reason, text, outcome)
 
@@ -336,3 +356,4 @@ def _deletion(
     outcome.node_claims.append(claim.name)
     if deps.start_termination(claim.name, REASON_DELETED):
         outcome.started.append(claim.name)
+        outcome.terminations.append((claim.name, REASON_DELETED, dict(claim.labels)))

@@ -249,3 +249,27 @@ def test_bad_input_names_what_is_wrong() -> None:
         dl.from_item({"pk": {"S": "POD#a/b"}, "sk": {"S": "x"}})
     with pytest.raises(DecisionError, match="decision record"):
         dl.from_item({"body": {"S": json.dumps({"kind": "x"})}})
+
+
+def test_an_interruption_records_the_nodeclaim_its_offering_and_why() -> None:
+    labels = {
+        "karpenter.sh/nodepool": "default",
+        "node.kubernetes.io/instance-type": "m5.large",
+        "topology.kubernetes.io/zone": "us-east-1a",
+        "karpenter.sh/capacity-type": "spot",
+    }
+    (record,) = dl.interruption_records("i1", AT, [("default-abcde", "SpotInterrupted", "SpotInterruption", labels)])
+    assert record.kind == "interruption"
+    assert record.node_pools == ("default",)
+    assert record.summary == (
+        "terminate NodeClaim default-abcde (m5.large, us-east-1a, spot): SpotInterrupted (SpotInterruption)"
+    )
+    assert record.detail == {
+        "nodeClaim": "default-abcde",
+        "reason": "SpotInterrupted",
+        "message": "SpotInterruption",
+        "instanceType": "m5.large",
+        "zone": "us-east-1a",
+        "capacityType": "spot",
+    }
+    assert dl.interruption_records("i2", AT, [("c", "Deleted", "Deletion", {})])[0].node_pools == ()

@@ -266,6 +266,9 @@ class Packer:
         # NodeflowPolicy $/hour ceilings and group limits: none without policies (every check below is skipped).
         self.governed = bool(inp.ceilings or inp.group_limits)
         self.ns_ceilings: dict[str, list[CeilingBudget]] = {}
+        # Group uid -> NodePool -> why a NodeClaim was not made there before one was elsewhere (under policies only:
+        # a ceiling or group limit a NodePool ahead refused), for ``explain``.
+        self.passed_over: dict[int, dict[str, str]] = {}
         if self.governed:
             self._govern(inp)
 
@@ -807,6 +810,8 @@ class Packer:
                 outcome = self._try_pool(pool, group, alt, count, together)
                 if not isinstance(outcome, str):
                     claim, take, partial = outcome
+                    if self.governed and reasons:
+                        self.passed_over.setdefault(group.uid, {}).update((k, "; ".join(v)) for k, v in reasons.items())
                     if partial:
                         self.tails.append(claim)
                     claim.index = len(self.claims)

@@ -213,6 +213,10 @@ class _Solver:
             if group.denied and name in group.denied:
                 per_pool[name] = group.denied[name]
                 continue
+            passed = self.packer.passed_over.get(group.uid)
+            if passed and name in passed:
+                per_pool[name] = passed[name]
+                continue
             why = [self.packer.candidates(pool, group, alt) for alt in group.requirements]
             reasons = [w for w in why if isinstance(w, str)]
             if len(reasons) < len(why):

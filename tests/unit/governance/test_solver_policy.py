@@ -16,6 +16,7 @@ from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.offline import load_offline
 from nodeflow.plan import ClusterState, build_input, plan, plan_warnings
+from nodeflow.scheduling.solver import explain
 from nodeflow.scheduling.types import SchedulingResult
 
 NODE_CLASS = EC2NodeClass.model_validate(
@@ -218,6 +219,8 @@ def test_pool_ceiling_counts_existing_nodes_and_sends_pods_to_the_next_pool(cata
     result = plan(s, catalog)
     by_pool = sorted((nc.nodepool, nc.instance_types[0]) for nc in result.node_claims)
     assert by_pool == [("general", "m6i.large"), ("gpu", "m6i.large")]
+    _, why = explain(build_input(s, catalog), "default/a")  # placed in general: gpu's ceiling said no
+    assert why.per_pool["gpu"].startswith("NodeClaim of NodePool gpu ($0.0960/hour) would cross the $/hour ceiling")
     (gpu_claim,) = [nc for nc in result.node_claims if nc.nodepool == "gpu"]
     # trimmed: every instance type it may launch as stays within what was left
     assert max(catalog.on_demand_prices[t] for t in gpu_claim.instance_types) <= 0.10 + 1e-9

@@ -219,9 +219,10 @@ class Simulator:
     pods: Mapping[str, PodInput]  # every bound pod, as solver input
     held: frozenset[str] = frozenset()  # nodes inside their consolidateAfter window (see ``on_hold``)
     draining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # deleting node -> its movable pods
-    # NodeflowPolicies: namespaces of the pods simulated -> NodePool -> why no NodeClaim may open in it
-    # (``nodeflow.disruption.policy.RoundPolicy.pool_errors``); None: no policy restricts new capacity.
-    pool_errors: Callable[[frozenset[str]], Mapping[str, str]] | None = None
+    # NodeflowPolicies: the moving pods with the NodePools they may not get new capacity in (``PodInput.denied``,
+    # ``nodeflow.disruption.policy.RoundPolicy.denials``); None: no policy restricts access. (The pending pods of
+    # ``base`` carry theirs already.)
+    deny: Callable[[Sequence[PodInput]], Sequence[PodInput]] | None = None
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
     room: dict[str, list[dict[str, int]]] = field(init=False)  # node name -> its room (schedulable, not held)
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
@@ -305,20 +306,15 @@ class Simulator:
         self, pods: tuple[PodInput, ...], nodes: Iterable[NodeInput], closed: frozenset[str]
     ) -> SchedulingResult:
         kept = tuple(n if n.name not in closed else dataclasses.replace(n, schedulable=False) for n in nodes)
-        pools = self.base.nodepools
-        errors = self.pool_errors(frozenset(p.namespace for p in pods)) if self.pool_errors is not None else None
-        if errors:  # NodePools the policies close to these pods: no NodeClaim there, the reason names the policy
-            pools = tuple(
-                dataclasses.replace(p, error=errors[p.name]) if p.name in errors and p.error is None else p
-                for p in pools
-            )
-        return solve(dataclasses.replace(self.base, pods=pods, nodes=kept, nodepools=pools))
+        return solve(dataclasses.replace(self.base, pods=pods, nodes=kept))
 
     def _others_first(self, nodes: list[NodeInput]) -> tuple[list[NodeInput], tuple[PodInput, ...], str | None]:
         """Place the pods of the nodes being deleted and the pending pods first, on ``nodes`` (any node may take
         those, initialized or not, held or not, as Karpenter exempts them): (``nodes`` with them placed, those
         that need new capacity, why a pod of a node being deleted finds no place at all)."""
         leaving = [self.pods[k] for keys in self.draining.values() for k in keys if k in self.pods]
+        if self.deny is not None and leaving:
+            leaving = list(self.deny(leaving))
         draining = self._draining_keys  # the plan may already count them pending: once is enough
         pods = (*leaving, *(p for p in self.base.pods if p.key not in draining))
         if not pods:
@@ -358,6 +354,8 @@ class Simulator:
         own = tuple(
             self.pods[p.key] for c in candidates for p in c.movable if p.key in self.pods and p.key not in c.held
         )
+        if self.deny is not None and own:
+            own = tuple(self.deny(own))
         nodes = [n for n in self.base.nodes if n.name not in gone]
         pods = own
         if cluster:

@@ -6,9 +6,10 @@ are the snapshot's, the time is the round's ``now``.
   DisruptionBlocked event) with the window's message ("disruption paused for NodePool gpu by policy freeze:
   window ... until ..."). Forceful disruption goes on: expiration, interruption, node repair, capacity-block
   expiry.
-- Replacements are new capacity: the simulation of a drift or consolidation does not open a NodeClaim in a
-  NodePool the moving pods' namespaces may not use (``nodePoolAccess``) or whose provisioning is paused
-  (``pool_errors``: such a NodePool is unusable to that simulation, its reason names the policy).
+- Replacements are new capacity: in the simulation of a drift or consolidation, a moving pod gets no NodeClaim in
+  a NodePool its namespace may not use (``nodePoolAccess``), nor anywhere when it requests an extended resource its
+  namespace may not (``resourceAccess``): ``denials``, the provisioner's rule (``PodInput.denied``); a NodePool
+  whose provisioning is paused makes no replacement (``nodeflow.plan.build_input`` at the round's time).
 - A command's replacements may not push a $/hour ceiling (cluster, NodePool, namespace) or a group limit over its
   maximum, counting the candidates as freed: after = in use - candidates + replacements (``check``). A ceiling or
   limit blocks only when the move RAISES what it counts: a move that lowers it is never blocked, even when it was
@@ -24,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from nodeflow.api.core import LABEL_NAMESPACE_NAME
 from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import CatalogData
 from nodeflow.constraints import namespace_label_map
@@ -33,7 +33,8 @@ from nodeflow.disruption.model import Command
 from nodeflow.governance.policy import Governance, NodeCost, Spend, spend_of
 from nodeflow.governance.spend import cluster_spend
 from nodeflow.plan import ClusterState
-from nodeflow.scheduling.types import NodeClaimPlan, SchedulingInput
+from nodeflow.plan import _with_denials as with_denials  # the provisioner's: one rule for both
+from nodeflow.scheduling.types import NodeClaimPlan, PodInput, SchedulingInput
 
 __all__ = ["RoundPolicy"]
 
@@ -59,8 +60,6 @@ class RoundPolicy:
     candidates: Sequence[Candidate]
     catalog: CatalogData
     _paused: dict[str, str | None] = field(default_factory=dict)
-    _errors: dict[frozenset[str], dict[str, str]] = field(default_factory=dict)
-    _labels: Mapping[str, Mapping[str, str]] | None = None
     _spend: tuple[Spend, dict[str, NodeCost]] | None = None
     _usage: dict[str, dict[str, int]] | None = None
 
@@ -81,25 +80,15 @@ class RoundPolicy:
         return self._paused[nodepool]
 
     # -- access -----------------------------------------------------------------------------------------
-    def pool_errors(self, namespaces: frozenset[str]) -> Mapping[str, str]:
-        """NodePool -> why a simulation moving pods of ``namespaces`` may not open a NodeClaim in it: a namespace
-        may not use it, or its provisioning is paused now."""
-        hit = self._errors.get(namespaces)
-        if hit is not None:
-            return hit
-        if self._labels is None:
-            self._labels = namespace_label_map(self.state.namespaces, {p.namespace for p in self.state.pods})
-        out: dict[str, str] = {}
-        for pool in self.state.node_pools:
-            why = self.gov.provisioning_pause(pool.name, self.now)
-            for ns in sorted(namespaces):
-                if why is not None:
-                    break
-                why = self.gov.pool_denial(ns, self._labels.get(ns, {LABEL_NAMESPACE_NAME: ns}), pool.name)
-            if why is not None:
-                out[pool.name] = why
-        self._errors[namespaces] = out
-        return out
+    def denials(self, pools: Sequence[str]) -> Callable[[Sequence[PodInput]], Sequence[PodInput]] | None:
+        """What gives moving pods the NodePools of ``pools`` they may not get new capacity in (``PodInput.denied``,
+        as ``nodeflow.plan`` gives pending pods theirs: NodePool access, and extended resources their namespace may
+        not request); None when no policy restricts access."""
+        if not (self.gov.pool_rules or self.gov.resource_rules):
+            return None
+        labels = namespace_label_map(self.state.namespaces, {p.namespace for p in self.state.pods})
+        gov, names = self.gov, list(pools)
+        return lambda pods: with_denials(pods, gov, names, labels)
 
     # -- ceilings and group limits --------------------------------------------------------------------------
     def _in_use(self) -> tuple[Spend, dict[str, NodeCost]]:

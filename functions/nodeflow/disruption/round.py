@@ -39,7 +39,6 @@ import dataclasses
 import gc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
@@ -277,20 +276,24 @@ def _decide(
         return done(Command(Reason.EMPTY, "emptiness", tuple(c.name for c in chosen), (), (), before, 0.0))
 
     base = build_input(
-        snapshot.state, catalog, settings.preference_policy, settings.min_values_policy, unavailable=unavailable
+        snapshot.state,
+        catalog,
+        settings.preference_policy,
+        settings.min_values_policy,
+        unavailable=unavailable,
+        now=now,
     )
-    if getattr(base, "ceilings", ()) or getattr(base, "group_limits", ()):
+    if base.ceilings or base.group_limits:
         # The policies' ceilings and group limits are checked on each command with its candidates counted as freed
         # (``RoundPolicy.check``), not by the solver, which would count the candidates as still running.
-        unlimited: dict[str, Any] = {"ceilings": (), "group_limits": ()}
-        base = dataclasses.replace(base, **unlimited)
+        base = dataclasses.replace(base, ceilings=(), group_limits=())
     bound = [p for c in candidates for p in c.movable]
     sim = Simulator(
         base=base,
         pods=PodInputs(snapshot.state, bound),
         held=on_hold(candidates, snapshot.last_pod_events, now),
         draining={c.name: tuple(p.key for p in c.movable if p.key not in c.held) for c in candidates if c.deleting},
-        pool_errors=policy.pool_errors if policy is not None else None,
+        deny=policy.denials([p.name for p in base.nodepools]) if policy is not None else None,
     )
 
     def refused(command: Command, cs: Sequence[Candidate]) -> str | None:
@@ -324,7 +327,7 @@ def _decide(
         if result.unschedulable:
             first = result.unschedulable[0]
             message = f"drifted, but pod {first.pod} could not be rescheduled"
-            governed = sorted((k, v) for k, v in first.reasons.items() if ": policy " in v)
+            governed = sorted((k, v) for k, v in first.reasons.items() if ": policy " in v or " by policy " in v)
             if governed:  # a NodeflowPolicy closed a NodePool to it: say so
                 message += " (" + "; ".join(f"{k}: {v}" for k, v in governed) + ")"
             blocked.append(Blocked(c.name, BlockKind.BLOCKED, message))

@@ -151,6 +151,18 @@ def test_drift_replacement_in_a_denied_node_pool_is_not_made() -> None:
     assert ok.command.decision == "replace"
 
 
+def test_no_drift_replacement_in_a_node_pool_whose_provisioning_is_paused() -> None:
+    nodes = [node("old", image="ami-old")]
+    snap = snapshot(nodes, [pod("p", "old")], pools=[pool(budgets=ALL)])
+    result = decide(governed(snap, freeze(disruption=False, provisioning=True)), CATALOG, NOW)
+    assert result.command is None
+    paused = PAUSED.replace("disruption paused", "provisioning paused")
+    assert blocked_of(result) == {"old": f"drifted, but pod default/p could not be rescheduled (general: {paused})"}
+    after = decide(governed(snap, freeze(disruption=False, provisioning=True)), CATALOG, LATER)
+    assert after.command is not None
+    assert after.command.decision == "replace"
+
+
 def test_denied_pods_may_still_move_to_existing_nodes_delete_only() -> None:
     nodes = [node("old", image="ami-old"), node("spare", "m5.2xlarge")]
     pods = [in_namespace(pod("p", "old"), "ml-exp"), pod("q", "spare")]

@@ -1,0 +1,86 @@
+"""A NodeflowPolicy pause window through the real disruption Lambda (moto, the real workflows, the test API server):
+it stops voluntary disruption but not expiration. An empty node of the paused NodePool stays and gets a
+DisruptionBlocked event naming the policy; an expired node of the same NodePool is still terminated; once the window
+has closed, the empty node goes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes import client
+
+from nodeflow.handlers import runtime
+from sandbox.nodeflow import LocalNodeflow
+from sandbox.stepfunctions import wait_for_execution
+
+from .test_disruption_lambda import AWAY_FROM_WEB, _execution, _launch, _scale_down, _settle
+
+
+def _expire_after(local: LocalNodeflow, value: str) -> None:
+    """The default NodePool's template expireAfter (new NodeClaims take it)."""
+    api = client.CustomObjectsApi(local.kube_server.api_client())
+    api.patch_cluster_custom_object(
+        "karpenter.sh", "v1", "nodepools", "default", {"spec": {"template": {"spec": {"expireAfter": value}}}}
+    )
+
+
+def _clock(at: datetime) -> None:
+    runtime.runtime().clock = lambda: at
+
+
+def test_a_pause_window_stops_disruption_but_not_expiration(local: LocalNodeflow) -> None:
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
+    _expire_after(local, "1h")
+    expiring = _launch(local, "web", 2)  # expireAfter 1h
+    _expire_after(local, "720h")
+    empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
+    _scale_down(local, "batch")
+    opens = start + timedelta(hours=1)  # open from start + 1h to start + 3h (daily, UTC)
+    freeze: dict[str, Any] = {
+        "apiVersion": "nodeflow.io/v1alpha1",
+        "kind": "NodeflowPolicy",
+        "metadata": {"name": "freeze"},
+        "spec": {
+            "pauses": [
+                {
+                    "name": "release",
+                    "schedule": f"{opens.minute} {opens.hour} * * *",
+                    "duration": "2h",
+                    "disruption": True,
+                    "nodePools": ["default"],
+                }
+            ]
+        },
+    }
+    local.apply([freeze])
+
+    _clock(start + timedelta(minutes=90))  # inside the window: the first node expired, the empty one settled
+    result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert result["expired"] == [expiring["metadata"]["name"]], result
+    assert result["command"] is None
+    assert result["executed"] == []
+    node = empty["status"]["nodeName"]
+    until = (opens + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = (
+        f"disruption paused for NodePool default by policy freeze: window release "
+        f"({opens.minute} {opens.hour} * * * for 2h) until {until}"
+    )
+    assert {"node": node, "event": "DisruptionBlocked", "message": message} in result["blocked"]
+    events = [
+        e
+        for e in local.kube_server.objects("v1", "Event", "default")
+        if e.get("reason") == "DisruptionBlocked" and e["involvedObject"]["name"] == node
+    ]
+    assert [e["message"] for e in events] == [message]
+    done = wait_for_execution(local.clients.sfn, _execution(local, expiring["metadata"]["name"]), timeout=60)
+    assert done["status"] == "SUCCEEDED"
+    assert '"Expired"' in done["input"]
+    assert all(e["name"] != empty["metadata"]["name"] for e in local.terminate_executions())
+
+    _clock(start + timedelta(hours=3, minutes=10))  # the window has closed
+    after = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
+    assert after["command"] is not None, after
+    assert after["command"]["reason"] == "Empty"
+    assert after["executed"] == [empty["metadata"]["name"]]
+    _settle(local)

@@ -37,6 +37,7 @@ from nodeflow.lifecycle.capacity_reservations import available_after_launches
 from nodeflow.lifecycle.claims import MAX_CLAIM_INSTANCE_TYPES, batch_id, node_claim_manifest, node_claim_name
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
+from nodeflow.lifecycle.policy_status import report_policies
 from nodeflow.plan import ClusterState, build_input, plan
 from nodeflow.scheduling.static import is_static
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
@@ -225,7 +226,7 @@ def keep_static(deps: ProvisionDeps, state: ClusterState) -> list[str]:
     if not any(is_static(p) for p in state.node_pools):
         return []
     bound = dataclasses.replace(state, pods=tuple(p for p in state.pods if p.spec.node_name))
-    inp = build_input(bound, deps.catalog, unavailable=deps.unavailable(deps.now()))
+    inp = build_input(bound, deps.catalog, unavailable=deps.unavailable(deps.now()), now=deps.now())
     pools = {p.name: p for p in state.node_pools}
     names = _static_names(inp.static_claims, state.node_claims)
     known = {c.name for c in state.node_claims}
@@ -263,6 +264,8 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     # Event, and the solver skips it (reason per pod); NodePools around it keep working.
     t_status = deps.timer()
     snap = reconcile_status(deps.kube, deps.recorder, snap, deps.now(), resolver=deps.resolver, log=deps.log)
+    # An invalid NodeflowPolicy gets an Event naming its fields (the plan gets its fail-safe stand-in).
+    report_policies(deps.recorder, snap, deps.log)
     # NodeOverlays' conditions (applied, or not: conflict, runtime validation); what they changed, for the
     # price-overlay-applied / capacity-overlay-applied annotations of the NodeClaims
     overlays = (
@@ -285,7 +288,7 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
         live = deps.reservations(snap.node_classes, deps.now())
         if live:
             state = dataclasses.replace(state, capacity_reservations=available_after_launches(live, snap.node_claims))
-    result = plan(state, deps.catalog, unavailable=deps.unavailable(deps.now()))
+    result = plan(state, deps.catalog, unavailable=deps.unavailable(deps.now()), now=deps.now())
     out.timings["solve"] = deps.timer() - t1
 
     # Each NodeClaim's launch starts as soon as it exists (the first CreateFleet does not wait for the whole batch

@@ -1,0 +1,53 @@
+"""What the provisioner tells people about the NodeflowPolicies of a snapshot.
+
+- An invalid policy (one the CRD let through but the model rejects, e.g. a cron field out of range): a Warning
+  ``ValidationFailed`` Event on the NodeflowPolicy naming the fields, and an error log line. It is not ignored:
+  ``Snapshot.state`` puts its fail-safe stand-in in the plan (``nodeflow.governance.invalid``: provisioning paused
+  in what it governs), so the pods it holds back get that pause as their reason.
+- No policies readable (the CRD is not installed: 404; an older controller-rbac.yaml: 403): logged once per
+  container, as a warning (nodeflow then provisions without policies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from nodeflow.api.nodeflow_policy import POLICY_API_VERSION, POLICY_KIND
+from nodeflow.governance.invalid import governed_pools
+from nodeflow.kube import errors as kerr
+from nodeflow.kube.events import EventRecorder, ObjectRef
+from nodeflow.kube.snapshot import Snapshot
+
+__all__ = ["report_policies"]
+
+_missing_logged: set[str] = set()  # per container: "the CRD is absent" is said once
+
+
+def report_policies(recorder: EventRecorder, snap: Snapshot, log: Callable[[str, dict[str, Any]], None]) -> int:
+    """Events and logs about the snapshot's invalid or unreadable policies; returns the number of invalid ones."""
+    if POLICY_KIND in snap.missing_kinds:
+        if POLICY_KIND not in _missing_logged:
+            _missing_logged.add(POLICY_KIND)
+            log(
+                "NodeflowPolicies cannot be listed (CRD nodeflowpolicies.nodeflow.io not installed, or not granted "
+                "to group nodeflow-snapshot): provisioning without policies",
+                {"kind": POLICY_KIND},
+            )
+    else:
+        _missing_logged.discard(POLICY_KIND)
+    invalid = snap.invalid_of(POLICY_KIND)
+    for obj in invalid:
+        pools = governed_pools(obj.raw)
+        if pools is not None and not pools:
+            effect = "invalid; it governs nothing"
+        else:
+            scope = "every NodePool" if pools is None else "NodePool " + ", ".join(sorted(pools))
+            effect = f"invalid, so provisioning is paused in {scope} until it is fixed"
+        log("NodeflowPolicy invalid", {"policy": obj.name, "errors": list(obj.errors), "effect": effect})
+        uid = (obj.raw.get("metadata") or {}).get("uid") if isinstance(obj.raw.get("metadata"), dict) else None
+        ref = ObjectRef(POLICY_KIND, obj.name, None, uid, POLICY_API_VERSION)
+        with contextlib.suppress(kerr.KubeError):  # an event that cannot be written does not fail the batch
+            recorder.validation_failed(ref, [*obj.errors, effect])
+    return len(invalid)

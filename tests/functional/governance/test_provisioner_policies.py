@@ -1,0 +1,162 @@
+"""NodeflowPolicies through the real provisioner Lambda (moto, the launch workflow, the test API server with the
+NodeflowPolicy CRD): a pod of a namespace a policy denies a NodePool gets its FailedScheduling event naming the
+policy and no NodeClaim while an admitted namespace's pod gets one; a $/hour ceiling stops the next NodeClaim
+(existing spend close to it) but lets a cheaper one through; a provisioning pause window stops NodeClaims until it
+closes (the Lambda's clock); an invalid policy fails safe (an Event naming the field; its NodePools paused)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from nodeflow.catalog.offline import load_offline
+from nodeflow.handlers import runtime
+from sandbox.nodeflow import LocalNodeflow
+from tests.functional.conftest import aws_env, kube_server
+from tests.functional.lifecycle.conftest import make_local, pending_pods
+
+__all__ = ["aws_env", "kube_server", "make_local"]
+
+CAPPED: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": "capped"},
+    "spec": {
+        "template": {
+            "spec": {
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.2xlarge"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            }
+        }
+    },
+}
+
+
+def policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "nodeflow.io/v1alpha1", "kind": "NodeflowPolicy", "metadata": {"name": name}, "spec": spec}
+
+
+def namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def pods(name: str, ns: str, pool: str | None = None, cpu: str = "1", memory: str = "2Gi") -> list[dict[str, Any]]:
+    out = pending_pods(
+        name, 1, cpu=cpu, memory=memory, **({"nodeSelector": {"karpenter.sh/nodepool": pool}} if pool else {})
+    )
+    for p in out:
+        p["metadata"]["namespace"] = ns
+    return out
+
+
+def trigger(n: int) -> list[dict[str, Any]]:
+    return [{"messageId": f"policy-{n}", "body": json.dumps({"detail-type": "PodUnschedulable"})}]
+
+
+def claims_of(local: LocalNodeflow) -> dict[str, list[str]]:
+    """NodeClaim name -> the pods nominated to it (ns/name)."""
+    return {
+        c["metadata"]["name"]: json.loads(c["metadata"].get("annotations", {}).get("nodeflow.io/nominated-pods", "[]"))
+        for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
+    }
+
+
+def nominated(local: LocalNodeflow) -> set[str]:
+    return {pod for pods_ in claims_of(local).values() for pod in pods_}
+
+
+def failed_scheduling(local: LocalNodeflow, ns: str) -> dict[str, str]:
+    """Pod name -> its FailedScheduling message."""
+    return {
+        e["involvedObject"]["name"]: e["message"]
+        for e in local.kube_server.objects("v1", "Event", ns)
+        if e["reason"] == "FailedScheduling"
+    }
+
+
+def test_a_denied_namespace_gets_the_event_and_no_nodeclaim_an_invalid_policy_fails_safe(
+    make_local: Callable[..., LocalNodeflow],
+) -> None:
+    local = make_local()
+    frozen = {**CAPPED, "metadata": {"name": "frozen"}}
+    local.apply([CAPPED, frozen, namespace("ml-prod", team="ml"), namespace("ml-exp")])
+    access = [{"nodePools": ["capped"], "namespaceSelector": {"matchLabels": {"team": "ml"}}}]
+    # a minute field out of range: the CRD's pattern admits it, the model does not
+    bad = {"name": "w", "schedule": "99 18 * * 5", "duration": "1h", "provisioning": True, "nodePools": ["frozen"]}
+    local.apply([policy("gpu-access", nodePoolAccess=access), policy("broken", pauses=[bad])])
+    local.apply(
+        [*pods("train", "ml-prod", "capped"), *pods("try", "ml-exp", "capped"), *pods("held", "ml-prod", "frozen")]
+    )
+    result = local.provision(trigger(1))["result"]
+    assert len(result["nodeClaimsCreated"]) == 1, result
+    assert nominated(local) == {"ml-prod/train-7d4b9c-00000"}
+    events = failed_scheduling(local, "ml-exp")
+    assert "namespace ml-exp may not use NodePool capped: policy gpu-access" in events["try-7d4b9c-00000"]
+    assert list(failed_scheduling(local, "ml-prod")) == ["held-7d4b9c-00000"]
+
+    # the invalid policy: not ignored (its NodePool paused, the pod told why), and reported naming the field
+    why = failed_scheduling(local, "ml-prod")["held-7d4b9c-00000"]
+    assert "provisioning paused for NodePool frozen by policy broken" in why, why
+    (event,) = [
+        e
+        for e in local.kube_server.objects("v1", "Event", "default")
+        if e["involvedObject"]["kind"] == "NodeflowPolicy" and e["reason"] == "ValidationFailed"
+    ]
+    assert event["involvedObject"]["name"] == "broken"
+    assert "spec.pauses" in event["message"]
+    assert "provisioning is paused in NodePool frozen" in event["message"]
+
+
+def test_a_ceiling_stops_the_next_nodeclaim_a_cheaper_one_goes(make_local: Callable[..., LocalNodeflow]) -> None:
+    prices = load_offline().on_demand_prices
+    large, xlarge2 = prices["m5.large"], prices["m5.2xlarge"]
+    local = make_local()
+    local.apply([CAPPED, namespace("batch")])
+    local.apply(pods("big-a", "batch", "capped", cpu="7", memory="24Gi"))  # only an m5.2xlarge fits it
+    first = local.provision(trigger(1))["result"]
+    assert len(first["nodeClaimsCreated"]) == 1, (first, failed_scheduling(local, "batch"))
+    # the ceiling leaves room for one m5.large more, not for another m5.2xlarge
+    ceiling = f"{xlarge2 + 1.5 * large:.4f}"
+    local.apply([policy("cost-caps", costCeilings={"nodePools": [{"name": "capped", "maxPricePerHour": ceiling}]})])
+    local.apply(
+        [
+            *pods("big-b", "batch", "capped", cpu="7", memory="24Gi"),
+            *pods("small", "batch", "capped", cpu="1", memory="2Gi"),
+        ]
+    )
+    second = local.provision(trigger(2))["result"]
+    assert len(second["nodeClaimsCreated"]) == 1, json.dumps(failed_scheduling(local, "batch"))
+    assert "batch/small-7d4b9c-00000" in nominated(local)
+    assert "batch/big-b-7d4b9c-00000" not in nominated(local)
+    why = failed_scheduling(local, "batch")["big-b-7d4b9c-00000"]
+    assert "ceiling of NodePool capped" in why, why
+    assert "policy cost-caps" in why, why
+
+
+def test_a_pause_window_stops_nodeclaims_until_it_closes(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = make_local()
+    rt = runtime.runtime()
+    # quarter-end freeze: Fridays 18:00 UTC for 60h; Friday 2026-11-27 19:00 is inside, Monday 07:00 is not
+    monkeypatch.setattr(rt, "clock", lambda: datetime(2026, 11, 27, 19, 0, tzinfo=UTC))
+    freeze = {"name": "quarter-end-freeze", "schedule": "0 18 * * 5", "duration": "60h", "provisioning": True}
+    local.apply([namespace("shop"), policy("freeze", pauses=[freeze])])
+    local.apply(pods("web", "shop"))
+    paused = local.provision(trigger(1))["result"]
+    assert paused["nodeClaimsCreated"] == [], paused
+    why = failed_scheduling(local, "shop")["web-7d4b9c-00000"]
+    assert "provisioning paused for NodePool default by policy freeze: window quarter-end-freeze" in why, why
+    assert "until 2026-11-30T06:00:00Z" in why, why
+
+    monkeypatch.setattr(rt, "clock", lambda: datetime(2026, 11, 30, 7, 0, tzinfo=UTC))
+    after = local.provision(trigger(2))["result"]
+    assert len(after["nodeClaimsCreated"]) == 1, after
+    assert nominated(local) == {"shop/web-7d4b9c-00000"}

@@ -276,7 +276,7 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monke
         (["--limit", "0"], "--limit: 0"),
     ],
 )
-def test_the_decisions_command_names_bad_input(world: dict[str, Any], args: list[str], message: str) -> None:
+def test_the_decisions_command_names_bad_input(args: list[str], message: str) -> None:  # before any AWS call
     code, out, err = _cli("--stack", "Nodeflow-shop", *args)
     assert (code, out) == (2, "")
     assert message in err

@@ -33,7 +33,7 @@ __all__ = ["BATCH", "DecisionLog", "read_decisions"]
 
 BATCH = 25  # BatchWriteItem's limit
 GET_BATCH = 100  # BatchGetItem's limit
-WORKERS = 4
+WORKERS = 8
 ATTEMPTS = 5
 
 

@@ -1,44 +1,97 @@
-"""The interruption Lambda writes the decision log: a spot interruption notice, through the bus, the queue and the
-function behind its event-source mapping, leaves a record of the NodeClaim it terminated and why."""
+"""Interruption handling writes the decision log: a spot interruption notice (AWS's sample event) for a NodeClaim in
+the test API server leaves a record, in the decision table in moto, of the NodeClaim it terminated and why. (The
+notice's way through the bus, the queue and the function is tests/functional/interruption/test_end_to_end.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nodeflow.aws.decisions import read_decisions
-from sandbox.nodeflow import LocalNodeflow
-from sandbox.stepfunctions import wait_for_execution
 from tests.fixtures.aws_events import SPOT, variant
-from tests.functional.interruption.test_end_to_end import _described, _execution, _instance, _launch, _wait
+
+if TYPE_CHECKING:
+    from tests.kubeapi import KubeAPIServer
+
+REGION = "us-east-1"
+TABLE = "nodeflow-shop-decisions"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+LABELS = {
+    "karpenter.sh/nodepool": "default",
+    "node.kubernetes.io/instance-type": "m5.large",
+    "topology.kubernetes.io/zone": "us-east-1a",
+    "karpenter.sh/capacity-type": "spot",
+}
 
 
 @pytest.fixture
-def local(make_local: Callable[..., LocalNodeflow]) -> LocalNodeflow:
-    local = make_local()
-    local.start_interruption_source()
-    return local
+def world(aws_env: None, kube_server: KubeAPIServer) -> Iterator[dict[str, Any]]:
+    import boto3
+    from moto import mock_aws
+
+    from sandbox.aws import create_decision_table
+
+    kube_server.reset()
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "default-abcde", "labels": LABELS},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+        },
+    }
+    kube_server.create({**claim, "status": {"providerID": PROVIDER}})  # as the launch step leaves it
+    with mock_aws():
+        create_decision_table(lambda service: boto3.client(service, region_name=REGION), TABLE)
+        yield {"kube": kube_server, "ddb": boto3.client("dynamodb", region_name=REGION)}
 
 
-def test_a_spot_interruption_is_recorded(local: LocalNodeflow) -> None:
-    started = datetime.now(UTC)
-    claim = _launch(local, "web")
-    name = claim["metadata"]["name"]
-    local.send_aws_event(variant(SPOT, instance_id=_instance(claim), detail={"instance-action": "terminate"}))
-    arn = _execution(local, name)
-    _wait(lambda: _described(local, arn), what="the terminate execution")
-    assert wait_for_execution(local.clients.sfn, arn, timeout=60)["status"] == "SUCCEEDED"
+PROVIDER = "aws:///us-east-1a/i-0123456789abcdef0"
 
-    ddb, table = local.clients.dynamodb, local.world.decision_table_name
-    now = datetime.now(UTC) + timedelta(minutes=1)
-    (record,) = [r for r in read_decisions(ddb, table, since=started, now=now) if r.kind == "interruption"]
-    labels = claim["metadata"]["labels"]
-    assert record.detail["nodeClaim"] == name
-    assert record.detail["reason"] == "SpotInterrupted"
-    assert record.detail["instanceType"] == labels["node.kubernetes.io/instance-type"]
-    assert record.detail["capacityType"] == "spot"
+
+def test_a_spot_interruption_is_recorded(world: dict[str, Any]) -> None:
+    from nodeflow.aws.decisions import DecisionLog, read_decisions
+    from nodeflow.interruption.messages import parse_message
+    from nodeflow.kube.client import KubeClient
+    from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle.interruption import InterruptionDeps, handle_batch
+
+    kube = KubeClient(world["kube"].api_client())
+    started: list[tuple[str, str]] = []
+
+    def start_termination(claim: str, reason: str) -> bool:
+        started.append((claim, reason))
+        return True
+
+    deps = InterruptionDeps(
+        kube=kube,
+        recorder=EventRecorder(kube),
+        mark_unavailable=lambda _offerings, _now, _reason: 1,
+        start_termination=start_termination,
+        now=lambda: NOW,
+        decisions=DecisionLog(world["ddb"], TABLE),
+    )
+    body = json.dumps(variant(SPOT, instance_id="i-0123456789abcdef0", detail={"instance-action": "terminate"}))
+    message = parse_message(body)
+    result = handle_batch(deps, [("m1", message)])  # type: ignore[list-item]
+    assert started == [("default-abcde", "SpotInterrupted")], result.to_json()
+
+    (record,) = read_decisions(world["ddb"], TABLE, since=NOW - timedelta(minutes=1), now=NOW)
+    assert record.kind == "interruption"
+    assert record.detail == {
+        "nodeClaim": "default-abcde",
+        "reason": "SpotInterrupted",
+        "message": record.detail["message"],
+        "instanceType": "m5.large",
+        "zone": "us-east-1a",
+        "capacityType": "spot",
+    }
+    assert "Spot" in record.detail["message"]
     assert record.node_pools == ("default",)
-    assert record.summary.startswith(f"terminate NodeClaim {name} (")
-    assert record in read_decisions(ddb, table, since=started, now=now, nodepool="default")
+    assert record.summary.startswith("terminate NodeClaim default-abcde (m5.large, us-east-1a, spot): SpotInterrupted")
+    by_pool = read_decisions(world["ddb"], TABLE, since=NOW - timedelta(minutes=1), now=NOW, nodepool="default")
+    assert by_pool == [record]

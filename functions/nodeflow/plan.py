@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import (
@@ -47,7 +48,6 @@ from nodeflow.constraints import (
     topology_spreads,
     volume_requirements,
 )
-from nodeflow.governance.policy import Governance
 from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.nodepools import NO_NODEPOOL
@@ -66,6 +66,9 @@ from nodeflow.scheduling.types import (
     SchedulingInput,
     SchedulingResult,
 )
+
+if TYPE_CHECKING:
+    from nodeflow.governance.policy import Governance
 
 __all__ = [
     "ClusterState",
@@ -656,7 +659,11 @@ def _build_input(
     pools = tuple(_pool_input(p, classes, catalog, unavailable, reserved) for p in state.node_pools)
     if state.node_overlays:
         pools = _overlaid(pools, state.node_overlays)
-    gov = Governance.from_policies(state.policies) if state.policies else None
+    gov = None
+    if state.policies:
+        from nodeflow.governance.policy import Governance  # only with policies (cold imports stay small)
+
+        gov = Governance.from_policies(state.policies)
     if gov is not None and gov.windows and now is not None:
         pools = _paused(pools, gov, now)
     by_name = {p.name: p for p in pools}

@@ -310,3 +310,38 @@ def test_a_record_this_container_wrote_is_not_written_again(world: dict[str, Any
     assert later.skipped == 1
     (record,) = _read(world)
     assert record.at == NOW  # not rewritten by this container; another one would move it to its round's time
+
+
+def test_policy_denials_and_ceilings_are_recorded_with_the_policy(world: dict[str, Any]) -> None:
+    """NodeflowPolicies in the cluster: the pods a policy keeps from a NodePool, and those a $/hour ceiling stops,
+    are recorded with the policy's reason (in ``policy``), found by pod, and shown by ``decisions``."""
+    spec: dict[str, Any] = {"nodePoolAccess": [{"nodePools": ["default"], "namespaces": ["team-0"]}]}
+    ceiling = {"costCeilings": {"cluster": {"maxPricePerHour": "0.001"}}}
+    for name, body in (("team-0-only", spec), ("cost-caps", ceiling)):
+        world["kube"].create(
+            {"apiVersion": "nodeflow.io/v1alpha1", "kind": "NodeflowPolicy", "metadata": {"name": name}, "spec": body}
+        )
+    result = _provision(world, _writer(world))
+    assert result.created == []
+
+    records = _read(world)
+    denied = [r for r in records if r.kind == "unschedulable" and any("policy team-0-only" in p for p in r.policy)]
+    capped = [r for r in records if r.kind == "unschedulable" and any("policy cost-caps" in p for p in r.policy)]
+    assert denied, [(r.kind, r.summary) for r in records]
+    assert capped, [(r.kind, r.summary) for r in records]
+    assert all(p.startswith(("team-1/", "team-2/")) for r in denied for p in r.pods)
+    assert "default: namespace team-1 may not use NodePool default: policy team-0-only" in {
+        p for r in denied for p in r.policy
+    }
+    assert all(p.startswith("team-0/") for r in capped for p in r.pods)
+    assert all("$/hour ceiling of the cluster" in p for r in capped for p in r.policy)
+    run = next(r for r in records if r.kind == "provisioning")
+    assert set(run.detail["policies"]) == {"team-0-only", "cost-caps"}
+
+    some = denied[0].pods[0]
+    assert [r.kind for r in _read(world, pod=some)] == ["unschedulable"]
+    code, out, err = _cli(
+        "--stack", _stack(world), "--now", (NOW + timedelta(minutes=1)).isoformat(), "--pod", some, "--region", REGION
+    )
+    assert (code, err) == (0, "")
+    assert "policy: default: namespace team-" in out

@@ -263,6 +263,10 @@ for _key, _extra in _LIST_TYPES.items():
 # A None value removes the key. A NodeflowPolicy's prices take integers or strings (maxPricePerHour: 40), as
 # quantities do.
 _FIELD_REPLACE: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
+    # No defaults inside a NodeflowPolicy's selectors (as meta/v1 LabelSelector's own schema): a defaulted list in
+    # a list item makes every re-apply of an unchanged policy a patch ("configured", not "unchanged").
+    (LabelSelector, "matchExpressions"): {"default": None},
+    (LabelSelectorRequirement, "values"): {"default": None},
     **{
         (model, "maxPricePerHour"): {**_INT_OR_STRING, "type": None, "pattern": nodeflow_policy.PRICE_PATTERN}
         for model in (CostCeiling, NamedCostCeiling)

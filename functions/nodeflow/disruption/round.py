@@ -385,15 +385,16 @@ def _decide(
 
 
 def _unpaused(downs: Sequence[ScaleDown], policy: RoundPolicy) -> tuple[tuple[ScaleDown, ...], list[Blocked]]:
-    """The static scale-downs outside pause windows, and the others as blocked (by node, else NodeClaim)."""
+    """The static scale-downs outside pause windows, and the nodes of the others as blocked (a NodeClaim without a
+    node yet is held as well, with no event: there is no Node to tell)."""
     kept: list[ScaleDown] = []
     held: list[Blocked] = []
     for s in downs:
         why = policy.paused(s.node_pool)
         if why is None:
             kept.append(s)
-        else:
-            held.append(Blocked(s.node or s.node_claim, BlockKind.BLOCKED, why))
+        elif s.node is not None:
+            held.append(Blocked(s.node, BlockKind.BLOCKED, why))
     return tuple(kept), held
 
 

@@ -10,13 +10,15 @@ import re
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from nodeflow.api.core import Namespace, Pod
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.disruption.model import BlockKind, Snapshot
 from nodeflow.disruption.round import decide
 
 from ..disruption.builders import CATALOG, NOW, node, pod, pool, snapshot
-from ..disruption.test_static import launched, static
+from ..disruption.test_static import launched, static, unlaunched, with_claims
 
 ALL = [{"nodes": "100%"}]
 OPEN = "0 11 * * *"  # NOW is 12:00 UTC: open 11:00-13:00 with duration 2h
@@ -99,11 +101,11 @@ def test_pause_stops_consolidation() -> None:
 
 def test_pause_stops_static_scale_down() -> None:
     nodes = [launched(node("a")), launched(node("b"))]
-    snap = governed(snapshot(nodes, [], pools=[static(pool(), 1)]), freeze())
+    snap = governed(with_claims(snapshot(nodes, [], pools=[static(pool(), 1)]), unlaunched("c")), freeze())
     during = decide(snap, CATALOG, NOW)
-    assert during.scale_downs == ()
+    assert during.scale_downs == ()  # neither the NodeClaim not launched yet nor a node
     assert blocked_of(during) == {"a": PAUSED, "b": PAUSED}  # every node of a paused NodePool is reported
-    assert len(decide(snap, CATALOG, LATER).scale_downs) == 1
+    assert [s.node_claim for s in decide(snap, CATALOG, LATER).scale_downs] == ["c", "a-claim"]
 
 
 def test_pause_without_disruption_or_for_other_pools_changes_nothing() -> None:
@@ -191,19 +193,28 @@ def test_consolidation_replacement_goes_to_a_node_pool_the_namespace_may_use() -
 # -- ceilings and group limits ------------------------------------------------------------------------------------
 
 
-def test_ceiling_blocks_a_drift_replacement_that_raises_spend_over_it() -> None:
+@pytest.mark.parametrize(
+    ("scope", "what"),
+    [("nodePools", "NodePool general"), ("namespaces", "namespace default"), ("cluster", "the cluster")],
+)
+def test_ceiling_blocks_a_drift_replacement_that_raises_spend_over_it(scope: str, what: str) -> None:
     # the NodePool now allows only on-demand: its spot node drifted, its replacement is on-demand (dearer)
     nodes = [node("cheap", "m5.2xlarge", capacity="spot")]
     pods = [pod("p", "cheap", cpu="6")]
-    caps = policy("cost-caps", costCeilings={"nodePools": [{"name": "general", "maxPricePerHour": "0.30"}]})
-    result = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), caps), CATALOG, NOW)
+
+    def caps(limit: str) -> NodeflowPolicy:
+        ceiling: Any = {"maxPricePerHour": limit}
+        if scope != "cluster":
+            ceiling = [{"name": what.split()[-1], **ceiling}]
+        return policy("cost-caps", costCeilings={scope: ceiling})
+
+    result = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), caps("0.30")), CATALOG, NOW)
     assert result.command is None
     message = blocked_of(result)["cheap"]
     assert re.match(r"drift replacement NodeClaim of NodePool general \(\$0\.\d{4}/hour\) would cross ", message)
-    assert "the $/hour ceiling of NodePool general ($0.30/hour, $" in message
+    assert f"the $/hour ceiling of {what} ($0.30/hour, $" in message
     assert message.endswith("freed by the candidates): policy cost-caps")
-    roomy = policy("cost-caps", costCeilings={"nodePools": [{"name": "general", "maxPricePerHour": "0.50"}]})
-    ok = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), roomy), CATALOG, NOW)
+    ok = decide(governed(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), caps("0.50")), CATALOG, NOW)
     assert ok.command is not None
     assert ok.command.reason.value == "Drifted"
 

@@ -91,7 +91,11 @@ DISRUPT_HELP = """\
 Decide one round of voluntary disruption for the nodes, NodeClaims, bound pods, NodePools,
 EC2NodeClasses and PodDisruptionBudgets in Kubernetes manifests, in Karpenter's order:
 emptiness, drift, multi-node consolidation, single-node consolidation (at most one command),
-plus the nodes past expireAfter (forceful, not limited by budgets).
+plus the nodes past expireAfter (forceful, not limited by budgets). NodeflowPolicies in the
+manifests apply at --now: a pause window with disruption: true blocks voluntary disruption of its
+NodePools' nodes (each listed DisruptionBlocked with the window; expiration goes on), and
+replacements keep to the NodePools the pods' namespaces may use and under the $/hour ceilings
+and group limits (the candidates counted as freed).
 
 JSON output (-o json):
   {"now": RFC 3339,

@@ -154,6 +154,7 @@ _VALIDATOR_SCHEMAS: dict[Callable[..., Any], dict[str, Any]] = {
 _TERMS = {"minItems": 1, "maxItems": karpenter_ec2.MAX_SELECTOR_TERMS}
 # An object name (lowercase RFC 1123 subdomain); in a NodeflowPolicy's lists of names also "*" (every one).
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_QUALIFIED_MAX = 253 + 1 + 63  # [prefix/]name
 _POLICY_NAME = {"maxLength": 253, "pattern": f"^{_SUBDOMAIN}$"}
 _POLICY_NAMES = {"items": {"maxLength": 253, "pattern": rf"^(\*|{_SUBDOMAIN})$"}}
 _SELECTOR_TAGS = {"maxProperties": karpenter_ec2.MAX_SELECTOR_TAGS}
@@ -200,13 +201,21 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (BlockDevice, "volumeSize"): {"pattern": karpenter_ec2._VOLUME_SIZE.pattern},
     (karpenter_ec2.PlacementGroupSelector, "id"): {"pattern": karpenter_ec2._PG_ID.pattern},
     # NodeflowPolicy (nodeflow.io/v1alpha1)
-    (LabelSelector, "matchLabels"): {"additionalProperties": {"maxLength": 63, "pattern": _LABEL_VALUE}},
-    (LabelSelectorRequirement, "key"): {"pattern": _QUALIFIED_NAME},
-    (LabelSelectorRequirement, "values"): {"items": {"maxLength": 63, "pattern": _LABEL_VALUE}},
+    # (bounded sizes keep the CEL rules' estimated cost within the API server's limits)
+    (LabelSelector, "matchLabels"): {
+        "maxProperties": nodeflow_policy.MAX_ITEMS,
+        "additionalProperties": {"maxLength": 63, "pattern": _LABEL_VALUE},
+    },
+    (LabelSelector, "matchExpressions"): {"maxItems": nodeflow_policy.MAX_ITEMS},
+    (LabelSelectorRequirement, "key"): {"maxLength": _QUALIFIED_MAX, "pattern": _QUALIFIED_NAME},
+    (LabelSelectorRequirement, "values"): {
+        "maxItems": nodeflow_policy.MAX_ITEMS,
+        "items": {"maxLength": 63, "pattern": _LABEL_VALUE},
+    },
     (NodePoolAccess, "nodePools"): _POLICY_NAMES,
     (NodePoolAccess, "namespaces"): _POLICY_NAMES,
     (ResourceAccess, "namespaces"): _POLICY_NAMES,
-    (ResourceAccess, "resources"): {"items": {"pattern": _QUALIFIED_NAME}},
+    (ResourceAccess, "resources"): {"items": {"maxLength": _QUALIFIED_MAX, "pattern": _QUALIFIED_NAME}},
     (NamedCostCeiling, "name"): _POLICY_NAME,
     (GroupLimit, "name"): _POLICY_NAME,
     (GroupLimit, "nodePools"): _POLICY_NAMES,
@@ -1034,7 +1043,8 @@ _UNDOCUMENTED: list[tuple[type[BaseModel], str]] = []
 # carry, and nodeflow's models reject such objects when it reads them.
 CEL_ONLY_RULES: tuple[str, ...] = (
     "NodeflowPolicy: pause schedule cron fields in range; label keys prefix <= 253 and name <= 63 characters; "
-    "prices: the model also accepts YAML floats (12.5), the CRD integers or strings",
+    "prices: the model also accepts YAML floats (12.5), the CRD integers or strings; namespace selectors: the CRD "
+    "takes at most 100 labels, expressions and values each (bounds for the CEL cost), the model any number",
     "NodePool/NodeClaim requirements: operator In needs >= 1 value; Exists/DoesNotExist take no values; "
     "Gt/Lt/Gte/Lte exactly one non-negative integer value",
     "requirements minValues: not with DoesNotExist; with In, at least minValues values",

@@ -114,7 +114,9 @@ def test_a_denied_namespace_gets_the_event_and_no_nodeclaim_an_invalid_policy_fa
     assert "provisioning is paused in NodePool frozen" in event["message"]
 
 
-def test_a_ceiling_stops_the_next_nodeclaim_a_cheaper_one_goes(make_local: Callable[..., LocalNodeflow]) -> None:
+def test_a_ceiling_stops_the_next_nodeclaim_a_cheaper_one_goes_a_pause_window_holds_nodeclaims_until_it_closes(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
     prices = load_offline().on_demand_prices
     large, xlarge2 = prices["m5.large"], prices["m5.2xlarge"]
     local = make_local()
@@ -139,24 +141,20 @@ def test_a_ceiling_stops_the_next_nodeclaim_a_cheaper_one_goes(make_local: Calla
     assert "ceiling of NodePool capped" in why, why
     assert "policy cost-caps" in why, why
 
-
-def test_a_pause_window_stops_nodeclaims_until_it_closes(
-    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    local = make_local()
+    # a quarter-end freeze: Fridays 18:00 UTC for 60h (every NodePool); the Lambda's clock says Friday 19:00
     rt = runtime.runtime()
-    # quarter-end freeze: Fridays 18:00 UTC for 60h; Friday 2026-11-27 19:00 is inside, Monday 07:00 is not
     monkeypatch.setattr(rt, "clock", lambda: datetime(2026, 11, 27, 19, 0, tzinfo=UTC))
     freeze = {"name": "quarter-end-freeze", "schedule": "0 18 * * 5", "duration": "60h", "provisioning": True}
     local.apply([namespace("shop"), policy("freeze", pauses=[freeze])])
     local.apply(pods("web", "shop"))
-    paused = local.provision(trigger(1))["result"]
+    paused = local.provision(trigger(3))["result"]
     assert paused["nodeClaimsCreated"] == [], paused
     why = failed_scheduling(local, "shop")["web-7d4b9c-00000"]
     assert "provisioning paused for NodePool default by policy freeze: window quarter-end-freeze" in why, why
     assert "until 2026-11-30T06:00:00Z" in why, why
-
+    # Monday 07:00: the window closed; the next run (the agent re-sends pending pods every resync) launches
     monkeypatch.setattr(rt, "clock", lambda: datetime(2026, 11, 30, 7, 0, tzinfo=UTC))
-    after = local.provision(trigger(2))["result"]
+    after = local.provision(trigger(4))["result"]
     assert len(after["nodeClaimsCreated"]) == 1, after
-    assert nominated(local) == {"shop/web-7d4b9c-00000"}
+    assert "shop/web-7d4b9c-00000" in nominated(local)
+    assert "batch/big-b-7d4b9c-00000" not in nominated(local)  # still over its ceiling

@@ -86,3 +86,44 @@ def test_the_crd_refuses_what_it_can(kube: KubeClient, server: KubeAPIServer) ->
     with pytest.raises(Invalid, match="set 'namespaces' and/or 'namespaceSelector'"):
         kube.create(kc.NODEFLOW_POLICIES, policy("open", nodePoolAccess=[{"nodePools": ["gpu"]}]))
     assert server.objects("nodeflow.io/v1alpha1", "NodeflowPolicy") == []
+
+
+def test_the_provisioner_reports_an_invalid_policy_and_a_missing_crd_once(
+    kube: KubeClient, server: KubeAPIServer
+) -> None:
+    from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle import policy_status
+
+    class Missing(KubeClient):
+        def list_raw(self, resource: kc.Resource, **kw: Any) -> bytes:
+            if resource is kc.NODEFLOW_POLICIES:
+                return super().list_raw(kc.Resource("nope.example.com", "v1", "things", "Thing", False), **kw)
+            return super().list_raw(resource, **kw)
+
+    logged: list[tuple[str, dict[str, Any]]] = []
+    recorder = EventRecorder(kube)
+    policy_status._missing_logged.clear()
+    for _ in range(2):
+        assert (
+            policy_status.report_policies(
+                recorder, take_snapshot(Missing(kube.api_client)), lambda m, e: logged.append((m, e))
+            )
+            == 0
+        )
+    assert [m for m, _ in logged] == [
+        "NodeflowPolicies cannot be listed (CRD nodeflowpolicies.nodeflow.io not installed, or not granted to group "
+        "nodeflow-snapshot): provisioning without policies"
+    ]
+
+    logged.clear()
+    bad = {"name": "w", "schedule": "0 25 * * *", "duration": "1h", "provisioning": True}
+    kube.create(kc.NODEFLOW_POLICIES, policy("broken", pauses=[bad]))
+    assert policy_status.report_policies(recorder, take_snapshot(kube), lambda m, e: logged.append((m, e))) == 1
+    ((message, extra),) = logged
+    assert message == "NodeflowPolicy invalid"
+    assert extra["effect"] == "invalid, so provisioning is paused in every NodePool until it is fixed"
+    (event,) = [e for e in server.objects("v1", "Event", "default") if e["involvedObject"]["kind"] == "NodeflowPolicy"]
+    assert (event["type"], event["reason"]) == ("Warning", "ValidationFailed")
+    assert event["involvedObject"]["apiVersion"] == "nodeflow.io/v1alpha1"
+    assert "spec.pauses" in event["message"]
+    assert "hour" in event["message"]

@@ -5,6 +5,7 @@ NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their
 ``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
 ``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
 ``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
+``governance -f PATH | --cluster`` prints the governance record (``nodeflow.governance.command``).
 ``decisions --stack NAME`` reads the stack's decision log (``nodeflow.decisions_cli``).
 Exit codes: 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or the stack) could not be had.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from nodeflow import decisions_cli
 from nodeflow.api.quantity import format_milli
+from nodeflow.governance import command as governance_command
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -72,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also list the nodes node repair would replace now (Karpenter's NodeRepair feature gate)",
     )
     disrupt.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    governance = commands.add_parser(
+        "governance",
+        help="the governance record: pools, classes, cost, who may use what, protections, nodeflow's permissions",
+        description=governance_command.HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    governance_command.add_arguments(governance)
     install = commands.add_parser(
         "install-manifests",
         help="render the in-cluster manifests (kustomization) from a deployed stack's outputs",
@@ -173,6 +182,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
+    if args.command == "governance":
+        return governance_command.run(args, out, err)
     if args.command == "install-manifests":
         return _install(args, out, err)
     if args.command == "decisions":

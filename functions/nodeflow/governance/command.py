@@ -1,0 +1,191 @@
+"""``python -m nodeflow governance``: the governance record (``nodeflow.governance.record``) of manifests (``-f``)
+or of a cluster (``--cluster``, through a kubeconfig), as Markdown for a review or JSON for tooling.
+
+Exit codes as the other commands: 0 done, 2 bad input (manifests, region, --now, kubeconfig), 1 the catalog or
+the cluster could not be had.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from nodeflow.plan import ClusterState
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+EXIT_OK, EXIT_UNAVAILABLE, EXIT_INPUT = 0, 1, 2
+
+HELP = """\
+The governance record: NodePools (requirements, labels, taints, startup taints, limits, weight, budgets,
+expireAfter, terminationGracePeriod, consolidation), EC2NodeClasses (IAM role, AMIs, subnets, security groups,
+tags, instance metadata findings), the NodeClaims and nodes observed with their $/hour by NodePool and capacity
+type, which namespaces may use which NodePools and accelerators under the NodeflowPolicies (with the ceilings,
+group limits and pause windows), the pods protected by karpenter.sh/do-not-disrupt or PodDisruptionBudgets, and
+the permissions nodeflow itself holds (IAM per Lambda role, Kubernetes RBAC; read from infra/ of this checkout).
+
+Read from manifests (-f, as `plan`) or from a cluster (--cluster, with --kubeconfig). -o json gives the same
+record as data: keys documented in nodeflow/governance/record.py.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="paths",
+        action="append",
+        metavar="PATH",
+        help="a multi-document YAML file or a directory of them (repeatable); or use --cluster",
+    )
+    parser.add_argument("--cluster", action="store_true", help="read the cluster the kubeconfig points at instead")
+    parser.add_argument(
+        "--kubeconfig", help="with --cluster: the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)"
+    )
+    parser.add_argument("--context", help="with --cluster: the kubeconfig context (default: its current one)")
+    parser.add_argument("--region", default="us-east-1", help="AWS region of the catalog (default us-east-1)")
+    parser.add_argument(
+        "--catalog",
+        choices=("offline", "aws"),
+        default="offline",
+        help="offline: the bundled snapshot (default); aws: DescribeInstanceTypes and the Pricing API",
+    )
+    parser.add_argument("--now", help="the time pause windows are judged at, RFC 3339 (default: the current time)")
+    parser.add_argument("-o", "--output", choices=("markdown", "json"), default="markdown")
+
+
+def _now(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(UTC)
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _from_files(args: argparse.Namespace, err: TextIO) -> ClusterState | None:
+    from nodeflow.api.manifests import ManifestError, load_manifests
+    from nodeflow.plan import ClusterState
+
+    try:
+        manifests = load_manifests(args.paths)
+    except ManifestError as exc:
+        print(f"error: {len(exc.problems)} problem(s) in the manifests; no record made:", file=err)
+        for problem in exc.problems:
+            print(f"  {problem}", file=err)
+        return None
+    return ClusterState.from_manifests(manifests)
+
+
+def _from_cluster(args: argparse.Namespace, err: TextIO) -> tuple[ClusterState | None, int]:
+    from nodeflow.kube.connection import api_client_from_kubeconfig
+    from nodeflow.kube.errors import KubeError
+    from nodeflow.kube.snapshot import take_snapshot
+
+    path = (
+        args.kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
+    )
+    if not os.path.isfile(path):
+        print(f"error: --kubeconfig: {path} does not exist", file=err)
+        return None, EXIT_INPUT
+    try:
+        api = api_client_from_kubeconfig(path, context=args.context)
+    except Exception as exc:  # the kubernetes client's ConfigException and friends: a bad kubeconfig
+        print(f"error: --kubeconfig {path}: {exc}", file=err)
+        return None, EXIT_INPUT
+    try:
+        snapshot = take_snapshot(api)
+        state = snapshot.state
+        if not hasattr(snapshot, "policies"):  # a snapshot that does not list NodeflowPolicies itself
+            import dataclasses
+
+            state = dataclasses.replace(state, policies=_list_policies(api))
+    except (KubeError, OSError) as exc:
+        print(f"error: the cluster could not be read: {exc}", file=err)
+        return None, EXIT_UNAVAILABLE
+    except ValueError as exc:  # a NodeflowPolicy the model rejects: the record would misstate access
+        print(f"error: {exc}", file=err)
+        return None, EXIT_INPUT
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    for bad in snapshot.invalid:
+        where = f"{bad.namespace}/{bad.name}" if bad.namespace else bad.name
+        print(f"warning: {bad.kind} {where} is invalid and left out: {'; '.join(bad.errors)}", file=err)
+    return state, EXIT_OK
+
+
+def _list_policies(api: Any) -> tuple[Any, ...]:
+    """The cluster's NodeflowPolicies (none when their CRD is not installed)."""
+    from pydantic import ValidationError
+
+    from nodeflow.api.errors import format_validation_error
+    from nodeflow.api.nodeflow_policy import NodeflowPolicy
+    from nodeflow.kube.client import KubeClient, Resource
+    from nodeflow.kube.errors import NotFound
+
+    resource = Resource("nodeflow.io", "v1alpha1", "nodeflowpolicies", "NodeflowPolicy", False)
+    try:
+        raw = json.loads(KubeClient.of(api).list_raw(resource))
+    except NotFound:
+        return ()
+    policies = []
+    for item in raw.get("items") or ():
+        try:
+            policies.append(NodeflowPolicy.model_validate(item))
+        except ValidationError as exc:
+            name = (item.get("metadata") or {}).get("name", "?")
+            raise ValueError(f"NodeflowPolicy/{name}: {'; '.join(format_validation_error(exc))}") from None
+    return tuple(policies)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from nodeflow.catalog.source import CatalogError, RegionNotAvailable
+    from nodeflow.governance.permissions import load_permissions
+    from nodeflow.governance.record import build_record, render_markdown
+
+    if bool(args.paths) == bool(args.cluster):
+        print("error: give manifests with -f PATH, or --cluster (with --kubeconfig), not both", file=err)
+        return EXIT_INPUT
+    if not args.cluster and (args.kubeconfig or args.context):
+        print("error: --kubeconfig and --context go with --cluster", file=err)
+        return EXIT_INPUT
+    try:
+        now = _now(args.now)
+    except ValueError:
+        print(f"error: --now: {args.now!r} is not an RFC 3339 time (e.g. 2026-11-21T12:00:00Z)", file=err)
+        return EXIT_INPUT
+    source: dict[str, Any]
+    if args.cluster:
+        state, code = _from_cluster(args, err)
+        source = {"cluster": args.context or "current context"}
+    else:
+        state, code = _from_files(args, err), EXIT_INPUT
+        source = {"files": list(args.paths)}
+    if state is None:
+        return code
+    try:
+        if args.catalog == "aws":
+            import boto3
+
+            from nodeflow.catalog.aws import AwsCatalogSource
+
+            catalog = AwsCatalogSource(session=boto3.Session(region_name=args.region)).load(args.region)
+        else:
+            from nodeflow.catalog.offline import load_offline
+
+            catalog = load_offline(args.region)
+    except RegionNotAvailable as exc:
+        print(f"error: --region: {exc}", file=err)
+        return EXIT_INPUT
+    except CatalogError as exc:
+        print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)
+        return EXIT_UNAVAILABLE
+    record = build_record(state, catalog, load_permissions(), now, source)
+    if args.output == "json":
+        json.dump(record, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(render_markdown(record))
+    return EXIT_OK

@@ -260,6 +260,9 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monke
     code, out, _ = _cli("--stack", stack, "--now", now, "--nodepool", "default", "-o", "json")
     assert code == 0
     assert {r["kind"] for r in json.loads(out)} == {"provisioning", "nodeclaim", "unschedulable"}
+    code, out, _ = _cli("--stack", stack, "--now", now, "--limit", "2", "-o", "json")
+    assert code == 0
+    assert [r["kind"] for r in json.loads(out)] == ["provisioning", "nodeclaim"]  # the newest run, its record first
     code, out, _ = _cli("--stack", stack, "--now", (NOW + timedelta(hours=2)).isoformat(), "-o", "json")
     assert (code, json.loads(out)) == (0, [])  # --since 1h by default
     code, out, _ = _cli("--stack", stack, "--now", (NOW + timedelta(hours=2)).isoformat(), "--since", "3h")

@@ -8,6 +8,7 @@ written is logged and counted (``failed``; the handlers publish it as the ``Deci
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,6 +36,7 @@ BATCH = 25  # BatchWriteItem's limit
 GET_BATCH = 100  # BatchGetItem's limit
 WORKERS = 8
 ATTEMPTS = 5
+READ_MARGIN = 200  # records read past a ``limit`` (records of one time sorted by id; filtered by time and TTL)
 
 
 MAX_REMEMBERED = 20_000
@@ -183,17 +185,20 @@ def read_decisions(
     Raises ``AwsError`` (the table cannot be read) or ``DecisionError`` (an item is not a record)."""
     # a blocked candidate's record is keyed by its hour (its time is later): keys from the hour of ``since``
     lo = time_key(since.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
+    # newest first from every partition: reading stops a margin past ``limit`` (a busy NodePool's 90 days are big)
+    cap = None if limit is None else limit + READ_MARGIN
     records: list[Mapping[str, Any]]
     if pod is not None or nodepool is not None:
         pk = pod_partition(pod) if pod is not None else nodepool_partition(nodepool or "")
-        refs = [i for i in _query(dynamodb, table, pk, lo) if _live(i, now)]
+        refs = [i for i in itertools.islice(_query(dynamodb, table, pk, lo), cap) if _live(i, now)]
         keys = list(dict.fromkeys((i["ref"]["S"], i["sk"]["S"]) for i in refs if "ref" in i))
         records = _get(dynamodb, table, keys)
     else:
         records = []
         for partition in day_partitions(since, now + timedelta(days=1)):
-            records.extend(_query(dynamodb, table, partition, lo))
-            if limit is not None and len(records) >= limit:
+            left = None if cap is None else cap - len(records)
+            records.extend(itertools.islice(_query(dynamodb, table, partition, lo), left))
+            if cap is not None and len(records) >= cap:
                 break
     decisions = [d for d in (from_item(i) for i in records if _live(i, now)) if d.at >= since]
     if pod is not None and nodepool is not None:

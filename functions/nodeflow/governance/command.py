@@ -96,48 +96,17 @@ def _from_cluster(args: argparse.Namespace, err: TextIO) -> tuple[ClusterState |
         print(f"error: --kubeconfig {path}: {exc}", file=err)
         return None, EXIT_INPUT
     try:
-        snapshot = take_snapshot(api)
-        state = snapshot.state
-        if not hasattr(snapshot, "policies"):  # a snapshot that does not list NodeflowPolicies itself
-            import dataclasses
-
-            state = dataclasses.replace(state, policies=_list_policies(api))
+        snapshot = take_snapshot(api)  # NodeflowPolicies included (an invalid one as its fail-safe stand-in)
     except (KubeError, OSError) as exc:
         print(f"error: the cluster could not be read: {exc}", file=err)
         return None, EXIT_UNAVAILABLE
-    except ValueError as exc:  # a NodeflowPolicy the model rejects: the record would misstate access
-        print(f"error: {exc}", file=err)
-        return None, EXIT_INPUT
     finally:
         api.close()  # type: ignore[no-untyped-call]
     for bad in snapshot.invalid:
         where = f"{bad.namespace}/{bad.name}" if bad.namespace else bad.name
-        print(f"warning: {bad.kind} {where} is invalid and left out: {'; '.join(bad.errors)}", file=err)
-    return state, EXIT_OK
-
-
-def _list_policies(api: Any) -> tuple[Any, ...]:
-    """The cluster's NodeflowPolicies (none when their CRD is not installed)."""
-    from pydantic import ValidationError
-
-    from nodeflow.api.errors import format_validation_error
-    from nodeflow.api.nodeflow_policy import NodeflowPolicy
-    from nodeflow.kube.client import KubeClient, Resource
-    from nodeflow.kube.errors import NotFound
-
-    resource = Resource("nodeflow.io", "v1alpha1", "nodeflowpolicies", "NodeflowPolicy", False)
-    try:
-        raw = json.loads(KubeClient.of(api).list_raw(resource))
-    except NotFound:
-        return ()
-    policies = []
-    for item in raw.get("items") or ():
-        try:
-            policies.append(NodeflowPolicy.model_validate(item))
-        except ValidationError as exc:
-            name = (item.get("metadata") or {}).get("name", "?")
-            raise ValueError(f"NodeflowPolicy/{name}: {'; '.join(format_validation_error(exc))}") from None
-    return tuple(policies)
+        effect = "counted as its fail-safe stand-in" if bad.kind == "NodeflowPolicy" else "left out"
+        print(f"warning: {bad.kind} {where} is invalid ({effect}): {'; '.join(bad.errors)}", file=err)
+    return snapshot.state, EXIT_OK
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -106,7 +106,8 @@ def render(records: list[Decision], out: TextIO) -> None:
     for record, row in zip(records, rows, strict=True):
         pools = row[2] if len(row[2]) <= widths[2] else row[2][: widths[2] - 3] + "..."
         print(fmt.format(row[0], row[1], pools, row[3], row[4]), file=out)
-        for reason in record.policy:  # the policy checks that decided it, one a line under the summary
+        # the policy checks that decided it, one a line under the summary (a run's are its records', shown there)
+        for reason in record.policy if record.kind != "provisioning" else ():
             print(" " * (sum(widths) + 8) + f"policy: {reason}", file=out)
 
 

@@ -347,4 +347,6 @@ def test_policy_denials_and_ceilings_are_recorded_with_the_policy(world: dict[st
         "--stack", _stack(world), "--now", (NOW + timedelta(minutes=1)).isoformat(), "--pod", some, "--region", REGION
     )
     assert (code, err) == (0, "")
-    assert "policy: default: namespace team-" in out
+    lines = out.splitlines()
+    assert lines[1].split()[2] == "unschedulable"
+    assert lines[2].strip().startswith("policy: default: namespace team-")

@@ -61,6 +61,7 @@ RECORD_VERSION = 1
 # Accelerator resources listed for every namespace even when no policy governs them and no pod asks.
 ACCELERATORS = ("aws.amazon.com/neuron", "nvidia.com/gpu")
 _BASE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+_NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server: not shown
 _HOP_LIMIT_CONTAINERS = 2  # a pod reaching IMDS through the node's network namespace needs a hop limit of 2
 
 
@@ -619,7 +620,7 @@ def render_markdown(record: Mapping[str, Any]) -> str:
             [
                 (
                     ns["namespace"],
-                    ns["labels"],
+                    {k: v for k, v in ns["labels"].items() if k != _NAMESPACE_NAME_LABEL},
                     *("allowed" if r["allowed"] else "denied" for r in ns["nodePools"]),
                     *("allowed" if r["allowed"] else "denied" for r in ns["resources"]),
                 )

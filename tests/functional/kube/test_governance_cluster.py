@@ -48,6 +48,9 @@ def test_cluster_record_matches_the_manifests(server: KubeAPIServer, tmp_path: P
         assert mine["labels"].items() >= ns["labels"].items()  # plus kubernetes.io/metadata.name
     gpu = {r["nodePool"]: r["reason"] for r in cluster_ns["kube-system"]["nodePools"]}["gpu"]
     assert gpu == "namespace kube-system may not use NodePool gpu: policy gpu-access"
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["governance", "--cluster", "--kubeconfig", kubeconfig, "--now", NOW], out=out, err=err) == 0
+    assert "| ml-exp | team=research | allowed | denied |" in out.getvalue()  # kubernetes.io/metadata.name not shown
 
 
 def test_missing_kubeconfig_is_bad_input(tmp_path: Path) -> None:

@@ -96,8 +96,8 @@ KINDS = (
 
 DEFAULT_TTL_DAYS = 90
 MAX_TTL_DAYS = 3650
-# A record names at most this many pods in its body (DynamoDB items stop at 400 KB); ``pod_count`` is the total,
-# and every pod still gets its index item.
+# A stored record names at most this many pods in its body (DynamoDB items stop at 400 KB); ``pod_count`` is the
+# total, and every pod still gets its index item.
 MAX_PODS_PER_RECORD = 1000
 MAX_OTHER_TYPES = 50  # compatible instance types listed beyond a NodeClaim's own
 MAX_SUMMARY = 300
@@ -122,8 +122,8 @@ class Decision:
     run: str  # the provisioner batch or disruption round it belongs to
     summary: str  # one line for people
     node_pools: tuple[str, ...] = ()
-    pods: tuple[str, ...] = ()  # namespace/name
-    pod_count: int = 0  # pods in all (``pods`` may be cut at MAX_PODS_PER_RECORD)
+    pods: tuple[str, ...] = ()  # namespace/name (a stored record names at most MAX_PODS_PER_RECORD)
+    pod_count: int = 0  # pods in all
     policy: tuple[str, ...] = ()  # the reasons that name a policy
     detail: Mapping[str, Any] = field(default_factory=dict)  # kind-specific, JSON
 
@@ -237,9 +237,16 @@ def to_item(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> dict[str, A
         "summary": {"S": decision.summary},
         "nodePools": {"S": ",".join(decision.node_pools)},
         "podCount": {"N": str(decision.pod_count)},
-        "body": {"S": json.dumps(decision.to_json(), separators=(",", ":"), sort_keys=False)},
+        "body": {"S": json.dumps(_stored(decision), separators=(",", ":"), sort_keys=False)},
         "ttl": {"N": str(_expiry(decision.at, ttl_days))},
     }
+
+
+def _stored(decision: Decision) -> dict[str, Any]:
+    """The body: the record's JSON, naming at most MAX_PODS_PER_RECORD pods (``podCount`` is the total)."""
+    out = decision.to_json()
+    out["pods"] = out["pods"][:MAX_PODS_PER_RECORD]
+    return out
 
 
 def index_items(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> list[dict[str, Any]]:
@@ -286,7 +293,7 @@ def _cut(text: str) -> str:
 
 
 def _pods(keys: Sequence[str]) -> tuple[tuple[str, ...], int]:
-    return tuple(keys[:MAX_PODS_PER_RECORD]), len(keys)
+    return tuple(keys), len(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,7 +403,7 @@ def provisioning_records(
         count,
         policy,
         {
-            "pods": list(pods),
+            "pods": list(pods[:MAX_PODS_PER_RECORD]),  # the first of them (podCount: all)
             "nodeClaims": [o.name for o in outcomes if o.name],
             "created": [o.name for o in created],
             "refused": [o.message for o in refused],

@@ -228,10 +228,17 @@ def test_round_trip_of_every_record_and_the_json_is_stable() -> None:
 def test_big_records_name_at_most_max_pods_but_index_every_pod() -> None:
     pods = tuple(f"ns/p-{i}" for i in range(dl.MAX_PODS_PER_RECORD + 5))
     result = SchedulingResult(node_claims=(plan("a", ("m5.large",), pods),), existing=(), unschedulable=())
-    _, claim = dl.provisioning_records("r", AT, list(pods), result, [ClaimOutcome("a-1", "created")])
-    assert len(claim.pods) == dl.MAX_PODS_PER_RECORD
+    run, claim = dl.provisioning_records("r", AT, list(pods), result, [ClaimOutcome("a-1", "created")])
     assert claim.pod_count == len(pods)
-    assert len(dl.to_item(claim)["body"]["S"]) < 100_000  # far below DynamoDB's 400 KB
+    item = dl.to_item(claim)
+    assert len(item["body"]["S"]) < 100_000  # far below DynamoDB's 400 KB
+    stored = dl.from_item(item)
+    assert stored.pods == pods[: dl.MAX_PODS_PER_RECORD]
+    assert stored.pod_count == len(pods)
+    index = [i["pk"]["S"] for i in dl.index_items(claim)]
+    assert len(index) == 1 + len(pods)  # the NodePool, and every pod: each one is found by --pod
+    assert index[-1] == f"POD#{pods[-1]}"
+    assert len(dl.to_item(run)["body"]["S"]) < 100_000
 
 
 def test_day_partitions_newest_first() -> None:

@@ -10,6 +10,8 @@ Alarms (each notifies ``alarmTopicArn`` when given):
   InsufficientCapacityError (``CapacityErrors``, a metric filter on the CleanUp function's log, over the
   provisioner's ``NodeClaimsCreated``);
 - the provisioner, gc or webhook function errors (a workflow step's errors are the workflow's to handle);
+- decision log items could not be written (``DecisionLogWriteErrors`` of the provisioner, disruption and
+  interruption functions: the log has a gap, nothing else stopped);
 - the webhook answers 5xx (its store or the bus failed) or many 4xx (a misconfigured or unauthorized agent):
   the Function URL's own Url4xxCount / Url5xxCount, which include requests IAM auth refused before the handler.
 
@@ -114,6 +116,17 @@ class Monitoring(Construct):
                 f"{CAPACITY_ERROR_REASON}: widen the NodePools' instance types, zones or capacity types"
             ),
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+
+        # --- the decision log: records that could not be written (the Lambdas went on; the log has a gap) -------
+        self._alarm(
+            "DecisionLogWriteErrors",
+            custom_metric(config.cluster_name, "DecisionLogWriteErrors", period=Duration.minutes(15)),
+            threshold=1,
+            description=(
+                "decision log items could not be written to its DynamoDB table (provisioning and disruption went "
+                "on; the log has a gap): see the functions' 'decision log:' log lines"
+            ),
         )
 
         # --- dead-letter queues -------------------------------------------------------------------------------

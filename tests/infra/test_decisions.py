@@ -71,3 +71,13 @@ def test_decision_log_ttl_days_from_context() -> None:
     for bad in ("0", "3651", "ninety", -1):
         with pytest.raises(ConfigError, match="decisionLogTtlDays"):
             NodeflowConfig.from_mapping({"clusterName": "a", "decisionLogTtlDays": bad})
+
+
+def test_write_errors_alarm(synthesized: Synthesized) -> None:
+    alarms = [a["Properties"] for a in synthesized.resources("default", "AWS::CloudWatch::Alarm").values()]
+    (alarm,) = [a for a in alarms if a.get("MetricName") == "DecisionLogWriteErrors"]
+    assert alarm["Namespace"] == "nodeflow"
+    assert sorted(d["Name"] for d in alarm["Dimensions"]) == ["cluster", "service"]
+    assert alarm["Threshold"] == 1
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert "decision log items could not be written" in alarm["AlarmDescription"]

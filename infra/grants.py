@@ -25,6 +25,7 @@ __all__ = [
     "FunctionUses",
     "Grant",
     "StackOptions",
+    "actions",
     "function_grants",
     "function_specs",
     "lambda_grants",
@@ -322,6 +323,15 @@ def function_specs(source: Path = FUNCTIONS_SOURCE) -> tuple[FunctionUses, ...]:
             )
         )
     return tuple(specs)
+
+
+def actions(sid: str) -> list[str]:
+    """The actions of the statement ``sid`` (``infra.iam.Permissions`` builds its statements from these; KeyError
+    naming the Sid when the table has none, or two with different actions)."""
+    found = {g.actions for grants in USE_GRANTS.values() for g in grants if g.sid == sid}
+    if len(found) != 1:
+        raise KeyError(f"infra.grants: {len(found)} action lists for Sid {sid!r} in USE_GRANTS (want exactly one)")
+    return list(next(iter(found)))
 
 
 def function_grants(

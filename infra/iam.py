@@ -27,6 +27,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import NodeflowConfig
+from infra.grants import actions
 from nodeflow.aws.ec2 import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL, instance_profile_name
 
 __all__ = [
@@ -45,20 +46,10 @@ NODE_ROLE_MANAGED_POLICIES = (
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonSSMManagedInstanceCore",
 )
-CATALOG_DESCRIBE_ACTIONS = (
-    "ec2:DescribeAvailabilityZones",
-    "ec2:DescribeInstanceTypeOfferings",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeSpotPriceHistory",
-)
-NODECLASS_DESCRIBE_ACTIONS = (
-    "ec2:DescribeCapacityReservations",
-    "ec2:DescribeImages",
-    "ec2:DescribePlacementGroups",
-    "ec2:DescribeSecurityGroups",
-    "ec2:DescribeSubnets",
-)
-FLEET_DESCRIBE_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeLaunchTemplates")
+# Every statement's actions come from infra/grants.py (by Sid), the table the governance record lists.
+CATALOG_DESCRIBE_ACTIONS = tuple(actions("CatalogDescribe"))
+NODECLASS_DESCRIBE_ACTIONS = tuple(actions("NodeClassDescribe"))
+FLEET_DESCRIBE_ACTIONS = tuple(actions("FleetDescribe"))
 LAUNCH_DESCRIBE_ACTIONS = tuple(sorted({*NODECLASS_DESCRIBE_ACTIONS, *FLEET_DESCRIBE_ACTIONS}))
 DESCRIBE_ACTIONS = tuple(sorted({*CATALOG_DESCRIBE_ACTIONS, *LAUNCH_DESCRIBE_ACTIONS}))
 
@@ -112,7 +103,7 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="DescribeCluster",
-                actions=["eks:DescribeCluster"],
+                actions=actions("DescribeCluster"),
                 resources=[cluster_arn(self.scope, self.config.cluster_name)],
             )
         ]
@@ -124,18 +115,18 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="CatalogDescribe",
-                actions=list(CATALOG_DESCRIBE_ACTIONS),
+                actions=actions("CatalogDescribe"),
                 resources=["*"],
                 conditions=self._region(),
             ),
-            iam.PolicyStatement(sid="CatalogPrices", actions=["pricing:GetProducts"], resources=["*"]),
+            iam.PolicyStatement(sid="CatalogPrices", actions=actions("CatalogPrices"), resources=["*"]),
         ]
 
     def pass_node_role(self) -> iam.PolicyStatement:
         """iam:PassRole for the node role, to EC2 only: launching with its instance profile, and adding it to one."""
         return iam.PolicyStatement(
             sid="PassNodeRole",
-            actions=["iam:PassRole"],
+            actions=actions("PassNodeRole"),
             resources=[self.node_role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         )
@@ -150,19 +141,21 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="NodeClassDescribe",
-                actions=list(NODECLASS_DESCRIBE_ACTIONS),
+                actions=actions("NodeClassDescribe"),
                 resources=["*"],
                 conditions=self._region(),
             ),
             iam.PolicyStatement(
                 sid="AmiParameters",
-                actions=["ssm:GetParameter", "ssm:GetParameters"],
+                actions=actions("AmiParameters"),
                 resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
             ),
-            iam.PolicyStatement(sid="ReadInstanceProfiles", actions=["iam:GetInstanceProfile"], resources=[profiles]),
+            iam.PolicyStatement(
+                sid="ReadInstanceProfiles", actions=actions("ReadInstanceProfiles"), resources=[profiles]
+            ),
             iam.PolicyStatement(
                 sid="CreateInstanceProfiles",
-                actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+                actions=actions("CreateInstanceProfiles"),
                 resources=[profiles],
                 conditions={
                     "StringEquals": {
@@ -174,7 +167,7 @@ class Permissions:
             ),
             iam.PolicyStatement(
                 sid="ManageInstanceProfileRoles",
-                actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
+                actions=actions("ManageInstanceProfileRoles"),
                 resources=[profiles],
                 conditions={
                     "StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
@@ -197,14 +190,14 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="FleetDescribe",
-                actions=list(FLEET_DESCRIBE_ACTIONS),
+                actions=actions("FleetDescribe"),
                 resources=["*"],
                 conditions=self._region(),
             ),
             # Inputs an EC2NodeClass selects: any subnet or security group (shared VPCs: any account), images.
             iam.PolicyStatement(
                 sid="LaunchFromSelectedInputs",
-                actions=["ec2:RunInstances", "ec2:CreateFleet"],
+                actions=actions("LaunchFromSelectedInputs"),
                 resources=[
                     f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}::image/*",
                     f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}::snapshot/*",
@@ -214,19 +207,19 @@ class Permissions:
             ),
             iam.PolicyStatement(
                 sid="LaunchFromOwnedTemplates",
-                actions=["ec2:RunInstances", "ec2:CreateFleet"],
+                actions=actions("LaunchFromOwnedTemplates"),
                 resources=[_ec2("launch-template")],
                 conditions=self._owned_resource,
             ),
             iam.PolicyStatement(
                 sid="CreateOwnedResources",
-                actions=["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+                actions=actions("CreateOwnedResources"),
                 resources=created,
                 conditions=self._owned_request,
             ),
             iam.PolicyStatement(
                 sid="TagOnCreate",
-                actions=["ec2:CreateTags"],
+                actions=actions("TagOnCreate"),
                 resources=created,
                 conditions={
                     **self._owned_request,
@@ -245,7 +238,7 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="DryRunDescribe",
-                actions=["ec2:DescribeLaunchTemplates"],
+                actions=actions("DryRunDescribe"),
                 resources=["*"],
                 conditions=self._region(),
             ),
@@ -257,7 +250,7 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="DescribeInstances",
-                actions=["ec2:DescribeInstances"],
+                actions=actions("DescribeInstances"),
                 resources=["*"],
                 conditions=self._region(),
             )
@@ -268,7 +261,7 @@ class Permissions:
         return [
             iam.PolicyStatement(
                 sid="DescribeInstanceStatus",
-                actions=["ec2:DescribeInstanceStatus"],
+                actions=actions("DescribeInstanceStatus"),
                 resources=["*"],
                 conditions=self._region(),
             )
@@ -280,7 +273,7 @@ class Permissions:
             *self.describe_instances(),
             iam.PolicyStatement(
                 sid="TerminateOwnedInstances",
-                actions=["ec2:TerminateInstances"],
+                actions=actions("TerminateOwnedInstances"),
                 resources=[_ec2("instance")],
                 conditions=self._owned_resource,
             ),

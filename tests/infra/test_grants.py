@@ -43,3 +43,11 @@ def test_every_lambda_role_is_granted_exactly_the_listed_statements(synthesized:
         assert listed_statements == synthesized_statements, suffix
         vpc_policy = any("AWSLambdaVPCAccessExecutionRole" in str(arn) for arn in as_list(managed))
         assert vpc_policy == any("AWSLambdaVPCAccessExecutionRole" in g.resources for g in grants.grants), suffix
+
+
+def test_iam_statements_take_their_actions_from_the_table() -> None:
+    from infra.grants import actions
+
+    assert actions("TerminateOwnedInstances") == ["ec2:TerminateInstances"]
+    with pytest.raises(KeyError, match="NoSuchSid"):
+        actions("NoSuchSid")

@@ -80,6 +80,7 @@ __all__ = [
     "plan",
     "plan_warnings",
     "pod_converter",
+    "with_denials",
     "with_static",
 ]
 
@@ -751,7 +752,7 @@ def _build_input(
     if gov is not None:
         dynamic = [p.name for p in pools if p.name not in static]
         if gov.pool_rules or gov.resource_rules:
-            pending = _with_denials(pending, gov, dynamic, convert.namespace_labels)
+            pending = with_denials(pending, gov, dynamic, convert.namespace_labels)
         if gov.ceilings:
             from nodeflow.governance.spend import cluster_spend
 
@@ -794,7 +795,7 @@ def _paused(pools: tuple[NodePoolInput, ...], gov: Governance, now: datetime) ->
     return tuple(out)
 
 
-def _with_denials(
+def with_denials(
     pods: Sequence[PodInput], gov: Governance, pools: Sequence[str], namespace_labels: Mapping[str, Mapping[str, str]]
 ) -> list[PodInput]:
     """``pods`` with the NodePools NodeflowPolicies deny them (``PodInput.denied``): NodePool access by namespace,

@@ -32,8 +32,7 @@ from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command
 from nodeflow.governance.policy import Governance, NodeCost, Spend, spend_of
 from nodeflow.governance.spend import cluster_spend
-from nodeflow.plan import ClusterState
-from nodeflow.plan import _with_denials as with_denials  # the provisioner's: one rule for both
+from nodeflow.plan import ClusterState, with_denials  # with_denials: the provisioner's rule, one for both
 from nodeflow.scheduling.types import NodeClaimPlan, PodInput, SchedulingInput
 
 __all__ = ["RoundPolicy"]

@@ -308,3 +308,110 @@ def test_plan_warns_of_a_policy_naming_an_unknown_pool(catalog: CatalogData) -> 
     assert plan_warnings(s, build_input(s, catalog), "us-east-1")[-1] == (
         "NodeflowPolicy 'gpu-access' names NodePool 'gpu' (nodePoolAccess), which does not exist"
     )
+
+
+# -- growing an open NodeClaim (packing.grow_claims) under ceilings and group limits ----------------------------
+
+
+def mixed(name: str, **spec: Any) -> NodePool:
+    """A NodePool of c6i, m6i and r6i: a small pod with much memory grows a c6i NodeClaim to an m6i."""
+    doc = pool(name, **spec).model_dump(by_alias=True, exclude_none=True)
+    doc["spec"]["template"]["spec"]["requirements"][0]["values"] = ["c6i", "m6i", "r6i"]
+    return NodePool.model_validate(doc)
+
+
+# z/c opens a c6i.xlarge ($0.17), x/a0..a4 a c6i.xlarge with 3 and one with 2 pods (room left: a tail);
+# y/b (10Gi) then grows the tail to an m6i.xlarge (+$0.022) rather than opening an r6i.large ($0.126).
+GROWERS = (
+    *(pending(f"a{i}", "x", cpu="1") for i in range(5)),
+    pending("c", "z", cpu="3400m"),
+    pending("b", "y", cpu="250m", memory="10Gi"),
+)
+
+
+def test_growing_a_nodeclaim_counts_against_the_cluster_ceiling(catalog: CatalogData) -> None:
+    # w/d may not use g: it opens a c6i.large ($0.085) in other after the tail was opened, leaving less than the
+    # growth's +$0.022 under a $0.61 ceiling (the tail may still launch as an m6i.xlarge: it was trimmed at $0.27)
+    access = policy("g-access", nodePoolAccess=[{"nodePools": ["g"], "namespaces": ["x", "y", "z"]}])
+    pods = (*GROWERS, pending("d", "w", cpu="500m"))
+    tight = plan(
+        state(
+            mixed("g", weight=10),
+            mixed("other"),
+            policies=(access, caps(cluster={"maxPricePerHour": "0.61"})),
+            pods=pods,
+        ),
+        catalog,
+    )
+    assert tight.total_price == pytest.approx(0.595)
+    assert "y/b" not in where(tight)
+    why = "would cross the $/hour ceiling of the cluster ($0.61/hour, $0.60 in use): policy cost-caps"
+    assert reasons(tight) == {
+        "y/b": {
+            "g": f"NodeClaim of NodePool g ($0.1260/hour) {why}",
+            "other": f"NodeClaim of NodePool other ($0.1260/hour) {why}",
+        }
+    }
+    roomy = plan(
+        state(
+            mixed("g", weight=10),
+            mixed("other"),
+            policies=(access, caps(cluster={"maxPricePerHour": "0.62"})),
+            pods=pods,
+        ),
+        catalog,
+    )
+    assert roomy.unschedulable == ()
+    (grown,) = [nc for nc in roomy.node_claims if "y/b" in nc.pods]
+    assert grown.pods == ("x/a3", "x/a4", "y/b")
+    assert grown.instance_types[0] == "m6i.xlarge"
+    assert roomy.total_price == pytest.approx(0.617)
+
+
+def test_growing_a_nodeclaim_counts_the_joining_namespace_share(catalog: CatalogData) -> None:
+    # y/b joining the grown m6i.xlarge ($0.192) takes 250m of its 2.25 CPUs requested: $0.0213 to y
+    def run(y_max: str) -> SchedulingResult:
+        return plan(
+            state(mixed("g"), policies=(caps(namespaces=[{"name": "y", "maxPricePerHour": y_max}]),), pods=GROWERS),
+            catalog,
+        )
+
+    tight = run("0.02")
+    assert tight.total_price == pytest.approx(0.51)
+    assert reasons(tight) == {
+        "y/b": {
+            "g": "NodeClaim of NodePool g ($0.1260/hour) would cross the $/hour ceiling of namespace y ($0.02/hour, "
+            "$0.00 in use): policy cost-caps"
+        }
+    }
+    roomy = run("0.03")
+    assert roomy.unschedulable == ()
+    assert [nc.pods for nc in roomy.node_claims if "y/b" in nc.pods] == [("x/a3", "x/a4", "y/b")]
+
+
+def test_a_group_limit_keeps_a_nodeclaim_from_growing_past_it(catalog: CatalogData) -> None:
+    def run(memory: str, *pools: NodePool) -> SchedulingResult:
+        group = policy("batch", limits=[{"name": "bg", "nodePools": ["g"], "resources": {"memory": memory}}])
+        return plan(state(*pools, policies=(group,), pods=GROWERS), catalog)
+
+    def memory(result: SchedulingResult, nodepool: str) -> float:  # GiB the NodeClaims may launch with, at most
+        return sum(
+            max(catalog.infos[t].memory_mib for t in nc.instance_types) / 1024
+            for nc in result.node_claims
+            if nc.nodepool == nodepool
+        )
+
+    # 40Gi: three c6i.xlarge (8Gi each) charged; none of them may grow, y/b gets an r6i.large (16Gi) of its own
+    roomy = run("40Gi", mixed("g"))
+    assert roomy.unschedulable == ()
+    assert [nc.instance_types[0] for nc in roomy.node_claims if "y/b" in nc.pods] == ["r6i.large"]
+    assert memory(roomy, "g") <= 40
+    # 20Gi: no room for y/b in g (it goes to a NodePool outside the group, or nowhere)
+    assert memory(run("20Gi", mixed("g")), "g") <= 20
+    assert reasons(run("20Gi", mixed("g")))["y/b"] == {
+        "g": "exceeds limit memory=20Gi of NodePool group bg (g): 1538Mi remaining, the smallest fitting instance "
+        "type r6i.large has 15155Mi: policy batch"
+    }
+    outside = run("20Gi", mixed("g", weight=10), mixed("other"))
+    assert memory(outside, "g") <= 20
+    assert where(outside)["y/b"] == "other"

@@ -746,7 +746,6 @@ def _build_input(
     daemons = tuple(d for ds in state.daemon_sets if (d := _on_new_nodes(convert.pod(daemon_set_pod(ds)))) is not None)
     # Static NodePools (spec.replicas) are not the solver's: their nodes are only existing capacity to it.
     static = {p.name for p in state.node_pools if is_static(p)}
-    wanted = static_plans(state.node_pools, by_name, state.node_claims, state.nodes, daemons) if static else None
     ceilings: tuple[CeilingInput, ...] = ()
     group_limits: tuple[GroupLimitInput, ...] = ()
     if gov is not None:
@@ -770,6 +769,14 @@ def _build_input(
             )
             for g in gov.group_limits
         )
+    # Static top-ups first, within the policies' ceilings and group limits; the solver gets what they leave.
+    wanted = (
+        static_plans(state.node_pools, by_name, state.node_claims, state.nodes, daemons, ceilings, group_limits)
+        if static
+        else None
+    )
+    if wanted is not None and (ceilings or group_limits):
+        ceilings, group_limits = wanted.ceilings, wanted.group_limits
     return SchedulingInput(
         pods=tuple(pending),
         nodepools=tuple(p for p in pools if p.name not in static) if static else pools,

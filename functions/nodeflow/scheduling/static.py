@@ -18,10 +18,20 @@ A new static NodeClaim has no pods and no requests: it may launch as any instanc
 cheapest first (the types cheapest first, at most 60, as the cloud provider orders a static NodeClaim's
 types), GPU / accelerator and metal types left out while another type fits and no requirement has minValues
 (Karpenter's launch filter for exotic types).
+
+NodeflowPolicies: a provisioning pause makes no top-up (the NodePool input carries the pause as its error). $/hour
+ceilings of the cluster and of the NodePool, and group limits naming the NodePool, bind top-ups as they bind the
+solver's NodeClaims: a top-up is planned only while it keeps each of them at or under its maximum, its types
+trimmed to those priced within what is left (and, under a group limit, no larger than its cheapest type on the
+limited resources), charged its cheapest type. Namespace ceilings do not apply (a new static node has no pods).
+Top-ups come before the solver's NodeClaims (they are the capacity the NodePool declares, made whatever the pods):
+static NodePools in name order take from what is left first, the solver gets the rest (``StaticPlans.ceilings``,
+``StaticPlans.group_limits``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,9 +41,17 @@ from nodeflow.api.core import Node
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.model import InstanceType
-from nodeflow.scheduling.nodepools import make_pool
-from nodeflow.scheduling.pricing import Pricer
-from nodeflow.scheduling.types import NodeClaimPlan, NodePoolInput, PodInput, SchedulingInput
+from nodeflow.scheduling.nodepools import CeilingBudget, GroupBudget, capacity, make_pool
+from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer
+from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.types import (
+    CeilingInput,
+    GroupLimitInput,
+    NodeClaimPlan,
+    NodePoolInput,
+    PodInput,
+    SchedulingInput,
+)
 
 __all__ = [
     "MAX_STATIC_TYPES",
@@ -136,9 +154,20 @@ def static_plan(
 ) -> NodeClaimPlan | str:
     """One NodeClaim of static ``pool`` (its requirements, template labels and NodePool label; the cheapest
     types first), or why none can be made."""
+    pricer = pricer or Pricer()
+    options = _static_types(pool, daemon_pods, pricer)
+    if isinstance(options, str):
+        return options
+    return _plan(pool.name, *options, pricer)
+
+
+def _static_types(
+    pool: NodePoolInput, daemon_pods: Sequence[PodInput], pricer: Pricer
+) -> tuple[Requirements, list[InstanceType], list[float]] | str:
+    """The requirements, instance types (cheapest first) and prices of a NodeClaim of static ``pool``, or why
+    none can be made."""
     if pool.error is not None:
         return pool.error
-    pricer = pricer or Pricer()
     made = make_pool(pool, SchedulingInput(pods=(), nodepools=(pool,), daemon_pods=tuple(daemon_pods)), pricer)
     types, prices = made.types, made.prices
     if not types:
@@ -147,8 +176,12 @@ def static_plan(
         generic = [(it, p) for it, p in zip(types, prices, strict=True) if not _exotic(it)]
         if generic:
             types, prices = [g[0] for g in generic], [g[1] for g in generic]
-    types, prices = types[:MAX_STATIC_TYPES], prices[:MAX_STATIC_TYPES]
-    reqs = made.requirements
+    return made.requirements, types[:MAX_STATIC_TYPES], prices[:MAX_STATIC_TYPES]
+
+
+def _plan(
+    name: str, reqs: Requirements, types: Sequence[InstanceType], prices: Sequence[float], pricer: Pricer
+) -> NodeClaimPlan:
     cheapest = pricer.cheapest(types[0], reqs)
     assert cheapest is not None  # sorted_types keeps only types with an allowed offering
     zone_req = reqs.get(wk.LABEL_ZONE)
@@ -165,7 +198,7 @@ def static_plan(
         }
     )
     return NodeClaimPlan(
-        nodepool=pool.name,
+        nodepool=name,
         requirements=reqs,
         instance_types=tuple(it.name for it in types),
         capacity_type=cheapest.capacity_type,
@@ -179,10 +212,14 @@ def static_plan(
 
 @dataclass(frozen=True, slots=True)
 class StaticPlans:
-    """The NodeClaims static NodePools still need, and why some that are short get none (one sentence each)."""
+    """The NodeClaims static NodePools still need, and why some that are short get none (one sentence each);
+    under NodeflowPolicies, the ceilings and group limits given with what the planned top-ups take counted as in
+    use (what the solver may still spend)."""
 
     node_claims: tuple[NodeClaimPlan, ...] = ()
     problems: tuple[str, ...] = ()
+    ceilings: tuple[CeilingInput, ...] = ()
+    group_limits: tuple[GroupLimitInput, ...] = ()
 
 
 def static_plans(
@@ -191,11 +228,16 @@ def static_plans(
     claims: Sequence[NodeClaim],
     nodes: Sequence[Node],
     daemon_pods: Sequence[PodInput] = (),
+    ceilings: Sequence[CeilingInput] = (),
+    group_limits: Sequence[GroupLimitInput] = (),
 ) -> StaticPlans:
-    """The NodeClaims the static NodePools of ``node_pools`` still need (NodePools in name order)."""
+    """The NodeClaims the static NodePools of ``node_pools`` still need (NodePools in name order), within the
+    NodeflowPolicy ``ceilings`` (cluster and NodePool scopes) and ``group_limits`` (see the module docstring)."""
     out: list[NodeClaimPlan] = []
     problems: list[str] = []
     pricer = Pricer()
+    budgets = [CeilingBudget(c, c.max_per_hour - c.in_use) for c in ceilings]
+    groups = [GroupBudget(g, {k: v - g.in_use.get(k, 0) for k, v in g.limits.items()}) for g in group_limits]
     for pool in sorted(node_pools, key=lambda p: p.name):
         if not is_static(pool) or pool.metadata.deletion_timestamp is not None or pool.name not in pool_inputs:
             continue
@@ -209,9 +251,70 @@ def static_plans(
                     f"limits.nodes={node_limit(pool)} reached ({count.total} NodeClaims)"
                 )
             continue
-        plan = static_plan(pool_inputs[pool.name], daemon_pods, pricer)
-        if isinstance(plan, NodeClaimPlan):
-            out.extend([plan] * n)
-        else:
-            problems.append(f"static NodePool {pool.name!r} needs {n} NodeClaim(s) but none can be made: {plan}")
-    return StaticPlans(tuple(out), tuple(problems))
+        options = _static_types(pool_inputs[pool.name], daemon_pods, pricer)
+        if isinstance(options, str):
+            problems.append(f"static NodePool {pool.name!r} needs {n} NodeClaim(s) but none can be made: {options}")
+            continue
+        mine = [
+            b for b in budgets if b.input.scope == "cluster" or (b.input.scope, b.input.name) == ("nodePool", pool.name)
+        ]
+        in_groups = [g for g in groups if pool.name in g.input.nodepools]
+        if not mine and not in_groups:
+            out.extend([_plan(pool.name, *options, pricer)] * n)
+            continue
+        made = 0
+        while made < n:
+            plan = _governed(pool.name, *options, mine, in_groups, pricer)
+            if isinstance(plan, str):
+                some = f"only {made}" if made else "none"
+                problems.append(f"static NodePool {pool.name!r} needs {n} NodeClaim(s) but {some} can be made: {plan}")
+                break
+            out.append(plan)
+            made += 1
+    return StaticPlans(
+        tuple(out),
+        tuple(problems),
+        tuple(dataclasses.replace(b.input, in_use=b.in_use) for b in budgets),
+        tuple(
+            dataclasses.replace(g.input, in_use={k: v - g.remaining[k] for k, v in g.input.limits.items()})
+            for g in groups
+        ),
+    )
+
+
+def _governed(
+    name: str,
+    reqs: Requirements,
+    types: Sequence[InstanceType],
+    prices: Sequence[float],
+    budgets: Sequence[CeilingBudget],
+    groups: Sequence[GroupBudget],
+    pricer: Pricer,
+) -> NodeClaimPlan | str:
+    """One static NodeClaim within the ceilings and group limits (charged to them), or why none fits: as the solver
+    does, group limits first, then the ceilings, the reason naming the policy."""
+    fitting = [
+        i for i, it in enumerate(types) if all(capacity(it, k) <= v for g in groups for k, v in g.remaining.items())
+    ]
+    if not fitting:
+        binding = next(
+            (g for g in groups if not any(all(capacity(it, k) <= v for k, v in g.remaining.items()) for it in types)),
+            None,
+        )
+        return binding.reason(types) if binding is not None else "; ".join(g.reason(types) for g in groups)
+    if budgets:
+        allow = min(b.left for b in budgets) + PRICE_EPSILON
+        priced = [i for i in fitting if prices[i] <= allow]
+        if not priced:
+            return min(budgets, key=lambda b: b.left).reason(name, prices[fitting[0]])
+        fitting = priced
+    chosen = types[fitting[0]]
+    limited = {k for g in groups for k in g.remaining}
+    # Under a group limit no type larger than the chosen one on the limited resources (charged what it may launch).
+    keep = [i for i in fitting if all(capacity(types[i], k) <= capacity(chosen, k) for k in limited)]
+    for b in budgets:
+        b.left -= prices[keep[0]]
+    for g in groups:
+        for k in g.remaining:
+            g.remaining[k] -= capacity(chosen, k)
+    return _plan(name, reqs, [types[i] for i in keep], [prices[i] for i in keep], pricer)

@@ -5,6 +5,7 @@ usable."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -415,3 +416,68 @@ def test_a_group_limit_keeps_a_nodeclaim_from_growing_past_it(catalog: CatalogDa
     outside = run("20Gi", mixed("g", weight=10), mixed("other"))
     assert memory(outside, "g") <= 20
     assert where(outside)["y/b"] == "other"
+
+
+# -- static NodePools' top-ups (spec.replicas) under ceilings and group limits ---------------------------------
+
+
+def test_static_top_ups_stop_at_their_nodepools_ceiling(catalog: CatalogData) -> None:
+    # three m6i.large ($0.096) wanted, $0.20 allowed: two, the second trimmed to what is left ($0.104)
+    s = state(pool("gpu", replicas=3), policies=(caps(nodePools=[{"name": "gpu", "maxPricePerHour": "0.20"}]),))
+    inp = build_input(s, catalog)
+    assert [c.instance_types for c in inp.static_claims] == [("m6i.large", "m6i.xlarge"), ("m6i.large",)]
+    assert inp.static_problems == (
+        "static NodePool 'gpu' needs 3 NodeClaim(s) but only 2 can be made: NodeClaim of NodePool gpu ($0.0960/hour) "
+        "would cross the $/hour ceiling of NodePool gpu ($0.20/hour, $0.19 in use): policy cost-caps",
+    )
+    assert len(plan(s, catalog).node_claims) == 2
+    # a ceiling already reached: none
+    spent = state(
+        pool("gpu", replicas=1),
+        policies=(caps(nodePools=[{"name": "gpu", "maxPricePerHour": "0.10"}]),),
+        nodes=(node("n1", "gpu"),),
+    )
+    assert build_input(spent, catalog).static_problems == (
+        "static NodePool 'gpu' needs 1 NodeClaim(s) but none can be made: NodeClaim of NodePool gpu ($0.0960/hour) "
+        "would cross the $/hour ceiling of NodePool gpu ($0.10/hour, $0.19 in use): policy cost-caps",
+    )
+
+
+def test_static_top_ups_come_before_the_solvers_nodeclaims_under_the_cluster_ceiling(catalog: CatalogData) -> None:
+    s = state(
+        pool("standby", replicas=2),
+        pool("general"),
+        policies=(caps(cluster={"maxPricePerHour": "0.25"}),),
+        pods=(pending("p"),),
+    )
+    result = plan(s, catalog)
+    assert [(nc.nodepool, nc.static) for nc in result.node_claims] == [("standby", True), ("standby", True)]
+    assert reasons(result)["default/p"]["general"] == (
+        "NodeClaim of NodePool general ($0.0960/hour) would cross the $/hour ceiling of the cluster ($0.25/hour, "
+        "$0.19 in use): policy cost-caps"
+    )
+
+
+def test_static_top_ups_count_against_a_group_limit(catalog: CatalogData) -> None:
+    group = policy("batch", limits=[{"name": "bg", "nodePools": ["standby", "general"], "resources": {"nodes": "2"}}])
+    s = state(
+        pool("standby", replicas=2),
+        pool("general"),
+        policies=(group,),
+        pods=(pending("p"),),
+        nodes=(node("n1", "general", cpu="0"),),
+    )
+    result = plan(s, catalog)
+    assert [nc.nodepool for nc in result.node_claims] == ["standby"]
+    why = (
+        "exceeds limit nodes=2 of NodePool group bg (general, standby): 0 remaining, the smallest fitting instance "
+        "type m6i.large has 1: policy batch"
+    )
+    assert build_input(s, catalog).static_problems == (
+        f"static NodePool 'standby' needs 2 NodeClaim(s) but only 1 can be made: {why}",
+    )
+    assert reasons(result)["default/p"]["general"] == why
+    # a loose ceiling changes nothing
+    assert plan(dataclasses.replace(s, policies=(caps(cluster={"maxPricePerHour": "100"}),)), catalog).to_json() == (
+        plan(dataclasses.replace(s, policies=()), catalog).to_json()
+    )

@@ -115,3 +115,34 @@ status: {phase: Running}
     out = io.StringIO()
     assert main(args, out, err) == 0, err.getvalue()
     assert "SCALE DOWN idle-claim (static NodePool fixed, node idle, empty): terminate" in out.getvalue()
+
+
+CEILING = """
+---
+apiVersion: nodeflow.io/v1alpha1
+kind: NodeflowPolicy
+metadata: {name: cost-caps}
+spec:
+  costCeilings:
+    nodePools: [{name: fixed, maxPricePerHour: "0.15"}]
+"""
+
+
+def test_plan_stops_static_top_ups_at_a_ceiling_and_says_which(tmp_path: Path) -> None:
+    path = tmp_path / "static.yaml"
+    path.write_text(textwrap.dedent(STATIC) + CEILING)  # two m6i.large ($0.096) wanted, room for one
+    why = (
+        "static NodePool 'fixed' needs 2 NodeClaim(s) but only 1 can be made: NodeClaim of NodePool fixed "
+        "($0.0960/hour) would cross the $/hour ceiling of NodePool fixed ($0.15/hour, $0.10 in use): policy cost-caps"
+    )
+    code, out, err = run(path, "-o", "json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert [(c["nodePool"], c["static"], c["instanceTypes"]) for c in result["nodeClaims"]] == [
+        ("fixed", True, ["m6i.large"])
+    ]
+    assert why in result["warnings"]
+    code, out, err = run(path)
+    assert code == 0, err
+    assert "TOTAL: 1 new node(s) for 0 pod(s), $0.0960/hour" in out
+    assert f"warning: {why}" in err.splitlines()

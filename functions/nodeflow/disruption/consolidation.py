@@ -65,6 +65,8 @@ from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import (
+    CeilingInput,
+    GroupLimitInput,
     NodeClaimPlan,
     NodeInput,
     PodInput,
@@ -223,6 +225,15 @@ class Simulator:
     # ``nodeflow.disruption.policy.RoundPolicy.denials``); None: no policy restricts access. (The pending pods of
     # ``base`` carry theirs already.)
     deny: Callable[[Sequence[PodInput]], Sequence[PodInput]] | None = None
+    # NodeflowPolicies: the $/hour ceilings and group limits the solver is given in a simulation moving these pods
+    # off these candidates (``nodeflow.disruption.policy.RoundPolicy.limits``: the candidates counted as freed);
+    # None: the solver gets none (``base`` carries none either).
+    limits: (
+        Callable[
+            [Sequence[Candidate], Sequence[PodInput]], tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]]
+        ]
+        | None
+    ) = None
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
     room: dict[str, list[dict[str, int]]] = field(init=False)  # node name -> its room (schedulable, not held)
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
@@ -303,9 +314,17 @@ class Simulator:
         return inp.requests if inp is not None else None
 
     def _solve(
-        self, pods: tuple[PodInput, ...], nodes: Iterable[NodeInput], closed: frozenset[str]
+        self,
+        pods: tuple[PodInput, ...],
+        nodes: Iterable[NodeInput],
+        closed: frozenset[str],
+        limits: tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]] = ((), ()),
     ) -> SchedulingResult:
         kept = tuple(n if n.name not in closed else dataclasses.replace(n, schedulable=False) for n in nodes)
+        if limits[0] or limits[1]:
+            return solve(
+                dataclasses.replace(self.base, pods=pods, nodes=kept, ceilings=limits[0], group_limits=limits[1])
+            )
         return solve(dataclasses.replace(self.base, pods=pods, nodes=kept))
 
     def _others_first(self, nodes: list[NodeInput]) -> tuple[list[NodeInput], tuple[PodInput, ...], str | None]:
@@ -363,7 +382,8 @@ class Simulator:
             if stuck is not None:
                 return SchedulingResult((), (), (UnschedulablePod(own[0].key if own else "", {"": stuck}),))
             pods = (*own, *carried)
-        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes)
+        limits = self.limits(candidates, pods) if self.limits is not None else ((), ())
+        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes, limits)
         if cluster and self.base.pods:
             pending = {p.key for p in self.base.pods}
             kept = tuple(u for u in result.unschedulable if u.pod not in pending)
@@ -371,14 +391,18 @@ class Simulator:
         return result
 
     def _candidates_placed(
-        self, pods: tuple[PodInput, ...], own: frozenset[str], nodes: list[NodeInput]
+        self,
+        pods: tuple[PodInput, ...],
+        own: frozenset[str],
+        nodes: list[NodeInput],
+        limits: tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]] = ((), ()),
     ) -> SchedulingResult:
         unready = frozenset(n.name for n in nodes if _uninitialized(n))
         # initialized nodes first: only what they cannot take may reveal a need for an uninitialized node
-        first = self._solve(pods, nodes, self.held | unready)
+        first = self._solve(pods, nodes, self.held | unready, limits)
         if not unready or (not first.node_claims and not first.unschedulable):
             return first
-        second = self._solve(pods, nodes, self.held)
+        second = self._solve(pods, nodes, self.held, limits)
         used = [(e.name, k) for e in second.existing if e.name in unready for k in e.pods if k in own]
         if not used:
             return first

@@ -14,6 +14,10 @@ are the snapshot's, the time is the round's ``now``.
   maximum, counting the candidates as freed: after = in use - candidates + replacements (``check``). A ceiling or
   limit blocks only when the move RAISES what it counts: a move that lowers it is never blocked, even when it was
   over already.
+- Such a command is simulated again with the solver given the ceilings and group limits that could bind (``limits``:
+  those whose room, the candidates counted as freed, is less than the moving pods could need), so the replacements
+  go to the next NodePool as the provisioner's would (``nodeflow.disruption.round``); ``check`` stays the guard.
+  Only a refused command is simulated again: decisions that no ceiling or limit refuses are the same as without.
 
 Spend in use is ``nodeflow.governance.spend.cluster_spend`` (the provisioner's): nodes not going away and NodeClaims
 still launching, shared among namespaces by CPU request; the candidates are freed at what it counts them for.
@@ -33,7 +37,7 @@ from nodeflow.disruption.model import Command
 from nodeflow.governance.policy import Governance, NodeCost, Spend, spend_of
 from nodeflow.governance.spend import cluster_spend
 from nodeflow.plan import ClusterState, with_denials  # with_denials: the provisioner's rule, one for both
-from nodeflow.scheduling.types import NodeClaimPlan, PodInput, SchedulingInput
+from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodeClaimPlan, PodInput, SchedulingInput
 
 __all__ = ["RoundPolicy"]
 
@@ -61,6 +65,7 @@ class RoundPolicy:
     _paused: dict[str, str | None] = field(default_factory=dict)
     _spend: tuple[Spend, dict[str, NodeCost]] | None = None
     _usage: dict[str, dict[str, int]] | None = None
+    _most: dict[str, tuple[float, dict[str, int]]] | None = None
 
     @staticmethod
     def of(
@@ -110,6 +115,73 @@ class RoundPolicy:
                     mine[k] = mine.get(k, 0) + v
             self._usage = usage
         return self._usage
+
+    def _dearest(self, base: SchedulingInput) -> dict[str, tuple[float, dict[str, int]]]:
+        """NodePool -> (the dearest $/hour of any of its available offerings, the most of each resource any of its
+        instance types has): what one NodeClaim of it may add at most."""
+        if self._most is None:
+            most: dict[str, tuple[float, dict[str, int]]] = {}
+            for pool in base.nodepools:
+                price, caps = 0.0, {"nodes": 1000}
+                for it in pool.instance_types:
+                    price = max([price, *(o.price for o in it.offerings if o.available)])
+                    for k, v in it.capacity.items():
+                        caps[k] = max(caps.get(k, 0), v)
+                most[pool.name] = (price, caps)
+            self._most = most
+        return self._most
+
+    def limits(
+        self, candidates: Sequence[Candidate], pods: Sequence[PodInput], base: SchedulingInput
+    ) -> tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]]:
+        """The ceilings and group limits for the solver in a simulation moving ``pods`` off ``candidates``: in use
+        less the candidates (as ``check`` counts them; a ceiling or limit already over its maximum keeps the room a
+        move that does not raise it has), and only those that could bind: whose room is less than ``pods`` could
+        need (each pod on a NodeClaim of its own, of the dearest / largest type of a NodePool they cover)."""
+        if not pods or not (self.gov.ceilings or self.gov.group_limits):
+            return (), ()
+        most = self._dearest(base)
+        ceilings: list[CeilingInput] = []
+        if self.gov.ceilings:
+            before, counted = self._in_use()
+            without = _minus(before, [counted.get(c.name) or _cost(c) for c in candidates])
+            dearest = max((price for price, _ in most.values()), default=0.0)
+            for c in self.gov.ceilings:
+                was, left = before.in_use(c), without.in_use(c)
+                if c.scope == "nodePool":
+                    need = len(pods) * most.get(c.name, (0.0, {}))[0]
+                elif c.scope == "namespace":
+                    need = sum(p.namespace == c.name for p in pods) * dearest
+                else:
+                    need = len(pods) * dearest
+                over = max(0.0, was - c.max_per_hour)  # a move may take it back up to what it was
+                if c.max_per_hour + over - left < need - _EPSILON:
+                    ceilings.append(CeilingInput(c.policy, c.scope, c.name, c.max_per_hour, left - over))
+        groups: list[GroupLimitInput] = []
+        if self.gov.group_limits:
+            usage = self._capacity(base)
+            node_caps = {n.name: n.capacity for n in base.nodes}
+            for g in self.gov.group_limits:
+                held: dict[str, int] = {}
+                for pool in g.nodepools:
+                    for k, v in usage.get(pool, {}).items():
+                        held[k] = held.get(k, 0) + v
+                kept = dict(held)
+                for cand in candidates:
+                    if cand.pool_name in g.nodepools:
+                        for k, v in {**node_caps.get(cand.name, {}), "nodes": 1000}.items():
+                            kept[k] = kept.get(k, 0) - v
+                largest = [most[p][1] for p in g.nodepools if p in most]
+                in_use: dict[str, int] = {}
+                binds = False
+                for k, limit in g.limits.items():
+                    extra = max(0, held.get(k, 0) - limit)
+                    in_use[k] = kept.get(k, 0) - extra
+                    needs = len(pods) * max((caps.get(k, 0) for caps in largest), default=0)
+                    binds = binds or limit - in_use[k] < needs
+                if binds:
+                    groups.append(GroupLimitInput(g.policy, g.name, g.nodepools, g.limits, in_use))
+        return tuple(ceilings), tuple(groups)
 
     def check(
         self,

@@ -26,8 +26,10 @@ drift); a pool above its replicas is scaled down in ``scale_downs`` (no budget, 
 NodeflowPolicies (``nodeflow.disruption.policy``): a node of a NodePool inside a pause window with ``disruption: true``
 is not disrupted voluntarily (none of the methods above, nor a static scale-down) and is reported blocked with the
 window; expiration goes on. Replacements are simulated without the NodePools the moving pods' namespaces may not
-use (or whose provisioning is paused), and a command whose replacements would cross a $/hour ceiling or a group
-limit (the candidates counted as freed) is not taken: its candidates are reported blocked with why.
+use (or whose provisioning is paused). A command whose replacements would cross a $/hour ceiling or a group limit
+(the candidates counted as freed) is simulated again with the solver given the ceilings and limits that could bind,
+so its replacements go to another NodePool as the provisioner's would; when none can, it is not taken and its
+candidates are reported blocked with why.
 
 Emptiness and drift take candidates in disruption-cost order (Karpenter: sum of the pods' eviction costs,
 from the pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
@@ -285,7 +287,8 @@ def _decide(
     )
     if base.ceilings or base.group_limits:
         # The policies' ceilings and group limits are checked on each command with its candidates counted as freed
-        # (``RoundPolicy.check``), not by the solver, which would count the candidates as still running.
+        # (``RoundPolicy.check``); a refused command is simulated again with the solver given those that could bind,
+        # the candidates counted as freed (``rerouted``), never as the provisioner counts them (still running).
         base = dataclasses.replace(base, ceilings=(), group_limits=())
     bound = [p for c in candidates for p in c.movable]
     sim = Simulator(
@@ -301,6 +304,20 @@ def _decide(
         if policy is None or not command.replacements:
             return None
         return policy.check(command, cs, base, lambda key: (sim.requests_of(key) or {}).get("cpu", 0))
+
+    rerouting: list[Simulator] = []
+
+    def rerouted() -> Simulator | None:
+        """The simulator whose solver is given the ceilings and group limits that could bind (the candidates counted
+        as freed), so replacements go to the next NodePool as the provisioner's do; used only for a command the
+        policies refused (a decision no ceiling or limit refuses stays as without policies). None: no policy has
+        a ceiling or a group limit."""
+        if policy is None or not (policy.gov.ceilings or policy.gov.group_limits):
+            return None
+        if not rerouting:
+            rule = policy
+            rerouting.append(dataclasses.replace(sim, limits=lambda cs, pods: rule.limits(cs, pods, base)))
+        return rerouting[0]
 
     # 2. static drift (a new NodeClaim of the pool's template replaces the node), then drift
     static_drifted = [c for c in live if c.static and c.eventual_ok and prepared.drift(c)]
@@ -337,6 +354,16 @@ def _decide(
             Reason.DRIFTED, "drift", (c.name,), result.node_claims, moves_of(result), c.price or 0.0, after
         )
         why = refused(command, [c])
+        again = rerouted() if why is not None else None
+        if again is not None:  # the replacements under the ceilings / limits, as the provisioner would make them
+            second = again.run([c])
+            if not second.unschedulable:
+                price = sum(nc.price for nc in second.node_claims)
+                other = Command(
+                    Reason.DRIFTED, "drift", (c.name,), second.node_claims, moves_of(second), c.price or 0.0, price
+                )
+                if refused(other, [c]) is None:
+                    command, why = other, None
         if why is not None:
             blocked.append(Blocked(c.name, BlockKind.BLOCKED, why))
             continue
@@ -364,6 +391,11 @@ def _decide(
     def attempt(cs: Sequence[Candidate], method: str) -> Command | str:
         outcome = consolidate(cs, sim, settings, method, totals)
         why = refused(outcome, cs) if isinstance(outcome, Command) else None
+        again = rerouted() if why is not None else None
+        if again is not None:  # under the ceilings / limits, as the provisioner would make the replacements
+            other = consolidate(cs, again, settings, method, totals)
+            if isinstance(other, Command) and refused(other, cs) is None:
+                return other
         return outcome if why is None else why
 
     multi = _multi_node(  # a batch takes no more nodes of a NodePool than its budget has left

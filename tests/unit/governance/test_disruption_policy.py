@@ -257,3 +257,97 @@ def test_group_limit_blocks_a_replacement_into_the_group() -> None:
     ok = decide(governed(snap, roomy), CATALOG, NOW)
     assert ok.command is not None
     assert ok.command.candidates == ("legacy",)
+
+
+# -- replacements go to the next NodePool when one is at its ceiling or group limit (as the provisioner's do) ----
+
+SPOT_POOLS = [pool(budgets=ALL), pool("batch", budgets=ALL, capacity=("spot", "on-demand"))]
+
+
+def test_drift_replacement_goes_to_another_node_pool_when_the_first_is_at_its_ceiling() -> None:
+    # without policies the cheaper spot NodePool batch takes the drifted node's pod; batch is at its ceiling
+    nodes = [node("old", image="ami-old")]
+    snap = snapshot(nodes, [pod("p", "old")], pools=SPOT_POOLS)
+    free = decide(snap, CATALOG, NOW)
+    assert free.command is not None
+    assert {r.nodepool for r in free.command.replacements} == {"batch"}
+    capped = policy("cost-caps", costCeilings={"nodePools": [{"name": "batch", "maxPricePerHour": "0.01"}]})
+    result = decide(governed(snap, capped), CATALOG, NOW)
+    assert result.command is not None
+    assert result.command.reason.value == "Drifted"
+    assert result.command.candidates == ("old",)
+    assert {r.nodepool for r in result.command.replacements} == {"general"}
+    assert "old" not in blocked_of(result)
+
+
+@pytest.mark.parametrize(
+    "capped",
+    [
+        policy("cost-caps", costCeilings={"nodePools": [{"name": "batch", "maxPricePerHour": "0.01"}]}),
+        policy("groups", limits=[{"name": "spot", "nodePools": ["batch"], "resources": {"nodes": "0"}}]),
+    ],
+    ids=["ceiling", "group-limit"],
+)
+def test_consolidation_replacement_goes_to_another_node_pool_when_the_first_is_at_its_ceiling(
+    capped: NodeflowPolicy,
+) -> None:
+    # one big node for a small pod: without policies replaced by a spot node of batch; batch is at its ceiling /
+    # group limit, so by a smaller on-demand node of general (still cheaper than the big one)
+    nodes = [node("big", "m5.4xlarge")]
+    snap = snapshot(nodes, [pod("p", "big")], pools=SPOT_POOLS)
+    free = decide(snap, CATALOG, NOW)
+    assert free.command is not None
+    assert {r.nodepool for r in free.command.replacements} == {"batch"}
+    result = decide(governed(snap, capped), CATALOG, NOW)
+    assert result.command is not None
+    assert result.command.reason.value == "Underutilized"
+    assert result.command.decision == "replace"
+    assert {r.nodepool for r in result.command.replacements} == {"general"}
+    assert result.command.price_after < result.command.price_before
+    assert "big" not in {b.node for b in result.blocked}
+
+
+def test_a_rerouted_replacement_may_lower_a_ceiling_that_is_over_already() -> None:
+    # the cluster is over its ceiling: a cheaper replacement in general lowers what it counts, so it is allowed
+    nodes = [node("big", "m5.4xlarge")]
+    snap = snapshot(nodes, [pod("p", "big")], pools=SPOT_POOLS)
+    caps = policy(
+        "cost-caps",
+        costCeilings={
+            "nodePools": [{"name": "batch", "maxPricePerHour": "0.01"}],
+            "cluster": {"maxPricePerHour": "0.01"},
+        },
+    )
+    result = decide(governed(snap, caps), CATALOG, NOW)
+    assert result.command is not None
+    assert {r.nodepool for r in result.command.replacements} == {"general"}
+
+
+def test_drift_is_still_blocked_when_every_node_pool_is_at_its_ceiling() -> None:
+    # NodePool "old" no longer offers any instance type: the replacement must come from general or batch, both capped
+    old = pool(
+        "old", budgets=ALL, extra=[{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["x"]}]
+    )
+    snap = snapshot([node("legacy", "m5.xlarge", pool_name="old")], [pod("p", "legacy")], pools=[*SPOT_POOLS, old])
+    both = [{"name": "batch", "maxPricePerHour": "0.01"}, {"name": "general", "maxPricePerHour": "0.01"}]
+    result = decide(governed(snap, policy("cost-caps", costCeilings={"nodePools": both})), CATALOG, NOW)
+    assert result.command is None
+    message = blocked_of(result)["legacy"]
+    assert message.startswith("drift replacement NodeClaim of NodePool batch ($0.")
+    assert "would cross the $/hour ceiling of NodePool batch ($0.01/hour, $0.00 in use" in message
+    assert message.endswith("freed by the candidates): policy cost-caps")
+    one = decide(governed(snap, policy("cost-caps", costCeilings={"nodePools": both[:1]})), CATALOG, NOW)
+    assert one.command is not None  # general alone is not capped: the replacement goes there
+    assert {r.nodepool for r in one.command.replacements} == {"general"}
+
+
+def test_a_ceiling_that_cannot_bind_leaves_the_decisions_as_without_policies() -> None:
+    nodes = [node("a", "m5.2xlarge"), node("b", "m5.2xlarge"), node("old", image="ami-old")]
+    pods = [pod("p1", "a"), pod("p2", "b"), pod("p3", "old")]
+    snap = snapshot(nodes, pods, pools=SPOT_POOLS)
+    roomy = policy(
+        "cost-caps",
+        costCeilings={"cluster": {"maxPricePerHour": "1000"}},
+        limits=[{"name": "all", "nodePools": ["general", "batch"], "resources": {"nodes": "100"}}],
+    )
+    assert decide(governed(snap, roomy), CATALOG, NOW) == decide(snap, CATALOG, NOW)

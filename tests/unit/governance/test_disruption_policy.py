@@ -14,8 +14,11 @@ import pytest
 
 from nodeflow.api.core import Namespace, Pod
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.disruption.consolidation import PodInputs
 from nodeflow.disruption.model import BlockKind, Snapshot
-from nodeflow.disruption.round import decide
+from nodeflow.disruption.policy import RoundPolicy
+from nodeflow.disruption.round import Prepared, decide
+from nodeflow.plan import build_input
 
 from ..disruption.builders import CATALOG, NOW, node, pod, pool, snapshot
 from ..disruption.test_static import launched, static, unlaunched, with_claims
@@ -351,3 +354,39 @@ def test_a_ceiling_that_cannot_bind_leaves_the_decisions_as_without_policies() -
         limits=[{"name": "all", "nodePools": ["general", "batch"], "resources": {"nodes": "100"}}],
     )
     assert decide(governed(snap, roomy), CATALOG, NOW) == decide(snap, CATALOG, NOW)
+
+
+def test_the_solver_gets_only_the_ceilings_and_limits_that_could_bind_with_the_candidates_freed() -> None:
+    # (the solver skips its merge / re-pack passes under ceilings and limits: those with room to spare stay out)
+    nodes = [node("big", "m5.4xlarge")]
+    snap = snapshot(nodes, [pod("p", "big")], pools=SPOT_POOLS)
+    caps = policy(
+        "caps",
+        costCeilings={
+            "cluster": {"maxPricePerHour": "1000"},
+            "nodePools": [{"name": "batch", "maxPricePerHour": "0.01"}, {"name": "general", "maxPricePerHour": "0.9"}],
+        },
+        limits=[
+            {"name": "roomy", "nodePools": ["general", "batch"], "resources": {"nodes": "100"}},
+            {"name": "full", "nodePools": ["general"], "resources": {"cpu": "16"}},  # one pod needs at most one node
+        ],
+    )
+    state = governed(snap, caps).state
+    candidates = Prepared(governed(snap, caps), CATALOG, NOW).candidates
+    rule = RoundPolicy.of(state, candidates, CATALOG, NOW)
+    assert rule is not None
+    base = build_input(state, CATALOG, now=NOW)
+    moving = list(PodInputs(state, [p for c in candidates for p in c.movable]).values())
+    big = [c for c in candidates if c.name == "big"]
+    ceilings, groups = rule.limits(big, moving, base)
+    price = big[0].price or 0.0
+    # batch: $0.01 of room; general: its only node is the candidate, $0.90 of room still less than one dearest type
+    assert [(c.name, c.max_per_hour, round(c.in_use, 6)) for c in ceilings] == [
+        ("batch", 0.01, 0.0),
+        ("general", 0.9, 0.0),
+    ]
+    assert [(g.name, dict(g.in_use)) for g in groups] == [("full", {"cpu": 0})]  # the candidate's 16 CPUs freed
+    # without the candidate freed general's ceiling is counted with its price in use
+    ceilings, groups = rule.limits([], moving, base)
+    assert [(c.name, round(c.in_use, 6)) for c in ceilings] == [("batch", 0.0), ("general", round(price, 6))]
+    assert [(g.name, dict(g.in_use)) for g in groups] == [("full", {"cpu": 16000})]

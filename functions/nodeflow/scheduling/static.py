@@ -274,9 +274,17 @@ def static_plans(
     return StaticPlans(
         tuple(out),
         tuple(problems),
-        tuple(dataclasses.replace(b.input, in_use=b.in_use) for b in budgets),
+        # (a ceiling or group limit no top-up took from is handed on as it came)
+        tuple(
+            b.input
+            if b.left == b.input.max_per_hour - b.input.in_use
+            else dataclasses.replace(b.input, in_use=b.in_use)
+            for b in budgets
+        ),
         tuple(
             dataclasses.replace(g.input, in_use={k: v - g.remaining[k] for k, v in g.input.limits.items()})
+            if any(g.remaining[k] != v - g.input.in_use.get(k, 0) for k, v in g.input.limits.items())
+            else g.input
             for g in groups
         ),
     )

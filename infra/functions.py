@@ -133,7 +133,8 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         "Provision pending pods: snapshot, solve, create NodeClaims, start one launch execution each",
         timeout_seconds=120,
         memory_mb=2048,  # the solver is CPU-bound; memory buys CPU
-        uses=("kube", "catalog", "offerings:read", "nodeclass", "start:launch", "decisions"),
+        # requeue: a delayed message on its own queue for pods a pause window holds (run again when it closes)
+        uses=("kube", "catalog", "offerings:read", "nodeclass", "start:launch", "decisions", "requeue"),
         queue=QueueTrigger(
             "provisioning",
             batch_size=PROVISIONING_BATCH_SIZE,

@@ -185,6 +185,7 @@ EXPECTED_ACTIONS = {
         "sqs:GetQueueUrl",
         "sqs:DeleteMessage",
         "sqs:GetQueueAttributes",
+        "sqs:SendMessage",  # its own queue only: the retry of pods a pause window holds
     },
     "register": {"eks:DescribeCluster"},
     "initialize": {"eks:DescribeCluster"},

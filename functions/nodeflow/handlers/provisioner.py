@@ -2,7 +2,8 @@
 
 The batch is a trigger: a fresh cluster snapshot decides what to launch. Unreadable messages are
 logged and dropped (they cannot be provisioned better by retrying); a failure of the provisioning
-itself fails the whole batch so SQS delivers it again (nothing is lost, nothing doubles).
+itself fails the whole batch so SQS delivers it again (nothing is lost, nothing doubles). Pods a
+NodeflowPolicy pause window holds get a run of their own when it closes: a delayed message on this queue.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, recor
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.capacity_reservations import live_reservations
 from nodeflow.lifecycle.claims import batch_id
-from nodeflow.lifecycle.provisioner import ProvisionDeps, provision
+from nodeflow.lifecycle.provisioner import PauseRetry, ProvisionDeps, provision
 
 
 def deps() -> ProvisionDeps:
@@ -29,6 +30,18 @@ def deps() -> ProvisionDeps:
     def log(message: str, extra: dict[str, Any]) -> None:
         logger.warning(message, extra=extra)
 
+    queue = rt.settings.provisioning_queue_url
+
+    def retry(due: PauseRetry) -> bool:
+        """A delayed message on this function's own queue, unless one is delayed there already (only these retries
+        are delayed): one pending retry at a time, each run it starts re-arms it while pods are still held."""
+        sqs = rt.client("sqs")
+        attrs = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+        if int(attrs.get("Attributes", {}).get("ApproximateNumberOfMessagesDelayed", "0")) > 0:
+            return False
+        sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(due.message()), DelaySeconds=due.delay_seconds)
+        return True
+
     return ProvisionDeps(
         kube=rt.kube,
         catalog=rt.catalog,
@@ -40,6 +53,7 @@ def deps() -> ProvisionDeps:
         log=log,
         reservations=lambda classes, now: live_reservations(rt.client("ec2"), classes, now, log),
         decisions=rt.decision_log(log),
+        retry=retry if queue else None,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
+import math
 import random
 import threading
 import time
@@ -42,7 +43,7 @@ from nodeflow.plan import ClusterState, build_input, plan
 from nodeflow.scheduling.static import is_static
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
 
-__all__ = ["ProvisionDeps", "ProvisionResult", "keep_static", "provision"]
+__all__ = ["PauseRetry", "ProvisionDeps", "ProvisionResult", "keep_static", "pause_retry", "provision"]
 
 EVENT_WORKERS = 8
 # NodeClaim creates (each followed by its StartExecution) in flight at once: well under the API server's
@@ -55,6 +56,12 @@ CLAIM_WORKERS = 8
 # bucket lives for one provisioner call (Karpenter's for the process). FailedScheduling events are not limited.
 NOMINATED_BURST = 10
 NOMINATED_PER_SECOND = 5.0
+
+# Pods a NodeflowPolicy provisioning pause holds: the provisioner asks to be run again when the window closes (a
+# delayed message on its own queue). SQS delays a message 15 minutes at most: a longer window is re-armed by the
+# run that message starts, while the window stays open. The message names at most RETRY_POD_NAMES of the pods.
+RETRY_MAX_DELAY_SECONDS = 900
+RETRY_POD_NAMES = 1000
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -84,6 +91,71 @@ class ProvisionDeps:
     # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the run's records, written
     # after its NodeClaims are created and launched (None: no log).
     decisions: Callable[[Sequence[Decision]], Any] | None = None
+    # Schedules the run that provisions the pods a pause window holds when it closes (``PauseRetry``; True: a
+    # message was sent, False: a retry was pending already). None: no retry (the agent's resync re-sends them).
+    retry: Callable[[PauseRetry], bool] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRetry:
+    """A provisioner run to come when the earliest provisioning pause holding pending pods closes: ``delay_seconds``
+    from now (until ``until``, at most RETRY_MAX_DELAY_SECONDS), for ``pods`` (the first RETRY_POD_NAMES of
+    ``held``)."""
+
+    until: datetime
+    delay_seconds: int
+    pods: tuple[str, ...]
+    held: int
+
+    def message(self) -> dict[str, Any]:
+        """The provisioning queue's message (an envelope like the other events there; any body triggers a run)."""
+        until = self.until.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {
+            "id": f"pause-retry-{until}",
+            "source": "nodeflow",
+            "detail-type": "Provisioning Pause Ends",
+            "detail": {"until": until, "pods": list(self.pods), "heldPods": self.held},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "until": self.until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "delaySeconds": self.delay_seconds,
+            "heldPods": self.held,
+        }
+
+
+def pause_retry(state: ClusterState, result: SchedulingResult, now: datetime) -> PauseRetry | None:
+    """The retry for the pending pods of ``result`` a provisioning pause of ``state``'s NodeflowPolicies holds at
+    ``now`` (a NodePool's reason for the pod is its pause), due when the earliest such NodePool's windows close;
+    None when no pod is held by a pause. An invalid policy's fail-safe pause has no end (it lifts when the policy
+    is fixed): its NodePools are left out."""
+    if not state.policies or not result.unschedulable:
+        return None
+    from nodeflow.governance.invalid import INVALID_WINDOW  # only with policies (cold imports stay small)
+    from nodeflow.governance.policy import Governance
+
+    gov = Governance.from_policies(state.policies)
+    paused: dict[str, tuple[str, datetime]] = {}  # NodePool -> (its pause reason, when its open windows close)
+    for pool in state.node_pools:
+        why = gov.provisioning_pause(pool.name, now) if gov.windows else None
+        if why is None:
+            continue
+        open_ = [(w, w.open_until(now)) for w in gov.windows if w.provisioning and w.covers(pool.name)]
+        ends = [until for w, until in open_ if until is not None]
+        if ends and not any(w.name == INVALID_WINDOW and until is not None for w, until in open_):
+            paused[pool.name] = (why, max(ends))
+    held: dict[str, datetime] = {}
+    for u in result.unschedulable:
+        ends = [paused[pool][1] for pool, why in u.reasons.items() if pool in paused and why == paused[pool][0]]
+        if ends:
+            held[u.pod] = min(ends)
+    if not held:
+        return None
+    until = min(held.values())
+    delay = min(RETRY_MAX_DELAY_SECONDS, math.ceil((until - now).total_seconds()) + 1)  # +1: past the close
+    pods = sorted(held)
+    return PauseRetry(until, max(1, delay), tuple(pods[:RETRY_POD_NAMES]), len(pods))
 
 
 @dataclass
@@ -102,6 +174,8 @@ class ProvisionResult:
     nominations_dropped: int = 0  # Nominated events the rate limit dropped (as Karpenter does)
     timings: dict[str, float] = field(default_factory=dict)
     pools: dict[str, str] = field(default_factory=dict)  # created NodeClaim -> its NodePool (for metrics)
+    retry: PauseRetry | None = None  # the run scheduled for pods a pause window holds
+    retry_sent: bool = False  # False: one was pending already (or it could not be sent)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -118,6 +192,7 @@ class ProvisionResult:
             "nominatedEvents": self.nominated,
             "nominatedEventsDropped": self.nominations_dropped,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            **({"pauseRetry": {**self.retry.to_json(), "sent": self.retry_sent}} if self.retry is not None else {}),
         }
 
 
@@ -288,7 +363,8 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
         live = deps.reservations(snap.node_classes, deps.now())
         if live:
             state = dataclasses.replace(state, capacity_reservations=available_after_launches(live, snap.node_claims))
-    result = plan(state, deps.catalog, unavailable=deps.unavailable(deps.now()), now=deps.now())
+    now = deps.now()
+    result = plan(state, deps.catalog, unavailable=deps.unavailable(now), now=now)
     out.timings["solve"] = deps.timer() - t1
 
     # Each NodeClaim's launch starts as soon as it exists (the first CreateFleet does not wait for the whole batch
@@ -391,9 +467,22 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
                 out.event_errors += 1
     out.timings["events"] = deps.timer() - t4
     out.unschedulable = len(result.unschedulable)
+    if deps.retry is not None:
+        _schedule_retry(deps, out, pause_retry(state, result, now))
     if deps.decisions is not None:  # last: the launches and events do not wait for it
         _log_decisions(deps, batch, list(pending), result, outcomes)
     return out
+
+
+def _schedule_retry(deps: ProvisionDeps, out: ProvisionResult, retry: PauseRetry | None) -> None:
+    assert deps.retry is not None
+    out.retry = retry
+    if retry is None:
+        return
+    try:
+        out.retry_sent = deps.retry(retry)
+    except Exception as exc:  # the agent's resync still re-sends the pods: never fails the batch
+        deps.log("pause retry: not scheduled", {"error": f"{type(exc).__name__}: {str(exc)[:400]}"})
 
 
 def _log_decisions(

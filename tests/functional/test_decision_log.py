@@ -350,3 +350,38 @@ def test_policy_denials_and_ceilings_are_recorded_with_the_policy(world: dict[st
     lines = out.splitlines()
     assert lines[1].split()[2] == "unschedulable"
     assert lines[2].strip().startswith("policy: default: namespace team-")
+
+
+def test_an_unschedulable_group_replanned_within_the_hour_rewrites_one_record(world: dict[str, Any]) -> None:
+    """A pod held run after run (a policy, a nodeSelector nothing serves) costs one record an hour, not one a run:
+    the runs of the hour rewrite it (another container's run too), its pod and NodePool index items point to it, a
+    pod that joins the group gets its index item, and the next hour starts a new record."""
+    remembered: set[str] = set()
+
+    def records() -> list[dict[str, Any]]:
+        return [i for i in _items(world) if i["pk"]["S"].startswith("DECISION#") and i["kind"]["S"] == "unschedulable"]
+
+    _provision(world, _writer(world, remembered=remembered))
+    (record,) = records()
+    _provision(world, _writer(world, remembered=remembered), now=NOW + timedelta(minutes=5))  # same container
+    _provision(world, _writer(world), now=NOW + timedelta(minutes=10))  # another container: rewrites it
+    (rewritten,) = records()
+    assert (rewritten["pk"], rewritten["sk"]) == (record["pk"], record["sk"])
+    assert rewritten["time"]["S"] == "2026-03-01T12:10:00.000Z"
+    (latest,) = _read(world, pod=world["stray"], since=timedelta(hours=1))
+    assert latest.at == NOW + timedelta(minutes=10)
+
+    joined = pod(1, 98, None)
+    joined["spec"]["nodeSelector"] = NOWHERE["nodeSelector"]
+    world["kube"].create(joined)
+    key = f"{joined['metadata']['namespace']}/{joined['metadata']['name']}"
+    _provision(world, _writer(world, remembered=remembered), now=NOW + timedelta(minutes=15))
+    (group,) = records()
+    assert group["sk"] == record["sk"]
+    (found,) = _read(world, pod=key)
+    assert sorted(found.pods) == sorted([world["stray"], key])
+    pointers = [i for i in _items(world) if i["pk"]["S"] in (f"POD#{key}", f"POD#{world['stray']}", "NODEPOOL#default")]
+    assert {i["sk"]["S"] for i in pointers if i["kind"]["S"] == "unschedulable"} == {record["sk"]["S"]}
+
+    _provision(world, _writer(world, remembered=remembered), now=NOW + timedelta(hours=1, minutes=1))
+    assert len(records()) == 2  # the next hour: a record of its own

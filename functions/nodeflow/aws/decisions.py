@@ -8,6 +8,7 @@ written is logged and counted (``failed``; the handlers publish it as the ``Deci
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -47,7 +48,12 @@ def _noop(_message: str, _extra: dict[str, Any]) -> None:
 
 
 def _key(d: Decision) -> str:
-    return f"{d.at.date().isoformat()}#{d.sk}"
+    """What ``remembered`` holds: the record's key, and its pods' digest (an hour's unschedulable group that a pod
+    joined is written again, so the new pod gets its index item)."""
+    key = f"{d.at.date().isoformat()}#{d.sk}"
+    if d.pods:
+        key += "#" + hashlib.sha256("\n".join(d.pods).encode()).hexdigest()[:16]
+    return key
 
 
 @dataclass

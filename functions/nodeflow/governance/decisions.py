@@ -10,7 +10,8 @@ Kinds (``Decision.kind``):
                     whether it was created, was there already, or was refused (with why)
     unschedulable   pods that got no NodeClaim, grouped by their per-NodePool reasons; the reasons that name a
                     policy ("namespace ml-exp may not use NodePool gpu: policy gpu-access", ceilings, pauses)
-                    are listed again in ``policy``
+                    are listed again in ``policy`` (one record per hour and reason set, keyed by the hour: the runs
+                    of that hour rewrite it, its time, run and pods the latest run's)
     disruption      one disruption command: reason, method, candidates, replacements, moved pods, $/hour saved,
                     and what became of it (executed, replacing, skipped: why)
     blocked         a disruption candidate that was not disrupted: node, event, message (one record per hour and
@@ -140,9 +141,9 @@ class Decision:
 
     @property
     def sk(self) -> str:
-        """``<time>#<id>``; a blocked candidate's record is keyed by its hour (``detail.hour``), so the rounds of an
-        hour rewrite one record, whose time is the latest round's."""
-        if self.kind == BLOCKED and isinstance(self.detail.get("hour"), str):
+        """``<time>#<id>``; a blocked candidate's and an unschedulable group's record is keyed by its hour
+        (``detail.hour``), so the rounds / runs of an hour rewrite one record, whose time is the latest one's."""
+        if self.kind in (BLOCKED, UNSCHEDULABLE) and isinstance(self.detail.get("hour"), str):
             return f"{self.detail['hour']}#{self.id}"
         return f"{self.time}#{self.id}"
 
@@ -356,23 +357,27 @@ def provisioning_records(
     groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for u in result.unschedulable:
         groups.setdefault(tuple(sorted(u.reasons.items())), []).append(u.pod)
+    # Pods a policy holds stay unschedulable run after run (a pause for days): a group's record is keyed by the hour
+    # and its reasons, so the runs of one hour rewrite one record (and its index items), not one each.
+    hour = time_key(at.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
     for reasons, keys in groups.items():
         by_pool = dict(reasons)
         policy = policy_reasons(by_pool)
         pods, count = _pods(keys)
         why = "; ".join(f"{p}: {r}" if p else r for p, r in reasons) or "no NodePool can serve them"
+        digest = hashlib.sha256("\n".join(f"{p}\t{r}" for p, r in reasons).encode()).hexdigest()[:12]
         records.append(
             Decision(
                 UNSCHEDULABLE,
                 at,
-                f"{run}-{len(records) + 1:04d}",
+                f"unschedulable-{digest}",
                 run,
                 _cut(f"{count} pod{'s' if count != 1 else ''} got no NodeClaim: {why}"),
                 tuple(p for p in by_pool if p),
                 pods,
                 count,
                 policy,
-                {"reasons": by_pool, "policies": policy_names(by_pool.values())},
+                {"reasons": by_pool, "policies": policy_names(by_pool.values()), "hour": hour},
             )
         )
     created = [o for o in outcomes if o.status == "created"]

@@ -181,6 +181,32 @@ def test_a_blocked_candidate_is_one_record_per_hour_and_blocker() -> None:
     assert other.sk != first.sk
 
 
+def test_an_unschedulable_group_is_one_record_per_hour_and_reason_set() -> None:
+    def unschedulable(run: str, at: datetime, pods: list[str], reason: str = PAUSED) -> Decision:
+        result = SchedulingResult((), (), tuple(UnschedulablePod(p, {"batch": reason}) for p in pods))
+        _, record = dl.provisioning_records(run, at, pods, result, [])
+        return record
+
+    first = unschedulable("r1", AT, ["etl/late-1"])
+    later = unschedulable("r2", AT + timedelta(minutes=30), ["etl/late-1", "etl/late-2"])  # a pod joined
+    next_hour = unschedulable("r3", AT + timedelta(hours=1), ["etl/late-1"])
+    other = unschedulable("r4", AT, ["etl/late-1"], reason=DENIED)
+    assert dl.to_item(first)["pk"] == dl.to_item(later)["pk"]
+    assert first.sk == later.sk  # the later run rewrites it
+    assert first.sk.startswith("2026-11-25T05:00:00.000Z#unschedulable-")
+    assert (later.time, later.run) == ("2026-11-25T05:31:02.345Z", "r2")  # the latest run's
+    assert later.pods == ("etl/late-1", "etl/late-2")
+    assert dl.from_item(dl.to_item(later)) == later
+    # its NodePool's and every pod's index item point to that one record
+    assert [(i["pk"]["S"], i["sk"]["S"], i["ref"]["S"]) for i in dl.index_items(later)] == [
+        ("NODEPOOL#batch", first.sk, "DECISION#2026-11-25"),
+        ("POD#etl/late-1", first.sk, "DECISION#2026-11-25"),
+        ("POD#etl/late-2", first.sk, "DECISION#2026-11-25"),
+    ]
+    assert next_hour.sk != first.sk
+    assert other.sk != first.sk
+
+
 def test_a_skipped_command_says_why() -> None:
     (cmd,) = dl.disruption_records(
         "d1", AT, command={"reason": "Empty", "method": "emptiness", "candidates": ["n1"]}, skipped="cluster changed"

@@ -267,6 +267,15 @@ def test_each_function_role_has_only_what_its_handler_calls(synthesized: Synthes
     assert "ec2:DescribeInstanceTypes" not in full
 
 
+def test_the_provisioner_sends_only_to_its_own_queue(synthesized: Synthesized) -> None:
+    """Its retry of pods a pause window holds: SendMessage on the queue it consumes, nothing else."""
+    stmts = _function_role_statements(synthesized, "default", "provisioner")
+    sends = [ref_of(r) for st in stmts if "sqs:SendMessage" in actions_of(st) for r in as_list(st["Resource"])]
+    receives = [ref_of(r) for st in stmts if "sqs:ReceiveMessage" in actions_of(st) for r in as_list(st["Resource"])]
+    assert sends
+    assert sends == receives
+
+
 def test_watching_executions_is_limited_to_the_machine(synthesized: Synthesized) -> None:
     if "interruption" not in {s.suffix for s in FUNCTIONS}:
         pytest.skip("no interruption function yet")

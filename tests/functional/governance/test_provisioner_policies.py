@@ -146,7 +146,9 @@ def test_a_ceiling_stops_the_next_nodeclaim_a_cheaper_one_goes_a_pause_window_ho
     monkeypatch.setattr(rt, "clock", lambda: datetime(2026, 11, 27, 19, 0, tzinfo=UTC))
     freeze = {"name": "quarter-end-freeze", "schedule": "0 18 * * 5", "duration": "60h", "provisioning": True}
     local.apply([namespace("shop"), policy("freeze", pauses=[freeze])])
-    local.apply(pods("web", "shop"))
+    # pinned to NodePool default: unpinned it could join the capped NodePool's NodeClaim while that is still launching
+    # (in-flight capacity stays usable under a pause), which made the test depend on background launch timing
+    local.apply(pods("web", "shop", "default"))
     paused = local.provision(trigger(3))["result"]
     assert paused["nodeClaimsCreated"] == [], paused
     why = failed_scheduling(local, "shop")["web-7d4b9c-00000"]

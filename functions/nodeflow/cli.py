@@ -228,7 +228,7 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from nodeflow.api.manifests import ManifestError, load_manifests
-    from nodeflow.catalog.source import CatalogError, RegionNotAvailable
+    from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
     from nodeflow.plan import ClusterState, build_input, plan_warnings, with_static
 
     try:
@@ -239,16 +239,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"  {problem}", file=err)
         return EXIT_INPUT
     try:
-        if args.catalog == "aws":
-            import boto3
-
-            from nodeflow.catalog.aws import AwsCatalogSource
-
-            catalog = AwsCatalogSource(session=boto3.Session(region_name=args.region)).load(args.region)
-        else:
-            from nodeflow.catalog.offline import load_offline
-
-            catalog = load_offline(args.region)
+        catalog = load_catalog(args.catalog, args.region)
     except RegionNotAvailable as exc:
         print(f"error: --region: {exc}", file=err)
         return EXIT_INPUT

@@ -73,7 +73,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ClusterState",
     "build_input",
+    "claim_index",
     "convert_pods",
+    "left_behind",
     "node_class_readiness",
     "node_class_settings",
     "overlay_verdicts",
@@ -512,7 +514,25 @@ def _fill_zeros(reported: Mapping[str, int], expected: Mapping[str, int]) -> dic
     return out
 
 
-def _left_behind(node: Node) -> bool:
+def claim_index(
+    claims: Sequence[NodeClaim],
+) -> tuple[dict[str, NodeClaim], dict[str, NodeClaim], set[str]]:
+    """The NodeClaims not being deleted by their Node's name and by provider id, and the Node names and provider
+    ids of those being deleted (their Nodes are going away with them)."""
+    live = [c for c in claims if c.status is not None and c.metadata.deletion_timestamp is None]
+    by_node = {c.status.node_name: c for c in live if c.status is not None and c.status.node_name}
+    by_provider = {c.status.provider_id: c for c in live if c.status is not None and c.status.provider_id}
+    going = {
+        ref
+        for c in claims
+        if c.status is not None and c.metadata.deletion_timestamp is not None
+        for ref in (c.status.node_name, c.status.provider_id)
+        if ref
+    }
+    return by_node, by_provider, going
+
+
+def left_behind(node: Node) -> bool:
     """A NodePool's Node that no live NodeClaim names (by status.nodeName or providerID) and that still carries
     ``karpenter.sh/unregistered`` or reports Ready other than True was left by a failed or terminated launch (its
     instance is likely gone): it is not capacity, and garbage collection deletes it. Pods planned onto it would
@@ -690,24 +710,14 @@ def _build_input(
             else:
                 pending.append(convert.pod(pod, pending=True))
 
-    live_claims = [c for c in state.node_claims if c.status is not None and c.metadata.deletion_timestamp is None]
-    claim_of_node = {c.status.node_name: c for c in live_claims if c.status is not None and c.status.node_name}
-    claim_of_provider = {c.status.provider_id: c for c in live_claims if c.status is not None and c.status.provider_id}
-    # Nodes whose NodeClaim is being deleted are going away with it.
-    going = {
-        ref
-        for c in state.node_claims
-        if c.status is not None and c.metadata.deletion_timestamp is not None
-        for ref in (c.status.node_name, c.status.provider_id)
-        if ref
-    }
+    claim_of_node, claim_of_provider, going = claim_index(state.node_claims)
     nodes: list[NodeInput] = []
     node_names = set()
     node_providers = set()
     for node in state.nodes:
         name = node.metadata.name or ""
         node_claim = claim_of_node.get(name) or claim_of_provider.get(node.spec.provider_id or "")
-        if node_claim is None and _left_behind(node):
+        if node_claim is None and left_behind(node):
             continue  # a failed or terminated launch's Node: no pod may be planned onto it
         node_names.add(name)
         if node.spec.provider_id:

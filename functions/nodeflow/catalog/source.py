@@ -18,6 +18,7 @@ __all__ = [
     "CatalogUnavailable",
     "RegionNotAvailable",
     "Throttled",
+    "load_catalog",
 ]
 
 
@@ -52,3 +53,17 @@ class RegionNotAvailable(CatalogError):
         self.available = available
         names = ", ".join(available) or "none"
         super().__init__(f"no catalog data for region {region!r}; available: {names}")
+
+
+def load_catalog(kind: str, region: str) -> CatalogData:
+    """The catalog of ``region`` from ``kind`` "aws" (live, with the default boto3 credentials) or "offline" (the
+    bundled snapshot): what the CLI's ``--catalog`` / ``--region`` mean. Raises the errors above."""
+    if kind == "aws":
+        import boto3
+
+        from nodeflow.catalog.aws import AwsCatalogSource
+
+        return AwsCatalogSource(session=boto3.Session(region_name=region)).load(region)
+    from nodeflow.catalog.offline import load_offline
+
+    return load_offline(region)

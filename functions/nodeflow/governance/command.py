@@ -110,7 +110,7 @@ def _from_cluster(args: argparse.Namespace, err: TextIO) -> tuple[ClusterState |
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from nodeflow.catalog.source import CatalogError, RegionNotAvailable
+    from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
     from nodeflow.governance.permissions import load_permissions
     from nodeflow.governance.record import build_record, render_markdown
 
@@ -135,16 +135,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if state is None:
         return code
     try:
-        if args.catalog == "aws":
-            import boto3
-
-            from nodeflow.catalog.aws import AwsCatalogSource
-
-            catalog = AwsCatalogSource(session=boto3.Session(region_name=args.region)).load(args.region)
-        else:
-            from nodeflow.catalog.offline import load_offline
-
-            catalog = load_offline(args.region)
+        catalog = load_catalog(args.catalog, args.region)
     except RegionNotAvailable as exc:
         print(f"error: --region: {exc}", file=err)
         return EXIT_INPUT

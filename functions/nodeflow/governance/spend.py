@@ -120,18 +120,10 @@ def _pod_shares(pods: Iterable[Pod]) -> tuple[tuple[str, int], ...]:
 def cluster_spend(state: ClusterState, catalog: CatalogData) -> tuple[Spend, list[NodeCost]]:
     """The $/hour in use (cluster, per NodePool, per namespace) and each node / launching NodeClaim that makes it
     up (Nodes by name, then NodeClaims by name), priced as the module docstring says."""
-    from nodeflow.plan import _left_behind, nominated_pods  # plan imports this module
+    from nodeflow.plan import claim_index, left_behind, nominated_pods  # plan imports this module
 
     live = [c for c in state.node_claims if c.metadata.deletion_timestamp is None]
-    by_node = {c.status.node_name: c for c in live if c.status is not None and c.status.node_name}
-    by_provider = {c.status.provider_id: c for c in live if c.status is not None and c.status.provider_id}
-    going = {
-        ref
-        for c in state.node_claims
-        if c.status is not None and c.metadata.deletion_timestamp is not None
-        for ref in (c.status.node_name, c.status.provider_id)
-        if ref
-    }
+    by_node, by_provider, going = claim_index(state.node_claims)
     on_node: dict[str, list[Pod]] = {}
     pods_by_key: dict[str, Pod] = {}
     for pod in state.pods:
@@ -146,7 +138,7 @@ def cluster_spend(state: ClusterState, catalog: CatalogData) -> tuple[Spend, lis
         name = node.metadata.name or ""
         provider = node.spec.provider_id or ""
         claim = by_node.get(name) or by_provider.get(provider)
-        if claim is None and _left_behind(node):
+        if claim is None and left_behind(node):
             continue
         names.add(name)
         if provider:

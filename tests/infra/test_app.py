@@ -199,6 +199,7 @@ EXPECTED_ENV = {
         "LAUNCH_STATE_MACHINE_ARN",
         "DECISION_TABLE_NAME",
         "DECISION_LOG_TTL_DAYS",
+        "PROVISIONING_QUEUE_URL",  # its own run when a pause window holding pods closes
     },
     "launch": {"CATALOG_SOURCE", "TABLE_NAME"},
     "register": set(),

@@ -19,7 +19,15 @@ from datetime import UTC, datetime, timedelta
 
 from nodeflow.api.karpenter_core import Budget
 
-__all__ = ["BudgetError", "allowed", "budget_allows", "cron_matches", "parse_cron", "schedule_active"]
+__all__ = [
+    "BudgetError",
+    "allowed",
+    "budget_allows",
+    "cron_matches",
+    "latest_fire",
+    "parse_cron",
+    "schedule_active",
+]
 
 _NODES = re.compile(r"^(\d+)(%?)$")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -43,6 +51,7 @@ _FIELDS: tuple[tuple[int, int, dict[str, int]], ...] = (
     (0, 7, _DAYS),
 )
 _MAX_LOOKBACK_MINUTES = 366 * 24 * 60
+_LAST_MINUTE = timedelta(hours=23, minutes=59)
 
 
 class BudgetError(ValueError):
@@ -106,11 +115,7 @@ def cron_matches(cron: Cron, at: datetime) -> bool:
     day-of-week are ORed)."""
     if at.minute not in cron.minutes or at.hour not in cron.hours or at.month not in cron.months:
         return False
-    day = at.day in cron.days
-    weekday = (at.isoweekday() % 7) in cron.weekdays
-    if cron.any_day or cron.any_weekday:
-        return day and weekday
-    return day or weekday
+    return _day_matches(cron, at)
 
 
 def _duration(text: str) -> timedelta:
@@ -121,21 +126,50 @@ def _duration(text: str) -> timedelta:
     return timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
+def latest_fire(cron: Cron, now: datetime, window: timedelta, cap: timedelta | None = None) -> datetime | None:
+    """The latest minute at or before ``now`` at which ``cron`` fires and that is less than ``window`` before
+    ``now`` (and, with ``cap``, less than ``cap`` before ``now``'s minute); None when there is none.
+
+    Walks back day by day over the days the cron can fire on, and within a day only over its hours and minutes:
+    a window of months costs a few thousand steps, not one per minute."""
+    minute = now.replace(second=0, microsecond=0)
+    earliest = now - window  # a fire must be after it
+    if cap is not None:
+        earliest = max(earliest, minute - cap)
+    hours = sorted(cron.hours, reverse=True)
+    minutes = sorted(cron.minutes, reverse=True)
+    midnight = minute.replace(hour=0, minute=0)
+    day = midnight
+    while day + _LAST_MINUTE > earliest:  # the day has a minute after ``earliest``
+        if day.month in cron.months and _day_matches(cron, day):
+            for hour in hours:
+                if day == midnight and hour > minute.hour:
+                    continue
+                for m in minutes:
+                    at = day.replace(hour=hour, minute=m)
+                    if at > minute:
+                        continue
+                    return at if at > earliest else None
+        day -= timedelta(days=1)
+    return None
+
+
+def _day_matches(cron: Cron, day: datetime) -> bool:
+    """``cron_matches``'s day rule (Vixie cron: restricted day-of-month and day-of-week are ORed)."""
+    in_month = day.day in cron.days
+    weekday = (day.isoweekday() % 7) in cron.weekdays
+    if cron.any_day or cron.any_weekday:
+        return in_month and weekday
+    return in_month or weekday
+
+
 def schedule_active(schedule: str, duration: str, now: datetime) -> bool:
     """True when ``schedule`` fired at most ``duration`` ago (a fire at exactly now counts)."""
     cron = parse_cron(schedule)
     window = _duration(duration)
     if now.tzinfo is not None:
         now = now.astimezone(UTC)  # schedules are UTC whatever the offset ``now`` was given in
-    minute = now.replace(second=0, microsecond=0)
-    steps = min(_MAX_LOOKBACK_MINUTES, int(window.total_seconds() // 60) + 1)
-    for back in range(steps):
-        at = minute - timedelta(minutes=back)
-        if now - at >= window:
-            return False
-        if cron_matches(cron, at):
-            return True
-    return False
+    return latest_fire(cron, now, window, timedelta(minutes=_MAX_LOOKBACK_MINUTES)) is not None
 
 
 def budget_allows(budget: Budget, num_nodes: int, now: datetime) -> int | None:

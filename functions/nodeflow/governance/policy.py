@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from nodeflow.api.nodeflow_policy import NodeflowPolicy, NodePoolAccess, PauseWindow, ResourceAccess
 from nodeflow.api.quantity import to_milli
-from nodeflow.disruption.budgets import cron_matches, parse_cron
+from nodeflow.disruption.budgets import latest_fire, parse_cron
 
 __all__ = [
     "Ceiling",
@@ -78,17 +78,9 @@ class Window:
         """The end of the window's current opening when ``now`` is inside one (a window opened by the schedule
         at most ``duration`` ago), else None."""
         now = now.astimezone(UTC) if now.tzinfo is not None else now.replace(tzinfo=UTC)
-        cron = parse_cron(self.schedule)
-        minute = now.replace(second=0, microsecond=0)
-        steps = int(self.duration.total_seconds() // 60) + 1
-        for back in range(steps):
-            at = minute - timedelta(minutes=back)
-            if now - at >= self.duration:
-                return None
-            if cron_matches(cron, at):
-                # A later opening may overlap: the window stays open to the end of the latest one (found first).
-                return at + self.duration
-        return None
+        # A later opening may overlap an earlier one: the window stays open to the end of the latest.
+        at = latest_fire(parse_cron(self.schedule), now, self.duration)
+        return None if at is None else at + self.duration
 
     def covers(self, nodepool: str) -> bool:
         return self.nodepools is None or nodepool in self.nodepools

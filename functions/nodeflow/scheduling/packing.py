@@ -53,7 +53,7 @@ from nodeflow.scheduling.types import HostPort, NodeClaimPlan, PodInput, Schedul
 if TYPE_CHECKING:
     from nodeflow.scheduling.topology import HostCaps, Topology
 
-__all__ = ["MAX_INSTANCE_TYPES", "BestPerPod", "Candidates", "Claim", "Packer", "min_values_violation"]
+__all__ = ["MAX_INSTANCE_TYPES", "BestPerPod", "Candidates", "Claim", "Packer", "min_values_violation", "split_shares"]
 
 # Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
 MAX_INSTANCE_TYPES = 60
@@ -339,12 +339,12 @@ class Packer:
         delta = price - claim.price
         per_ns: dict[str, float] = {}
         if self.ns_ceilings and claim.shares is not None:
-            before = _split(claim.shares)
+            before = split_shares(claim.shares)
             after_shares = {k: list(v) for k, v in claim.shares.items()}
             entry = after_shares.setdefault(group.namespace, [0, 0])
             entry[0] += group.requests.get("cpu", 0) * take
             entry[1] += take
-            after = _split(after_shares)
+            after = split_shares(after_shares)
             for ns in self.ns_ceilings:
                 change = after.get(ns, 0.0) * price - before.get(ns, 0.0) * claim.price
                 if change:
@@ -1230,7 +1230,7 @@ def _first_price(types: Sequence[InstanceType], prices: Sequence[float], first: 
     return float("inf")
 
 
-def _split(shares: Mapping[str, list[int]]) -> dict[str, float]:
+def split_shares(shares: Mapping[str, list[int]]) -> dict[str, float]:
     """Namespace -> its fraction of a node's price: by CPU requests, per pod when none requests CPU."""
     total = sum(cpu for cpu, _ in shares.values())
     if total:

@@ -284,6 +284,58 @@ def test_no_policy_and_a_loose_ceiling_plan_alike(catalog: CatalogData) -> None:
     assert loose.to_json()["nodeClaims"] == free.to_json()["nodeClaims"]
 
 
+def test_policies_that_bind_nothing_leave_the_plan_as_it_is_without_them(catalog: CatalogData) -> None:
+    """A roomy namespace ceiling, cluster ceiling and group limit: the plan is the one without policies (bound to
+    them, the solver split the pods by namespace and left the merge and re-packing passes out: 5 nodes, $0.389/hour
+    instead of 1 node, $0.308/hour)."""
+    general = NodePool.model_validate(
+        {
+            "metadata": {"name": "general"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "requirements": [
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m", "c", "r"]},
+                        ],
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    }
+                }
+            },
+        }
+    )
+    pods = (
+        *(pending(f"a{i}", "team-a", cpu="1500m") for i in range(3)),
+        *(pending(f"b{i}", "team-b", cpu="250m", memory="6Gi") for i in range(3)),
+        *(pending(f"c{i}", "team-a", cpu="700m", memory="700Mi") for i in range(2)),
+    )
+    roomy = policy(
+        "caps",
+        costCeilings={
+            "namespaces": [{"name": "team-a", "maxPricePerHour": "1000"}],
+            "cluster": {"maxPricePerHour": "1000"},
+        },
+        limits=[{"name": "g", "nodePools": ["general"], "resources": {"cpu": "1000"}}],
+    )
+    free = plan(state(general, pods=pods), catalog)
+    governed = plan(state(general, policies=(roomy,), pods=pods), catalog)
+    assert len(free.node_claims) == 1
+    assert governed.to_json() == free.to_json()
+
+
+def test_a_ceiling_binding_only_once_another_binds_is_found(catalog: CatalogData) -> None:
+    """Without ceilings all three pods go to the weighted NodePool a, crossing a's ceiling; bound to a's, two go to
+    b, crossing b's: the solver binds both (one pod in each, the third unschedulable naming b's ceiling)."""
+    one_each = caps(
+        nodePools=[{"name": "a", "maxPricePerHour": "0.2"}, {"name": "b", "maxPricePerHour": "0.2"}],
+    )
+    pods = tuple(pending(f"p{i}", cpu="3") for i in range(3))  # an m6i.xlarge ($0.192) each
+    result = plan(state(pool("a", weight=10), pool("b"), policies=(one_each,), pods=pods), catalog)
+    assert sorted(nc.nodepool for nc in result.node_claims) == ["a", "b"]
+    ((_, why),) = [(u.pod, u.reasons["b"]) for u in result.unschedulable]
+    assert "would cross the $/hour ceiling of NodePool b" in why, why
+
+
 # -- group limits ---------------------------------------------------------------------------------------------
 
 

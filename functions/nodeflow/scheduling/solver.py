@@ -29,9 +29,9 @@ share) over its max is not made, so the pods try the next NodePool; a NodeClaim 
 the instance types priced within what was left under it when it was made. Group limits are NodePool limits shared
 by the group. NodeClaims under a ceiling or group limit are left out of the final merge and re-packing passes
 (as under NodePool limits; all are, under a namespace ceiling). Without policies none of this runs, and a ceiling
-or group limit the plan could not cross (even launched at its dearest offerings) is not bound at all: the solver
-runs first without them and binds only those its plan could cross (``_settled``), so a roomy policy leaves the
-plan as it is without it.
+or group limit the plan could not cross (even launched at its dearest offerings and largest types) is not bound
+at all, nor is a NodePool's ``spec.limits``: the solver runs first without them and binds only those its plan
+could cross (``bounds``, ``_settled``), so a roomy policy or limit leaves the plan as it is without it.
 
 The solver holds the pieces, split the way Karpenter's scheduler is:
 
@@ -48,21 +48,17 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
-
 from nodeflow.api import labels as wk
+from nodeflow.scheduling import bounds
 from nodeflow.scheduling.existing import make_node, node_order, place_on_nodes, ports_conflict
 from nodeflow.scheduling.groups import Group, group_pods, regroup
 from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, make_pool
-from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation, split_shares
-from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer, type_matches
+from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
+from nodeflow.scheduling.pricing import Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.topology import UNBOUNDED, Topology, water_fill
 from nodeflow.scheduling.types import (
-    CeilingInput,
     ExistingPlacement,
-    GroupLimitInput,
     NodeClaimPlan,
     PodExplanation,
     SchedulingInput,
@@ -75,7 +71,6 @@ from nodeflow.scheduling.types import (
 __all__ = [
     "MAX_INSTANCE_TYPES",
     "NO_NODEPOOL",
-    "could_cross",
     "explain",
     "min_values_violation",
     "ports_conflict",
@@ -278,92 +273,23 @@ def explain(inp: SchedulingInput, pod_key: str) -> tuple[SchedulingResult, PodEx
 
 
 def _settled(inp: SchedulingInput) -> tuple[_Solver, SchedulingResult]:
-    """The solve, under NodeflowPolicy ceilings and group limits only where they bind.
-
-    A ceiling or group limit the plan stays under even if every NodeClaim launched as its dearest offering and
-    largest type changes nothing but the cost of checking it, and binding the solver to it would (NodeClaims
-    under one are kept out of the merge and re-packing passes; a namespace ceiling splits groups by namespace).
-    So the solver first runs without them; those that plan could cross are given to it and it runs again; if
-    that plan could cross another one, the third run has them all (at most three runs: a plan's cost bounded)."""
-    if not (inp.ceilings or inp.group_limits):
+    """The solve, under its upper bounds (NodePool limits, NodeflowPolicy ceilings and group limits) only where
+    they bind (``bounds``): first with none of them, then bound to those that plan could cross, and if that plan
+    could cross another, to all of them (at most three runs)."""
+    bound = bounds.every(inp)
+    if not bound:
         solver = _Solver(inp)
         return solver, solver.run()
-    ceilings: tuple[CeilingInput, ...] = ()
-    groups: tuple[GroupLimitInput, ...] = ()
+    keep = bounds.Bounds()
     for attempt in range(3):
         if attempt == 2:
-            ceilings, groups = inp.ceilings, inp.group_limits
-        trial = dataclasses.replace(inp, ceilings=ceilings, group_limits=groups)
-        solver = _Solver(trial)
+            keep = bound
+        solver = _Solver(bounds.without(inp, keep))
         result = solver.run()
         if attempt == 2:
             break
-        more_ceilings, more_groups = could_cross(result, inp, skip=(ceilings, groups))
-        if not more_ceilings and not more_groups:
+        more = bounds.could_cross(result, inp, skip=keep)
+        if not more:
             break
-        ceilings = tuple(c for c in inp.ceilings if c in ceilings or c in more_ceilings)
-        groups = tuple(g for g in inp.group_limits if g in groups or g in more_groups)
+        keep = keep.union(more, inp)
     return solver, result
-
-
-def could_cross(
-    result: SchedulingResult,
-    inp: SchedulingInput,
-    skip: tuple[Sequence[CeilingInput], Sequence[GroupLimitInput]] = ((), ()),
-) -> tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]]:
-    """The ceilings and group limits of ``inp`` (but ``skip``'s) that ``result``'s new NodeClaims could take over
-    their maximum, each NodeClaim counted at the dearest available offering of its instance types and, for group
-    limits, the most of each resource any of its instance types has. A namespace's share of a NodeClaim is its
-    pods' share of the CPU requests (per pod when none requests CPU), as the solver charges it."""
-    # (NodePool, type) -> its dearest available offering and its capacity ("nodes": 1000, as limits count a node)
-    dearest_of: dict[tuple[str, str], float] = {}
-    capacity_of: dict[tuple[str, str], Mapping[str, int]] = {}
-    for p in inp.nodepools:
-        for it in p.instance_types:
-            dearest_of[p.name, it.name] = max((o.price for o in it.offerings if o.available), default=0.0)
-            capacity_of[p.name, it.name] = it.capacity
-    namespaced = any(c.scope == "namespace" for c in inp.ceilings)
-    cpu = {p.key: p.requests.get("cpu", 0) for p in inp.pods} if namespaced else {}
-    cluster = 0.0
-    by_pool: dict[str, float] = {}
-    by_namespace: dict[str, float] = {}
-    held: dict[str, dict[str, int]] = {}  # NodePool -> the most its NodeClaims could hold
-    for nc in result.node_claims:
-        dearest = max([nc.price, *(dearest_of.get((nc.nodepool, name), 0.0) for name in nc.instance_types)])
-        cluster += dearest
-        by_pool[nc.nodepool] = by_pool.get(nc.nodepool, 0.0) + dearest
-        if namespaced:
-            shares: dict[str, list[int]] = {}
-            for key in nc.pods:
-                entry = shares.setdefault(key.split("/", 1)[0], [0, 0])
-                entry[0] += cpu.get(key, 0)
-                entry[1] += 1
-            for ns, share in split_shares(shares).items():
-                by_namespace[ns] = by_namespace.get(ns, 0.0) + dearest * share
-        if inp.group_limits:
-            most: dict[str, int] = {"nodes": 1000}
-            for name in nc.instance_types:
-                for k, v in capacity_of.get((nc.nodepool, name), {}).items():
-                    if v > most.get(k, 0):
-                        most[k] = v
-            pool = held.setdefault(nc.nodepool, {})
-            for k, v in most.items():
-                pool[k] = pool.get(k, 0) + v
-    skip_ceilings, skip_groups = skip
-    crossed = []
-    for c in inp.ceilings:
-        if c in skip_ceilings:
-            continue
-        table = {"cluster": {"": cluster}, "nodePool": by_pool}.get(c.scope, by_namespace)
-        if c.in_use + table.get(c.name, 0.0) > c.max_per_hour + PRICE_EPSILON:
-            crossed.append(c)
-    exceeded = []
-    for g in inp.group_limits:
-        if g in skip_groups:
-            continue
-        for k, limit in g.limits.items():
-            added = sum(held.get(pool, {}).get(k, 0) for pool in g.nodepools)
-            if added and g.in_use.get(k, 0) + added > limit:
-                exceeded.append(g)
-                break
-    return tuple(crossed), tuple(exceeded)

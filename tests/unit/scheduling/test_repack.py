@@ -94,9 +94,20 @@ def test_topology_pods_and_limited_nodepools_are_left_alone(monkeypatch: pytest.
         pods=tuple(_mixed(labels={"app": "cpu"}, spread=spread)), nodepools=(pool(instance_types=PAIRING),)
     )
     assert _solve(inp, monkeypatch, enabled=True) == _solve(inp, monkeypatch, enabled=False)
-    limited = pool(instance_types=PAIRING, limits={"cpu": 1_000_000})
+    # A limit the re-packed plan could cross (27 balanced nodes could hold 432 CPUs): bound, the pass leaves the
+    # NodePool's NodeClaims alone (20 + 20 nodes, 400 CPUs: all 80 pods placed within it).
+    limited = pool(instance_types=PAIRING, limits={"cpu": 400_000})
     inp = SchedulingInput(pods=tuple(_mixed()), nodepools=(limited,))
-    assert _solve(inp, monkeypatch, enabled=True) == _solve(inp, monkeypatch, enabled=False)
+    bound = _solve(inp, monkeypatch, enabled=True)
+    assert bound == _solve(inp, monkeypatch, enabled=False)
+    assert not bound.unschedulable
+    assert _types(bound) == ["cx.4xlarge"] * 20 + ["rx.4xlarge"] * 20
+
+
+def test_a_limit_the_plan_cannot_cross_leaves_it_as_it_is_without_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    free = SchedulingInput(pods=tuple(_mixed()), nodepools=(pool(instance_types=PAIRING),))
+    roomy = SchedulingInput(pods=free.pods, nodepools=(pool(instance_types=PAIRING, limits={"cpu": 1_000_000}),))
+    assert _solve(roomy, monkeypatch, enabled=True) == _solve(free, monkeypatch, enabled=True)
 
 
 @pytest.mark.parametrize("seed", range(12))

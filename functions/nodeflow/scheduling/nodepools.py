@@ -22,6 +22,7 @@ __all__ = [
     "GroupBudget",
     "Pool",
     "Reasons",
+    "Sizes",
     "all_pools",
     "capacity",
     "limit_reason",
@@ -58,10 +59,13 @@ class GroupBudget:
     input: GroupLimitInput
     remaining: dict[str, int]
 
-    def reason(self, types: Sequence[InstanceType]) -> str:
+    def reason(self, types: Sequence[InstanceType], smallest: InstanceType | None = None) -> str:
+        """Why none of ``types`` fits under the group's limits (``smallest``: the smallest of them on the limited
+        resources, when known)."""
         remaining = self.remaining
         keys = sorted(remaining)
-        smallest = min(types, key=lambda it: tuple(capacity(it, k) for k in keys))
+        if smallest is None:
+            smallest = types[Sizes.of(types, tuple(keys)).smallest]
         name = next((k for k in keys if capacity(smallest, k) > remaining[k]), keys[0])
         limit = self.input.limits[name]
         return (
@@ -155,9 +159,58 @@ def capacity(it: InstanceType, name: str) -> int:
     return 1000 if name == "nodes" else it.capacity.get(name, 0)
 
 
-def limit_reason(pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """Instance types' sizes on some limited resources (``keys``, sorted): what limits compare, read once."""
+
+    keys: tuple[str, ...]
+    columns: tuple[tuple[int, ...], ...]  # per key, each type's capacity on it
+    most: tuple[int, ...]  # the most any type has, per key
+    smallest: int  # the index of the smallest type (its sizes in key order the least, then the first)
+
+    @staticmethod
+    def of(types: Sequence[InstanceType], keys: tuple[str, ...]) -> Sizes:
+        columns = tuple(tuple(capacity(it, k) for it in types) for k in keys)
+        most = tuple(max(column, default=0) for column in columns)
+        vectors = list(zip(*columns, strict=True))
+        smallest = min(range(len(vectors)), key=vectors.__getitem__) if vectors else 0
+        return Sizes(keys, columns, most, smallest)
+
+    def _no_larger(self, bound: Sequence[int], subset: Sequence[int] | None) -> list[int]:
+        """Of ``subset`` (indices; None: every type), those no larger than ``bound`` (per key), in order."""
+        picked: list[int] | None = None if subset is None else list(subset)
+        for column, most, limit in zip(self.columns, self.most, bound, strict=True):
+            if most <= limit:
+                continue  # no type exceeds it on this key
+            if picked is None:
+                picked = [i for i, size in enumerate(column) if size <= limit]
+            else:
+                picked = [i for i in picked if column[i] <= limit]
+        return list(range(len(self.columns[0]) if self.columns else 0)) if picked is None else picked
+
+    def within(self, remaining: Mapping[str, int]) -> list[int]:
+        """The indices of the types no larger than ``remaining`` on any key."""
+        return self._no_larger([remaining[k] for k in self.keys], None)
+
+    def no_larger_than(self, index: int, subset: Sequence[int] | None = None) -> list[int]:
+        """Of the types ``subset`` picks (indices; None: all of them), the positions of those no larger than the
+        one at position ``index`` on any key."""
+        chosen = index if subset is None else subset[index]
+        kept = self._no_larger([column[chosen] for column in self.columns], subset)
+        if subset is None:
+            return kept
+        position = {t: i for i, t in enumerate(subset)}
+        return [position[t] for t in kept]
+
+
+def limit_reason(
+    pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int], smallest: InstanceType | None = None
+) -> str:
+    """Why none of ``types`` fits under the pool's limits (``smallest``: the smallest of them on the limited
+    resources, when known)."""
     keys = sorted(remaining)
-    smallest = min(types, key=lambda it: tuple(capacity(it, k) for k in keys))
+    if smallest is None:
+        smallest = types[Sizes.of(types, tuple(keys)).smallest]
     name = next((k for k in keys if capacity(smallest, k) > remaining[k]), keys[0])
     limit = pool.input.limits[name] if pool.input.limits else 0
     return (

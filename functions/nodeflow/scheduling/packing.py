@@ -32,6 +32,7 @@ from nodeflow.scheduling.nodepools import (
     GroupBudget,
     Pool,
     Reasons,
+    Sizes,
     capacity,
     limit_reason,
 )
@@ -251,6 +252,8 @@ class Packer:
         self._pods = inp.pods
         # id(types) -> (types, the most any of them has allocatable per resource): an upper bound for any sublist.
         self._max_alloc_cache: dict[int, tuple[list[InstanceType], dict[str, int]]] = {}
+        # (id(types), limited resources) -> (types, their sizes on them): limits checked without a lookup per type.
+        self._sizes_cache: dict[tuple[int, tuple[str, ...]], tuple[Sequence[InstanceType], Sizes]] = {}
         # Capacity reservation id -> instances it can still launch (Karpenter's ReservationManager: the least
         # capacity any offering of it reports); every NodeClaim opened on it takes one.
         self.reservations: dict[str, int] = {}
@@ -311,16 +314,35 @@ class Packer:
     def _limit_reason(self, pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
         """Why none of ``types`` fits: the pool's own limit, else the group limit the smallest type exceeds."""
         if not pool.groups:
-            return limit_reason(pool, types, remaining)
+            return limit_reason(pool, types, remaining, self._smallest(types, remaining))
         own = pool.remaining
-        if own is not None and not any(all(capacity(it, k) <= v for k, v in own.items()) for it in types):
-            return limit_reason(pool, types, own)
+        if own is not None and not self._within(types, own):
+            return limit_reason(pool, types, own, self._smallest(types, own))
         for g in pool.groups:
-            if not any(all(capacity(it, k) <= v for k, v in g.remaining.items()) for it in types):
-                return g.reason(types)
+            if not self._within(types, g.remaining):
+                return g.reason(types, self._smallest(types, g.remaining))
         # Each type crosses one budget or another: name them all.
-        parts = [limit_reason(pool, types, own)] if own is not None else []
-        return "; ".join([*parts, *(g.reason(types) for g in pool.groups)])
+        parts = [limit_reason(pool, types, own, self._smallest(types, own))] if own is not None else []
+        return "; ".join([*parts, *(g.reason(types, self._smallest(types, g.remaining)) for g in pool.groups)])
+
+    def _sizes(self, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> Sizes:
+        """``types``' sizes on the resources ``remaining`` limits (cached per type list)."""
+        keys = tuple(sorted(remaining))
+        key = (id(types), keys)
+        hit = self._sizes_cache.get(key)
+        if hit is not None and hit[0] is types:
+            return hit[1]
+        sizes = Sizes.of(types, keys)
+        self._sizes_cache[key] = (types, sizes)
+        return sizes
+
+    def _within(self, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> list[int]:
+        """The indices of ``types`` no larger than ``remaining`` on any resource it limits."""
+        return self._sizes(types, remaining).within(remaining)
+
+    def _smallest(self, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> InstanceType:
+        """The smallest of ``types`` on the resources ``remaining`` limits (in their name order)."""
+        return types[self._sizes(types, remaining).smallest]
 
     def _ceiling_reason(self, pool: Pool, budgets: Sequence[CeilingBudget], price: float) -> str:
         binding = min(budgets, key=lambda b: b.left)
@@ -350,6 +372,16 @@ class Packer:
                 if change:
                     per_ns[ns] = change
         return delta, per_ns
+
+    def _spent(self, group: Group) -> bool:
+        """Is a namespace $/hour ceiling of the group's pods used up (nothing left under it)? Then its pods cannot
+        join a NodeClaim holding no pod of their namespace: their share of it would cost at least
+        ``_PRICED`` * 1e-6 $/hour (a share of one millicore in a thousand CPUs), over the ceiling. Pods that request
+        no CPU are charged per pod instead: not skipped."""
+        if not self.ns_ceilings or group.requests.get("cpu", 0) <= 0:
+            return False
+        budgets = self.ns_ceilings.get(group.namespace)
+        return budgets is not None and min(b.left for b in budgets) <= 0
 
     def _join_fits(self, claim: Claim, group: Group, take: int, price: float) -> bool:
         """Do the pods joining keep every ceiling (the NodeClaim's and the namespaces') at or under its max?"""
@@ -531,6 +563,7 @@ class Packer:
         upsize = allowed is not None  # pods that must join given NodeClaims may grow them
         denied = group.denied
         cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
+        spent = self._spent(group)
         closed = False
         if upsize:
             candidates = self.claims
@@ -548,6 +581,8 @@ class Packer:
                 continue
             if denied and claim.pool.input.name in denied:
                 continue
+            if spent and claim.shares is not None and group.namespace not in claim.shares and claim.price >= _PRICED:
+                continue  # it would take a share of a NodeClaim its namespace's spent ceiling cannot pay for
             if pins and any((r := claim.requirements.get(k)) is not None and not r.has(v) for k, v in pins):
                 continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
@@ -1015,14 +1050,17 @@ class Packer:
         # fallback types cannot cross it either).
         budgets = self._budgets(pool, group.namespace) if self.governed else []
         allow = min(b.left for b in budgets) + PRICE_EPSILON if budgets else None
+        picked: list[int] | None = None  # which of the candidates ``types`` holds (None: all of them)
         if together:
             # As many of the pods as one node holds: all of them on the cheapest type that holds them
             # all, else the most any type holds (the rest cannot share this node).
             count = min(count, max(caps))
             whole = [i for i, cap in enumerate(caps) if cap >= count]
-            keep = [
-                i for i in whole if remaining is None or all(capacity(types[i], k) <= v for k, v in remaining.items())
-            ]
+            if remaining is None:
+                keep = whole
+            else:
+                fits = set(self._within(types, remaining))
+                keep = [i for i in whole if i in fits]
             if not keep:
                 return self._limit_reason(pool, [types[i] for i in whole], remaining or {})
             if allow is not None:
@@ -1031,13 +1069,10 @@ class Packer:
                     return self._ceiling_reason(pool, budgets, prices[keep[0]])
                 keep = priced
             types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
+            picked = keep
             best = 0
         elif remaining is not None or allow is not None:
-            indices = [
-                i
-                for i, it in enumerate(types)
-                if remaining is None or all(capacity(it, k) <= v for k, v in remaining.items())
-            ]
+            indices = list(range(len(types))) if remaining is None else self._within(types, remaining)
             if not indices:
                 return self._limit_reason(pool, types, remaining or {})
             if allow is not None:
@@ -1045,8 +1080,10 @@ class Packer:
                 if not priced:
                     return self._ceiling_reason(pool, budgets, prices[indices[0]])
                 indices = priced
-            best = _best_index(indices, prices, caps, types, count)
+            # (every type left: the candidates' own answer, the same one in O(log n))
+            best = cands.best(count) if len(indices) == len(types) else _best_index(indices, prices, caps, types, count)
             types, prices, caps = [types[i] for i in indices], [prices[i] for i in indices], [caps[i] for i in indices]
+            picked = indices
             best = indices.index(best)
         else:
             best = cands.best(count)
@@ -1063,9 +1100,7 @@ class Packer:
             # limited resources, so it is charged exactly what it may launch (Karpenter charges
             # the largest option; keeping oversized fallbacks would waste the limit).
             chosen = types[best]
-            keep = [
-                i for i in range(len(types)) if all(capacity(types[i], k) <= capacity(chosen, k) for k in remaining)
-            ]
+            keep = self._sizes(cands.types, remaining).no_larger_than(best, picked)
             best = keep.index(best)
             types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
             if pool.groups:
@@ -1228,6 +1263,10 @@ def _first_price(types: Sequence[InstanceType], prices: Sequence[float], first: 
         if res.fits(used, types[i].allocatable):
             return prices[i]
     return float("inf")
+
+
+# A NodeClaim at least this dear ($/hour) costs a namespace joining it more than PRICE_EPSILON (see ``_spent``).
+_PRICED = 0.01
 
 
 def split_shares(shares: Mapping[str, list[int]]) -> dict[str, float]:

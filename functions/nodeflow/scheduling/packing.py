@@ -54,7 +54,16 @@ from nodeflow.scheduling.types import HostPort, NodeClaimPlan, PodInput, Schedul
 if TYPE_CHECKING:
     from nodeflow.scheduling.topology import HostCaps, Topology
 
-__all__ = ["MAX_INSTANCE_TYPES", "BestPerPod", "Candidates", "Claim", "Packer", "min_values_violation", "split_shares"]
+__all__ = [
+    "MAX_INSTANCE_TYPES",
+    "BestPerPod",
+    "Candidates",
+    "Claim",
+    "Packer",
+    "cannot_pay",
+    "min_values_violation",
+    "split_shares",
+]
 
 # Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
 MAX_INSTANCE_TYPES = 60
@@ -373,15 +382,13 @@ class Packer:
                     per_ns[ns] = change
         return delta, per_ns
 
-    def _spent(self, group: Group) -> bool:
-        """Is a namespace $/hour ceiling of the group's pods used up (nothing left under it)? Then its pods cannot
-        join a NodeClaim holding no pod of their namespace: their share of it would cost at least
-        ``_PRICED`` * 1e-6 $/hour (a share of one millicore in a thousand CPUs), over the ceiling. Pods that request
-        no CPU are charged per pod instead: not skipped."""
+    def _ns_left(self, group: Group) -> float | None:
+        """The least left under the $/hour ceilings of the group's namespace, when it has one and its pods request
+        CPU (their share of a NodeClaim goes by CPU), else None."""
         if not self.ns_ceilings or group.requests.get("cpu", 0) <= 0:
-            return False
+            return None
         budgets = self.ns_ceilings.get(group.namespace)
-        return budgets is not None and min(b.left for b in budgets) <= 0
+        return None if budgets is None else min(b.left for b in budgets)
 
     def _join_fits(self, claim: Claim, group: Group, take: int, price: float) -> bool:
         """Do the pods joining keep every ceiling (the NodeClaim's and the namespaces') at or under its max?"""
@@ -563,7 +570,7 @@ class Packer:
         upsize = allowed is not None  # pods that must join given NodeClaims may grow them
         denied = group.denied
         cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
-        spent = self._spent(group)
+        left = self._ns_left(group)  # what the pods' namespace has left under its ceilings (None: no ceiling)
         closed = False
         if upsize:
             candidates = self.claims
@@ -581,8 +588,8 @@ class Packer:
                 continue
             if denied and claim.pool.input.name in denied:
                 continue
-            if spent and claim.shares is not None and group.namespace not in claim.shares and claim.price >= _PRICED:
-                continue  # it would take a share of a NodeClaim its namespace's spent ceiling cannot pay for
+            if left is not None and cannot_pay(claim, group.namespace, cpu, left):
+                continue  # one more pod's share of the NodeClaim would cost the namespace more than it has left
             if pins and any((r := claim.requirements.get(k)) is not None and not r.has(v) for k, v in pins):
                 continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
@@ -1265,8 +1272,23 @@ def _first_price(types: Sequence[InstanceType], prices: Sequence[float], first: 
     return float("inf")
 
 
-# A NodeClaim at least this dear ($/hour) costs a namespace joining it more than PRICE_EPSILON (see ``_spent``).
-_PRICED = 0.01
+def cannot_pay(claim: Claim, namespace: str, cpu: int, left: float) -> bool:
+    """Would even one pod of ``namespace`` requesting ``cpu`` millicores (> 0) joining ``claim`` cost the namespace
+    more than the ``left`` it has under its ceilings? Its share grows from c/T to (c+cpu)/(T+cpu) of the
+    NodeClaim's CPU requests, and the price does not fall: the cost is at least that growth times today's price
+    (the check made on a join, ``Packer._join_fits``, cannot pass then). False when it may pay, or when shares go
+    by pod count (no CPU requested on it)."""
+    shares = claim.shares
+    if shares is None:
+        return False
+    total = 0
+    for requested, _ in shares.values():
+        total += requested
+    if total <= 0:
+        return False
+    mine = shares[namespace][0] if namespace in shares else 0
+    growth = (mine + cpu) / (total + cpu) - mine / total
+    return growth * claim.price > left + 2 * PRICE_EPSILON
 
 
 def split_shares(shares: Mapping[str, list[int]]) -> dict[str, float]:

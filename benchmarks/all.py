@@ -52,6 +52,7 @@ TARGETS: tuple[Target, ...] = (
     Target("disruption", "warm round CPU", 5.0),
     Target("imports", "import", 0.5),
     Target("solver_parity", "plan / best bound", 1.05, "batch", "x"),
+    Target("governance", "roomy / none", 1.10, "", "x"),  # issue 20: policies that bind nothing cost little
 )
 
 
@@ -74,6 +75,17 @@ def _imports(data: Any) -> list[dict[str, Any]]:
 
 def _solver(data: Any) -> list[dict[str, Any]]:
     return [{"case": f"{r['pool']}, {r['pods']} pods", "metric": "solve", "value": r["seconds"]} for r in data]
+
+
+def _governance(data: Any) -> list[dict[str, Any]]:
+    rows = []
+    for pods, row in data.items():
+        for case in ("none", "roomy", "binding"):
+            value = round(row[case]["input"] + row[case]["solve"], 3)
+            rows.append({"case": f"{pods} pods, {case} policies", "metric": "input + solve", "value": value})
+        rows.append({"case": f"{pods} pods", "metric": "roomy / none", "value": row["roomy/none"]})
+        rows.append({"case": f"{pods} pods", "metric": "decision records build", "value": row["decisionLog"]["build"]})
+    return rows
 
 
 def _solver_parity(data: Any) -> list[dict[str, Any]]:
@@ -114,6 +126,7 @@ BENCHMARKS: tuple[Bench, ...] = (
         ("--quick", "--invocations", "1"),
         _plain,
     ),
+    Bench("governance", ("--pods", "5000,20000", "--repeat", "1"), ("--quick",), _governance),
     Bench("provisioning", ("--pods", "300", "--repeat", "1"), ("--pods", "50", "--repeat", "1"), _plain),
     Bench("provisioning_scale", ("--repeat", "1"), ("--quick",), _plain),
     Bench(

@@ -69,3 +69,17 @@ def test_every_benchmark_module_takes_json() -> None:
     for bench in bench_all.BENCHMARKS:
         source = (ROOT / "benchmarks" / f"{bench.name}.py").read_text()
         assert '"--json"' in source, bench.name
+
+
+def test_governance_benchmark_roomy_policies_plan_as_none() -> None:
+    """benchmarks.governance at its smoke size: policies that bind nothing give the plan without policies, binding
+    ones stop NodeClaims (less $/hour), and the decision log's records are counted."""
+    from benchmarks import governance
+
+    row = governance.measure(1000, 1)
+    none, roomy, binding = row["none"], row["roomy"], row["binding"]
+    assert (roomy["nodeClaims"], roomy["pricePerHour"]) == (none["nodeClaims"], none["pricePerHour"])
+    assert binding["pricePerHour"] < none["pricePerHour"]
+    assert row["decisionLog"]["items"] > row["decisionLog"]["records"] > binding["nodeClaims"]
+    rows = bench_all._governance({"1000": row})
+    assert {r["metric"] for r in rows} == {"input + solve", "roomy / none", "decision records build"}

@@ -90,7 +90,9 @@ def test_sizes_answer_what_a_check_per_type_answers(keys: list[str], seed: int) 
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_namespace_short_of_its_ceiling_skips_only_nodeclaims_it_could_not_join(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_namespace_short_of_its_ceiling_skips_only_nodeclaims_it_could_not_join(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Namespaces whose ceilings run out mid-solve: the plan is the one the solver makes checking every join."""
     rng = random.Random(seed)
     pods: list[PodInput] = []

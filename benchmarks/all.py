@@ -80,9 +80,10 @@ def _solver(data: Any) -> list[dict[str, Any]]:
 def _governance(data: Any) -> list[dict[str, Any]]:
     rows = []
     for pods, row in data.items():
-        for case in ("none", "roomy", "binding"):
-            value = round(row[case]["input"] + row[case]["solve"], 3)
-            rows.append({"case": f"{pods} pods, {case} policies", "metric": "input + solve", "value": value})
+        for case in ("none", "roomy", "binding", "limits-roomy", "limits-binding", "group-binding"):
+            if case in row:
+                value = round(row[case]["input"] + row[case]["solve"], 3)
+                rows.append({"case": f"{pods} pods, {case}", "metric": "input + solve", "value": value})
         rows.append({"case": f"{pods} pods", "metric": "roomy / none", "value": row["roomy/none"]})
         rows.append({"case": f"{pods} pods", "metric": "decision records build", "value": row["decisionLog"]["build"]})
     return rows
@@ -126,7 +127,7 @@ BENCHMARKS: tuple[Bench, ...] = (
         ("--quick", "--invocations", "1"),
         _plain,
     ),
-    Bench("governance", ("--pods", "5000,20000", "--repeat", "1"), ("--quick",), _governance),
+    Bench("governance", ("--pods", "5000,20000", "--repeat", "1", "--limits"), ("--quick",), _governance),
     Bench("provisioning", ("--pods", "300", "--repeat", "1"), ("--pods", "50", "--repeat", "1"), _plain),
     Bench("provisioning_scale", ("--repeat", "1"), ("--quick",), _plain),
     Bench(

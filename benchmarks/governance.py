@@ -17,9 +17,14 @@ m/c/r families), each run three ways:
   it plans unconstrained, and ``team-1``'s / ``team-3``'s ceilings at $2/hour: NodeClaims are stopped and pods go
   elsewhere or wait.
 
+With ``--limits``, three more cases, no NodeflowPolicy but these: ``limits-roomy`` both NodePools with
+``spec.limits`` that bind nothing (cpu 1,000,000, memory 1,000,000Gi), ``limits-binding`` both at 40 % of the CPU
+the plan without limits launches, ``group-binding`` a NodeflowPolicy group limit over both at 80 % of it.
+
 Per case: ``input`` (``build_input``, the policies' per-pod access included) and ``solve`` (``solve``), best of
-``--repeat``, seconds; the plan's NodeClaims, $/hour and unschedulable pods. Then the decision log for the
-``binding`` plan: building the run's records (``provisioning_records``) and their DynamoDB items (record + index
+``--repeat``, seconds; the plan's NodeClaims, $/hour, unschedulable pods and a digest of the plan (equal digests:
+the same plan, e.g. against an older tree with ``--functions``). Then the decision log for the ``binding`` plan:
+building the run's records (``provisioning_records``) and their DynamoDB items (record + index
 items), the items and BatchWriteItem calls (25 items each) a provisioner run of that size writes.
 
 Target (milestone 2: the whole path as fast as the solver): ``roomy`` within 10 % of ``none``, the records' CPU a
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import sys
 import tempfile
@@ -128,12 +134,28 @@ def policies(case: str, prod_spend: float) -> list[dict[str, Any]]:
     return [_access(case), caps]
 
 
-def documents(pods: int) -> list[dict[str, Any]]:
-    """The mix as Deployments over the namespaces, the NodePools, the EC2NodeClass and the Namespaces."""
+def limit_documents(case: str, planned_cpu: int) -> list[dict[str, Any]]:
+    """What the limit cases add: ``group-binding`` a NodeflowPolicy group limit over both NodePools at 80 % of the
+    CPU the plan without limits launches (``planned_cpu``, millicores); the ``limits-*`` cases change the NodePools
+    instead (``documents``)."""
+    if case != "group-binding":
+        return []
+    cpu = f"{planned_cpu * 8 // 10}m"
+    return [_policy("group", limits=[{"name": "both", "nodePools": ["all", "prod"], "resources": {"cpu": cpu}}])]
+
+
+def documents(pods: int, limits: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The mix as Deployments over the namespaces, the NodePools (with ``limits`` as each one's spec.limits), the
+    EC2NodeClass and the Namespaces."""
     workloads = karpenter_mix(pods, as_pods=False)
     for i, deployment in enumerate(workloads):
         deployment["metadata"]["namespace"] = f"team-{i % NAMESPACES}"
-    return [*node_pool_docs(), _prod_pool(), *(_namespace(i) for i in range(NAMESPACES)), *workloads]
+    pools = [*node_pool_docs(), _prod_pool()]
+    if limits is not None:
+        for doc in pools:
+            if doc["kind"] == "NodePool":
+                doc["spec"]["limits"] = dict(limits)
+    return [*pools, *(_namespace(i) for i in range(NAMESPACES)), *workloads]
 
 
 def _best(repeat: int, run: Callable[[], T]) -> tuple[float, T]:
@@ -147,7 +169,10 @@ def _best(repeat: int, run: Callable[[], T]) -> tuple[float, T]:
     return best, value
 
 
-def measure(pods: int, repeat: int) -> dict[str, Any]:
+CASES = ("none", "roomy", "binding", "limits-roomy", "limits-binding", "group-binding")
+
+
+def measure(pods: int, repeat: int, limits: bool = False) -> dict[str, Any]:
     from nodeflow.api.manifests import load_manifests
     from nodeflow.catalog.offline import load_offline
     from nodeflow.plan import ClusterState, build_input
@@ -157,29 +182,40 @@ def measure(pods: int, repeat: int) -> dict[str, Any]:
     base = documents(pods)
     rows: dict[str, Any] = {}
     prod_spend = 0.0
+    planned_cpu = 0
     results: dict[str, Any] = {}
-    for case in ("none", "roomy", "binding"):
+    for case in CASES if limits else CASES[:3]:
+        docs = [*base, *policies(case, prod_spend)] if case in CASES[:3] else limit_documents(case, planned_cpu)
+        if case == "limits-roomy":
+            docs = documents(pods, {"cpu": "1000000", "memory": "1000000Gi"})
+        elif case == "limits-binding":
+            docs = documents(pods, {"cpu": f"{planned_cpu * 4 // 10}m"})
+        elif case == "group-binding":
+            docs = [*base, *docs]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "manifests.yaml"
-            path.write_text(yaml.dump_all([*base, *policies(case, prod_spend)], Dumper=_Dumper, sort_keys=False))
+            path.write_text(yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False))
             manifests = load_manifests([path])
         state = ClusterState.from_manifests(manifests)
         input_s, inp = _best(repeat, lambda state=state: build_input(state, catalog, now=NOW))  # type: ignore[misc]
         solve_s, result = _best(repeat, lambda inp=inp: solve(inp))  # type: ignore[misc]
         if case == "none":
             prod_spend = sum(c.price for c in result.node_claims if c.nodepool == "prod")
+            sizes = {(p.name, it.name): it.capacity.get("cpu", 0) for p in inp.nodepools for it in p.instance_types}
+            planned_cpu = sum(sizes[c.nodepool, c.instance_types[0]] for c in result.node_claims)
         rows[case] = {
             "input": round(input_s, 3),
             "solve": round(solve_s, 3),
             "nodeClaims": len(result.node_claims),
             "pricePerHour": round(sum(c.price for c in result.node_claims), 2),
             "unschedulable": len(result.unschedulable),
+            "digest": hashlib.sha256(repr(result).encode()).hexdigest()[:12],
         }
         results[case] = (state, result)
         print(
-            f"{pods:>7} pods  {case:8} input {input_s:6.3f} s  solve {solve_s:6.3f} s  "
+            f"{pods:>7} pods  {case:14} input {input_s:6.3f} s  solve {solve_s:6.3f} s  "
             f"{rows[case]['nodeClaims']:5} NodeClaims  ${rows[case]['pricePerHour']:9.2f}/hour  "
-            f"{rows[case]['unschedulable']:5} unschedulable",
+            f"{rows[case]['unschedulable']:5} unschedulable  plan {rows[case]['digest']}",
             flush=True,
         )
     rows["roomy/none"] = round(
@@ -217,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", default="5000,20000", help="comma-separated pod counts (default 5000,20000)")
     parser.add_argument("--repeat", type=int, default=2, help="best of N (default 2)")
     parser.add_argument("--quick", action="store_true", help="1,000 pods, best of 1")
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="also NodePool spec.limits that bind nothing / bind at 40 %% of the planned CPU, a group limit at 80 %%",
+    )
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     parser.add_argument(
         "--functions",
@@ -229,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(args.functions.resolve()))
     sizes = [1000] if args.quick else [int(n) for n in args.pods.split(",")]
     repeat = 1 if args.quick else args.repeat
-    out = {str(n): measure(n, repeat) for n in sizes}
+    out = {str(n): measure(n, repeat, args.limits) for n in sizes}
     for n, row in out.items():
         print(f"{n} pods: (input + solve) with roomy policies / without: {row['roomy/none']:.3f}")
     if args.json:

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodeflow.aws.errors import aws_errors
+from nodeflow.aws.errors import Throttled, aws_errors
 from nodeflow.governance.decisions import (
     DEFAULT_TTL_DAYS,
     Decision,
     day_partitions,
     from_item,
     index_items,
-    nodepool_partition,
+    nodepool_partitions,
     pod_partition,
     time_key,
     to_item,
@@ -36,7 +36,12 @@ __all__ = ["BATCH", "DecisionLog", "read_decisions"]
 BATCH = 25  # BatchWriteItem's limit
 GET_BATCH = 100  # BatchGetItem's limit
 WORKERS = 8
-ATTEMPTS = 5
+# A burst (a provisioner run for 20,000 pods writes ~16,000 WCU) is spread over SHARDS partition keys of at most
+# 1,000 WCU a second each: throttled items are sent again for about 3.5 s (0.05, 0.1, ... 0.8, then 1 s apart).
+ATTEMPTS = 8
+FIRST_DELAY = 0.05
+MAX_DELAY = 1.0
+READ_WORKERS = 8  # partitions queried at once (a day's records are SHARDS partitions)
 READ_MARGIN = 200  # records read past a ``limit`` (records of one time sorted by id; filtered by time and TTL)
 
 
@@ -108,17 +113,21 @@ class DecisionLog:
 
     def _chunk(self, chunk: list[dict[str, Any]]) -> int:
         pending: dict[str, Any] = {self.table_name: chunk}
-        delay = 0.05
+        delay = FIRST_DELAY
         try:
             for attempt in range(ATTEMPTS):
-                with aws_errors():
-                    out = self.dynamodb.batch_write_item(RequestItems=pending)
-                pending = out.get("UnprocessedItems") or {}
+                try:
+                    with aws_errors():
+                        out = self.dynamodb.batch_write_item(RequestItems=pending)
+                    pending = out.get("UnprocessedItems") or {}
+                except Throttled:  # every item of the batch throttled (botocore's own retries used up): again
+                    if attempt == ATTEMPTS - 1:
+                        raise
                 if not pending:
                     break
                 if attempt < ATTEMPTS - 1:
                     self.sleep(delay)
-                    delay *= 2
+                    delay = min(delay * 2, MAX_DELAY)
         except Exception as exc:
             self.log(
                 "decision log: a batch was not written",
@@ -194,16 +203,27 @@ def read_decisions(
     # newest first from every partition: reading stops a margin past ``limit`` (a busy NodePool's 90 days are big)
     cap = None if limit is None else limit + READ_MARGIN
     records: list[Mapping[str, Any]]
+
+    def newest(partitions: Sequence[str]) -> list[Mapping[str, Any]]:
+        """Each partition's newest items (up to ``cap`` each), read in parallel."""
+
+        def read(pk: str) -> list[Mapping[str, Any]]:
+            return list(itertools.islice(_query(dynamodb, table, pk, lo), cap))
+
+        if len(partitions) == 1:
+            return read(partitions[0])
+        with ThreadPoolExecutor(max_workers=min(READ_WORKERS, len(partitions))) as pool:
+            return [item for items in pool.map(read, partitions) for item in items]
+
     if pod is not None or nodepool is not None:
-        pk = pod_partition(pod) if pod is not None else nodepool_partition(nodepool or "")
-        refs = [i for i in itertools.islice(_query(dynamodb, table, pk, lo), cap) if _live(i, now)]
+        pks = [pod_partition(pod)] if pod is not None else nodepool_partitions(nodepool or "")
+        refs = sorted((i for i in newest(pks) if _live(i, now)), key=lambda i: i["sk"]["S"], reverse=True)[:cap]
         keys = list(dict.fromkeys((i["ref"]["S"], i["sk"]["S"]) for i in refs if "ref" in i))
         records = _get(dynamodb, table, keys)
     else:
         records = []
-        for partition in day_partitions(since, now + timedelta(days=1)):
-            left = None if cap is None else cap - len(records)
-            records.extend(itertools.islice(_query(dynamodb, table, partition, lo), left))
+        for shards in day_partitions(since, now + timedelta(days=1)):  # a day's shards together, newest day first
+            records.extend(newest(shards))
             if cap is not None and len(records) >= cap:
                 break
     decisions = [d for d in (from_item(i) for i in records if _live(i, now)) if d.at >= since]

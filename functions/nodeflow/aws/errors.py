@@ -164,6 +164,7 @@ THROTTLING_CODES = frozenset(
         "PriorRequestNotComplete",
         "TransactionInProgressException",
         "BandwidthLimitExceeded",
+        "ProvisionedThroughputExceededException",  # DynamoDB: a partition key's or table's write/read rate
     }
 )
 NOT_FOUND_CODES = frozenset(

@@ -23,9 +23,13 @@ Kinds (``Decision.kind``):
 
 DynamoDB layout (its own table, ``<prefix>-decisions``; every item expires ``ttl`` = time + TTL days):
 
-    record      pk "DECISION#<yyyy-mm-dd>"  sk "<time>#<id>"   the whole record (``body``: JSON)
-    by NodePool pk "NODEPOOL#<name>"        sk "<time>#<id>"   pointer (``ref``: the record's pk) per NodePool named
-    by pod      pk "POD#<ns>/<name>"        sk "<time>#<id>"   pointer per pod named
+    record      pk "DECISION#<yyyy-mm-dd>#<shard>"  sk "<time>#<id>"   the whole record (``body``: JSON)
+    by NodePool pk "NODEPOOL#<name>#<shard>"        sk "<time>#<id>"   pointer (``ref``: the record's pk) per NodePool
+    by pod      pk "POD#<ns>/<name>"                sk "<time>#<id>"   pointer per pod named
+
+``<shard>`` (``00`` .. ``15``, from a hash of the sk) spreads one day's records and one NodePool's pointers over
+SHARDS partition keys: DynamoDB writes one partition key at most 1,000 WCU a second, and a provisioner run for
+20,000 pods writes ~5,400 records of ~2 KB at once (~16,000 WCU). Readers query every shard.
 
 ``<time>`` is UTC with milliseconds (``2026-11-25T05:01:02.345Z``), so a partition sorts by time and a
 ``sk >= <since>`` condition selects a period. A record can name several NodePools (an unschedulable pod has a
@@ -66,10 +70,12 @@ __all__ = [
     "index_items",
     "interruption_records",
     "nodepool_partition",
+    "nodepool_partitions",
     "pod_partition",
     "policy_reasons",
     "provisioning_records",
     "record_partition",
+    "shard",
     "time_key",
     "to_item",
 ]
@@ -106,6 +112,7 @@ MAX_SUMMARY = 300
 RECORD_PREFIX = "DECISION#"
 NODEPOOL_PREFIX = "NODEPOOL#"
 POD_PREFIX = "POD#"
+SHARDS = 16  # partition keys per day of records and per NodePool of pointers
 
 # "...: policy gpu-access" (denials, ceilings) and "... by policy freeze: ..." (pauses) name their policy
 _POLICY = re.compile(r"(?::|\bby) policy ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)")
@@ -199,25 +206,36 @@ def parse_time(text: str) -> datetime:
     return at.astimezone(UTC)
 
 
-def record_partition(at: datetime) -> str:
-    return RECORD_PREFIX + at.astimezone(UTC).strftime("%Y-%m-%d")
+def shard(sk: str) -> str:
+    """The shard of the record keyed ``sk`` (two digits, stable across processes)."""
+    return f"{int(hashlib.sha256(sk.encode()).hexdigest()[:8], 16) % SHARDS:02d}"
 
 
-def nodepool_partition(name: str) -> str:
-    return NODEPOOL_PREFIX + name
+def record_partition(at: datetime, sk: str) -> str:
+    return f"{RECORD_PREFIX}{at.astimezone(UTC).strftime('%Y-%m-%d')}#{shard(sk)}"
+
+
+def nodepool_partition(name: str, sk: str) -> str:
+    return f"{NODEPOOL_PREFIX}{name}#{shard(sk)}"
+
+
+def nodepool_partitions(name: str) -> list[str]:
+    """Every partition of a NodePool's pointers."""
+    return [f"{NODEPOOL_PREFIX}{name}#{n:02d}" for n in range(SHARDS)]
 
 
 def pod_partition(key: str) -> str:
     return POD_PREFIX + key
 
 
-def day_partitions(since: datetime, until: datetime) -> list[str]:
-    """The record partitions that can hold records from ``since`` to ``until``, newest first."""
+def day_partitions(since: datetime, until: datetime) -> list[list[str]]:
+    """The record partitions that can hold records from ``since`` to ``until``: per day, newest day first, the
+    day's shards."""
     first = since.astimezone(UTC).date()
     day = until.astimezone(UTC).date()
-    out: list[str] = []
+    out: list[list[str]] = []
     while day >= first:
-        out.append(RECORD_PREFIX + day.isoformat())
+        out.append([f"{RECORD_PREFIX}{day.isoformat()}#{n:02d}" for n in range(SHARDS)])
         day -= timedelta(days=1)
     return out
 
@@ -231,7 +249,7 @@ def _expiry(at: datetime, ttl_days: int) -> int:
 def to_item(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> dict[str, Any]:
     """The record item (DynamoDB attribute values)."""
     return {
-        "pk": {"S": record_partition(decision.at)},
+        "pk": {"S": record_partition(decision.at, decision.sk)},
         "sk": {"S": decision.sk},
         "kind": {"S": decision.kind},
         "time": {"S": decision.time},
@@ -252,9 +270,10 @@ def _stored(decision: Decision) -> dict[str, Any]:
 
 def index_items(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> list[dict[str, Any]]:
     """One pointer per NodePool and per pod the record names (all its pods, even beyond the body's cut)."""
-    ref = {"ref": {"S": record_partition(decision.at)}, "kind": {"S": decision.kind}}
+    sk = decision.sk
+    ref = {"ref": {"S": record_partition(decision.at, sk)}, "kind": {"S": decision.kind}}
     ttl = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
-    out = [{"pk": {"S": nodepool_partition(p)}, "sk": {"S": decision.sk}, **ref, **ttl} for p in decision.node_pools]
+    out = [{"pk": {"S": nodepool_partition(p, sk)}, "sk": {"S": sk}, **ref, **ttl} for p in decision.node_pools]
     out += [{"pk": {"S": pod_partition(p)}, "sk": {"S": decision.sk}, **ref, **ttl} for p in decision.pods]
     return out
 

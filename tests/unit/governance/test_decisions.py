@@ -4,6 +4,7 @@ and the DynamoDB key layout (time, NodePool and pod partitions, TTL)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -198,10 +199,11 @@ def test_an_unschedulable_group_is_one_record_per_hour_and_reason_set() -> None:
     assert later.pods == ("etl/late-1", "etl/late-2")
     assert dl.from_item(dl.to_item(later)) == later
     # its NodePool's and every pod's index item point to that one record
+    shard = dl.shard(first.sk)
     assert [(i["pk"]["S"], i["sk"]["S"], i["ref"]["S"]) for i in dl.index_items(later)] == [
-        ("NODEPOOL#batch", first.sk, "DECISION#2026-11-25"),
-        ("POD#etl/late-1", first.sk, "DECISION#2026-11-25"),
-        ("POD#etl/late-2", first.sk, "DECISION#2026-11-25"),
+        (f"NODEPOOL#batch#{shard}", first.sk, f"DECISION#2026-11-25#{shard}"),
+        ("POD#etl/late-1", first.sk, f"DECISION#2026-11-25#{shard}"),
+        ("POD#etl/late-2", first.sk, f"DECISION#2026-11-25#{shard}"),
     ]
     assert next_hour.sk != first.sk
     assert other.sk != first.sk
@@ -219,15 +221,16 @@ def test_a_skipped_command_says_why() -> None:
 def test_keys_time_nodepool_and_pod_partitions_and_ttl() -> None:
     _run, created, *_ = provisioning()
     item = dl.to_item(created)
-    assert item["pk"] == {"S": "DECISION#2026-11-25"}
+    shard = dl.shard("2026-11-25T05:01:02.345Z#0123456789abcdef-0001")
+    assert item["pk"] == {"S": f"DECISION#2026-11-25#{shard}"}
     assert item["sk"] == {"S": "2026-11-25T05:01:02.345Z#0123456789abcdef-0001"}
     assert item["kind"] == {"S": "nodeclaim"}
     assert int(item["ttl"]["N"]) == int((AT + timedelta(days=90)).timestamp())
     assert int(dl.to_item(created, ttl_days=7)["ttl"]["N"]) == int((AT + timedelta(days=7)).timestamp())
     index = dl.index_items(created)
-    assert [i["pk"]["S"] for i in index] == ["NODEPOOL#default", "POD#shop/web-1", "POD#shop/web-2"]
+    assert [i["pk"]["S"] for i in index] == [f"NODEPOOL#default#{shard}", "POD#shop/web-1", "POD#shop/web-2"]
     assert {i["sk"]["S"] for i in index} == {item["sk"]["S"]}
-    assert {i["ref"]["S"] for i in index} == {"DECISION#2026-11-25"}
+    assert {i["ref"]["S"] for i in index} == {item["pk"]["S"]}
     assert all(i["ttl"] == item["ttl"] for i in index)
     assert dl.from_item(item) == created
     assert json.loads(item["body"]["S"])["kind"] == "nodeclaim"
@@ -269,8 +272,29 @@ def test_big_records_name_at_most_max_pods_but_index_every_pod() -> None:
 
 def test_day_partitions_newest_first() -> None:
     since = datetime(2026, 11, 23, 23, 0, tzinfo=UTC)
-    assert dl.day_partitions(since, AT) == ["DECISION#2026-11-25", "DECISION#2026-11-24", "DECISION#2026-11-23"]
-    assert dl.day_partitions(AT - timedelta(hours=1), AT) == ["DECISION#2026-11-25"]
+    days = dl.day_partitions(since, AT)
+    assert [{pk.rsplit("#", 1)[0] for pk in shards} for shards in days] == [
+        {"DECISION#2026-11-25"},
+        {"DECISION#2026-11-24"},
+        {"DECISION#2026-11-23"},
+    ]
+    assert all(len(set(shards)) == dl.SHARDS for shards in days)
+    assert dl.day_partitions(AT - timedelta(hours=1), AT) == [[f"DECISION#2026-11-25#{n:02d}" for n in range(16)]]
+
+
+def test_a_burst_of_records_spreads_over_the_shards() -> None:
+    """One run's NodeClaim records (and their NodePool's pointers) go to every shard of the day about evenly:
+    DynamoDB writes one partition key at most 1,000 WCU a second."""
+    pods = tuple(f"ns/p-{i}" for i in range(1600))
+    claims = tuple(plan("default", ("m5.large",), (p,)) for p in pods)
+    result = SchedulingResult(node_claims=claims, existing=(), unschedulable=())
+    outcomes = [ClaimOutcome(f"default-{i}", "created") for i in range(len(claims))]
+    records = dl.provisioning_records("r", AT, list(pods), result, outcomes)
+    per_key = Counter(dl.to_item(r)["pk"]["S"] for r in records)
+    assert len(per_key) == dl.SHARDS
+    assert max(per_key.values()) < 2 * len(records) / dl.SHARDS
+    pointers = Counter(i["pk"]["S"] for r in records for i in dl.index_items(r) if i["pk"]["S"].startswith("NODEPOOL#"))
+    assert set(pointers) == set(dl.nodepool_partitions("default"))
 
 
 def test_bad_input_names_what_is_wrong() -> None:

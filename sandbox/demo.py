@@ -13,10 +13,13 @@ shows) and the nodes launched with their price.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import io
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 from collections import Counter
@@ -91,8 +94,16 @@ def run(out: TextIO = sys.stdout, *, wait_scale: float = 0.01, keep: bool = Fals
                 kubelet_ready_after=0.2,
                 env={"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"},
             )
-            with local:
+            # The Lambdas' Karpenter metrics are CloudWatch EMF records printed to stdout (CloudWatch Logs in AWS):
+            # counted here instead of filling the demo's output.
+            metrics = _MetricRecords(sys.stdout)
+            with local, contextlib.redirect_stdout(metrics):
                 code = _scenario(local, out, started, load_offline("us-east-1"))
+                print(
+                    f"metrics: the Lambdas wrote {metrics.records} CloudWatch EMF records under Karpenter's metric "
+                    "names (in AWS: CloudWatch Logs -> metrics in the nodeflow namespace)",
+                    file=out,
+                )
                 if keep:  # make demo KEEP=1: the cluster stays up for kubectl until SIGINT/SIGTERM
                     from sandbox.keep import keep_running
 
@@ -100,6 +111,34 @@ def run(out: TextIO = sys.stdout, *, wait_scale: float = 0.01, keep: bool = Fals
                 return code
     finally:
         kube.stop()
+
+
+class _MetricRecords(io.TextIOBase):
+    """A stdout that counts the EMF records (lines starting ``{"_aws"``) written to it and passes every other line
+    on to ``target``."""
+
+    def __init__(self, target: TextIO) -> None:
+        super().__init__()
+        self.target = target
+        self.records = 0
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            *lines, self._partial = (self._partial + text).split("\n")
+            for line in lines:
+                if line.startswith('{"_aws"'):
+                    self.records += 1
+                else:
+                    self.target.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
 
 
 def _scenario(local: Any, out: TextIO, started: float, catalog: Any) -> int:

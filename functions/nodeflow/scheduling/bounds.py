@@ -68,14 +68,21 @@ def could_cross(result: SchedulingResult, inp: SchedulingInput, skip: Bounds = B
     groups = [g for g in inp.group_limits if g not in skip.group_limits]
     if not (limited or ceilings or groups):
         return Bounds()
-    sized = bool(limited or groups)
-    dearest_of: dict[tuple[str, str], float] = {}
-    capacity_of: dict[tuple[str, str], Mapping[str, int]] = {}
-    for p in inp.nodepools:
-        for it in p.instance_types:
-            if ceilings:
-                dearest_of[p.name, it.name] = max((o.price for o in it.offerings if o.available), default=0.0)
-            capacity_of[p.name, it.name] = it.capacity
+    keys = sorted({k for p in limited for k in p.limits or {}} | {k for g in groups for k in g.limits})
+    types = {p.name: {it.name: it for it in p.instance_types} for p in inp.nodepools}
+    # (NodePool, its instance types) -> (the dearest available offering, the most of each limited resource):
+    # NodeClaims of one NodePool and group often carry the same types
+    worst_of: dict[tuple[str, tuple[str, ...]], tuple[float, dict[str, int]]] = {}
+
+    def worst(pool: str, names: tuple[str, ...]) -> tuple[float, dict[str, int]]:
+        hit = worst_of.get((pool, names))
+        if hit is None:
+            mine = [it for name in names if (it := types.get(pool, {}).get(name)) is not None]
+            price = max((o.price for it in mine for o in it.offerings if o.available), default=0.0)
+            most = {k: 1000 if k == "nodes" else max((it.capacity.get(k, 0) for it in mine), default=0) for k in keys}
+            hit = worst_of[pool, names] = (price, most)
+        return hit
+
     namespaced = any(c.scope == "namespace" for c in ceilings)
     cpu = {p.key: p.requests.get("cpu", 0) for p in inp.pods} if namespaced else {}
     cluster = 0.0
@@ -83,8 +90,9 @@ def could_cross(result: SchedulingResult, inp: SchedulingInput, skip: Bounds = B
     by_namespace: dict[str, float] = {}
     held: dict[str, dict[str, int]] = {}  # NodePool -> the most its new NodeClaims could hold
     for nc in result.node_claims:
+        price, most = worst(nc.nodepool, nc.instance_types)
         if ceilings:
-            dearest = max([nc.price, *(dearest_of.get((nc.nodepool, name), 0.0) for name in nc.instance_types)])
+            dearest = max(nc.price, price)
             cluster += dearest
             by_pool[nc.nodepool] = by_pool.get(nc.nodepool, 0.0) + dearest
             if namespaced:
@@ -95,12 +103,7 @@ def could_cross(result: SchedulingResult, inp: SchedulingInput, skip: Bounds = B
                     entry[1] += 1
                 for ns, share in split_shares(shares).items():
                     by_namespace[ns] = by_namespace.get(ns, 0.0) + dearest * share
-        if sized:
-            most: dict[str, int] = {"nodes": 1000}
-            for name in nc.instance_types:
-                for k, v in capacity_of.get((nc.nodepool, name), {}).items():
-                    if v > most.get(k, 0):
-                        most[k] = v
+        if keys:
             pool = held.setdefault(nc.nodepool, {})
             for k, v in most.items():
                 pool[k] = pool.get(k, 0) + v

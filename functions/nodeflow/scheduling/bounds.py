@@ -5,7 +5,8 @@ A bound a plan stays under even when every NodeClaim launches as its dearest ava
 instance type changes nothing about that plan but the cost of honouring it: bound to it, the solver checks every
 placement against it, trims NodeClaims' instance types to what is left, keeps their NodeClaims out of the merge and
 re-packing passes, and (a namespace ceiling) splits groups by namespace. So the solver (``solver._settled``) first
-plans with none of them (``without``), then binds those the plan ``could_cross``, and so on.
+plans with none of them but those already ``spent`` (``without``), then binds those the plan ``could_cross``, and
+so on.
 
 The worst case counted here is the one Karpenter counts for limits (a NodeClaim may launch as any of its types):
 each NodeClaim at the dearest available offering of its instance types, and the most of each resource any of
@@ -19,12 +20,12 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.nodepools import limits_in_use
 from nodeflow.scheduling.packing import split_shares
 from nodeflow.scheduling.pricing import PRICE_EPSILON
 from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, SchedulingInput, SchedulingResult
 
-__all__ = ["Bounds", "could_cross", "every", "without"]
+__all__ = ["Bounds", "could_cross", "every", "spent", "without"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,20 @@ def every(inp: SchedulingInput) -> Bounds:
     """All the bounds of ``inp``."""
     limited = frozenset(p.name for p in inp.nodepools if p.limits is not None)
     return Bounds(inp.ceilings, inp.group_limits, limited)
+
+
+def spent(inp: SchedulingInput) -> Bounds:
+    """The bounds of ``inp`` with nothing left under them (any new NodeClaim they cover would cross them): no plan
+    needs to be tried without these (a NodePool or group at its limit, a ceiling already reached)."""
+    ceilings = tuple(c for c in inp.ceilings if c.max_per_hour - c.in_use <= PRICE_EPSILON)
+    groups = tuple(g for g in inp.group_limits if _full(g.limits, g.in_use))
+    pools = frozenset(p.name for p in inp.nodepools if p.limits and _full(p.limits, limits_in_use(p.name, inp)))
+    return Bounds(ceilings, groups, pools)
+
+
+def _full(limits: Mapping[str, int], in_use: Mapping[str, int]) -> bool:
+    """Is nothing left under one of ``limits``?"""
+    return any(limit - in_use.get(k, 0) <= 0 for k, limit in limits.items())
 
 
 def without(inp: SchedulingInput, keep: Bounds) -> SchedulingInput:
@@ -114,14 +129,7 @@ def could_cross(result: SchedulingResult, inp: SchedulingInput, skip: Bounds = B
             crossed.append(c)
     exceeded = [g for g in groups if _over(g.limits, g.in_use, [held.get(pool, {}) for pool in g.nodepools])]
     pools = frozenset(
-        p.name
-        for p in limited
-        if p.name in held
-        and _over(
-            p.limits or {},
-            res.total({**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == p.name),
-            [held[p.name]],
-        )
+        p.name for p in limited if p.name in held and _over(p.limits or {}, limits_in_use(p.name, inp), [held[p.name]])
     )
     return Bounds(tuple(crossed), tuple(exceeded), pools)
 

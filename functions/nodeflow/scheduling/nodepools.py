@@ -26,6 +26,7 @@ __all__ = [
     "all_pools",
     "capacity",
     "limit_reason",
+    "limits_in_use",
     "make_pool",
 ]
 
@@ -122,7 +123,7 @@ def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
     types, prices = pricer.sorted_types([it for it in np.instance_types if type_matches(it, reqs)], reqs)
     remaining: dict[str, int] | None = None
     if np.limits is not None:
-        in_use = res.total({**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == np.name)
+        in_use = limits_in_use(np.name, inp)
         remaining = {k: v - in_use.get(k, 0) for k, v in np.limits.items()}
     min_values = any(r.min_values for r in reqs.values())
     return Pool(np, reqs, daemon, types, prices, remaining, min_values, reserved_reqs, reserved_types)
@@ -154,6 +155,11 @@ def all_pools(pools: Iterable[Pool], reason: str) -> Reasons:
     return {p.input.name: reason for p in pools} or {NO_NODEPOOL: reason}
 
 
+def limits_in_use(nodepool: str, inp: SchedulingInput) -> dict[str, int]:
+    """What the NodePool's nodes and launching NodeClaims hold against its limits (``nodes``: 1000 a node)."""
+    return res.total({**(n.capacity or n.allocatable), "nodes": 1000} for n in inp.nodes if n.nodepool == nodepool)
+
+
 def capacity(it: InstanceType, name: str) -> int:
     """What one node of this type counts against a NodePool limit (``nodes`` counts one)."""
     return 1000 if name == "nodes" else it.capacity.get(name, 0)
@@ -164,6 +170,7 @@ class Sizes:
     """Instance types' sizes on some limited resources (``keys``, sorted): what limits compare, read once."""
 
     keys: tuple[str, ...]
+    count: int  # how many types
     columns: tuple[tuple[int, ...], ...]  # per key, each type's capacity on it
     most: tuple[int, ...]  # the most any type has, per key
     smallest: int  # the index of the smallest type (its sizes in key order the least, then the first)
@@ -172,9 +179,9 @@ class Sizes:
     def of(types: Sequence[InstanceType], keys: tuple[str, ...]) -> Sizes:
         columns = tuple(tuple(capacity(it, k) for it in types) for k in keys)
         most = tuple(max(column, default=0) for column in columns)
-        vectors = list(zip(*columns, strict=True))
+        vectors = list(zip(*columns, strict=True)) if keys else [() for _ in types]
         smallest = min(range(len(vectors)), key=vectors.__getitem__) if vectors else 0
-        return Sizes(keys, columns, most, smallest)
+        return Sizes(keys, len(types), columns, most, smallest)
 
     def _no_larger(self, bound: Sequence[int], subset: Sequence[int] | None) -> list[int]:
         """Of ``subset`` (indices; None: every type), those no larger than ``bound`` (per key), in order."""
@@ -186,7 +193,7 @@ class Sizes:
                 picked = [i for i, size in enumerate(column) if size <= limit]
             else:
                 picked = [i for i in picked if column[i] <= limit]
-        return list(range(len(self.columns[0]) if self.columns else 0)) if picked is None else picked
+        return list(range(self.count)) if picked is None else picked
 
     def within(self, remaining: Mapping[str, int]) -> list[int]:
         """The indices of the types no larger than ``remaining`` on any key."""

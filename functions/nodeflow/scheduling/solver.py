@@ -274,13 +274,13 @@ def explain(inp: SchedulingInput, pod_key: str) -> tuple[SchedulingResult, PodEx
 
 def _settled(inp: SchedulingInput) -> tuple[_Solver, SchedulingResult]:
     """The solve, under its upper bounds (NodePool limits, NodeflowPolicy ceilings and group limits) only where
-    they bind (``bounds``): first with none of them, then bound to those that plan could cross, and if that plan
-    could cross another, to all of them (at most three runs)."""
+    they bind (``bounds``): first with none of them but those with nothing left, then bound to those that plan could
+    cross, and if that plan could cross another, to all of them (at most three runs)."""
     bound = bounds.every(inp)
     if not bound:
         solver = _Solver(inp)
         return solver, solver.run()
-    keep = bounds.Bounds()
+    keep = bounds.spent(inp)  # nothing left under these: bound from the first run
     for attempt in range(3):
         if attempt == 2:
             keep = bound

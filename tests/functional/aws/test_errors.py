@@ -64,6 +64,7 @@ TABLE = [
     ("MissingParameter", 400, InvalidRequest),
     ("ValidationError", 400, InvalidRequest),
     ("LimitExceeded", 409, InvalidRequest),
+    ("ProvisionedThroughputExceededException", 400, Throttled),  # DynamoDB: a hot partition key
     ("InternalError", 500, AwsUnavailable),
     ("ServiceUnavailable", 503, AwsUnavailable),
     ("Unavailable", 503, AwsUnavailable),

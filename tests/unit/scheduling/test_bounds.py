@@ -124,3 +124,39 @@ def test_a_spent_namespace_still_fills_its_own_nodeclaims() -> None:
     assert claim.instance_types == ("m.xlarge",)  # trimmed to what a's ceiling leaves
     assert sorted(claim.pods) == ["a/big", "a/s0", "a/s1"]
     assert [u.pod for u in result.unschedulable] == ["b/o"]
+
+
+def test_empty_limits_limit_nothing() -> None:
+    """``spec.limits: {}`` (allowed by the CRD) bound to the solver: every type fits (the size table of no key once
+    answered "none", and the limit message then failed on an empty key list)."""
+    sizes = Sizes.of(CATALOG, ())
+    assert sizes.within({}) == list(range(len(CATALOG)))
+    assert sizes.no_larger_than(2, [1, 2, 3]) == [0, 1, 2]
+    inp = SchedulingInput(pods=(pod("a"),), nodepools=(pool(limits={}),))
+    bound = bounds.without(inp, bounds.every(inp))
+    assert bound.nodepools[0].limits == {}
+    assert solve(bound).node_claims == solve(dataclasses.replace(inp, nodepools=(pool(),))).node_claims
+
+
+def test_a_spent_bound_is_bound_from_the_first_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NodePool at its limit, a ceiling already reached: the solver does not first plan without them (a plan
+    that would cross them for sure), it solves once, bound."""
+    from nodeflow.scheduling import solver
+
+    runs: list[SchedulingInput] = []
+    real = solver._Solver.__init__
+
+    def counting(self: solver._Solver, inp: SchedulingInput) -> None:
+        runs.append(inp)
+        real(self, inp)
+
+    monkeypatch.setattr(solver._Solver, "__init__", counting)
+    full = pool("full", limits={"cpu": 0}, weight=10)
+    capped = CeilingInput("p", "nodePool", "other", 0.5, in_use=0.5)
+    inp = SchedulingInput(
+        pods=tuple(pod(f"p{i}") for i in range(3)), nodepools=(full, pool("other"), pool("open")), ceilings=(capped,)
+    )
+    assert bounds.spent(inp) == bounds.Bounds(ceilings=(capped,), pools=frozenset({"full"}))
+    result = solve(inp)
+    assert len(runs) == 1
+    assert {nc.nodepool for nc in result.node_claims} == {"open"}

@@ -65,7 +65,8 @@ NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
     ),
     ("nodeflow-nodeclasses", "karpenter.sh", "nodepools/status", "patch"): (
         "gc writes a NodePool's status when it differs from what was last written (a class turning not Ready, a "
-        "node gone outside the workflows); in the scenario the register and finalize steps kept the counts current"
+        "node gone outside the workflows); in the scenario the register and finalize steps usually kept the counts "
+        "current, but a gc snapshot taken while a step is between its change and its recount sees them stale"
     ),
     ("nodeflow-snapshot", "karpenter.sh", "nodeoverlays/status", "patch"): (
         "the provisioner and the disruption round write NodeOverlay conditions; the scenario has no NodeOverlay"
@@ -76,6 +77,9 @@ NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
     ("nodeflow-replace", "", "nodes", "get"): "a rollback un-taints the candidates (a replacement never initialized)",
     ("nodeflow-replace", "", "nodes", "patch"): "a rollback un-taints the candidates (a replacement never initialized)",
 }
+
+# Entries above that the scenario may also use, depending on timing (not stale when used).
+SOMETIMES_USED = {("nodeflow-nodeclasses", "karpenter.sh", "nodepools/status", "patch")}
 
 WEB2_TOGETHER = {
     "podAffinity": {
@@ -274,7 +278,7 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     assert unused == {}, "granted but never used (remove them, or say why in NOT_IN_THE_SCENARIO):\n" + "\n".join(
         f"  {k} ({role} rule {i})" for k, (role, i) in sorted(unused.items())
     )
-    stale = {k for k in NOT_IN_THE_SCENARIO if k not in granted or k in used}
+    stale = {k for k in NOT_IN_THE_SCENARIO if k not in granted or (k in used and k not in SOMETIMES_USED)}
     assert stale == set(), f"NOT_IN_THE_SCENARIO entries that are not granted, or are used now: {sorted(stale)}"
 
 

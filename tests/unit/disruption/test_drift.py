@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from nodeflow.disruption.drift import drift_reason
-from nodeflow.disruption.model import Reason
+from nodeflow.disruption.model import Reason, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.lifecycle.claims import legacy_nodepool_hash, nodepool_hash
 
@@ -115,6 +117,36 @@ def test_drifted_empty_node_is_deleted_when_pods_fit_elsewhere() -> None:
     assert command.reason is Reason.DRIFTED
     assert command.replacements == ()
     assert command.moves[0].node == "new"
+
+
+def test_drift_moves_pods_onto_a_node_inside_its_consolidate_after_window() -> None:
+    """Karpenter's drift simulation is not a consolidation simulation (drift.go passes no IsConsolidationSimulation
+    to SimulateScheduling): a node whose last pod event is within consolidateAfter still takes a drifted node's pods,
+    so the drifted node is deleted, not replaced. Consolidation, in the same cluster, still holds that node."""
+    nodes = [node("old", "m5.large", image="ami-old"), node("busy")]
+    pods = [pod("p", "old"), pod("q", "busy")]
+    state = snapshot(nodes, pods, pools=[pool(budgets=ALL, after="1h")]).state
+    recent = Snapshot(state, last_pod_events={"busy": NOW - timedelta(minutes=5)})
+    command = decide(recent, CATALOG, NOW).command
+    assert command is not None
+    assert (command.reason, command.candidates, command.replacements) == (Reason.DRIFTED, ("old",), ())
+    assert [(m.pod, m.node) for m in command.moves] == [("default/p", "busy")]
+
+
+def test_consolidation_still_keeps_pods_off_a_node_inside_its_consolidate_after_window() -> None:
+    """The same two nodes with nothing drifted: consolidation may not move ``small``'s pod onto ``busy`` while
+    busy's consolidateAfter runs (and ``small`` has no cheaper replacement), then may once it has passed."""
+    nodes = [node("small", "m5.large"), node("busy")]
+    pods = [pod("p", "small"), pod("q", "busy", "6")]  # busy (m5.2xlarge) has room for p, none to spare
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.2xlarge"]}]
+    state = snapshot(nodes, pods, pools=[pool(budgets=ALL, after="1h", extra=only)]).state
+    events = {"small": NOW - timedelta(hours=2)}
+    held = decide(Snapshot(state, last_pod_events={**events, "busy": NOW - timedelta(minutes=5)}), CATALOG, NOW)
+    assert held.command is None
+    settled = decide(Snapshot(state, last_pod_events={**events, "busy": NOW - timedelta(hours=2)}), CATALOG, NOW)
+    assert settled.command is not None
+    assert (settled.command.reason, settled.command.candidates) == (Reason.UNDERUTILIZED, ("small",))
+    assert settled.command.replacements == ()
 
 
 def test_drift_one_at_a_time_under_a_budget_of_one() -> None:

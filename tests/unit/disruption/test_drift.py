@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from nodeflow.api.karpenter import NodePool
 from nodeflow.disruption.drift import drift_reason
 from nodeflow.disruption.model import Reason, Snapshot
 from nodeflow.disruption.round import decide
@@ -33,6 +34,23 @@ def test_a_hash_written_by_an_earlier_nodeflow_is_not_drift_until_the_template_c
     assert drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) is None
     edited = pool(labels={"team": "b"})
     assert "template changed" in (drift_reason(c, edited, node_class(), n.metadata.labels, catalog=CATALOG) or "")
+
+
+def test_a_changed_time_added_of_a_template_taint_is_drift() -> None:
+    """A NodeClaim made when the template's taint had another timeAdded is drifted; one of the template as it is is
+    not (the earlier-nodeflow fallback has no hash of such a template, and judging does not fail on the time)."""
+
+    def timed(at: str) -> NodePool:
+        doc = pool().model_dump(by_alias=True, exclude_none=True, mode="json")
+        doc["spec"]["template"]["spec"]["taints"] = [{"key": "k", "effect": "NoSchedule", "timeAdded": at}]
+        return NodePool.model_validate(doc)
+
+    current, earlier = timed("2026-01-02T00:00:00Z"), timed("2026-01-01T00:00:00Z")
+    for made_from, drifted in ((current, False), (earlier, True)):
+        hashed = {"karpenter.sh/nodepool-hash": nodepool_hash(made_from), "karpenter.sh/nodepool-hash-version": "v3"}
+        n, c = node("a", claim_annotations=hashed)
+        why = drift_reason(c, current, node_class(), n.metadata.labels, catalog=CATALOG)
+        assert (why is not None and "template changed" in why) is drifted
 
 
 def test_nodepool_hash_of_another_version_is_not_compared() -> None:

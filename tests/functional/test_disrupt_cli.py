@@ -112,7 +112,7 @@ def test_bad_manifest_names_the_file(tmp_path: Path) -> None:
 # its NodeClaims: derived by hand-following hashstructure v2.0.2 (FormatV2, SlicesAsSets, IgnoreZeroValue, ZeroNil)
 # over the template as Karpenter decodes it (metav1.Time in the Local zone, UTC in its container), with a throwaway
 # script independent of nodeflow's code (no Go toolchain here to run upstream's). TIMED_BEFORE: the same template
-# when the taint's timeAdded was 2026-03-01T00:00:00Z.
+# when the taint's timeAdded was 2026-03-01T00:00:00Z. Its EC2NodeClass is the examples' (nodepool.yaml).
 TIMED_POOL = """
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -126,19 +126,6 @@ spec:
       startupTaints:
         - {key: example.com/agent-not-ready, effect: NoSchedule, timeAdded: "2026-01-01T00:00:00Z"}
   disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: Never, budgets: [{nodes: "100%"}]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: KarpenterNodeRole
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-status:
-  amis: [{id: ami-0new, name: al2023-new}]
-  subnets: [{id: subnet-a, zone: us-east-1a}]
-  securityGroups: [{id: sg-1}]
 """
 TIMED_HASH = "11489507403252514924"
 TIMED_BEFORE = "15800420817386285674"
@@ -202,15 +189,15 @@ def test_a_taint_time_is_hashed_as_karpenter_hashes_it(tmp_path: Path) -> None:
     timeAdded changed is (and judging it, legacy-hash fallback included, does not fail on the time)."""
     same = tmp_path / "same.yaml"
     same.write_text(TIMED_POOL + timed_node("by-karpenter", TIMED_HASH))
-    proc = disrupt("--dry-run", "-f", str(same), "--now", NOW, "-o", "json")
+    proc = disrupt("--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(same), "--now", NOW, "-o", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["command"] is None
     changed = tmp_path / "changed.yaml"
     changed.write_text(TIMED_POOL + timed_node("by-karpenter", TIMED_HASH) + timed_node("older", TIMED_BEFORE))
-    proc = disrupt("--dry-run", "-f", str(changed), "--now", NOW, "-o", "json")
+    proc = disrupt("--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(changed), "--now", NOW, "-o", "json")
     assert proc.returncode == 0, proc.stderr
     command = json.loads(proc.stdout)["command"]
     assert (command["reason"], command["candidates"]) == ("Drifted", ["older"])
-    text = disrupt("--dry-run", "-f", str(changed), "--now", NOW)
+    text = disrupt("--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(changed), "--now", NOW)
     assert text.returncode == 0, text.stderr
     assert "REPLACE older (Drifted, drift)" in text.stdout or "DELETE older (Drifted, drift)" in text.stdout

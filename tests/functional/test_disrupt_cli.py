@@ -106,3 +106,98 @@ def test_bad_manifest_names_the_file(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "bad.yaml" in proc.stderr
     assert "nodes" in proc.stderr
+
+
+# A NodePool whose startup taint carries timeAdded, and the karpenter.sh/nodepool-hash Karpenter v1.14.1 writes on
+# its NodeClaims: derived by hand-following hashstructure v2.0.2 (FormatV2, SlicesAsSets, IgnoreZeroValue, ZeroNil)
+# over the template as Karpenter decodes it (metav1.Time in the Local zone, UTC in its container), with a throwaway
+# script independent of nodeflow's code (no Go toolchain here to run upstream's). TIMED_BEFORE: the same template
+# when the taint's timeAdded was 2026-03-01T00:00:00Z. Its EC2NodeClass is the examples' (nodepool.yaml).
+TIMED_POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: agents}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      expireAfter: 720h
+      requirements: []
+      startupTaints:
+        - {key: example.com/agent-not-ready, effect: NoSchedule, timeAdded: "2026-01-01T00:00:00Z"}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: Never, budgets: [{nodes: "100%"}]}
+"""
+TIMED_HASH = "11489507403252514924"
+TIMED_BEFORE = "15800420817386285674"
+
+
+def timed_node(name: str, nodepool_hash: str) -> str:
+    """A busy node of NodePool agents whose NodeClaim carries ``nodepool_hash`` (hash version v3)."""
+    return f"""
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  creationTimestamp: "2026-11-20T08:00:00Z"
+  labels:
+    karpenter.sh/nodepool: agents
+    karpenter.sh/initialized: "true"
+    karpenter.sh/capacity-type: on-demand
+    node.kubernetes.io/instance-type: c5.xlarge
+    topology.kubernetes.io/zone: us-east-1a
+    kubernetes.io/arch: amd64
+    kubernetes.io/os: linux
+    kubernetes.io/hostname: {name}
+status:
+  capacity: {{cpu: "4", memory: 8Gi, pods: "58"}}
+  allocatable: {{cpu: "3800m", memory: 6Gi, pods: "58"}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: {name}-claim
+  creationTimestamp: "2026-11-20T08:00:00Z"
+  labels: {{karpenter.sh/nodepool: agents}}
+  annotations: {{karpenter.sh/nodepool-hash: "{nodepool_hash}", karpenter.sh/nodepool-hash-version: v3}}
+spec:
+  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  requirements:
+    - {{key: node.kubernetes.io/instance-type, operator: In, values: [c5.xlarge]}}
+    - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+status:
+  nodeName: {name}
+  imageID: ami-0new
+  conditions:
+    - {{type: Initialized, status: "True", lastTransitionTime: "2026-11-20T08:01:00Z"}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}-job
+  namespace: default
+  creationTimestamp: "2026-11-20T09:00:00Z"
+spec:
+  nodeName: {name}
+  containers: [{{name: c, image: nginx, resources: {{requests: {{cpu: "3", memory: 4Gi}}}}}}]
+status: {{phase: Running}}
+"""
+
+
+def test_a_taint_time_is_hashed_as_karpenter_hashes_it(tmp_path: Path) -> None:
+    """A NodeClaim Karpenter made from a NodePool with a taint's timeAdded is not drifted; one made before that
+    timeAdded changed is (and judging it, legacy-hash fallback included, does not fail on the time)."""
+    same = tmp_path / "same.yaml"
+    same.write_text(TIMED_POOL + timed_node("by-karpenter", TIMED_HASH))
+    proc = disrupt("--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(same), "--now", NOW, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["command"] is None
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TIMED_POOL + timed_node("by-karpenter", TIMED_HASH) + timed_node("older", TIMED_BEFORE))
+    proc = disrupt("--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(changed), "--now", NOW, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    command = json.loads(proc.stdout)["command"]
+    assert (command["reason"], command["candidates"]) == ("Drifted", ["older"])
+    text = disrupt("--dry-run", "-f", str(EXAMPLES / "nodepool.yaml"), "-f", str(changed), "--now", NOW)
+    assert text.returncode == 0, text.stderr
+    assert "REPLACE older (Drifted, drift)" in text.stdout or "DELETE older (Drifted, drift)" in text.stdout

@@ -198,10 +198,20 @@ def test_a_drifted_node_is_replaced() -> None:
 
 @mirrors("Drift / Drift / should delete drifted nodes")
 def test_a_drifted_node_whose_pods_fit_elsewhere_is_deleted() -> None:
-    roomy = busy_node("spare", claim_annotations=hashed(new_pool()), instance_type="m5.2xlarge")
-    cmd = command(world([new_pool()], stale("n1"), roomy))
+    """As upstream: consolidateAfter 1h, both nodes initialized just now. The spare node is inside its
+    consolidateAfter window, which keeps consolidation's pods off it but not drift's (drift.go simulates
+    without IsConsolidationSimulation), so the drifted node's pod moves there and the node is deleted."""
+    pool = new_pool(
+        disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1h", "budgets": ALL}
+    )
+    just_now = ago(seconds=10)
+    spare = managed_node(
+        "spare", instance_type="m5.2xlarge", claim_annotations=hashed(pool), claim_initialized=just_now
+    )
+    cmd = command(world([pool], stale("n1", claim_initialized=just_now), spare))
     assert cmd is not None
     assert (cmd["reason"], cmd["decision"], cmd["candidates"]) == ("Drifted", "delete", ["n1"])
+    assert cmd["moves"] == [{"pod": "default/n1-p0", "node": "spare"}]
 
 
 @mirrors("Drift / Drift / should delete drifted nodes when they are empty and consolidation is disabled")

@@ -8,7 +8,8 @@ NodeClaim made by Karpenter is not drifted under nodeflow merely because a diffe
 
 What is hashed, as Go sees the template (``NodeClaimTemplate``):
 - metadata labels and annotations (maps: order does not matter; an empty map differs from none);
-- spec taints and startupTaints (sets: order does not matter; an empty list differs from none);
+- spec taints and startupTaints (sets: order does not matter; an empty list differs from none), a taint's
+  timeAdded as the instant it names (``_go_time``: Go's binary form of the time, so a changed timeAdded is drift);
 - spec nodeClassRef (kind, name, group), terminationGracePeriod and expireAfter (as nanoseconds;
   ``Never`` is the same as unset).
 Requirements are not hashed (Karpenter checks them one by one). Zero values (an empty string, a
@@ -28,6 +29,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -52,6 +54,7 @@ _OFFSET = 14695981039346656037
 _PRIME = 1099511628211
 _MASK = (1 << 64) - 1
 _NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_GO_EPOCH = datetime(1, 1, 1, tzinfo=UTC)  # time.Time counts its seconds from here
 _COMPONENT = re.compile(r"(\d*\.?\d*)(ns|us|µs|μs|ms|s|m|h)")
 
 Field = tuple[str, int | None]  # (Go field name, hash of its value; None when the value is zero)
@@ -118,10 +121,23 @@ def _nonzero_string(value: str | None) -> int | None:
     return _string(value) if value else None
 
 
+def _go_time(value: datetime) -> int:
+    """A ``metav1.Time`` as hashstructure hashes it: a struct ``Time`` with one (embedded, exported) field ``Time``
+    of type ``time.Time``, which hashstructure does not walk (its fields are unexported) but hashes as FNV-1 of
+    its ``MarshalBinary()`` bytes: version 1, seconds since 0001-01-01 UTC (int64), nanoseconds (int32), then the
+    zone offset in minutes (int16), all big-endian. metav1.Time's UnmarshalJSON stores the time in the Local
+    zone, so the offset is Local's (-1, UTC's marker, never appears): 0 in Karpenter's controller, whose
+    container runs in UTC. The instant alone decides; a time without zone is read as UTC. (The model keeps
+    microseconds: finer digits, which Kubernetes never writes, are not hashed.)"""
+    at = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    since = at - _GO_EPOCH
+    seconds = since.days * 86_400 + since.seconds
+    binary = struct.pack(">Bqih", 1, seconds, since.microseconds * 1_000, 0)
+    return _struct("Time", [("Time", _fnv1(binary))])
+
+
 def _taint(taint: Taint) -> int:
-    time_added = None
-    if taint.time_added is not None:  # metav1.Time{time.Time}: time.Time has only unexported fields
-        time_added = _struct("Time", [("Time", _string("Time"))])
+    time_added = _go_time(taint.time_added) if taint.time_added is not None else None
     return _struct(
         "Taint",
         [

@@ -17,11 +17,13 @@ deleted (they are leaving too) and the cluster's pending pods take their places 
 candidates' movable pods (not those held by do-not-disrupt or a PodDisruptionBudget) go to the other nodes
 plus new NodeClaims from any NodePool, sharing new capacity with the pods carried over. Nodes being deleted
 are no destination; neither, for the candidates' pods, is a node inside its consolidateAfter window
-(``on_hold``: its NodeClaim's last pod event, else its initialization, less than consolidateAfter ago). A
+(``on_hold``: its NodeClaim's last pod event, else its initialization, less than consolidateAfter ago), in
+consolidation only (``run(..., consolidation=True)``, Karpenter's IsConsolidationSimulation: drift's
+simulation does not pass it, so a drifted node's pods may go to such a node). A
 simulation that needs an uninitialized node (not yet initialized, or still launching) for a candidate's pod
 fails: pods are packed on initialized nodes first, and only if one would still need an uninitialized node
 is the move refused (Karpenter cannot trust a node that has not finished initializing). Drift uses
-``run(candidates)``: the candidate's pods only.
+``run(candidates)``: the candidate's pods only, onto any node (consolidateAfter windows do not hold nodes).
 
 Before simulating, ``Simulator.hopeless`` rules candidates out cheaply (a necessary condition, see
 there), which keeps a round over a full cluster fast.
@@ -219,7 +221,8 @@ class PodInputs(Mapping[str, PodInput]):
 class Simulator:
     base: SchedulingInput  # the whole cluster's solver input (pools, nodes, daemons)
     pods: Mapping[str, PodInput]  # every bound pod, as solver input
-    held: frozenset[str] = frozenset()  # nodes inside their consolidateAfter window (see ``on_hold``)
+    # nodes inside their consolidateAfter window (see ``on_hold``): no destination in a consolidation simulation
+    held: frozenset[str] = frozenset()
     draining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # deleting node -> its movable pods
     # NodeflowPolicies: the moving pods with the NodePools they may not get new capacity in (``PodInput.denied``,
     # ``nodeflow.disruption.policy.RoundPolicy.denials``); None: no policy restricts access. (The pending pods of
@@ -361,11 +364,15 @@ class Simulator:
     def _draining_keys(self) -> frozenset[str]:
         return frozenset(k for keys in self.draining.values() for k in keys)
 
-    def run(self, candidates: Sequence[Candidate], *, cluster: bool = False) -> SchedulingResult:
+    def run(
+        self, candidates: Sequence[Candidate], *, cluster: bool = False, consolidation: bool = False
+    ) -> SchedulingResult:
         """Where the candidates' pods go, or UNSCHEDULABLE entries (needing an uninitialized destination is
         one). With ``cluster`` (consolidation, as Karpenter simulates it), the pods of nodes being deleted and
         the pending pods take their places first and share the new capacity; pending pods that fit nowhere are
-        not the candidates' concern."""
+        not the candidates' concern. With ``consolidation`` (Karpenter's IsConsolidationSimulation, which only
+        consolidation passes), the nodes inside their consolidateAfter window (``held``) take none of the
+        candidates' pods; drift's simulation may use them."""
         gone = {c.name for c in candidates} | (set(self.draining) if cluster else set())
         if isinstance(self.pods, PodInputs):  # one conversion for the whole simulation
             own_keys = (p.key for c in candidates for p in c.movable)
@@ -383,7 +390,8 @@ class Simulator:
                 return SchedulingResult((), (), (UnschedulablePod(own[0].key if own else "", {"": stuck}),))
             pods = (*own, *carried)
         limits = self.limits(candidates, pods) if self.limits is not None else ((), ())
-        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes, limits)
+        held = self.held if consolidation else frozenset()
+        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes, held, limits)
         if cluster and self.base.pods:
             pending = {p.key for p in self.base.pods}
             kept = tuple(u for u in result.unschedulable if u.pod not in pending)
@@ -395,14 +403,15 @@ class Simulator:
         pods: tuple[PodInput, ...],
         own: frozenset[str],
         nodes: list[NodeInput],
+        held: frozenset[str],
         limits: tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]] = ((), ()),
     ) -> SchedulingResult:
         unready = frozenset(n.name for n in nodes if _uninitialized(n))
         # initialized nodes first: only what they cannot take may reveal a need for an uninitialized node
-        first = self._solve(pods, nodes, self.held | unready, limits)
+        first = self._solve(pods, nodes, held | unready, limits)
         if not unready or (not first.node_claims and not first.unschedulable):
             return first
-        second = self._solve(pods, nodes, self.held, limits)
+        second = self._solve(pods, nodes, held, limits)
         used = [(e.name, k) for e in second.existing if e.name in unready for k in e.pods if k in own]
         if not used:
             return first
@@ -531,7 +540,7 @@ def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Sett
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:
         return hopeless
-    result = sim.run(candidates, cluster=True)
+    result = sim.run(candidates, cluster=True, consolidation=True)
     if result.unschedulable:
         first = result.unschedulable[0]
         why = "; ".join(f"{k or 'no NodePool'}: {v}" if k else v for k, v in sorted(first.reasons.items()))

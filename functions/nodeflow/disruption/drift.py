@@ -104,7 +104,7 @@ def _requirements_drift(claim: NodeClaim, pool: NodePool, labels: Mapping[str, s
 class _PoolFacts:
     """What drift reads of a NodePool, the same for each of its nodes: computed once per NodePool object."""
 
-    __slots__ = ("_hash", "_legacy", "pool", "requirements")
+    __slots__ = ("_hash", "_legacy", "_legacy_done", "pool", "requirements")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
@@ -114,6 +114,7 @@ class _PoolFacts:
         )
         self._hash: str | None = None
         self._legacy: str | None = None
+        self._legacy_done = False
 
     @property
     def hash(self) -> str:
@@ -122,9 +123,10 @@ class _PoolFacts:
         return self._hash
 
     @property
-    def legacy_hash(self) -> str:
-        if self._legacy is None:
-            self._legacy = legacy_nodepool_hash(self.pool)
+    def legacy_hash(self) -> str | None:
+        """The hash an earlier nodeflow wrote for this template (``legacy_nodepool_hash``), None when none could."""
+        if not self._legacy_done:
+            self._legacy, self._legacy_done = legacy_nodepool_hash(self.pool), True
         return self._legacy
 
 

@@ -9,7 +9,9 @@ Then at most ONE voluntary command, trying in Karpenter's order and stopping at 
    budgets (reason Empty) allow, deleted together;
 2. drift (reason Drifted): empty drifted candidates first, then the earliest drifted (the NodeClaim's
    Drifted condition; drift found only now counts as now): the first unblocked one within budget whose
-   pods can be rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere);
+   pods can be rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere: on
+   any other node, one inside its consolidateAfter window too, as Karpenter's drift simulation is no
+   consolidation simulation);
 3. multi-node consolidation (reason Underutilized): the nodes consolidation may take (see
    ``consolidation.unconsolidatable``; busy, consolidateAfter elapsed), best savings per disruption first
    (``consolidation.consolidation_order``), the first up to ``multi_node_candidates`` within budget; binary

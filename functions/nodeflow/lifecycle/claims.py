@@ -74,12 +74,16 @@ def nodepool_hash(pool: NodePool) -> str:
 _HASHES: dict[int, tuple[object, str]] = {}
 
 
-def legacy_nodepool_hash(pool: NodePool) -> str:
+def legacy_nodepool_hash(pool: NodePool) -> str | None:
     """The ``karpenter.sh/nodepool-hash`` nodeflow wrote before it computed Karpenter's number (same version
     annotation, ``v3``): a NodeClaim recorded with it is not drifted while the fields it covered (labels,
-    annotations, taints, startup taints, nodeClassRef) are unchanged, so an upgrade replaces no node."""
+    annotations, taints, startup taints, nodeClassRef) are unchanged, so an upgrade replaces no node.
+    None for a template with a taint's timeAdded: that formula could not serialize the time (nodeflow then made no
+    NodeClaim of such a NodePool), so no NodeClaim carries it."""
     template = pool.spec.template
     spec = template.spec
+    if any(t.time_added is not None for t in (*(spec.taints or ()), *(spec.startup_taints or ()))):
+        return None
     doc = {
         "labels": dict(sorted((template.metadata.labels or {}).items())),
         "annotations": dict(sorted((template.metadata.annotations or {}).items())),
@@ -155,9 +159,11 @@ def node_claim_manifest(
         "expireAfter": spec.expire_after,
     }
     if spec.taints:
-        claim_spec["taints"] = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.taints]
+        claim_spec["taints"] = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in spec.taints]
     if spec.startup_taints:
-        claim_spec["startupTaints"] = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.startup_taints]
+        claim_spec["startupTaints"] = [
+            t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in spec.startup_taints
+        ]
     if spec.termination_grace_period is not None:
         claim_spec["terminationGracePeriod"] = spec.termination_grace_period
     owner = {

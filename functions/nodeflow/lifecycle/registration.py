@@ -107,8 +107,8 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
     node_name = raw["metadata"]["name"]
     claim_labels = dict(claim.metadata.labels or {})
     annotations = {k: v for k, v in (claim.metadata.annotations or {}).items() if k not in _CLAIM_ONLY_ANNOTATIONS}
-    sync_taints = [
-        t.model_dump(by_alias=True, exclude_none=True)
+    sync_taints = [  # as JSON: a taint's timeAdded is a time
+        t.model_dump(by_alias=True, exclude_none=True, mode="json")
         for t in (*(claim.spec.taints or ()), *(claim.spec.startup_taints or ()))
     ]
     owner = {

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
+from nodeflow.api.karpenter import NodePool
 from nodeflow.disruption.drift import drift_reason
-from nodeflow.disruption.model import Reason
+from nodeflow.disruption.model import Reason, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.lifecycle.claims import legacy_nodepool_hash, nodepool_hash
 
@@ -31,6 +34,23 @@ def test_a_hash_written_by_an_earlier_nodeflow_is_not_drift_until_the_template_c
     assert drift_reason(c, p, node_class(), n.metadata.labels, catalog=CATALOG) is None
     edited = pool(labels={"team": "b"})
     assert "template changed" in (drift_reason(c, edited, node_class(), n.metadata.labels, catalog=CATALOG) or "")
+
+
+def test_a_changed_time_added_of_a_template_taint_is_drift() -> None:
+    """A NodeClaim made when the template's taint had another timeAdded is drifted; one of the template as it is is
+    not (the earlier-nodeflow fallback has no hash of such a template, and judging does not fail on the time)."""
+
+    def timed(at: str) -> NodePool:
+        doc = pool().model_dump(by_alias=True, exclude_none=True, mode="json")
+        doc["spec"]["template"]["spec"]["taints"] = [{"key": "k", "effect": "NoSchedule", "timeAdded": at}]
+        return NodePool.model_validate(doc)
+
+    current, earlier = timed("2026-01-02T00:00:00Z"), timed("2026-01-01T00:00:00Z")
+    for made_from, drifted in ((current, False), (earlier, True)):
+        hashed = {"karpenter.sh/nodepool-hash": nodepool_hash(made_from), "karpenter.sh/nodepool-hash-version": "v3"}
+        n, c = node("a", claim_annotations=hashed)
+        why = drift_reason(c, current, node_class(), n.metadata.labels, catalog=CATALOG)
+        assert (why is not None and "template changed" in why) is drifted
 
 
 def test_nodepool_hash_of_another_version_is_not_compared() -> None:
@@ -115,6 +135,36 @@ def test_drifted_empty_node_is_deleted_when_pods_fit_elsewhere() -> None:
     assert command.reason is Reason.DRIFTED
     assert command.replacements == ()
     assert command.moves[0].node == "new"
+
+
+def test_drift_moves_pods_onto_a_node_inside_its_consolidate_after_window() -> None:
+    """Karpenter's drift simulation is not a consolidation simulation (drift.go passes no IsConsolidationSimulation
+    to SimulateScheduling): a node whose last pod event is within consolidateAfter still takes a drifted node's pods,
+    so the drifted node is deleted, not replaced. Consolidation, in the same cluster, still holds that node."""
+    nodes = [node("old", "m5.large", image="ami-old"), node("busy")]
+    pods = [pod("p", "old"), pod("q", "busy")]
+    state = snapshot(nodes, pods, pools=[pool(budgets=ALL, after="1h")]).state
+    recent = Snapshot(state, last_pod_events={"busy": NOW - timedelta(minutes=5)})
+    command = decide(recent, CATALOG, NOW).command
+    assert command is not None
+    assert (command.reason, command.candidates, command.replacements) == (Reason.DRIFTED, ("old",), ())
+    assert [(m.pod, m.node) for m in command.moves] == [("default/p", "busy")]
+
+
+def test_consolidation_still_keeps_pods_off_a_node_inside_its_consolidate_after_window() -> None:
+    """The same two nodes with nothing drifted: consolidation may not move ``small``'s pod onto ``busy`` while
+    busy's consolidateAfter runs (and ``small`` has no cheaper replacement), then may once it has passed."""
+    nodes = [node("small", "m5.large"), node("busy")]
+    pods = [pod("p", "small"), pod("q", "busy", "6")]  # busy (m5.2xlarge) has room for p, none to spare
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.2xlarge"]}]
+    state = snapshot(nodes, pods, pools=[pool(budgets=ALL, after="1h", extra=only)]).state
+    events = {"small": NOW - timedelta(hours=2)}
+    held = decide(Snapshot(state, last_pod_events={**events, "busy": NOW - timedelta(minutes=5)}), CATALOG, NOW)
+    assert held.command is None
+    settled = decide(Snapshot(state, last_pod_events={**events, "busy": NOW - timedelta(hours=2)}), CATALOG, NOW)
+    assert settled.command is not None
+    assert (settled.command.reason, settled.command.candidates) == (Reason.UNDERUTILIZED, ("small",))
+    assert settled.command.replacements == ()
 
 
 def test_drift_one_at_a_time_under_a_budget_of_one() -> None:

@@ -148,6 +148,16 @@ def test_manifest_carries_template_requirements_and_nominations() -> None:
     assert [t.key for t in claim.spec.startup_taints or ()] == ["cni"]
 
 
+def test_a_taints_time_stays_in_the_manifest_as_json() -> None:
+    """A template taint's timeAdded (a metav1.Time) is copied to the NodeClaim as the API server takes it."""
+    timed = {"key": "k", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:00:00Z"}
+    np = pool(taints=[timed], startupTaints=[{**timed, "key": "s"}])
+    nc = plan(ClusterState(node_pools=[pool()], node_classes=[node_class()], pods=[pending_pod("a")]), CATALOG)
+    doc = json.loads(json.dumps(node_claim_manifest(nc.node_claims[0], np, "default-abcde", batch="b1")))
+    assert doc["spec"]["taints"] == [timed]
+    assert doc["spec"]["startupTaints"] == [{**timed, "key": "s"}]
+
+
 def test_nodepool_hash_changes_with_the_template_not_with_requirements() -> None:
     base = nodepool_hash(pool())
     assert base == nodepool_hash(pool())

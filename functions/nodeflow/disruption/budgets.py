@@ -182,13 +182,14 @@ def _days(cron: Cron, month: datetime, last: int) -> Iterator[datetime]:
 
 def _latest_time(cron: Cron, day: datetime, minute: datetime) -> datetime | None:
     """The latest time of ``day`` at which ``cron`` fires that is not after ``minute``, or None."""
+    today = day.date() == minute.date()
     for hour in sorted(cron.hours, reverse=True):
-        if day.date() == minute.date() and hour > minute.hour:
+        if today and hour > minute.hour:
             continue
-        for m in sorted(cron.minutes, reverse=True):
-            at = day.replace(hour=hour, minute=m)
-            if at <= minute:
-                return at
+        last = minute.minute if today and hour == minute.hour else 59
+        at = max((m for m in cron.minutes if m <= last), default=None)
+        if at is not None:
+            return day.replace(hour=hour, minute=at)
     return None
 
 

@@ -271,7 +271,7 @@ def _access(
             for policy in policies
             for rule in (*(policy.spec.node_pool_access or ()), *(policy.spec.resource_access or ()))
             for name in rule.namespaces or ()
-            if name != "*" and name not in labels_of
+            if name != EVERY and name not in labels_of
         }
     )
     pools = sorted({p.name for p in state.node_pools} | set(governance.pool_rules) - {EVERY})

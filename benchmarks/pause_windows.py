@@ -42,6 +42,7 @@ def _best(fn: Callable[[], Any], repeat: int) -> float:
 def measure(windows: int, pools: int, duration: str, repeat: int) -> dict[str, Any]:
     from pydantic import ValidationError
 
+    from benchmarks.plan_scale import node_pool_docs
     from nodeflow.api.core import Pod
     from nodeflow.api.karpenter import EC2NodeClass, NodePool
     from nodeflow.api.nodeflow_policy import NodeflowPolicy
@@ -66,34 +67,9 @@ def measure(windows: int, pools: int, duration: str, repeat: int) -> dict[str, A
             gov.provisioning_pause(name, NOW)
             gov.disruption_pause(name, NOW)
 
-    node_class = EC2NodeClass.model_validate(
-        {
-            "metadata": {"name": "default"},
-            "spec": {
-                "role": "R",
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
-                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
-            },
-        }
-    )
-    requirement = {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m6i"]}
-    node_pools = [
-        NodePool.model_validate(
-            {
-                "metadata": {"name": name},
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "requirements": [requirement],
-                            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                        }
-                    }
-                },
-            }
-        )
-        for name in names
-    ]
+    pool_doc, class_doc = node_pool_docs()  # every instance type; the NodePools differ by name only
+    node_class = EC2NodeClass.model_validate(class_doc)
+    node_pools = [NodePool.model_validate({**pool_doc, "metadata": {"name": name}}) for name in names]
     huge = Pod.model_validate(  # fits nowhere: pause_retry looks at every NodePool's pause for it
         {
             "metadata": {"name": "huge", "namespace": "default"},

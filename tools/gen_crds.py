@@ -222,7 +222,8 @@ _FIELD_SCHEMAS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (GroupLimit, "resources"): {"minProperties": 1},
     (PauseWindow, "name"): _POLICY_NAME,
     (PauseWindow, "schedule"): {"pattern": _CRON},
-    (PauseWindow, "duration"): {"pattern": nodeflow_policy.PAUSE_DURATION_PATTERN},
+    # (at most 6 digits of hours and 7 of minutes, 15 characters: the CEL rule parses any value the pattern admits)
+    (PauseWindow, "duration"): {"maxLength": 15, "pattern": nodeflow_policy.PAUSE_DURATION_PATTERN},
     (PauseWindow, "nodePools"): _POLICY_NAMES,
     # Karpenter's int32 fields (format: int32, as controller-gen writes them)
     **{
@@ -382,6 +383,14 @@ FIELD_RULES: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
         _cel(
             "self.all(k, k.matches('{}'))".format(_QUALIFIED_NAME.replace(r"(\/)", "/").replace("\\", "\\\\")),
             "label keys must be qualified names ([prefix/]name)",
+        )
+    ),
+    # (the API server runs CEL even on a value its pattern refused: a value the pattern refuses is left to it)
+    (PauseWindow, "duration"): _rules(
+        _cel(
+            f"!self.matches('{nodeflow_policy.PAUSE_DURATION_PATTERN}') || "
+            f"duration(self) <= duration('{nodeflow_policy.MAX_PAUSE_HOURS}h')",
+            f"a pause window lasts at most {nodeflow_policy.MAX_PAUSE_HOURS}h (366 days)",
         )
     ),
     (ResourceAccess, "resources"): _rules(

@@ -34,6 +34,7 @@ from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
 from nodeflow.api.meta import Toleration as ApiToleration
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.api.pool_names import EVERY
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
@@ -897,6 +898,6 @@ def _policy_warnings(state: ClusterState) -> list[str]:
         for w in spec.pauses or ():
             named.update((n, f"pauses {w.name}") for n in w.node_pools or () if n not in named)
         for name, where in sorted(named.items()):
-            if name != "*" and name not in known:
+            if name != EVERY and name not in known:
                 out.append(f"NodeflowPolicy {policy.name!r} names NodePool {name!r} ({where}), which does not exist")
     return out

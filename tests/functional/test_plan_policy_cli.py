@@ -166,3 +166,44 @@ def test_now_opens_the_pause_window_and_a_bad_now_is_refused(manifests: Path) ->
     code, out, err = run("plan", "-f", str(manifests), "--now", "friday")
     assert code == 2
     assert "error: --now: 'friday' is not an RFC 3339 time" in err
+
+
+def test_star_means_every_nodepool_in_plan_and_explain(tmp_path: Path) -> None:
+    """access for ml-prod only on ["*"]: a pod of another namespace gets no NodeClaim, each NodePool says why."""
+    star = """
+---
+apiVersion: nodeflow.io/v1alpha1
+kind: NodeflowPolicy
+metadata: {name: prod-only}
+spec:
+  nodePoolAccess:
+    - {nodePools: ["*"], namespaces: [ml-prod]}
+"""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(textwrap.dedent(MANIFESTS) + star + pod("web", "ml-exp") + pod("api", "ml-prod"))
+    code, out, err = run("plan", "-f", str(path), "-o", "json", "--now", TUESDAY)
+    assert code == 0, err
+    result = json.loads(out)
+    assert [p for c in result["nodeClaims"] for p in c["pods"]] == ["ml-prod/api"]
+    assert {u["pod"]: u["reasons"] for u in result["unschedulable"]} == {
+        "ml-exp/web": {
+            "general": "namespace ml-exp may not use NodePool general: policy prod-only",
+            "gpu": "namespace ml-exp may not use NodePool gpu: policy gpu-access",  # the first policy denying it
+        }
+    }
+    assert not [w for w in result["warnings"] if "'*'" in w]
+    code, out, err = run("explain", "ml-exp/web", "-f", str(path), "--now", TUESDAY)
+    assert code == 0, err
+    assert "  general: namespace ml-exp may not use NodePool general: policy prod-only" in out.splitlines()
+
+
+@pytest.mark.parametrize("duration", ["20000000h", "99999999999h"])
+def test_a_window_too_long_to_evaluate_is_an_error_naming_the_field(manifests: Path, duration: str) -> None:
+    manifests.write_text(manifests.read_text().replace("duration: 60h", f"duration: {duration}"))
+    for command in (("plan",), ("explain", "ml-prod/train-0")):
+        code, out, err = run(*command, "-f", str(manifests), "--now", TUESDAY)
+        assert code == 2, (out, err)
+        assert err.startswith("error: "), err
+        assert (
+            f"(NodeflowPolicy/cost-caps): spec.pauses[0].duration: '{duration}' is longer than 8784h (366 days)" in err
+        )

@@ -83,3 +83,13 @@ def test_governance_benchmark_roomy_policies_plan_as_none() -> None:
     assert row["decisionLog"]["items"] > row["decisionLog"]["records"] > binding["nodeClaims"]
     rows = bench_all._governance({"1000": row})
     assert {r["metric"] for r in rows} == {"input + solve", "roomy / none", "decision records build"}
+
+
+def test_pause_windows_benchmark_measures_and_reports_a_refused_duration() -> None:
+    """benchmarks.pause_windows at a smoke size (the figures are the machine's; the README quotes a full run)."""
+    from benchmarks import pause_windows
+
+    row = pause_windows.measure(windows=5, pools=3, duration="8784h", repeat=1)
+    assert set(row) == {"pauses", "provisioner", "provisioner without the policy"}
+    assert all(v > 0 for v in row.values())
+    assert "longer than 8784h" in pause_windows.measure(windows=1, pools=1, duration="99999h", repeat=1)["refused"]

@@ -200,7 +200,18 @@ WINDOW = {"name": "w", "schedule": "@daily", "duration": "1h", "disruption": Tru
     + [{"limits": [{"name": "g", "nodePools": [], "resources": {"cpu": "1"}}]}]
     + [{"limits": [{"name": n, "nodePools": ["a"], "resources": {"cpu": "1"}} for n in ("g", "g")]}]
     + [{"pauses": [{**WINDOW, "schedule": s}]} for s in ("@daily", "0 18 * * 5", "0 18 * *", "@often", "*/15 * * * *")]
-    + [{"pauses": [{**WINDOW, "duration": d}]} for d in ("60h", "90m", "1h30m", "1d", "30s", "")]
+    + [
+        {"pauses": [{**WINDOW, "duration": d}]}
+        for d in (
+            *("60h", "90m", "1h30m", "1d", "30s", "", "8784h", "8783h60m", "527040m"),
+            *("8785h", "8784h1m", "527041m", "20000000h", "99999999999h", "999999h9999999m", "0000001h"),
+        )
+    ]
+    + [{"pauses": [{**WINDOW, "nodePools": ["*"]}]}]
+    + [{"limits": [{"name": "g", "nodePools": ["*", "a"], "resources": {"cpu": "1"}}]}]
+    + [{"limits": [{"name": "*", "nodePools": ["a"], "resources": {"cpu": "1"}}]}]
+    + [{"costCeilings": {scope: [{"name": "*", "maxPricePerHour": "1"}]}} for scope in ("nodePools", "namespaces")]
+    + [{"resourceAccess": [{"namespaces": ["*"], "resources": ["*"]}]}]
     + [{"pauses": [{**WINDOW, "provisioning": True, "disruption": False}]}]
     + [{"pauses": [WINDOW, WINDOW]}]
     + [{"pauses": [{**WINDOW, "nodePools": ["a", "a"]}]}]
@@ -210,6 +221,17 @@ def test_model_and_crd_agree(spec: dict[str, Any]) -> None:
     obj = with_spec(**spec)
     admitted = crd_issues(obj) == []
     assert model_valid(obj) == admitted, (spec, crd_issues(obj))
+
+
+def test_a_pause_window_longer_than_366_days_is_refused_naming_the_field() -> None:
+    issues = crd_issues(with_spec(pauses=[{**WINDOW, "duration": "8785h"}]))
+    assert issues == [
+        ("spec.pauses[0].duration", "FieldValueInvalid", '"string": a pause window lasts at most 8784h (366 days)')
+    ]
+    # the reviewer's durations: too many digits for the pattern (so CEL never parses past Go's range)
+    for duration in ("99999999999h", "20000000h"):
+        ((path, kind, _),) = crd_issues(with_spec(pauses=[{**WINDOW, "duration": duration}]))
+        assert (path, kind) == ("spec.pauses[0].duration", "FieldValueInvalid")
 
 
 def test_a_duplicate_in_a_list_is_refused_by_the_list_type() -> None:

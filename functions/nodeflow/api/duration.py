@@ -28,12 +28,13 @@ class DurationError(ValueError):
     """A string that is not a Go duration."""
 
 
-def parse_duration(value: str) -> float | None:
+def parse_duration(value: str, saturate: bool = False) -> float | None:
     """Parse a Go duration into seconds; ``"Never"`` gives None.
 
     Accepts what Go's ``time.ParseDuration`` accepts: an optional sign and a sequence of
     decimal numbers with a unit (ns, us, µs, ms, s, m, h), e.g. "300ms", "1.5h", "2h45m";
-    "0" alone is zero.
+    "0" alone is zero. Beyond Go's range (MAX_SECONDS) it raises, or with ``saturate`` gives
+    MAX_SECONDS (for a value read from an object nodeflow must evaluate anyway: a NodeClaim).
     """
     if not isinstance(value, str):
         raise DurationError(f"duration must be a string, not {value!r}")
@@ -56,6 +57,8 @@ def parse_duration(value: str) -> float | None:
             raise DurationError(f"invalid duration {value!r} (expected e.g. 30s, 10m, 720h, 1h30m or Never)")
         total += float(match[1]) * _UNITS[match[2]]
         pos = match.end()
+    if total > MAX_SECONDS and saturate:
+        total = MAX_SECONDS
     if total > MAX_SECONDS:
         raise DurationError(f"invalid duration {value!r}: out of range (at most 2562047h, as in Go)")
     return sign * total

@@ -163,8 +163,15 @@ def _check_taint_lists(taints: list[Taint] | None, startup: list[Taint] | None) 
             seen.add(pair)
 
 
-def _duration_seconds(value: str | None) -> float | None:
-    return None if value is None else parse_duration(value)
+def _duration_seconds(value: str | None, saturate: bool = False) -> float | None:
+    return None if value is None else parse_duration(value, saturate)
+
+
+def _in_go_range(value: str | None) -> str | None:
+    """``value`` (a duration the field's pattern admitted) when Go can hold it (at most 2562047h): Karpenter could not
+    read a longer one, and nodeflow refuses the NodePool (its ValidationSucceeded condition names the field)."""
+    _duration_seconds(value)
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,6 +218,11 @@ class NodeClaimTemplateSpec(KubeModel):
             if error:
                 raise ValueError(f"[{i}].key: {error}")
         return requirements
+
+    @field_validator("termination_grace_period", "expire_after")
+    @classmethod
+    def _go_range(cls, value: str | None) -> str | None:
+        return _in_go_range(value)
 
     @model_validator(mode="after")
     def _taints(self) -> NodeClaimTemplateSpec:
@@ -269,7 +281,7 @@ class Budget(KubeModel):
     def _duration(cls, value: str | None) -> str | None:
         if value is not None and not _BUDGET_DURATION.match(value):
             raise ValueError(f"{value!r} must be a duration of hours and/or minutes only (e.g. 10m, 8h, 1h30m)")
-        return value
+        return _in_go_range(value)
 
     @model_validator(mode="after")
     def _together(self) -> Budget:
@@ -348,6 +360,12 @@ class Disruption(KubeModel):
     consolidate_when: ConsolidateWhen | None = None
     decision_ratio_threshold: float | None = Field(default=None, gt=0)
     budgets: list[Budget] = Field(default_factory=_default_budgets, max_length=MAX_BUDGETS)
+
+    @field_validator("consolidate_after")
+    @classmethod
+    def _go_range(cls, value: str) -> str:
+        _in_go_range(value)
+        return value
 
     @property
     def consolidate_after_seconds(self) -> float | None:
@@ -455,13 +473,15 @@ class NodeClaimSpec(KubeModel):
         _check_taint_lists(self.taints, self.startup_taints)
         return self
 
+    # A NodeClaim is read whatever its durations (dropping it would orphan its instance): one longer than Go can hold
+    # (a NodeClaim made before its NodePool was refused for it) counts as the longest Go can.
     @property
     def expire_after_seconds(self) -> float | None:
-        return parse_duration(self.expire_after)
+        return parse_duration(self.expire_after, saturate=True)
 
     @property
     def termination_grace_period_seconds(self) -> float | None:
-        return _duration_seconds(self.termination_grace_period)
+        return _duration_seconds(self.termination_grace_period, saturate=True)
 
 
 class NodeClaimStatus(StatusModel):

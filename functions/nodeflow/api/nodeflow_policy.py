@@ -17,6 +17,7 @@ checks that each policy is well formed, naming the field of any problem.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -25,6 +26,7 @@ from nodeflow.api.core import LabelSelector
 from nodeflow.api.karpenter_common import ResourceList
 from nodeflow.api.karpenter_core import cron_error
 from nodeflow.api.meta import KubeModel, ObjectMeta, is_dns1123_subdomain, label_key_error
+from nodeflow.api.pool_names import EVERY
 
 __all__ = [
     "POLICY_API_VERSION",
@@ -39,6 +41,7 @@ __all__ = [
     "NodeflowPolicySpec",
     "PauseWindow",
     "ResourceAccess",
+    "pause_duration",
 ]
 
 POLICY_GROUP = "nodeflow.io"
@@ -47,18 +50,40 @@ POLICY_KIND = "NodeflowPolicy"
 # Resources every pod requests: access to them is not something a policy can restrict.
 BASE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 PRICE_PATTERN = r"^\d+(\.\d+)?$"
-# A pause window's duration: hours and/or minutes ("90m", "60h", "1h30m"), as a budget's.
-PAUSE_DURATION_PATTERN = r"^(([0-9]+(h|m))|([0-9]+h[0-9]+m))$"
+# A pause window's duration: hours and/or minutes ("90m", "60h", "1h30m"), as a budget's, at most MAX_PAUSE. The
+# pattern caps the digits (6 of hours, 7 of minutes) so that the CRD's CEL rule can parse any admitted value as a Go
+# duration (at most 2562047h) and compare it with MAX_PAUSE.
+PAUSE_DURATION_PATTERN = r"^([0-9]{1,6}h|[0-9]{1,7}m|[0-9]{1,6}h[0-9]{1,7}m)$"
+# The longest pause window: 366 days (a leap year). A window is open for its duration after each time its schedule
+# fires, so nodeflow looks back at most this far for the opening (the cost of judging a window does not grow with
+# it); every schedule that fires at all fires within a year, bar a leap-day one.
+MAX_PAUSE_HOURS = 8784
+MAX_PAUSE = timedelta(hours=MAX_PAUSE_HOURS)
 _PRICE = re.compile(PRICE_PATTERN, re.ASCII)
 _PAUSE_DURATION = re.compile(PAUSE_DURATION_PATTERN, re.ASCII)
+_HOURS_MINUTES = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?", re.ASCII)
 MAX_ITEMS = 100
 
 
+def pause_duration(text: str) -> timedelta:
+    """A pause window's ``duration`` ("90m", "60h", "1h30m"); raises ValueError (naming the value) when it is not
+    hours and/or minutes or is longer than MAX_PAUSE."""
+    match = _HOURS_MINUTES.fullmatch(text)
+    if not text or match is None:
+        raise ValueError(f"{text!r} must be a duration of hours and/or minutes (e.g. 90m, 60h, 1h30m)")
+    minutes = int(match[1] or 0) * 60 + int(match[2] or 0)
+    if minutes > MAX_PAUSE_HOURS * 60:
+        raise ValueError(f"{text!r} is longer than {MAX_PAUSE_HOURS}h (366 days), the longest pause window")
+    if not _PAUSE_DURATION.fullmatch(text):  # leading zeros only
+        raise ValueError(f"{text!r} must be written with at most 6 digits of hours and 7 of minutes")
+    return timedelta(minutes=minutes)
+
+
 def _names(kind: str, values: list[str]) -> list[str]:
-    """``values`` when each is a valid object name (RFC 1123 subdomain) and none repeats."""
+    """``values`` when each is a valid object name (RFC 1123 subdomain) or ``*`` (every one) and none repeats."""
     seen: set[str] = set()
     for i, value in enumerate(values):
-        if not is_dns1123_subdomain(value) and value != "*":
+        if not is_dns1123_subdomain(value) and value != EVERY:
             raise ValueError(f"[{i}]: {value!r} is not a valid {kind} name (a lowercase RFC 1123 subdomain)")
         if value in seen:
             raise ValueError(f"[{i}]: {kind} {value!r} is listed twice")
@@ -70,7 +95,7 @@ class _NamespaceMatch(KubeModel):
     """Namespaces by name and/or by a selector on their labels (a namespace matching either is included)."""
 
     namespaces: list[str] | None = Field(
-        default=None, max_length=MAX_ITEMS, description="Namespace names this rule admits."
+        default=None, max_length=MAX_ITEMS, description="Namespace names this rule admits ('*': every namespace)."
     )
     namespace_selector: LabelSelector | None = Field(
         default=None, description="Admits every namespace whose labels match (an empty selector matches all)."
@@ -83,7 +108,7 @@ class _NamespaceMatch(KubeModel):
 
     def admits(self, namespace: str, labels: dict[str, str] | None) -> bool:
         """True when ``namespace`` (with its ``labels``) is one this rule names or selects."""
-        if self.namespaces and (namespace in self.namespaces or "*" in self.namespaces):
+        if self.namespaces and (namespace in self.namespaces or EVERY in self.namespaces):
             return True
         return self.namespace_selector is not None and self.namespace_selector.matches(labels or {})
 
@@ -110,7 +135,12 @@ class NodePoolAccess(_NamespaceMatch):
     """The namespaces that may create capacity in some NodePools."""
 
     node_pools: list[str] = Field(
-        min_length=1, max_length=MAX_ITEMS, description="NodePool names only the admitted namespaces may use."
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description=(
+            "NodePool names only the admitted namespaces may use ('*': every NodePool, so a namespace this rule "
+            "does not admit may create capacity in none)."
+        ),
     )
 
     @field_validator("node_pools")
@@ -135,6 +165,8 @@ class ResourceAccess(_NamespaceMatch):
     @classmethod
     def _resources(cls, values: list[str]) -> list[str]:
         for i, name in enumerate(values):
+            if name == EVERY:
+                raise ValueError(f"[{i}]: '*' is not allowed here: name each extended resource (e.g. nvidia.com/gpu)")
             if name in BASE_RESOURCES:
                 raise ValueError(f"[{i}]: {name!r} is requested by every pod; only extended resources can be governed")
             error = label_key_error(name)
@@ -170,11 +202,16 @@ class CostCeiling(KubeModel):
 class NamedCostCeiling(CostCeiling):
     """A ceiling for one NodePool or one namespace."""
 
-    name: str = Field(description="The NodePool or namespace name.")
+    name: str = Field(description="The NodePool or namespace name ('*' is not allowed: see costCeilings.cluster).")
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
+        if value == EVERY:
+            raise ValueError(
+                "'*' is not allowed here: a ceiling is for one NodePool or namespace "
+                "(costCeilings.cluster caps all of them together)"
+            )
         if not is_dns1123_subdomain(value):
             raise ValueError(f"{value!r} is not a valid name (a lowercase RFC 1123 subdomain)")
         return value
@@ -216,7 +253,11 @@ class GroupLimit(KubeModel):
     """Limits shared by a group of NodePools (as a NodePool's spec.limits, summed over the group)."""
 
     name: str = Field(description="The group's name, used in messages.")
-    node_pools: list[str] = Field(min_length=1, max_length=MAX_ITEMS, description="The NodePools of the group.")
+    node_pools: list[str] = Field(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="The NodePools of the group ('*': every NodePool, so every NodePool's nodes count against it).",
+    )
     resources: ResourceList = Field(description='Resource limits, e.g. cpu: "1000", memory: 4000Gi, nodes: "50".')
 
     @field_validator("name")
@@ -244,7 +285,13 @@ class PauseWindow(KubeModel):
 
     name: str = Field(description="The window's name, used in messages.")
     schedule: str = Field(description="When the window opens: cron (5 fields, UTC) or an @macro such as @daily.")
-    duration: str = Field(description="How long it stays open: hours and/or minutes (e.g. 90m, 60h, 1h30m).")
+    duration: str = Field(
+        description=(
+            "How long it stays open after each time the schedule fires: hours and/or minutes (e.g. 90m, 60h, "
+            f"1h30m), at most {MAX_PAUSE_HOURS}h (366 days, a leap year: nodeflow looks back that far for the "
+            "opening)."
+        )
+    )
     provisioning: bool = Field(default=False, description="No new NodeClaims while open (static top-ups included).")
     disruption: bool = Field(
         default=False,
@@ -254,7 +301,7 @@ class PauseWindow(KubeModel):
         ),
     )
     node_pools: list[str] | None = Field(
-        default=None, max_length=MAX_ITEMS, description="The NodePools paused (every NodePool when unset)."
+        default=None, max_length=MAX_ITEMS, description="The NodePools paused ('*' or unset: every NodePool)."
     )
 
     @field_validator("name")
@@ -275,8 +322,7 @@ class PauseWindow(KubeModel):
     @field_validator("duration")
     @classmethod
     def _duration(cls, value: str) -> str:
-        if not _PAUSE_DURATION.fullmatch(value):
-            raise ValueError(f"{value!r} must be a duration of hours and/or minutes (e.g. 90m, 60h, 1h30m)")
+        pause_duration(value)
         return value
 
     @field_validator("node_pools")

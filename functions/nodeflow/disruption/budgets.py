@@ -2,8 +2,9 @@
 
 - ``nodes`` is a count or a percentage of the pool's nodes, rounded up.
 - A budget with ``schedule`` (cron, UTC, 5 fields or @yearly/@annually/@monthly/@weekly/@daily/
-  @midnight/@hourly) is active from each time the schedule fires for ``duration``; without a schedule
-  it is always active. ``reasons`` limits it to those disruption reasons (all when unset).
+  @midnight/@hourly) is active from each time the schedule fires for ``duration`` (a fire up to 366 days
+  back counts: ``MAX_LOOKBACK``); without a schedule it is always active. ``reasons`` limits it to those
+  disruption reasons (all when unset).
 - The most restrictive active budget wins; with no budget at all the default is 10%.
 - Nodes already being disrupted (deleting, or tainted karpenter.sh/disrupted) count against it.
 - A budget that cannot be parsed allows nothing (fail safe).
@@ -11,15 +12,18 @@
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from nodeflow.api.duration import MAX_SECONDS
 from nodeflow.api.karpenter_core import Budget
 
 __all__ = [
+    "MAX_LOOKBACK",
     "BudgetError",
     "allowed",
     "budget_allows",
@@ -50,8 +54,12 @@ _FIELDS: tuple[tuple[int, int, dict[str, int]], ...] = (
     (1, 12, _MONTHS),
     (0, 7, _DAYS),
 )
-_MAX_LOOKBACK_MINUTES = 366 * 24 * 60
+# How far back a schedule's latest fire is looked for: a budget's or a pause window's opening at most this long ago
+# counts (a pause window's duration is at most as long; a budget's longer duration counts as this long).
+MAX_LOOKBACK = timedelta(days=366)
 _LAST_MINUTE = timedelta(hours=23, minutes=59)
+_MINUTE = timedelta(minutes=1)
+_DAY = timedelta(days=1)
 
 
 class BudgetError(ValueError):
@@ -123,34 +131,65 @@ def _duration(text: str) -> timedelta:
     if not text or match is None:
         raise BudgetError(f"invalid duration {text!r}")
     hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    if hours * 3600 + minutes * 60 + seconds > MAX_SECONDS:  # as the model: Karpenter cannot read a longer one
+        raise BudgetError(f"duration {text!r} is out of range (at most 2562047h, as in Go)")
     return timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
 def latest_fire(cron: Cron, now: datetime, window: timedelta, cap: timedelta | None = None) -> datetime | None:
     """The latest minute at or before ``now`` at which ``cron`` fires and that is less than ``window`` before
-    ``now`` (and, with ``cap``, less than ``cap`` before ``now``'s minute); None when there is none.
+    ``now`` and less than ``cap`` (at most, and by default, MAX_LOOKBACK: 366 days) before ``now``'s minute; None
+    when there is none.
 
-    Walks back day by day over the days the cron can fire on, and within a day only over its hours and minutes:
-    a window of months costs a few thousand steps, not one per minute."""
+    Walks back month by month over the months the cron can fire in, within a month over the days it can fire on
+    (the days its day-of-month lists, or back to the nearest day of a matching weekday) and within a day over its
+    hours and minutes: at most a few hundred steps whatever the window, and one step a month for a cron that never
+    fires (``0 0 30 2 *``)."""
     minute = now.replace(second=0, microsecond=0)
-    earliest = now - window  # a fire must be after it
-    if cap is not None:
-        earliest = max(earliest, minute - cap)
-    hours = sorted(cron.hours, reverse=True)
-    minutes = sorted(cron.minutes, reverse=True)
-    midnight = minute.replace(hour=0, minute=0)
-    day = midnight
-    while day + _LAST_MINUTE > earliest:  # the day has a minute after ``earliest``
-        if day.month in cron.months and _day_matches(cron, day):
-            for hour in hours:
-                if day == midnight and hour > minute.hour:
-                    continue
-                for m in minutes:
-                    at = day.replace(hour=hour, minute=m)
-                    if at > minute:
-                        continue
+    span = MAX_LOOKBACK if cap is None else min(cap, MAX_LOOKBACK)
+    # A fire must be after ``earliest``; a window longer than the span (and the seconds of ``now``) reaches no
+    # further back than the span does (and ``now - window`` could fall off the calendar).
+    earliest = max(minute - span, now - min(window, span + _MINUTE))
+    month = minute.replace(day=1, hour=0, minute=0)
+    last = minute.day
+    while True:
+        if month.month in cron.months:
+            for day in _days(cron, month, last):
+                if day + _LAST_MINUTE <= earliest:  # this day and those before it end before ``earliest``
+                    return None
+                at = _latest_time(cron, day, minute)
+                if at is not None:
                     return at if at > earliest else None
-        day -= timedelta(days=1)
+        if month <= earliest:
+            return None
+        month = (month - _DAY).replace(day=1)
+        last = calendar.monthrange(month.year, month.month)[1]
+
+
+def _days(cron: Cron, month: datetime, last: int) -> Iterator[datetime]:
+    """The days of ``month`` up to day ``last`` that ``cron`` fires on, latest first. A restricted day-of-month
+    with any weekday: only the days it lists; otherwise day by day (a match is at most a week away, as a weekday
+    matches every week)."""
+    if cron.any_weekday and not cron.any_day:
+        for d in sorted((d for d in cron.days if d <= last), reverse=True):
+            yield month.replace(day=d)
+        return
+    for d in range(last, 0, -1):
+        day = month.replace(day=d)
+        if _day_matches(cron, day):
+            yield day
+
+
+def _latest_time(cron: Cron, day: datetime, minute: datetime) -> datetime | None:
+    """The latest time of ``day`` at which ``cron`` fires that is not after ``minute``, or None."""
+    today = day.date() == minute.date()
+    for hour in sorted(cron.hours, reverse=True):
+        if today and hour > minute.hour:
+            continue
+        last = minute.minute if today and hour == minute.hour else 59
+        at = max((m for m in cron.minutes if m <= last), default=None)
+        if at is not None:
+            return day.replace(hour=hour, minute=at)
     return None
 
 
@@ -169,7 +208,7 @@ def schedule_active(schedule: str, duration: str, now: datetime) -> bool:
     window = _duration(duration)
     if now.tzinfo is not None:
         now = now.astimezone(UTC)  # schedules are UTC whatever the offset ``now`` was given in
-    return latest_fire(cron, now, window, timedelta(minutes=_MAX_LOOKBACK_MINUTES)) is not None
+    return latest_fire(cron, now, window) is not None
 
 
 def budget_allows(budget: Budget, num_nodes: int, now: datetime) -> int | None:

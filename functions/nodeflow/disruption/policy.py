@@ -37,6 +37,7 @@ from nodeflow.disruption.model import Command
 from nodeflow.governance.policy import Governance, NodeCost, Spend, spend_of
 from nodeflow.governance.spend import cluster_spend
 from nodeflow.plan import ClusterState, with_denials  # with_denials: the provisioner's rule, one for both
+from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodeClaimPlan, PodInput, SchedulingInput
 
 __all__ = ["RoundPolicy"]
@@ -162,16 +163,13 @@ class RoundPolicy:
             usage = self._capacity(base)
             node_caps = {n.name: n.capacity for n in base.nodes}
             for g in self.gov.group_limits:
-                held: dict[str, int] = {}
-                for pool in g.nodepools:
-                    for k, v in usage.get(pool, {}).items():
-                        held[k] = held.get(k, 0) + v
+                held = res.total(used for pool, used in usage.items() if pool in g.nodepools)
                 kept = dict(held)
                 for cand in candidates:
                     if cand.pool_name in g.nodepools:
                         for k, v in {**node_caps.get(cand.name, {}), "nodes": 1000}.items():
                             kept[k] = kept.get(k, 0) - v
-                largest = [most[p][1] for p in g.nodepools if p in most]
+                largest = [caps for p, (_, caps) in most.items() if p in g.nodepools]
                 in_use: dict[str, int] = {}
                 binds = False
                 for k, limit in g.limits.items():
@@ -223,10 +221,7 @@ class RoundPolicy:
             (p.name, it.name): it.capacity for p in (*base.nodepools, *base.static_pools) for it in p.instance_types
         }
         for group in self.gov.group_limits:
-            was: dict[str, int] = {}
-            for pool in group.nodepools:
-                for k, v in usage.get(pool, {}).items():
-                    was[k] = was.get(k, 0) + v
+            was = res.total(used for pool, used in usage.items() if pool in group.nodepools)
             will = dict(was)
             for c in candidates:
                 if c.pool_name in group.nodepools:

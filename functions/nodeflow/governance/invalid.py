@@ -32,7 +32,8 @@ def _items(value: Any) -> list[Any]:
 
 
 def _strings(values: Iterable[Any], out: set[str]) -> bool:
-    """Add the valid names of ``values`` to ``out``; False when one is not a valid name."""
+    """Add the valid names of ``values`` to ``out``; False when one is not a valid name (``*``, every NodePool,
+    included: the policy may be about every NodePool)."""
     ok = True
     for value in values:
         if isinstance(value, str) and is_dns1123_subdomain(value):

@@ -9,7 +9,12 @@ Several policies combine as the most restrictive:
 - every ceiling and every group limit applies (so per scope and name the lowest ceiling binds);
 - any open pause window pauses.
 
-Access and pauses govern NEW capacity: pods may still land on existing nodes.
+``*`` in a list of NodePools names every NodePool (``nodeflow.api.pool_names``): a ``*`` access rule names each
+NodePool (an alternative to the policy's other rules naming it), a ``*`` group holds every NodePool's nodes, a
+``*`` window pauses every NodePool.
+
+Access and pauses govern NEW capacity: pods may still land on existing nodes. A window is judged once per time asked
+(``Governance.open_windows``), whatever the number of NodePools asked about.
 """
 
 from __future__ import annotations
@@ -18,7 +23,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from nodeflow.api.nodeflow_policy import NodeflowPolicy, NodePoolAccess, PauseWindow, ResourceAccess
+from nodeflow.api.nodeflow_policy import (
+    MAX_PAUSE,
+    NodeflowPolicy,
+    NodePoolAccess,
+    PauseWindow,
+    ResourceAccess,
+    pause_duration,
+)
+from nodeflow.api.pool_names import EVERY, PoolNames
 from nodeflow.api.quantity import to_milli
 from nodeflow.disruption.budgets import latest_fire, parse_cron
 
@@ -34,6 +47,7 @@ __all__ = [
 ]
 
 CLUSTER, NODEPOOL, NAMESPACE = "cluster", "nodePool", "namespace"
+EVERY_POOL = PoolNames()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +71,7 @@ class GroupLimit:
 
     policy: str
     name: str
-    nodepools: frozenset[str]
+    nodepools: PoolNames
     limits: Mapping[str, int]
 
 
@@ -72,18 +86,20 @@ class Window:
     duration_text: str
     provisioning: bool
     disruption: bool
-    nodepools: frozenset[str] | None  # None: every NodePool
+    nodepools: PoolNames = EVERY_POOL
 
     def open_until(self, now: datetime) -> datetime | None:
         """The end of the window's current opening when ``now`` is inside one (a window opened by the schedule
-        at most ``duration`` ago), else None."""
+        at most ``duration`` ago), else None. A duration over MAX_PAUSE (the model refuses one) counts as
+        MAX_PAUSE: the look-back, and so the cost, stays bounded."""
         now = now.astimezone(UTC) if now.tzinfo is not None else now.replace(tzinfo=UTC)
+        duration = min(self.duration, MAX_PAUSE)
         # A later opening may overlap an earlier one: the window stays open to the end of the latest.
-        at = latest_fire(parse_cron(self.schedule), now, self.duration)
-        return None if at is None else at + self.duration
+        at = latest_fire(parse_cron(self.schedule), now, duration)
+        return None if at is None else at + duration
 
     def covers(self, nodepool: str) -> bool:
-        return self.nodepools is None or nodepool in self.nodepools
+        return nodepool in self.nodepools
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +123,8 @@ class Governance:
     ceilings: tuple[Ceiling, ...] = ()
     group_limits: tuple[GroupLimit, ...] = ()
     windows: tuple[Window, ...] = ()
+    # the windows open at one time, with their ends (``open_windows``; the last time asked only)
+    _open: dict[datetime, tuple[tuple[Window, datetime], ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def from_policies(policies: Sequence[NodeflowPolicy]) -> Governance:
@@ -117,14 +135,8 @@ class Governance:
         windows: list[Window] = []
         for policy in sorted(policies, key=lambda p: p.name):
             spec = policy.spec
-            for index, keys in ((pools, "node_pools"), (resources, "resources")):
-                rules = spec.node_pool_access if keys == "node_pools" else spec.resource_access
-                named: dict[str, list[NodePoolAccess | ResourceAccess]] = {}
-                for rule in rules or ():
-                    for key in getattr(rule, keys):
-                        named.setdefault(key, []).append(rule)
-                for key, mine in named.items():
-                    index.setdefault(key, []).append(_Rules(policy.name, tuple(mine)))
+            _index(pools, policy.name, [(r, r.node_pools) for r in spec.node_pool_access or ()])
+            _index(resources, policy.name, [(r, r.resources) for r in spec.resource_access or ()])
             costs = spec.cost_ceilings
             if costs is not None:
                 if costs.cluster is not None:
@@ -133,11 +145,11 @@ class Governance:
                 ceilings += [Ceiling(policy.name, NAMESPACE, c.name, c.per_hour) for c in costs.namespaces or ()]
             for group in spec.limits or ():
                 milli = {k: to_milli(v) for k, v in group.resources.items()}  # "nodes": 1000 a node
-                limits.append(GroupLimit(policy.name, group.name, frozenset(group.node_pools), milli))
+                limits.append(GroupLimit(policy.name, group.name, PoolNames.of(group.node_pools), milli))
             windows += [_window(policy.name, w) for w in spec.pauses or ()]
         return Governance(
             policies=tuple(sorted(p.name for p in policies)),
-            pool_rules={k: tuple(v) for k, v in pools.items()},
+            pool_rules=_with_every(pools),
             resource_rules={k: tuple(v) for k, v in resources.items()},
             ceilings=tuple(ceilings),
             group_limits=tuple(limits),
@@ -151,8 +163,9 @@ class Governance:
 
     # -- access ---------------------------------------------------------------------------------------
     def pool_denial(self, namespace: str, labels: Mapping[str, str], nodepool: str) -> str | None:
-        """Why pods of ``namespace`` may not create capacity in ``nodepool`` (None: they may)."""
-        for rules in self.pool_rules.get(nodepool, ()):
+        """Why pods of ``namespace`` may not create capacity in ``nodepool`` (None: they may). The rules of a NodePool
+        no policy names one by one are the ``*`` rules (``pool_rules[EVERY]``, when some policy has them)."""
+        for rules in self.pool_rules.get(nodepool, self.pool_rules.get(EVERY, ())):
             if not rules.admits(namespace, labels):
                 return f"namespace {namespace} may not use NodePool {nodepool}: policy {rules.policy}"
         return None
@@ -175,7 +188,8 @@ class Governance:
         return None
 
     def pools_for(self, namespace: str, labels: Mapping[str, str]) -> dict[str, str | None]:
-        """Every NodePool some policy names -> why ``namespace`` may not use it (None: it may)."""
+        """Every NodePool some policy names (``*`` for those it names only as every NodePool) -> why ``namespace``
+        may not use it (None: it may)."""
         return {pool: self.pool_denial(namespace, labels, pool) for pool in sorted(self.pool_rules)}
 
     def resources_for(self, namespace: str, labels: Mapping[str, str]) -> dict[str, str | None]:
@@ -191,12 +205,21 @@ class Governance:
         """Why no node of ``nodepool`` may be disrupted voluntarily at ``now`` (None: not paused)."""
         return self._pause(nodepool, now, "disruption")
 
+    def open_windows(self, now: datetime) -> tuple[tuple[Window, datetime], ...]:
+        """The windows open at ``now`` (in order), each with the end of its opening. Each window is judged once per
+        ``now``, not once per NodePool asked about (its opening does not depend on the NodePool)."""
+        found = self._open.get(now)
+        if found is None:
+            found = tuple((w, until) for w in self.windows if (until := w.open_until(now)) is not None)
+            self._open.clear()
+            self._open[now] = found
+        return found
+
     def _pause(self, nodepool: str, now: datetime, what: str) -> str | None:
-        for w in self.windows:
-            if not getattr(w, what) or not w.covers(nodepool):
-                continue
-            until = w.open_until(now)
-            if until is not None:
+        if not self.windows:
+            return None
+        for w, until in self.open_windows(now):
+            if getattr(w, what) and w.covers(nodepool):
                 return (
                     f"{what} paused for NodePool {nodepool} by policy {w.policy}: window {w.name} "
                     f"({w.schedule} for {w.duration_text}) until {until.strftime('%Y-%m-%dT%H:%M:%SZ')}"
@@ -208,18 +231,47 @@ class Governance:
         return tuple(c for c in self.ceilings if c.scope == scope and c.name == name)
 
 
+def _index(
+    index: dict[str, list[_Rules]], policy: str, rules: Sequence[tuple[NodePoolAccess | ResourceAccess, list[str]]]
+) -> None:
+    """Add one policy's access ``rules`` (each with the names it covers) to ``index``: name -> the rules naming it,
+    one entry for the policy."""
+    named: dict[str, list[NodePoolAccess | ResourceAccess]] = {}
+    for rule, names in rules:
+        for key in names:
+            named.setdefault(key, []).append(rule)
+    for key, mine in named.items():
+        index.setdefault(key, []).append(_Rules(policy, tuple(mine)))
+
+
+def _with_every(index: Mapping[str, list[_Rules]]) -> dict[str, tuple[_Rules, ...]]:
+    """``index`` (NodePool -> rules per policy) with each policy's ``*`` rules also under every NodePool it names one
+    by one, as alternatives to the policy's rules naming that NodePool (a policy with only ``*`` rules gets an entry
+    of its own there); the ``*`` entry stays for the NodePools no policy names one by one."""
+    every = {rules.policy: rules for rules in index.get(EVERY, ())}
+    out: dict[str, tuple[_Rules, ...]] = {}
+    for key, entries in index.items():
+        if key == EVERY or not every:
+            out[key] = tuple(entries)
+            continue
+        mine = {r.policy: r for r in entries}
+        merged = {**{p: r for p, r in every.items() if p not in mine}, **mine}
+        out[key] = tuple(
+            _Rules(p, r.rules + every[p].rules) if p in every and p in mine else r for p, r in sorted(merged.items())
+        )
+    return out
+
+
 def _window(policy: str, w: PauseWindow) -> Window:
-    hours, _, rest = w.duration.partition("h") if "h" in w.duration else ("0", "", w.duration)
-    minutes = rest.removesuffix("m") or "0"
     return Window(
         policy=policy,
         name=w.name,
         schedule=w.schedule,
-        duration=timedelta(hours=int(hours or 0), minutes=int(minutes)),
+        duration=pause_duration(w.duration),
         duration_text=w.duration,
         provisioning=w.provisioning,
         disruption=w.disruption,
-        nodepools=frozenset(w.node_pools) if w.node_pools is not None else None,
+        nodepools=PoolNames.of(w.node_pools),
     )
 
 

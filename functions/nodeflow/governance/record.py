@@ -20,10 +20,10 @@ name unless said otherwise):
       (null: not a NodePool's), capacityType, count, pricePerHour}, totalPerHour (what is not deleting),
       unpriced[] (machines without a catalog price)
   access  policies[], namespaces[] {namespace, labels, nodePools[] {nodePool, allowed, reason},
-      resources[] {resource, allowed, reason}}, governedNodePools[], governedResources[]
+      resources[] {resource, allowed, reason}}, governedNodePools[] ("*": every NodePool), governedResources[]
   ceilings[] {policy, scope "cluster"|"nodePool"|"namespace", name, maxPricePerHour, inUsePerHour}
-  groupLimits[] {policy, name, nodePools[], limits {resource: quantity}}
-  pauses[] {policy, name, schedule, duration, provisioning, disruption, nodePools (null: all), openUntil
+  groupLimits[] {policy, name, nodePools[] (null: all, as a policy's "*"), limits {resource: quantity}}
+  pauses[] {policy, name, schedule, duration, provisioning, disruption, nodePools (null: all, unset or "*"), openUntil
       (RFC 3339 when open at generatedAt, else null)}
   disruptionControls  doNotDisrupt[] {kind "Pod"|"Node"|"NodeClaim", name (ns/name for pods), node, value},
       pdbs[] {namespace, name, minAvailable, maxUnavailable, selector, pods[]}, unprotectedPods (bound
@@ -45,6 +45,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.core import Pod
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.api.pool_names import EVERY
 from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import CatalogData
 from nodeflow.governance.policy import Governance
@@ -270,10 +271,10 @@ def _access(
             for policy in policies
             for rule in (*(policy.spec.node_pool_access or ()), *(policy.spec.resource_access or ()))
             for name in rule.namespaces or ()
-            if name != "*" and name not in labels_of
+            if name != EVERY and name not in labels_of
         }
     )
-    pools = sorted({p.name for p in state.node_pools} | set(governance.pool_rules))
+    pools = sorted({p.name for p in state.node_pools} | set(governance.pool_rules) - {EVERY})
     resources = sorted(set(ACCELERATORS) | set(governance.resource_rules) | _requested_resources(state.pods))
     namespaces = []
     for name in sorted(labels_of):
@@ -313,8 +314,9 @@ def _limits_text(limits: Mapping[str, int]) -> dict[str, str]:
 
 def _pause_rows(governance: Governance, now: datetime) -> list[dict[str, Any]]:
     rows = []
+    open_ = dict(governance.open_windows(now))
     for w in governance.windows:
-        until = w.open_until(now)
+        until = open_.get(w)
         rows.append(
             {
                 "policy": w.policy,
@@ -323,7 +325,7 @@ def _pause_rows(governance: Governance, now: datetime) -> list[dict[str, Any]]:
                 "duration": w.duration_text,
                 "provisioning": w.provisioning,
                 "disruption": w.disruption,
-                "nodePools": sorted(w.nodepools) if w.nodepools is not None else None,
+                "nodePools": w.nodepools.to_json(),
                 "openUntil": _time(until) if until is not None else None,
             }
         )
@@ -405,9 +407,9 @@ def build_record(
         if c.scope == "nodePool" and c.name not in pool_names:
             notes.append(f"policy {c.policy}: a ceiling names NodePool {c.name}, which does not exist")
     for g in governance.group_limits:
-        for missing in sorted(g.nodepools - pool_names):
+        for missing in sorted(set(g.nodepools.named()) - pool_names):
             notes.append(f"policy {g.policy}: group {g.name} names NodePool {missing}, which does not exist")
-    for name in sorted(set(governance.pool_rules) - pool_names):
+    for name in sorted(set(governance.pool_rules) - pool_names - {EVERY}):
         notes.append(f"a nodePoolAccess rule names NodePool {name}, which does not exist")
     classes = {c.metadata.name or "" for c in state.node_classes}
     for pool in pools:
@@ -438,7 +440,7 @@ def build_record(
             for c in governance.ceilings
         ],
         "groupLimits": [
-            {"policy": g.policy, "name": g.name, "nodePools": sorted(g.nodepools), "limits": _limits_text(g.limits)}
+            {"policy": g.policy, "name": g.name, "nodePools": g.nodepools.to_json(), "limits": _limits_text(g.limits)}
             for g in governance.group_limits
         ],
         "pauses": _pause_rows(governance, now),
@@ -466,6 +468,11 @@ def _cell(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_cell(v) for v in value)
     return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _pools_cell(pools: list[str] | None) -> Any:
+    """A group's or a window's NodePools: "all" for every NodePool (null)."""
+    return "all" if pools is None else pools
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -656,7 +663,7 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     if record["groupLimits"]:
         out += _table(
             ("Policy", "Group", "NodePools", "Limits"),
-            [(g["policy"], g["name"], g["nodePools"], g["limits"]) for g in record["groupLimits"]],
+            [(g["policy"], g["name"], _pools_cell(g["nodePools"]), g["limits"]) for g in record["groupLimits"]],
         )
         out.append("")
     else:
@@ -671,7 +678,7 @@ def render_markdown(record: Mapping[str, Any]) -> str:
                     w["schedule"],
                     w["duration"],
                     ", ".join(k for k in ("provisioning", "disruption") if w[k]),
-                    w["nodePools"] if w["nodePools"] is not None else "all",
+                    _pools_cell(w["nodePools"]),
                     f"until {w['openUntil']}" if w["openUntil"] else "no",
                 )
                 for w in record["pauses"]

@@ -141,9 +141,9 @@ def pause_retry(state: ClusterState, result: SchedulingResult, now: datetime) ->
         why = gov.provisioning_pause(pool.name, now) if gov.windows else None
         if why is None:
             continue
-        open_ = [(w, w.open_until(now)) for w in gov.windows if w.provisioning and w.covers(pool.name)]
-        ends = [until for w, until in open_ if until is not None]
-        if ends and not any(w.name == INVALID_WINDOW and until is not None for w, until in open_):
+        open_ = [(w, until) for w, until in gov.open_windows(now) if w.provisioning and w.covers(pool.name)]
+        ends = [until for _, until in open_]
+        if ends and not any(w.name == INVALID_WINDOW for w, _ in open_):
             paused[pool.name] = (why, max(ends))
     held: dict[str, datetime] = {}
     for u in result.unschedulable:

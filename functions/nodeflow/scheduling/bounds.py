@@ -127,7 +127,7 @@ def could_cross(result: SchedulingResult, inp: SchedulingInput, skip: Bounds = B
         table = {"cluster": {"": cluster}, "nodePool": by_pool}.get(c.scope, by_namespace)
         if c.in_use + table.get(c.name, 0.0) > c.max_per_hour + PRICE_EPSILON:
             crossed.append(c)
-    exceeded = [g for g in groups if _over(g.limits, g.in_use, [held.get(pool, {}) for pool in g.nodepools])]
+    exceeded = [g for g in groups if _over(g.limits, g.in_use, [h for pool, h in held.items() if pool in g.nodepools])]
     pools = frozenset(
         p.name for p in limited if p.name in held and _over(p.limits or {}, limits_in_use(p.name, inp), [held[p.name]])
     )

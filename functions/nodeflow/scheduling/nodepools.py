@@ -71,7 +71,7 @@ class GroupBudget:
         limit = self.input.limits[name]
         return (
             f"exceeds limit {name}={format_milli(limit, name)} of NodePool group {self.input.name} "
-            f"({', '.join(sorted(self.input.nodepools))}): {format_milli(max(remaining[name], 0), name)} remaining, "
+            f"({self.input.nodepools.describe()}): {format_milli(max(remaining[name], 0), name)} remaining, "
             f"the smallest fitting instance type {smallest.name} has {format_milli(capacity(smallest, name), name)}: "
             f"policy {self.input.policy}"
         )

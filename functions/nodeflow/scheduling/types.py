@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodeflow.api.pool_names import PoolNames
 from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import InstanceType
 from nodeflow.scheduling.requirements import Requirements
@@ -178,7 +179,7 @@ class GroupLimitInput:
 
     policy: str
     name: str
-    nodepools: frozenset[str]
+    nodepools: PoolNames  # ("*": every NodePool)
     limits: Mapping[str, int]
     in_use: Mapping[str, int] = field(default_factory=dict)
 

@@ -1,7 +1,8 @@
 """A NodeflowPolicy pause window through the real disruption Lambda (moto, the real workflows, the test API server):
-it stops voluntary disruption but not expiration. An empty node of the paused NodePool stays and gets a
-DisruptionBlocked event naming the policy; an expired node of the same NodePool is still terminated; once the window
-has closed, the empty node goes."""
+it stops voluntary disruption but not expiration. An empty node of the paused NodePool (nodePools ["*"]: every
+NodePool) stays and gets a DisruptionBlocked event naming the policy; an expired node of the same NodePool is still
+terminated; once the window has closed, the empty node goes. Policies whose windows nodeflow cannot evaluate (stored
+past the CRD) do not fail the round."""
 
 from __future__ import annotations
 
@@ -48,12 +49,17 @@ def test_a_pause_window_stops_disruption_but_not_expiration(local: LocalNodeflow
                     "schedule": f"{opens.minute} {opens.hour} * * *",
                     "duration": "2h",
                     "disruption": True,
-                    "nodePools": ["default"],
+                    "nodePools": ["*"],
                 }
             ]
         },
     }
     local.apply([freeze])
+    for i, duration in enumerate(("99999999999h", "20000000h")):  # an OverflowError for the whole round before
+        window = {"name": "w", "schedule": "0 0 30 2 *", "duration": duration, "disruption": True}
+        local.kube_server.store_bypassing_admission(
+            {**freeze, "metadata": {"name": f"long-{i}"}, "spec": {"pauses": [window]}}
+        )
 
     _clock(start + timedelta(minutes=90))  # inside the window: the first node expired, the empty one settled
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]

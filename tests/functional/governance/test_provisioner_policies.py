@@ -2,7 +2,9 @@
 NodeflowPolicy CRD): a pod of a namespace a policy denies a NodePool gets its FailedScheduling event naming the
 policy and no NodeClaim while an admitted namespace's pod gets one; a $/hour ceiling stops the next NodeClaim
 (existing spend close to it) but lets a cheaper one through; a provisioning pause window stops NodeClaims until it
-closes (the Lambda's clock); an invalid policy fails safe (an Event naming the field; its NodePools paused)."""
+closes (the Lambda's clock); an invalid policy fails safe (an Event naming the field; its NodePools paused). "*" in
+a list of NodePools is every NodePool (a pause, a group limit, an access rule); a pause window or a NodePool duration
+nodeflow cannot evaluate stops only its own NodePools."""
 
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from nodeflow.catalog.offline import load_offline
 from nodeflow.handlers import runtime
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.conftest import aws_env, kube_server
 from tests.functional.lifecycle.conftest import make_local, pending_pods
+from tests.kubeapi.cluster import APIError
 
 __all__ = ["aws_env", "kube_server", "make_local"]
 
@@ -160,3 +164,94 @@ def test_a_ceiling_stops_the_next_nodeclaim_a_cheaper_one_goes_a_pause_window_ho
     assert len(after["nodeClaimsCreated"]) == 1, after
     assert "shop/web-7d4b9c-00000" in nominated(local)
     assert "batch/big-b-7d4b9c-00000" not in nominated(local)  # still over its ceiling
+
+
+def _delete_policy(local: LocalNodeflow, name: str) -> None:
+    client.CustomObjectsApi(local.kube_server.api_client()).delete_cluster_custom_object(
+        "nodeflow.io", "v1alpha1", "nodeflowpolicies", name
+    )
+
+
+def test_star_is_every_nodepool_for_a_pause_a_group_limit_and_access(
+    make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reviewer's three policies on ["*"] (each was compared literally and enforced nothing)."""
+    local = make_local()
+    monkeypatch.setattr(runtime.runtime(), "clock", lambda: datetime(2026, 11, 25, 5, 30, tzinfo=UTC))
+    local.apply([CAPPED, namespace("ml-prod"), namespace("web")])
+    pools = ("capped", "default")
+
+    pause = {"name": "all", "schedule": "* * * * *", "duration": "1h", "provisioning": True, "nodePools": ["*"]}
+    local.apply([policy("freeze", pauses=[pause]), *pods("shop", "web")])
+    assert local.provision(trigger(1))["result"]["nodeClaimsCreated"] == []
+    why = failed_scheduling(local, "web")["shop-7d4b9c-00000"]
+    for pool in pools:
+        assert f"provisioning paused for NodePool {pool} by policy freeze: window all" in why, why
+    _delete_policy(local, "freeze")
+
+    local.apply([policy("none", limits=[{"name": "all", "nodePools": ["*"], "resources": {"nodes": "0"}}])])
+    assert local.provision(trigger(2))["result"]["nodeClaimsCreated"] == []
+    why = failed_scheduling(local, "web")["shop-7d4b9c-00000"]
+    assert "exceeds limit nodes=0 of NodePool group all (every NodePool): 0 remaining" in why, why
+    _delete_policy(local, "none")
+
+    local.apply([policy("prod-only", nodePoolAccess=[{"nodePools": ["*"], "namespaces": ["ml-prod"]}])])
+    local.apply([*pods("train", "ml-prod"), *pods("cart", "web")])  # a new pod: a new FailedScheduling event
+    result = local.provision(trigger(3))["result"]
+    assert len(result["nodeClaimsCreated"]) == 1, result
+    assert nominated(local) == {"ml-prod/train-7d4b9c-00000"}
+    why = failed_scheduling(local, "web")["cart-7d4b9c-00000"]
+    for pool in pools:
+        assert f"namespace web may not use NodePool {pool}: policy prod-only" in why, why
+
+
+def test_durations_nodeflow_cannot_evaluate_stop_only_their_own_nodepools(
+    make_local: Callable[..., LocalNodeflow],
+) -> None:
+    """The reviewer's pause durations (the provisioner failed for every NodePool, and the batch came back every 12
+    minutes): the CRD refuses them now; one stored anyway (an older CRD) is an invalid policy pausing only the
+    NodePool it names, with its Warning Event. A NodePool whose consolidateAfter is past Go's range is invalid (its
+    condition names the field); the other NodePools keep provisioning."""
+    local = make_local()
+    frozen = {**CAPPED, "metadata": {"name": "frozen"}}
+    # Karpenter's CRD pattern admits it; Go (and so Karpenter) cannot hold it
+    slow = {
+        **CAPPED,
+        "metadata": {"name": "slow"},
+        "spec": {**CAPPED["spec"], "disruption": {"consolidateAfter": "99999999999h"}},
+    }
+    local.apply([CAPPED, frozen, slow, namespace("shop")])
+    window = {"name": "w", "schedule": "0 0 30 2 *", "provisioning": True, "disruption": True, "nodePools": ["frozen"]}
+    long_windows = [
+        policy(f"long-{i}", pauses=[{**window, "duration": d}]) for i, d in enumerate(("99999999999h", "20000000h"))
+    ]
+    for doc in long_windows:
+        with pytest.raises(APIError) as refused:
+            local.apply([doc])
+        assert "spec.pauses[0].duration" in str(refused.value)
+        local.kube_server.store_bypassing_admission(doc)
+    local.apply([*pods("web", "shop", "capped"), *pods("held", "shop", "frozen"), *pods("lazy", "shop", "slow")])
+    result = local.provision(trigger(1))["result"]
+    assert len(result["nodeClaimsCreated"]) == 1, result
+    assert nominated(local) == {"shop/web-7d4b9c-00000"}
+    events = failed_scheduling(local, "shop")
+    assert (
+        "provisioning paused for NodePool frozen by policy long-0: window invalid-policy" in events["held-7d4b9c-00000"]
+    )
+    assert "lazy-7d4b9c-00000" in events
+    invalid = {
+        e["involvedObject"]["name"]: e["message"]
+        for e in local.kube_server.objects("v1", "Event", "default")
+        if e["reason"] == "ValidationFailed"
+    }
+    for name, duration in (("long-0", "99999999999h"), ("long-1", "20000000h")):
+        assert f"spec.pauses[0].duration: '{duration}' is longer than 8784h" in invalid[name], invalid
+        assert "provisioning is paused in NodePool frozen" in invalid[name]
+    assert "spec.disruption.consolidateAfter" in invalid["slow"], invalid
+    (condition,) = [
+        c
+        for c in local.kube_server.get("karpenter.sh/v1", "NodePool", "slow")["status"]["conditions"]
+        if c["type"] == "ValidationSucceeded"
+    ]
+    assert condition["status"] == "False"
+    assert "spec.disruption.consolidateAfter" in condition["message"]

@@ -1387,3 +1387,47 @@ def test_durations_beyond_go_range_are_refused_and_time_arithmetic_saturates() -
     assert shift(datetime(1, 1, 1, tzinfo=UTC), -60) == datetime.min.replace(tzinfo=UTC)
     assert shift(datetime(2026, 1, 1, tzinfo=UTC), MAX_SECONDS).year == 2318
     assert shift(datetime(2026, 1, 1, tzinfo=UTC), 1e30) == datetime.max.replace(tzinfo=UTC)
+
+
+def _pool_with(path: tuple[str, ...], value: str) -> Doc:
+    """A NodePool with the duration at ``path`` under spec set to ``value`` (under "budgets": one budget's)."""
+    doc = nodepool(disruption={})
+    where = doc["spec"]
+    for key in path[:-1]:
+        where = where[key]
+    where[path[-1]] = [{"nodes": "1", "schedule": "@daily", "duration": value}] if path[-1] == "budgets" else value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("disruption", "consolidateAfter"), "99999999999h", "spec.disruption.consolidateAfter"),
+        (("template", "spec", "expireAfter"), "99999999999h", "spec.template.spec.expireAfter"),
+        (("template", "spec", "terminationGracePeriod"), "2562048h", "spec.template.spec.terminationGracePeriod"),
+        (("disruption", "budgets"), "20000000h", "spec.disruption.budgets[0].duration"),
+        (("disruption", "budgets"), "99999999999h", "spec.disruption.budgets[0].duration"),
+    ],
+)
+def test_a_nodepool_duration_beyond_go_range_is_refused_naming_the_field(
+    path: tuple[str, ...], value: str, field: str
+) -> None:
+    """Karpenter's CRD patterns admit them and Karpenter cannot read them; nodeflow refuses the NodePool (its
+    ValidationSucceeded condition names the field) instead of failing a provisioning or disruption run."""
+    with pytest.raises(pydantic.ValidationError) as info:
+        NodePool.model_validate(_pool_with(path, value))
+    (line,) = format_validation_error(info.value)
+    assert line.startswith(f"{field}: ")
+    assert "out of range (at most 2562047h, as in Go)" in line
+    NodePool.model_validate(_pool_with(path, "2562047h"))
+
+
+def test_a_nodeclaim_duration_beyond_go_range_reads_as_the_longest() -> None:
+    """A NodeClaim is never refused for it (its instance would be orphaned): it reads as Go's longest duration."""
+    from nodeflow.api.duration import MAX_SECONDS
+
+    doc = nodeclaim()
+    doc["spec"].update(expireAfter="99999999999h", terminationGracePeriod="99999999999h")
+    claim = NodeClaim.model_validate(doc)
+    assert claim.spec.expire_after_seconds == MAX_SECONDS
+    assert claim.spec.termination_grace_period_seconds == MAX_SECONDS

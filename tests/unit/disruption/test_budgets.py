@@ -74,6 +74,28 @@ def test_unparsable_budget_allows_nothing() -> None:
         assert allowed([b(nodes="100%"), budget], "Empty", 10, 0, NOON) == 0
 
 
+@pytest.mark.parametrize("duration", ["20000000h", "99999999999h", "2562047h"])
+def test_a_huge_budget_duration_never_fails_the_round(duration: str) -> None:
+    """The model refuses a duration past Go's range (the NodePool is invalid); one read anyway (an object built
+    without validation) allows nothing, as any budget that cannot be parsed; one in range is judged over the last
+    366 days. Never an OverflowError ("date value out of range") for the whole round."""
+    daily = Budget.model_construct(nodes="0", reasons=None, schedule="@daily", duration=duration)
+    never = Budget.model_construct(nodes="0", reasons=None, schedule="0 0 30 2 *", duration=duration)
+    assert allowed([b(nodes="100%"), daily], "Empty", 10, 0, NOON) == 0
+    expected = 10 if duration == "2562047h" else 0  # in Go's range: a schedule that never fires is never active
+    assert allowed([b(nodes="100%"), never], "Empty", 10, 0, NOON) == expected
+
+
+def test_a_nodeclaim_expiring_past_go_range_does_not_fail_the_round() -> None:
+    """A NodeClaim's expireAfter past Go's range (the disruption round raised DurationError for every NodePool)
+    counts as the longest Go holds: not expired, the round goes on."""
+    nodes = [node("forever", expire_after="99999999999h", created="2020-01-01T00:00:00Z"), node("idle")]
+    result = decide(snapshot(nodes, [], pools=[pool(budgets=[{"nodes": "100%"}])]), CATALOG, NOW)
+    assert result.expirations == ()
+    assert result.command is not None
+    assert set(result.command.candidates) == {"forever", "idle"}
+
+
 def test_round_respects_a_zero_budget() -> None:
     s = snapshot([node("idle")], [], pools=[pool(budgets=[{"nodes": "0"}])])
     result = decide(s, CATALOG, NOW)

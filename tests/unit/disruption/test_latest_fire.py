@@ -3,11 +3,15 @@ fire at; it must answer exactly what a minute-by-minute scan answers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nodeflow.api.nodeflow_policy import MAX_PAUSE
+from nodeflow.disruption import budgets
 from nodeflow.disruption.budgets import Cron, cron_matches, latest_fire, parse_cron, schedule_active
 from nodeflow.governance.policy import Window
 
@@ -39,6 +43,10 @@ SCHEDULES = [
     "59 23 31 12 *",
     "* * * * *",
     "0,30 2 */3 * *",
+    "*/20 */5 31 * *",  # only in months with 31 days
+    "0 12 */10 2 *",
+    "15 6 1,15 * mon",  # day-of-month OR day-of-week
+    "0 0 30 2 *",  # never fires
 ]
 
 
@@ -69,12 +77,45 @@ def test_edges() -> None:
     assert latest_fire(cron, naive, timedelta(hours=2)) == datetime(2026, 11, 27, 18, 0)
 
 
-def test_a_long_window_is_judged_without_a_scan_of_its_minutes() -> None:
-    """A 99,999 h window (11 years) of a leap-day schedule: the minute scan took seconds per NodePool."""
-    window = Window("p", "w", "0 0 29 2 *", timedelta(hours=99999), "99999h", True, False, None)
-    assert window.open_until(datetime(2026, 11, 28, 12, tzinfo=UTC)) == datetime(2024, 2, 29, tzinfo=UTC) + timedelta(
-        hours=99999
-    )
-    closed = Window("p", "w", "0 0 1 1 *", timedelta(hours=8759), "8759h", True, False, None)
+def test_the_longest_window_of_a_leap_day_schedule_closes_after_366_days() -> None:
+    """8784h, the longest window (MAX_PAUSE), of a schedule firing every four years; a Window built with a longer
+    duration than the model admits counts as the longest (the look-back stays bounded)."""
+    window = Window("p", "w", "0 0 29 2 *", timedelta(hours=8784), "8784h", True, False)
+    assert window.open_until(datetime(2025, 2, 28, 12, tzinfo=UTC)) == datetime(2025, 3, 1, tzinfo=UTC)
+    assert window.open_until(datetime(2025, 3, 1, tzinfo=UTC)) is None
+    longer = Window("p", "w", "0 0 29 2 *", timedelta(hours=99999), "99999h", True, False)
+    assert longer.open_until(datetime(2025, 2, 28, 12, tzinfo=UTC)) == datetime(2025, 3, 1, tzinfo=UTC)
+    assert longer.open_until(datetime(2026, 11, 28, 12, tzinfo=UTC)) is None
+    huge = Window("p", "w", "0 0 * * *", timedelta(hours=20000000), "20000000h", True, False)
+    assert huge.open_until(datetime(2026, 11, 28, 12, tzinfo=UTC)) == datetime(2026, 11, 28, tzinfo=UTC) + MAX_PAUSE
+    closed = Window("p", "w", "0 0 1 1 *", timedelta(hours=8759), "8759h", True, False)
     assert closed.open_until(datetime(2026, 12, 31, 23, 30, tzinfo=UTC)) is None
     assert schedule_active("@yearly", "9000h", datetime(2026, 12, 31, 23, 30, tzinfo=UTC))
+    # a budget's duration may be longer (up to Go's 2562047h): a fire up to 366 days back counts, nothing overflows
+    assert schedule_active("@daily", "2562047h", datetime(2026, 12, 31, 23, 30, tzinfo=UTC))
+    assert not schedule_active("0 0 30 2 *", "2562047h", datetime(2026, 12, 31, 23, 30, tzinfo=UTC))
+
+
+NEVER = ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2 *", "0 0 30,31 2 *"]
+
+
+@pytest.mark.parametrize("schedule", NEVER)
+def test_a_schedule_that_never_fires_costs_a_step_a_month_whatever_the_window(
+    schedule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk back visits only the days the cron lists in the months it lists: none here, whatever the window
+    (a day-by-day walk visited every day of a 366-day window, and more of a longer one)."""
+    visited: list[datetime] = []
+    days = budgets._days
+
+    def counting(cron: Cron, month: datetime, last: int) -> Iterator[datetime]:
+        for day in days(cron, month, last):
+            visited.append(day)
+            yield day
+
+    monkeypatch.setattr(budgets, "_days", counting)
+    cron = parse_cron(schedule)
+    for now in (datetime(2026, 11, 28, 12, tzinfo=UTC), datetime(2028, 3, 1, tzinfo=UTC)):
+        for window in (timedelta(hours=8784), timedelta(hours=20000000)):
+            assert latest_fire(cron, now, window) is None
+    assert visited == []

@@ -262,6 +262,25 @@ def test_group_limit_blocks_a_replacement_into_the_group() -> None:
     assert ok.command.candidates == ("legacy",)
 
 
+@pytest.mark.parametrize("resources", [{"nodes": "1"}, {"nodes": "2"}, {"cpu": "8"}, {"cpu": "12"}, {"cpu": "64"}])
+def test_a_star_group_is_every_nodepool_in_the_disruption_round(resources: dict[str, str]) -> None:
+    """A group on ["*"] decides as the group naming every NodePool: their nodes counted, replacements checked."""
+    old = pool(
+        "old", budgets=ALL, extra=[{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["x"]}]
+    )
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    nodes = [node("legacy", "m5.xlarge", pool_name="old"), node("g1", "m5.xlarge", node_annotations=keep)]
+    snap = snapshot(nodes, [pod("p", "legacy", cpu="3"), pod("q", "g1", cpu="3")], pools=[*SPOT_POOLS, old])
+
+    def group(pools: list[str]) -> NodeflowPolicy:
+        return policy("groups", limits=[{"name": "main", "nodePools": pools, "resources": resources}])
+
+    named = decide(governed(snap, group(["batch", "general", "old"])), CATALOG, NOW)
+    assert decide(governed(snap, group(["*"])), CATALOG, NOW) == named
+    if resources == {"cpu": "8"}:  # 8 CPUs in use in the NodePools: a larger replacement would cross it
+        assert named != decide(snap, CATALOG, NOW)
+
+
 # -- replacements go to the next NodePool when one is at its ceiling or group limit (as the provisioner's do) ----
 
 SPOT_POOLS = [pool(budgets=ALL), pool("batch", budgets=ALL, capacity=("spot", "on-demand"))]

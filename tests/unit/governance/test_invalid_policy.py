@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.governance.invalid import INVALID_WINDOW, governed_pools, stand_in
 from nodeflow.governance.policy import Governance
 
@@ -39,6 +41,9 @@ def raw(**spec: Any) -> dict[str, Any]:
         ({"nodePoolAccess": "gpu"}, None),
         ({"nodePoolAcess": [{"nodePools": ["gpu"], "namespaces": ["a"]}]}, None),  # a misspelt part
         ({"nodePoolAccess": [{"nodePools": ["gpu"]}], "extra": 1}, None),
+        # "*" is every NodePool
+        ({"limits": [{"name": "g", "nodePools": ["*"], "resources": {}}]}, None),
+        ({"pauses": [{"name": "w", "schedule": "0 0 * * *", "duration": "9000h", "nodePools": ["gpu", "*"]}]}, None),
     ],
 )
 def test_the_nodepools_an_invalid_policy_governs(spec: dict[str, Any], pools: set[str] | None) -> None:
@@ -69,3 +74,28 @@ def test_a_cluster_wide_invalid_policy_pauses_every_nodepool() -> None:
 def test_an_empty_invalid_policy_governs_nothing() -> None:
     assert stand_in({"metadata": {"name": "x"}}) is None
     assert stand_in({"metadata": {"name": "x"}, "spec": {}}) is not None  # {} is not "about nothing" for sure
+
+
+@pytest.mark.parametrize("duration", ["99999999999h", "20000000h"])
+def test_a_window_too_long_to_evaluate_fails_safe_only_for_its_nodepools(duration: str) -> None:
+    """The reviewer's durations (an OverflowError in Governance.from_policies, "date value out of range" in
+    latest_fire, for every NodePool): the model refuses them naming the field, and the policy stands in as a pause of
+    the NodePools it names; the others, and disruption, are not affected."""
+    window = {"name": "w", "schedule": "0 0 30 2 *", "duration": duration, "provisioning": True, "disruption": True}
+    doc = raw(pauses=[{**window, "nodePools": ["gpu"]}])
+    with pytest.raises(ValidationError, match=r"pauses\.0\.duration") as info:
+        NodeflowPolicy.model_validate(doc)
+    assert "longer than 8784h" in str(info.value)
+    policy = stand_in(doc)
+    assert policy is not None
+    ok = {**window, "duration": "1h", "schedule": "* * * * *", "nodePools": ["batch"]}
+    valid = NodeflowPolicy.model_validate({**raw(pauses=[ok]), "metadata": {"name": "ok"}})
+    gov = Governance.from_policies([policy, valid])
+    assert gov.provisioning_pause("gpu", NOW) is not None
+    assert gov.provisioning_pause("general", NOW) is None
+    assert gov.disruption_pause("gpu", NOW) is None
+    assert gov.provisioning_pause("batch", NOW) is not None  # the valid policy still applies
+    # without nodePools the policy may be about every NodePool: every one is paused
+    every = stand_in(raw(pauses=[window]))
+    assert every is not None
+    assert Governance.from_policies([every]).provisioning_pause("general", NOW) is not None

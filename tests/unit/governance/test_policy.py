@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from nodeflow.api.errors import format_validation_error
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.api.pool_names import PoolNames
 from nodeflow.governance.policy import Governance, NodeCost, namespace_shares, spend_of
 
 
@@ -80,12 +81,50 @@ def test_full_policy_parses_with_camel_case_fields() -> None:
         ),
         ({"pauses": [{"name": "w", "schedule": "@daily", "duration": "1h"}]}, "spec.pauses[0]", "pause"),
         ({"unknown": 1}, "spec.unknown", ""),
+        # "*" where it cannot mean every one: refused, naming the field
+        (
+            {"costCeilings": {"nodePools": [{"name": "*", "maxPricePerHour": "1"}]}},
+            "spec.costCeilings.nodePools[0].name",
+            "costCeilings.cluster",
+        ),
+        (
+            {"costCeilings": {"namespaces": [{"name": "*", "maxPricePerHour": "1"}]}},
+            "spec.costCeilings.namespaces[0].name",
+            "'*' is not allowed",
+        ),
+        ({"resourceAccess": [{"resources": ["*"], "namespaces": ["a"]}]}, "spec.resourceAccess[0].resources", "'*'"),
+        ({"limits": [{"name": "*", "nodePools": ["a"], "resources": {"cpu": "1"}}]}, "spec.limits[0].name", "'*'"),
+        (
+            {"pauses": [{"name": "*", "schedule": "@daily", "duration": "1h", "provisioning": True}]},
+            "spec.pauses[0].name",
+            "'*'",
+        ),
+        # durations past the longest window (8784h, 366 days), the reviewer's among them
+        *(
+            (
+                {"pauses": [{"name": "w", "schedule": "0 0 30 2 *", "duration": d, "provisioning": True}]},
+                "spec.pauses[0].duration",
+                words,
+            )
+            for d, words in (
+                ("99999999999h", "longer than 8784h"),
+                ("20000000h", "longer than 8784h"),
+                ("8785h", "longer than 8784h"),
+                ("8784h1m", "longer than 8784h"),
+                ("527041m", "longer than 8784h"),
+            )
+        ),
     ],
 )
 def test_bad_policies_name_the_field(spec: dict[str, Any], field: str, words: str) -> None:
     message = error_of("p", **spec)
     assert field in message, message
     assert words in message, message
+
+
+def test_the_longest_pause_window_is_8784h() -> None:
+    for duration in ("8784h", "8783h60m", "527040m", "1h30m", "0m"):
+        policy("p", pauses=[{"name": "w", "schedule": "@daily", "duration": duration, "provisioning": True}])
 
 
 def test_bad_name_and_api_version() -> None:
@@ -176,7 +215,7 @@ def test_ceilings_and_group_limits_are_collected_from_every_policy() -> None:
         "the $/hour ceiling of NodePool gpu ($9.00/hour)"
     ]
     (group,) = gov.group_limits
-    assert (group.policy, group.name, group.nodepools) == ("b", "batch", frozenset({"x", "y"}))
+    assert (group.policy, group.name, group.nodepools) == ("b", "batch", PoolNames.of(["x", "y"]))
     assert group.limits == {"cpu": 1500, "nodes": 3000}
 
 
@@ -228,3 +267,81 @@ def test_window_is_utc_whatever_the_offset_and_every_pool_when_unset() -> None:
     assert gov.provisioning_pause("any", datetime(2026, 11, 25, 3, 0, tzinfo=plus_two)) is not None  # 01:00 UTC
     assert gov.provisioning_pause("any", datetime(2026, 11, 25, 1, 29, tzinfo=UTC)) is not None
     assert gov.provisioning_pause("any", datetime(2026, 11, 25, 1, 30, tzinfo=UTC)) is None
+
+
+# -- "*": every NodePool --------------------------------------------------------------------------------------
+
+
+def test_a_star_access_rule_names_every_nodepool() -> None:
+    star = policy("ml", nodePoolAccess=[{"nodePools": ["*"], "namespaces": ["ml-prod"]}])
+    gov = Governance.from_policies([star])
+    for pool in ("default", "gpu", "created-tomorrow"):
+        assert gov.pool_denial("ml-prod", {}, pool) is None
+        assert gov.pool_denial("web", {}, pool) == f"namespace web may not use NodePool {pool}: policy ml"
+    # with the policy's own rule for one NodePool, and another policy's rule for it
+    mixed = policy(
+        "ml",
+        nodePoolAccess=[
+            {"nodePools": ["*"], "namespaces": ["ml-prod"]},
+            {"nodePools": ["default"], "namespaces": ["web"]},
+        ],
+    )
+    other = policy("web", nodePoolAccess=[{"nodePools": ["gpu"], "namespaceSelector": {"matchLabels": ML}}])
+    gov = Governance.from_policies([mixed, other])
+    assert gov.pool_denial("web", {}, "default") is None  # ml's own rule for default admits it
+    assert gov.pool_denial("web", {}, "gpu") == "namespace web may not use NodePool gpu: policy ml"
+    assert gov.pool_denial("ml-prod", {}, "gpu") == "namespace ml-prod may not use NodePool gpu: policy web"
+    assert gov.pool_denial("ml-prod", ML, "gpu") is None
+    assert gov.pool_denial("ml-prod", {}, "other") is None
+    assert gov.pool_denial("web", ML, "other") == "namespace web may not use NodePool other: policy ml"
+
+
+def test_a_star_window_pauses_every_nodepool_for_provisioning_and_disruption() -> None:
+    now = datetime(2026, 11, 25, 5, 30, tzinfo=UTC)
+    window = {"name": "all", "schedule": "* * * * *", "duration": "1h", "nodePools": ["*"]}
+    gov = Governance.from_policies([policy("p", pauses=[{**window, "provisioning": True, "disruption": True}])])
+    for pool in ("default", "gpu"):
+        assert gov.provisioning_pause(pool, now) == (
+            f"provisioning paused for NodePool {pool} by policy p: window all (* * * * * for 1h) "
+            "until 2026-11-25T06:30:00Z"
+        )
+        assert gov.disruption_pause(pool, now) is not None
+
+
+def test_a_star_group_holds_every_nodepool() -> None:
+    gov = Governance.from_policies([policy("p", limits=[{"name": "g", "nodePools": ["*"], "resources": {"nodes": 0}}])])
+    (group,) = gov.group_limits
+    assert "gpu" in group.nodepools
+    assert "anything" in group.nodepools
+    assert None not in group.nodepools  # a node of no NodePool is in no group
+    assert group.nodepools.describe() == "every NodePool"
+    assert group.nodepools.to_json() is None
+    assert PoolNames.of(["b", "a"]).describe() == "a, b"
+
+
+# -- the cost of judging windows ------------------------------------------------------------------------------
+
+
+def test_each_window_is_judged_once_per_time_whatever_the_number_of_nodepools(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodeflow.governance.policy import Window
+
+    never = [
+        {"name": f"w{i}", "schedule": "0 0 30 2 *", "duration": "8784h", "provisioning": True, "disruption": True}
+        for i in range(100)
+    ]
+    gov = Governance.from_policies([policy("p", pauses=never)])
+    judged: list[str] = []
+    open_until = Window.open_until
+
+    def counting(self: Window, now: datetime) -> datetime | None:
+        judged.append(self.name)
+        return open_until(self, now)
+
+    monkeypatch.setattr(Window, "open_until", counting)
+    now = datetime(2026, 11, 25, 5, 30, tzinfo=UTC)
+    for i in range(50):
+        assert gov.provisioning_pause(f"pool-{i}", now) is None
+        assert gov.disruption_pause(f"pool-{i}", now) is None
+    assert len(judged) == 100
+    gov.provisioning_pause("pool-0", datetime(2026, 11, 25, 5, 31, tzinfo=UTC))  # another time: judged again
+    assert len(judged) == 200

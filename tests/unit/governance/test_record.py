@@ -347,3 +347,45 @@ def test_notes_name_what_policies_and_pools_refer_to_but_is_missing(catalog: Any
     assert "NodePool default uses EC2NodeClass absent, which is not among the manifests" in notes
     assert "a nodePoolAccess rule names NodePool gpu, which does not exist" in notes
     assert "namespace ml-prod is named by a policy" in notes
+
+
+def test_star_policies_are_rendered_as_every_nodepool(catalog: Any) -> None:
+    """The record sees "*" as the solver does: the access table denies every real NodePool (no "*" column), a "*"
+    group and window read "all", no note calls "*" a missing NodePool."""
+    star = NodeflowPolicy.model_validate(
+        {
+            "metadata": {"name": "prod-only"},
+            "spec": {
+                "nodePoolAccess": [{"nodePools": ["*"], "namespaces": ["ml-prod"]}],
+                "limits": [{"name": "all", "nodePools": ["*"], "resources": {"nodes": "0"}}],
+                "pauses": [
+                    {
+                        "name": "now",
+                        "schedule": "0 10 * * 3",
+                        "duration": "4h",
+                        "provisioning": True,
+                        "nodePools": ["*"],
+                    }
+                ],
+            },
+        }
+    )
+    state = ClusterState(
+        node_pools=[pool("default"), pool("gpu")], namespaces=[namespace("ml-prod"), namespace("web")], policies=[star]
+    )
+    rec = record(state, catalog)
+    by_ns = {
+        ns["namespace"]: {r["nodePool"]: r["reason"] for r in ns["nodePools"]} for ns in rec["access"]["namespaces"]
+    }
+    assert by_ns == {
+        "ml-prod": {"default": None, "gpu": None},
+        "web": {p: f"namespace web may not use NodePool {p}: policy prod-only" for p in ("default", "gpu")},
+    }
+    assert rec["groupLimits"][0]["nodePools"] is None
+    [window] = rec["pauses"]
+    assert (window["nodePools"], window["openUntil"]) == (None, "2026-11-25T14:00:00Z")
+    assert not [n for n in rec["notes"] if "*" in n]
+    markdown = render_markdown(rec)
+    assert "| prod-only | all | all | nodes=0 |" in markdown
+    assert "| prod-only | now | 0 10 * * 3 | 4h | provisioning | all | until 2026-11-25T14:00:00Z |" in markdown
+    assert "| web | - | denied | denied |" in markdown

@@ -533,3 +533,77 @@ def test_static_top_ups_count_against_a_group_limit(catalog: CatalogData) -> Non
     assert plan(dataclasses.replace(s, policies=(caps(cluster={"maxPricePerHour": "100"}),)), catalog).to_json() == (
         plan(dataclasses.replace(s, policies=()), catalog).to_json()
     )
+
+
+# -- "*": every NodePool (access, pauses, group limits), as "*" in namespaces is every namespace ---------------
+
+
+def only(name: str, *rules: tuple[list[str], list[str]]) -> NodeflowPolicy:
+    return policy(name, nodePoolAccess=[{"nodePools": pools, "namespaces": ns} for pools, ns in rules])
+
+
+WEB = (namespace("ml-prod"), namespace("web"))
+
+
+def test_a_star_access_rule_keeps_other_namespaces_out_of_every_nodepool(catalog: CatalogData) -> None:
+    pods = (pending("train", "ml-prod"), pending("shop", "web"))
+    s = state(pool("gpu", weight=10), pool("general"), policies=(only("ml", (["*"], ["ml-prod"])),), namespaces=WEB)
+    result = plan(dataclasses.replace(s, pods=pods), catalog)
+    assert where(result) == {"ml-prod/train": "gpu"}
+    assert reasons(result) == {
+        "web/shop": {p: f"namespace web may not use NodePool {p}: policy ml" for p in ("general", "gpu")}
+    }
+    # the policy's other rules naming a NodePool are alternatives to its "*" rule there
+    both = only("ml", (["*"], ["ml-prod"]), (["general"], ["web"]))
+    assert where(plan(dataclasses.replace(s, pods=pods, policies=(both,)), catalog)) == {
+        "ml-prod/train": "gpu",
+        "web/shop": "general",
+    }
+    # another policy's rule does not open what the "*" rule closes (the most restrictive wins), nor the reverse
+    general = only("general", (["general"], ["web"]))
+    result = plan(dataclasses.replace(s, pods=pods, policies=(only("ml", (["*"], ["ml-prod"])), general)), catalog)
+    assert where(result) == {"ml-prod/train": "gpu"}
+    assert reasons(result)["web/shop"]["general"] == "namespace web may not use NodePool general: policy ml"
+    assert not [w for w in plan_warnings(s, build_input(s, catalog), "us-east-1") if "NodeflowPolicy" in w]
+
+
+def test_a_star_pause_pauses_every_nodepool(catalog: CatalogData) -> None:
+    always = policy(
+        "freeze",
+        pauses=[{"name": "now", "schedule": "* * * * *", "duration": "1h", "provisioning": True, "nodePools": ["*"]}],
+    )
+    s = state(pool("gpu", weight=10), pool("general"), policies=(always,), pods=(pending("p", "web"),))
+    result = plan(s, catalog, now=TUESDAY)
+    assert result.node_claims == ()
+    assert reasons(result) == {
+        "web/p": {
+            p: f"provisioning paused for NodePool {p} by policy freeze: window now (* * * * * for 1h) "
+            "until 2026-11-24T13:00:00Z"
+            for p in ("general", "gpu")
+        }
+    }
+
+
+def test_a_star_group_limit_holds_every_nodepools_nodes(catalog: CatalogData) -> None:
+    none = policy("frozen", limits=[{"name": "all", "nodePools": ["*"], "resources": {"nodes": "0"}}])
+    s = state(pool("gpu", weight=10), pool("general"), policies=(none,), pods=(pending("p", "web"),))
+    result = plan(s, catalog)
+    assert result.node_claims == ()
+    assert set(reasons(result)["web/p"]) == {"general", "gpu"}
+    assert reasons(result)["web/p"]["general"].startswith(
+        "exceeds limit nodes=0 of NodePool group all (every NodePool): 0 remaining"
+    )
+    # every NodePool's nodes count against it (a node of no NodePool does not), static top-ups included
+    cpu8 = policy("cpu", limits=[{"name": "all", "nodePools": ["*"], "resources": {"cpu": "8"}}])
+    used = node("n1", "general", cpu="0")
+    used = used.model_copy(update={"status": used.status.model_copy(update={"capacity": {"cpu": "4"}})})
+    loose = node("n2", "none", cpu="0").model_copy(deep=True)
+    loose.metadata.labels.pop("karpenter.sh/nodepool")
+    loose = loose.model_copy(update={"status": loose.status.model_copy(update={"capacity": {"cpu": "64"}})})
+    pods = (pending("p", cpu="3"), pending("q", cpu="3"))
+    result = plan(state(pool("gpu"), pool("general"), policies=(cpu8,), pods=pods, nodes=(used, loose)), catalog)
+    assert len(result.node_claims) == 1  # 4 CPUs in use + one m6i.xlarge: the second pod would cross 8
+    assert len(result.unschedulable) == 1
+    inp = build_input(state(pool("gpu", replicas=2), policies=(none,)), catalog)
+    assert inp.static_claims == ()
+    assert inp.static_problems[0].startswith("static NodePool 'gpu' needs 2 NodeClaim(s) but none can be made")

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nodeflow.api.pool_names import PoolNames
 from nodeflow.scheduling import bounds, packing
 from nodeflow.scheduling.nodepools import Sizes, capacity
 from nodeflow.scheduling.solver import solve
@@ -32,9 +33,9 @@ def test_could_cross_counts_each_nodeclaim_at_its_dearest_and_largest_type() -> 
     under = CeilingInput("p", "cluster", "", (cheapest + dearest) / 2)  # the cheapest fits, a fallback may not
     limited = dataclasses.replace(inp, ceilings=(at, under))
     assert bounds.could_cross(result, limited) == bounds.Bounds(ceilings=(under,))
-    group = GroupLimitInput("p", "g", frozenset({"default"}), {"cpu": largest})
-    tight = GroupLimitInput("p", "t", frozenset({"default"}), {"cpu": largest - 1})
-    other = GroupLimitInput("p", "o", frozenset({"elsewhere"}), {"cpu": 0})
+    group = GroupLimitInput("p", "g", PoolNames.of(["default"]), {"cpu": largest})
+    tight = GroupLimitInput("p", "t", PoolNames.of(["default"]), {"cpu": largest - 1})
+    other = GroupLimitInput("p", "o", PoolNames.of(["elsewhere"]), {"cpu": 0})
     grouped = dataclasses.replace(inp, group_limits=(group, tight, other))
     assert bounds.could_cross(result, grouped) == bounds.Bounds(group_limits=(tight,))
     pools = dataclasses.replace(inp, nodepools=(pool(limits={"cpu": largest - 1, "memory": 10**18}),))
@@ -47,7 +48,7 @@ def test_without_drops_every_bound_but_those_kept() -> None:
         pods=(),
         nodepools=(pool("a", limits={"cpu": 1}), pool("b", limits={"cpu": 2}), pool("c")),
         ceilings=(CeilingInput("p", "cluster", "", 1.0),),
-        group_limits=(GroupLimitInput("p", "g", frozenset({"a"}), {"cpu": 1}),),
+        group_limits=(GroupLimitInput("p", "g", PoolNames.of(["a"]), {"cpu": 1}),),
     )
     every = bounds.every(inp)
     assert every.pools == frozenset({"a", "b"})

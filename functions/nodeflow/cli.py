@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from nodeflow.api.manifests import Manifests
     from nodeflow.catalog.model import CatalogData
+    from nodeflow.disruption.model import Command, Snapshot
 from nodeflow.scheduling.types import SchedulingInput, SchedulingResult
 
 EXIT_OK = 0
@@ -112,7 +113,10 @@ JSON output (-o json):
        "decision": "delete"|"replace", "candidates": [node name],
        "replacements": [NodeClaim plan as in `plan -o json`],
        "moves": [{"pod": "ns/name", "node": name} | {"pod": "ns/name", "replacement": index}],
-       "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float,
+       "candidatesPricePerHour": float (the candidates', what the command removes),
+       "replacementsPricePerHour": float (the replacements', what it adds), "savedPerHour": float (the difference),
+       "clusterPricePerHourBefore": float, "clusterPricePerHourAfter": float (the whole cluster's: every node not
+           going away and every NodeClaim launching, as `governance` and the $/hour ceilings count it),
        "balanced": [{"nodepool": name, "score": float, "threshold": 0.5, "k": 2, "approved": true,
            "savingsFraction": float, "disruptionFraction": float, "savedPerHour": float,
            "disruptionCost": float, "nodePoolPricePerHour": float, "nodePoolDisruptionCost": float}]
@@ -320,12 +324,18 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
     repairs = RepairResult()
     if args.node_repair:
         repairs = decide_repairs(snapshot.state.nodes, snapshot.state.node_claims, now)
+    command = result.command
+    cluster = _cluster_prices(snapshot, catalog, command) if command is not None else None
     if args.output == "json":
         gated = repairs.to_json() if args.node_repair else {}
-        json.dump({"now": now.isoformat(), **result.to_json(), **gated}, out, indent=2)
+        doc = {"now": now.isoformat(), **result.to_json(), **gated}
+        if cluster is not None:
+            doc["command"].update(
+                clusterPricePerHourBefore=round(cluster[0], 6), clusterPricePerHourAfter=round(cluster[1], 6)
+            )
+        json.dump(doc, out, indent=2)
         out.write("\n")
         return EXIT_OK
-    command = result.command
     if command is None:
         print("nothing to disrupt now", file=out)
     else:
@@ -342,8 +352,10 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
         for move in command.moves:
             where = move.node if move.node is not None else f"replacement {move.replacement}"
             print(f"  move {move.pod} -> {where}", file=out)
+        assert cluster is not None
         print(
-            f"  $/hour: {command.price_before:.4f} -> {command.price_after:.4f}, saved {command.saved:.4f}",
+            f"  cluster $/hour: {cluster[0]:.4f} -> {cluster[1]:.4f} ({'saves' if command.saved >= 0 else 'adds'} "
+            f"{abs(command.saved):.4f}: candidates {command.price_before:.4f}, replacements {command.price_after:.4f})",
             file=out,
         )
         for score in command.scores:  # consolidationPolicy Balanced
@@ -365,6 +377,17 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
     for rb in repairs.blocked:
         print(f"NodeRepairBlocked {rb.node}: {rb.message}", file=out)
     return EXIT_OK
+
+
+def _cluster_prices(snapshot: Snapshot, catalog: CatalogData, command: Command) -> tuple[float, float]:
+    """The cluster's $/hour before and after ``command``: what it spends now (``governance.spend.cluster_spend``:
+    every node not going away and every NodeClaim launching, as ``governance`` and the $/hour ceilings count it),
+    then less the candidates and plus the replacements, priced as the round priced them (so the two differ by
+    exactly the command's saving)."""
+    from nodeflow.governance.spend import cluster_spend
+
+    before = cluster_spend(snapshot.state, catalog)[0].cluster
+    return before, before - command.saved
 
 
 def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = False) -> None:

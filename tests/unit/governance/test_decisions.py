@@ -129,8 +129,8 @@ def test_a_disruption_round_gives_its_command_blocked_candidates_and_forceful_te
         "candidates": ["ip-10-0-1-1"],
         "replacements": [{"nodePool": "default", "instanceTypes": ["m5.large"], "pricePerHour": 0.05}],
         "moves": [{"pod": "shop/web-1", "replacement": 0}, {"pod": "shop/web-2", "node": "ip-10-0-2-2"}],
-        "pricePerHourBefore": 0.2,
-        "pricePerHourAfter": 0.05,
+        "candidatesPricePerHour": 0.2,
+        "replacementsPricePerHour": 0.05,
         "savedPerHour": 0.15,
     }
     blocked = [
@@ -154,6 +154,7 @@ def test_a_disruption_round_gives_its_command_blocked_candidates_and_forceful_te
     assert cmd.pods == ("shop/web-1", "shop/web-2")  # the pods it moves
     assert cmd.detail["outcome"] == "replacing"
     assert cmd.detail["savedPerHour"] == 0.15
+    assert (cmd.detail["candidatesPricePerHour"], cmd.detail["replacementsPricePerHour"]) == (0.2, 0.05)
     assert cmd.summary == (
         "Underutilized (single-node consolidation): replace ip-10-0-1-1 with 1 replacement, saves $0.1500/hour; "
         "replacing"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nodeflow.api.manifests import Manifests
     from nodeflow.catalog.model import CatalogData
     from nodeflow.disruption.model import Command, Snapshot
-from nodeflow.scheduling.types import SchedulingInput, SchedulingResult
+from nodeflow.scheduling.types import SchedulingInput, SchedulingResult, group_unschedulable, reason_lines
 
 EXIT_OK = 0
 EXIT_CATALOG = 1
@@ -292,8 +292,8 @@ def _explain(inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: T
         out.write("\n")
         return EXIT_OK
     print(f"pod {why.pod}: {'goes to ' + why.placement if why.placement else 'cannot be scheduled'}", file=out)
-    for pool, reason in sorted(why.per_pool.items()):
-        print(f"  {pool}: {reason}", file=out)
+    for line in reason_lines(why.per_pool):
+        print(f"  {line}", file=out)
     return EXIT_OK
 
 
@@ -427,7 +427,19 @@ def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = F
         print(f"existing {kind} {placement.name}: +{len(placement.pods)} pod(s)", file=out)
     if result.unschedulable:
         print(f"UNSCHEDULABLE: {len(result.unschedulable)} pod(s)", file=out)
-        for item in result.unschedulable:
-            print(f"  {item.pod}", file=out)
-            for pool, reason in sorted(item.reasons.items()):
-                print(f"    {pool}: {reason}", file=out)
+        for group in group_unschedulable(result.unschedulable):  # pods with the same reasons: said once
+            print(f"  {_pod_list(group.pods)}", file=out)
+            for line in reason_lines(group.reasons):
+                print(f"    {line}", file=out)
+
+
+POD_NAMES_SHOWN = 5
+
+
+def _pod_list(pods: Sequence[str]) -> str:
+    """One pod's name; or how many, the first ``POD_NAMES_SHOWN`` names and how many more (-o json has all)."""
+    if len(pods) == 1:
+        return pods[0]
+    shown = ", ".join(pods[:POD_NAMES_SHOWN])
+    more = len(pods) - POD_NAMES_SHOWN
+    return f"{len(pods)} pods: {shown}" + (f" and {more} more (-o json lists them all)" if more > 0 else "")

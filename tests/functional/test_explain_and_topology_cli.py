@@ -143,7 +143,7 @@ def test_volume_zone_pins_the_node(tmp_path: Path) -> None:
     assert zones["default/db"] == ["us-east-1c"]
     assert zones["default/worker"] == ["us-east-1d"]
     (orphan,) = result["unschedulable"]
-    assert orphan["pod"] == "default/orphan"
+    assert orphan["pods"] == ["default/orphan"]
     assert 'persistentvolumeclaim "default/missing" not found' in orphan["reasons"]["general"]
 
 

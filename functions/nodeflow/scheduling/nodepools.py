@@ -14,7 +14,7 @@ from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.taints import untolerated
-from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodePoolInput, SchedulingInput
+from nodeflow.scheduling.types import NO_NODEPOOL, CeilingInput, GroupLimitInput, NodePoolInput, SchedulingInput
 
 __all__ = [
     "NO_NODEPOOL",
@@ -30,7 +30,6 @@ __all__ = [
     "make_pool",
 ]
 
-NO_NODEPOOL = "-"
 Reasons = dict[str, str]  # NodePool name -> why the pods cannot go there
 
 

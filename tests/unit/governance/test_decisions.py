@@ -12,6 +12,7 @@ import pytest
 from nodeflow.disruption.model import Blocked, BlockKind
 from nodeflow.governance import decisions as dl
 from nodeflow.governance.decisions import ClaimOutcome, Decision, DecisionError
+from nodeflow.scheduling.nodepools import NO_NODEPOOL
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult, UnschedulablePod
 
@@ -331,3 +332,18 @@ def test_an_interruption_records_the_nodeclaim_its_offering_and_why() -> None:
         "capacityType": "spot",
     }
     assert dl.interruption_records("i2", AT, [("c", "Deleted", "Deletion", {})])[0].node_pools == ()
+
+
+def test_pods_no_nodepool_can_take_are_one_record_that_says_why_once_and_names_no_nodepool() -> None:
+    result = SchedulingResult(
+        node_claims=(),
+        existing=(),
+        unschedulable=tuple(
+            UnschedulablePod(f"shop/web-{i}", {NO_NODEPOOL: "no NodePool is defined"}) for i in range(3)
+        ),
+    )
+    run, record = dl.provisioning_records("r", AT, [f"shop/web-{i}" for i in range(3)], result, [])
+    assert record.summary == "3 pods got no NodeClaim: no NodePool is defined"
+    assert record.node_pools == ()  # "-" is not a NodePool: nothing to find it by with --nodepool
+    assert run.node_pools == ()
+    assert record.pods == ("shop/web-0", "shop/web-1", "shop/web-2")

@@ -2,7 +2,8 @@
 
 ``plan`` reads Karpenter v1 NodePools and EC2NodeClasses with workloads, nodes and
 NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their price.
-``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
+``explain NAMESPACE/NAME`` says, per NodePool, where that pending pod (or each pending pod of that workload) would
+go or exactly why not (``nodeflow.explain_cli``).
 ``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
 ``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
 ``governance -f PATH | --cluster`` prints the governance record (``nodeflow.governance.command``).
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from nodeflow.api.manifests import Manifests
     from nodeflow.catalog.model import CatalogData
     from nodeflow.disruption.model import Command, Snapshot
-from nodeflow.scheduling.types import SchedulingInput, SchedulingResult, group_unschedulable, reason_lines
+from nodeflow.scheduling.types import SchedulingInput, SchedulingResult, group_unschedulable, pod_list, reason_lines
 
 EXIT_OK = 0
 EXIT_CATALOG = 1
@@ -48,11 +49,17 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--now", help=_NOW_HELP)
     explain = commands.add_parser(
         "explain",
-        help="say where one pending pod would go, or why it cannot, per NodePool",
-        description="Explain the plan for one pending pod, NodePool by NodePool.",
+        help="say where a pending pod (or a workload's pending pods) would go, or why not, per NodePool",
+        description="Explain the plan for a pending pod, or for each pending pod of a workload (pods with the "
+        "same explanation together), NodePool by NodePool.",
     )
     _common(explain)
-    explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pending pod, e.g. shop/web-7d4b9c-x2k8q")
+    explain.add_argument(
+        "pod",
+        metavar="NAMESPACE/NAME",
+        help="a pending pod (shop/web-7d4b9c-x2k8q) or a workload: its pending pods (shop/web: a Deployment, "
+        "ReplicaSet, StatefulSet, Job or DaemonSet; NAMESPACE/KIND/NAME picks a kind, e.g. shop/sts/db)",
+    )
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     explain.add_argument("--now", help=_NOW_HELP)
     disrupt = commands.add_parser(
@@ -260,7 +267,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     state = ClusterState.from_manifests(manifests)
     inp = build_input(state, catalog, policy, args.min_values_policy, now=now)
     if args.command == "explain":
-        return _explain(inp, args, out, err)
+        return _explain(manifests, inp, args, out, err)
     from nodeflow.scheduling.solver import solve
 
     result = with_static(solve(inp), inp)
@@ -275,25 +282,14 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _explain(inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from nodeflow.scheduling.solver import explain
+def _explain(manifests: Manifests, inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from nodeflow.explain_cli import ExplainError, explain
 
-    key = args.pod if "/" in args.pod else f"default/{args.pod}"
     try:
-        _, why = explain(inp, key)
-    except KeyError:
-        pending = sorted(p.key for p in inp.pods)
-        near = [k for k in pending if k.split("/", 1)[-1].startswith(key.split("/", 1)[-1][:3])][:5]
-        hint = f"; pending pods include {', '.join(near or pending[:5])}" if pending else "; there are no pending pods"
-        print(f"error: {key} is not a pending pod in the manifests{hint}", file=err)
+        explain(args.pod, manifests, inp, args.output, out)
+    except ExplainError as exc:
+        print(f"error: {exc}", file=err)
         return EXIT_INPUT
-    if args.output == "json":
-        json.dump(why.to_json(), out, indent=2)
-        out.write("\n")
-        return EXIT_OK
-    print(f"pod {why.pod}: {'goes to ' + why.placement if why.placement else 'cannot be scheduled'}", file=out)
-    for line in reason_lines(why.per_pool):
-        print(f"  {line}", file=out)
     return EXIT_OK
 
 
@@ -428,18 +424,6 @@ def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = F
     if result.unschedulable:
         print(f"UNSCHEDULABLE: {len(result.unschedulable)} pod(s)", file=out)
         for group in group_unschedulable(result.unschedulable):  # pods with the same reasons: said once
-            print(f"  {_pod_list(group.pods)}", file=out)
+            print(f"  {pod_list(group.pods)}", file=out)
             for line in reason_lines(group.reasons):
                 print(f"    {line}", file=out)
-
-
-POD_NAMES_SHOWN = 5
-
-
-def _pod_list(pods: Sequence[str]) -> str:
-    """One pod's name; or how many, the first ``POD_NAMES_SHOWN`` names and how many more (-o json has all)."""
-    if len(pods) == 1:
-        return pods[0]
-    shown = ", ".join(pods[:POD_NAMES_SHOWN])
-    more = len(pods) - POD_NAMES_SHOWN
-    return f"{len(pods)} pods: {shown}" + (f" and {more} more (-o json lists them all)" if more > 0 else "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,6 +288,15 @@ def group_unschedulable(items: Iterable[UnschedulablePod]) -> tuple[Unschedulabl
     for u in items:
         groups.setdefault(tuple(sorted(u.reasons.items())), []).append(u.pod)
     return tuple(UnschedulableGroup(tuple(pods), dict(reasons)) for reasons, pods in groups.items())
+
+
+def pod_list(pods: Sequence[str], shown: int = 5) -> str:
+    """One pod's name; or how many, with the first ``shown`` names and how many more ("21 pods (a, b, c, d, e and
+    16 more)")."""
+    if len(pods) == 1:
+        return pods[0]
+    more = f" and {len(pods) - shown} more" if len(pods) > shown else ""
+    return f"{len(pods)} pods ({', '.join(pods[:shown])}{more})"
 
 
 def reason_lines(reasons: Mapping[str, str]) -> list[str]:

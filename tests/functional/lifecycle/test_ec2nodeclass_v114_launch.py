@@ -20,6 +20,7 @@ from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending_pods
 from tests.functional.placement_groups import serve_placement_groups
 
+NIP_SLOTS = "eks.amazonaws.com/nip-slots"
 EXTRA_SPEC: dict[str, Any] = {
     "placementGroupSelector": {"name": "training"},
     "networkInterfaces": [
@@ -160,3 +161,40 @@ def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: C
         (card, 0 if card == 0 else 1, "efa") for card in range(len(interfaces))
     ]
     assert all(i["Groups"] == [local.world.security_group_id] for i in interfaces)
+
+
+def test_pods_requesting_nitro_enclave_slots_launch_with_enclaves_enabled(
+    make_local: Callable[..., LocalNodeflow],
+) -> None:
+    """Nitro Enclave slots come from a NodeOverlay's capacity (as with Karpenter); the NodeClaim requests them, and
+    its launch template enables Nitro Enclaves (Karpenter's AWS provider: EnclaveOptions from the requests)."""
+    local = make_local()
+    overlay = {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "enclaves"},
+        "spec": {
+            "requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m"]}],
+            "capacity": {NIP_SLOTS: "4"},
+        },
+    }
+    [pod] = pending_pods("enclave", 1, cpu="1", memory="2Gi")
+    pod["spec"]["containers"][0]["resources"]["requests"][NIP_SLOTS] = "1"
+    pod["spec"]["containers"][0]["resources"]["limits"] = {NIP_SLOTS: "1"}
+    local.apply([overlay, pod])
+    local.send_pending(["default/enclave"])
+    local.provision()
+    # the simulated kubelet does not report enclave slots, so the node never initializes: wait for the launch only
+    deadline = time.monotonic() + 60
+    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
+        claims[0].get("status") or {}
+    ).get("providerID"):
+        assert time.monotonic() < deadline, "the NodeClaim did not launch"
+        time.sleep(0.1)
+    [claim] = claims
+    assert claim["spec"]["resources"]["requests"][NIP_SLOTS] == "1"
+    ec2 = local.clients.ec2
+    [fleet] = ec2.describe_fleets()["Fleets"]
+    name = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    [version] = ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"]
+    assert version["LaunchTemplateData"]["EnclaveOptions"] == {"Enabled": True}

@@ -37,7 +37,7 @@ from nodeflow.api.quantity import format_milli, parse_quantity
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.aws.errors import InsufficientCapacity, Offering
 from nodeflow.aws.offerings import UnavailableOfferings
-from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, render_user_data
+from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, bottlerocket_version, render_user_data
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.reservations import RESERVATION_TYPE_CAPACITY_BLOCK, CapacityReservation, status_state
@@ -559,6 +559,11 @@ def _template_spec(
         kubelet=node_class.spec.kubelet,
         ami_family=resolved.ami_family,
         user_data=node_class.spec.user_data,
+        instance_store_policy=node_class.spec.instance_store_policy,
+        bottlerocket_version=bottlerocket_version(
+            alias.alias_version if (alias := node_class.spec.alias_term) else None,
+            next((a.name for a in resolved.amis if a.id == image_id), None),
+        ),
     )
     user_data = base64.b64encode(render_user_data(boot).encode()).decode()
     spec = node_class.spec

@@ -1,8 +1,9 @@
 """An EC2NodeClass with Karpenter v1.14's launch settings, through the real launch workflow (moto, the
 test API server): the launch template CreateFleet used carries its network interfaces (EFA-only
-included), connection tracking, CPU options, the resolved placement group and the kubelet settings in
-the user data; CreateFleet carries spec.context; the NodeClaim's allocatable follows kubelet.maxPods. A placement group that does not
-resolve fails the launch naming spec.placementGroupSelector."""
+included), connection tracking, CPU options, the resolved placement group and the kubelet settings and
+instanceStorePolicy RAID0 in the user data; CreateFleet carries spec.context; the NodeClaim's allocatable
+follows kubelet.maxPods. A placement group that does not resolve fails the launch naming
+spec.placementGroupSelector. Pods requesting EFA or Nitro Enclave slots get them at launch."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ EXTRA_SPEC: dict[str, Any] = {
     "cpuOptions": {"nestedVirtualization": "enabled"},
     "kubelet": {"maxPods": 42, "systemReserved": {"memory": "300Mi"}},
     "context": "ctx-0123456789",
+    "instanceStorePolicy": "RAID0",
 }
 
 
@@ -92,6 +94,7 @@ def test_launch_template_carries_the_v114_settings(
     user_data = base64.b64decode(data["UserData"]).decode()
     assert "maxPods: 42" in user_data
     assert "memory: 300Mi" in user_data
+    assert "localStorage:\n      strategy: RAID0" in user_data  # nodeadm stripes the instance store
 
     [claim] = local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
     assert claim["status"]["allocatable"]["pods"] == "42"

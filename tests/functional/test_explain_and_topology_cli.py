@@ -10,7 +10,7 @@ from typing import Any
 
 from nodeflow.cli import main
 
-from .test_plan_cli import GENERAL, deployment, plan_json, write
+from .test_plan_cli import GENERAL, GPU_POOL, deployment, plan_json, write
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "examples" / "demo")
@@ -198,20 +198,6 @@ status:
 
 # --- explain a workload: its pending pods, grouped -----------------------------------------------------------
 
-GPU_ONLY = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: gpu}
-spec:
-  template:
-    spec:
-      requirements:
-        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [g]}
-      taints:
-        - {key: nvidia.com/gpu, value: "true", effect: NoSchedule}
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-"""
-
 
 def _template(name: str, cpu: str = "1") -> str:
     return f"""
@@ -243,7 +229,7 @@ WORKLOADS = [
 
 def _cluster(tmp_path: Path) -> Path:
     huge = deployment("huge", 3, "1000", "1Gi")  # no instance type is that large: unschedulable, one reason
-    return write(tmp_path, "m.yaml", GENERAL, GPU_ONLY, deployment("web", 5, "1", "1Gi"), huge, *WORKLOADS)
+    return write(tmp_path, "m.yaml", GENERAL, GPU_POOL, deployment("web", 5, "1", "1Gi"), huge, *WORKLOADS)
 
 
 def _owned(path: Path, prefix: str) -> set[str]:

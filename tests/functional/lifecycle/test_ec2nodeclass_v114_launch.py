@@ -50,6 +50,18 @@ def _provision(local: LocalNodeflow) -> list[dict[str, Any]]:
     return local.wait_for_executions()
 
 
+def _launched(local: LocalNodeflow) -> dict[str, Any]:
+    """The one NodeClaim, once launched (its instance known): for nodes that never initialize."""
+    deadline = time.monotonic() + 60
+    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
+        claims[0].get("status") or {}
+    ).get("providerID"):
+        assert time.monotonic() < deadline, "the NodeClaim did not launch"
+        time.sleep(0.1)
+    [claim] = claims
+    return claim
+
+
 def test_launch_template_carries_the_v114_settings(
     make_local: Callable[..., LocalNodeflow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,14 +152,7 @@ def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: C
     local.apply([pod])
     local.send_pending(["default/mpi"])
     local.provision()
-    # the simulated kubelet does not report EFA devices, so the node never initializes: wait for the launch only
-    deadline = time.monotonic() + 60
-    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
-        claims[0].get("status") or {}
-    ).get("providerID"):
-        assert time.monotonic() < deadline, "the NodeClaim did not launch"
-        time.sleep(0.1)
-    [claim] = claims
+    claim = _launched(local)  # the simulated kubelet does not report EFA devices: the node never initializes
     assert claim["spec"]["resources"]["requests"]["vpc.amazonaws.com/efa"] == "1"
     ec2 = local.clients.ec2
     [fleet] = ec2.describe_fleets()["Fleets"]
@@ -187,14 +192,7 @@ def test_pods_requesting_nitro_enclave_slots_launch_with_enclaves_enabled(
     local.apply([overlay, pod])
     local.send_pending(["default/enclave"])
     local.provision()
-    # the simulated kubelet does not report enclave slots, so the node never initializes: wait for the launch only
-    deadline = time.monotonic() + 60
-    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
-        claims[0].get("status") or {}
-    ).get("providerID"):
-        assert time.monotonic() < deadline, "the NodeClaim did not launch"
-        time.sleep(0.1)
-    [claim] = claims
+    claim = _launched(local)  # the simulated kubelet does not report enclave slots: the node never initializes
     assert claim["spec"]["resources"]["requests"][NIP_SLOTS] == "1"
     ec2 = local.clients.ec2
     [fleet] = ec2.describe_fleets()["Fleets"]

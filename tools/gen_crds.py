@@ -788,12 +788,6 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
         "WhenEmptyOrUnderutilized (also nodes whose pods fit elsewhere or on a cheaper node) or Balanced "
         "(as WhenEmptyOrUnderutilized, but only moves whose savings justify their disruption)."
     ),
-    (Disruption, "consolidateWhen"): (
-        "Alternative spelling of the consolidation policy accepted by newer Karpenter releases (optional)."
-    ),
-    (Disruption, "decisionRatioThreshold"): (
-        "For cost-ratio consolidation: the minimum ratio of savings to disruption for a move to be taken (optional)."
-    ),
     (Disruption, "budgets"): (
         "Limits on how many nodes voluntary disruption may act on at the same time; the most restrictive "
         "active budget wins."
@@ -929,7 +923,7 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
     (karpenter_ec2.BlockDeviceMapping, "rootVolume"): (
         "This device is the node's root volume (its size counts as the node's ephemeral storage); at most one."
     ),
-    # Instance metadata service, enclaves
+    # Instance metadata service
     (
         karpenter_ec2.MetadataOptions,
         "httpEndpoint",
@@ -939,7 +933,6 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
         "Hop limit of metadata token responses; 1 keeps the token from pods on other network namespaces."
     ),
     (karpenter_ec2.MetadataOptions, "httpTokens"): "required (IMDSv2 session tokens only) or optional (IMDSv1 too).",
-    (karpenter_ec2.EnclaveOptions, "enabled"): "Launch instances with Nitro Enclaves enabled.",
     # EC2NodeClass spec
     (EC2NodeClassSpec, "subnetSelectorTerms"): (
         "Terms selecting the subnets nodes may be launched in (a subnet matching any term is used)."
@@ -973,7 +966,6 @@ FIELD_DOCS: dict[tuple[type[BaseModel], str], str] = {
     ),
     (EC2NodeClassSpec, "detailedMonitoring"): "Enable EC2 detailed (1-minute) CloudWatch monitoring of nodes.",
     (EC2NodeClassSpec, "metadataOptions"): "Instance metadata service settings of the nodes.",
-    (EC2NodeClassSpec, "enclaveOptions"): "Nitro Enclaves settings of the nodes.",
     (EC2NodeClassSpec, "context"): "Reserved EC2 Fleet context value (for accounts with a custom context).",
     (EC2NodeClassSpec, "placementGroupSelector"): (
         "The EC2 placement group (cluster, partition or spread) nodes are launched into, selected by name or id."

@@ -2,7 +2,8 @@
 
 ``plan`` reads Karpenter v1 NodePools and EC2NodeClasses with workloads, nodes and
 NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their price.
-``explain NAMESPACE/POD`` says, per NodePool, where that pod would go or exactly why not.
+``explain NAMESPACE/NAME`` says, per NodePool, where that pending pod (or each pending pod of that workload) would
+go or exactly why not (``nodeflow.explain_cli``).
 ``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
 ``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
 ``governance -f PATH | --cluster`` prints the governance record (``nodeflow.governance.command``).
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
     from nodeflow.api.manifests import Manifests
     from nodeflow.catalog.model import CatalogData
-from nodeflow.scheduling.types import SchedulingInput, SchedulingResult
+    from nodeflow.disruption.model import Command, Snapshot
+from nodeflow.scheduling.types import SchedulingInput, SchedulingResult, group_unschedulable, pod_list, reason_lines
 
 EXIT_OK = 0
 EXIT_CATALOG = 1
@@ -47,11 +49,17 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--now", help=_NOW_HELP)
     explain = commands.add_parser(
         "explain",
-        help="say where one pending pod would go, or why it cannot, per NodePool",
-        description="Explain the plan for one pending pod, NodePool by NodePool.",
+        help="say where a pending pod (or a workload's pending pods) would go, or why not, per NodePool",
+        description="Explain the plan for a pending pod, or for each pending pod of a workload (pods with the "
+        "same explanation together), NodePool by NodePool.",
     )
     _common(explain)
-    explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pending pod, e.g. shop/web-7d4b9c-x2k8q")
+    explain.add_argument(
+        "pod",
+        metavar="NAMESPACE/NAME",
+        help="a pending pod (shop/web-7d4b9c-x2k8q) or a workload: its pending pods (shop/web: a Deployment, "
+        "ReplicaSet, StatefulSet, Job or DaemonSet; NAMESPACE/KIND/NAME picks a kind, e.g. shop/sts/db)",
+    )
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     explain.add_argument("--now", help=_NOW_HELP)
     disrupt = commands.add_parser(
@@ -112,7 +120,10 @@ JSON output (-o json):
        "decision": "delete"|"replace", "candidates": [node name],
        "replacements": [NodeClaim plan as in `plan -o json`],
        "moves": [{"pod": "ns/name", "node": name} | {"pod": "ns/name", "replacement": index}],
-       "pricePerHourBefore": float, "pricePerHourAfter": float, "savedPerHour": float,
+       "candidatesPricePerHour": float (the candidates', what the command removes),
+       "replacementsPricePerHour": float (the replacements', what it adds), "savedPerHour": float (the difference),
+       "clusterPricePerHourBefore": float, "clusterPricePerHourAfter": float (the whole cluster's: every node not
+           going away and every NodeClaim launching, as `governance` and the $/hour ceilings count it),
        "balanced": [{"nodepool": name, "score": float, "threshold": 0.5, "k": 2, "approved": true,
            "savingsFraction": float, "disruptionFraction": float, "savedPerHour": float,
            "disruptionCost": float, "nodePoolPricePerHour": float, "nodePoolDisruptionCost": float}]
@@ -256,7 +267,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     state = ClusterState.from_manifests(manifests)
     inp = build_input(state, catalog, policy, args.min_values_policy, now=now)
     if args.command == "explain":
-        return _explain(inp, args, out, err)
+        return _explain(manifests, inp, args, out, err)
     from nodeflow.scheduling.solver import solve
 
     result = with_static(solve(inp), inp)
@@ -271,25 +282,14 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _explain(inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from nodeflow.scheduling.solver import explain
+def _explain(manifests: Manifests, inp: SchedulingInput, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from nodeflow.explain_cli import ExplainError, explain
 
-    key = args.pod if "/" in args.pod else f"default/{args.pod}"
     try:
-        _, why = explain(inp, key)
-    except KeyError:
-        pending = sorted(p.key for p in inp.pods)
-        near = [k for k in pending if k.split("/", 1)[-1].startswith(key.split("/", 1)[-1][:3])][:5]
-        hint = f"; pending pods include {', '.join(near or pending[:5])}" if pending else "; there are no pending pods"
-        print(f"error: {key} is not a pending pod in the manifests{hint}", file=err)
+        explain(args.pod, manifests, inp, args.output, out)
+    except ExplainError as exc:
+        print(f"error: {exc}", file=err)
         return EXIT_INPUT
-    if args.output == "json":
-        json.dump(why.to_json(), out, indent=2)
-        out.write("\n")
-        return EXIT_OK
-    print(f"pod {why.pod}: {'goes to ' + why.placement if why.placement else 'cannot be scheduled'}", file=out)
-    for pool, reason in sorted(why.per_pool.items()):
-        print(f"  {pool}: {reason}", file=out)
     return EXIT_OK
 
 
@@ -320,12 +320,18 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
     repairs = RepairResult()
     if args.node_repair:
         repairs = decide_repairs(snapshot.state.nodes, snapshot.state.node_claims, now)
+    command = result.command
+    cluster = _cluster_prices(snapshot, catalog, command) if command is not None else None
     if args.output == "json":
         gated = repairs.to_json() if args.node_repair else {}
-        json.dump({"now": now.isoformat(), **result.to_json(), **gated}, out, indent=2)
+        doc = {"now": now.isoformat(), **result.to_json(), **gated}
+        if cluster is not None:
+            doc["command"].update(
+                clusterPricePerHourBefore=round(cluster[0], 6), clusterPricePerHourAfter=round(cluster[1], 6)
+            )
+        json.dump(doc, out, indent=2)
         out.write("\n")
         return EXIT_OK
-    command = result.command
     if command is None:
         print("nothing to disrupt now", file=out)
     else:
@@ -342,8 +348,10 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
         for move in command.moves:
             where = move.node if move.node is not None else f"replacement {move.replacement}"
             print(f"  move {move.pod} -> {where}", file=out)
+        assert cluster is not None
         print(
-            f"  $/hour: {command.price_before:.4f} -> {command.price_after:.4f}, saved {command.saved:.4f}",
+            f"  cluster $/hour: {cluster[0]:.4f} -> {cluster[1]:.4f} ({'saves' if command.saved >= 0 else 'adds'} "
+            f"{abs(command.saved):.4f}: candidates {command.price_before:.4f}, replacements {command.price_after:.4f})",
             file=out,
         )
         for score in command.scores:  # consolidationPolicy Balanced
@@ -365,6 +373,17 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
     for rb in repairs.blocked:
         print(f"NodeRepairBlocked {rb.node}: {rb.message}", file=out)
     return EXIT_OK
+
+
+def _cluster_prices(snapshot: Snapshot, catalog: CatalogData, command: Command) -> tuple[float, float]:
+    """The cluster's $/hour before and after ``command``: what it spends now (``governance.spend.cluster_spend``:
+    every node not going away and every NodeClaim launching, as ``governance`` and the $/hour ceilings count it),
+    then less the candidates and plus the replacements, priced as the round priced them (so the two differ by
+    exactly the command's saving)."""
+    from nodeflow.governance.spend import cluster_spend
+
+    before = cluster_spend(snapshot.state, catalog)[0].cluster
+    return before, before - command.saved
 
 
 def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = False) -> None:
@@ -404,7 +423,7 @@ def render_table(result: SchedulingResult, out: TextIO, spot_estimated: bool = F
         print(f"existing {kind} {placement.name}: +{len(placement.pods)} pod(s)", file=out)
     if result.unschedulable:
         print(f"UNSCHEDULABLE: {len(result.unschedulable)} pod(s)", file=out)
-        for item in result.unschedulable:
-            print(f"  {item.pod}", file=out)
-            for pool, reason in sorted(item.reasons.items()):
-                print(f"    {pool}: {reason}", file=out)
+        for group in group_unschedulable(result.unschedulable):  # pods with the same reasons: said once
+            print(f"  {pod_list(group.pods)}", file=out)
+            for line in reason_lines(group.reasons):
+                print(f"    {line}", file=out)

@@ -40,4 +40,4 @@ def test_demo_plan_json() -> None:
     placed = sum(len(nc["pods"]) for nc in plan["nodeClaims"]) + sum(len(n["pods"]) for n in plan["existingNodes"])
     # 12 web + 4 api + 3 report + 1 trainer are placed; the notebook has no toleration.
     assert placed == 20
-    assert [u["pod"] for u in plan["unschedulable"]] == ["ml/notebook"]
+    assert [u["pods"] for u in plan["unschedulable"]] == [["ml/notebook"]]

@@ -48,7 +48,7 @@ def test_empty_node_is_deleted() -> None:
     assert command["savedPerHour"] > 0
     text = scenario("empty").stdout
     assert "DELETE idle-1 (Empty, emptiness)" in text
-    assert "saved" in text
+    assert "saves" in text
 
 
 def test_fragmented_cluster_is_consolidated() -> None:
@@ -60,9 +60,33 @@ def test_fragmented_cluster_is_consolidated() -> None:
     moved = {m["pod"]: m for m in command["moves"]}
     assert set(moved) == {f"default/web-{n[-1]}" for n in command["candidates"]}
     assert command["savedPerHour"] > 0
-    assert command["pricePerHourAfter"] < command["pricePerHourBefore"]
+    assert command["replacementsPricePerHour"] < command["candidatesPricePerHour"]
     text = scenario("fragmented").stdout
     assert "move default/web-" in text
+
+
+def test_the_price_line_is_the_clusters_before_and_after_with_the_candidates_and_replacements() -> None:
+    """empty.yaml: idle-1 (m5.2xlarge, empty) and busy-1 (c5.xlarge). Deleting idle-1 takes the cluster from both
+    nodes' price to busy-1's; the candidates' and replacements' prices are labelled as such (the line used to read
+    "$/hour: 0.3840 -> 0.0000", the candidate's price and the replacements', as if the cluster went to $0)."""
+    from nodeflow.catalog.source import load_catalog
+
+    prices = load_catalog("offline", "us-east-1").on_demand_prices
+    idle, busy = prices["m5.2xlarge"], prices["c5.xlarge"]
+    command = scenario_json("empty")["command"]
+    assert command["clusterPricePerHourBefore"] == round(idle + busy, 6)
+    assert command["clusterPricePerHourAfter"] == round(busy, 6)
+    assert (command["candidatesPricePerHour"], command["replacementsPricePerHour"]) == (round(idle, 6), 0.0)
+    assert command["savedPerHour"] == round(idle, 6)
+    line = f"  cluster $/hour: {idle + busy:.4f} -> {busy:.4f} (saves {idle:.4f}: candidates {idle:.4f}, replacements 0.0000)"
+    assert line in scenario("empty").stdout.splitlines()
+
+    for case in ("fragmented", "drifted"):  # delete and replace: the fields add up
+        command = scenario_json(case)["command"]
+        saved = command["candidatesPricePerHour"] - command["replacementsPricePerHour"]
+        assert abs(command["savedPerHour"] - saved) < 1e-5
+        assert abs(command["clusterPricePerHourBefore"] - command["clusterPricePerHourAfter"] - saved) < 1e-5
+        assert command["clusterPricePerHourAfter"] >= command["replacementsPricePerHour"]
 
 
 def test_drifted_node_is_replaced() -> None:

@@ -64,6 +64,12 @@ def run(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def main_io(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
 def plan_json(*paths: Path) -> dict[str, Any]:
     code, out, err = run(*[a for p in paths for a in ("-f", str(p))], "-o", "json")
     assert code == 0, err
@@ -150,7 +156,7 @@ def test_gpu_pod_with_toleration_lands_on_the_tainted_gpu_pool(tmp_path: Path) -
     result = plan_json(write(tmp_path, "m.yaml", GENERAL, GPU_POOL, untolerated))
     assert result["nodeClaims"] == []
     (item,) = result["unschedulable"]
-    assert item["pod"] == "ml/train"
+    assert item["pods"] == ["ml/train"]
     assert "nvidia.com/gpu=true:NoSchedule" in item["reasons"]["gpu"]
     assert "nvidia.com/gpu" in item["reasons"]["general"]
 
@@ -210,7 +216,7 @@ def test_cpu_limit_counts_what_the_pool_already_runs(tmp_path: Path) -> None:
     new_cpu = sum(max(catalog.infos[t].vcpus for t in nc["instanceTypes"]) for nc in result["nodeClaims"])
     assert 0 < new_cpu <= 20
     placed = sum(len(nc["pods"]) for nc in result["nodeClaims"])
-    assert placed + len(result["unschedulable"]) == 40
+    assert placed + sum(len(u["pods"]) for u in result["unschedulable"]) == 40
     assert result["unschedulable"], "the rest must be reported"
     reason = result["unschedulable"][0]["reasons"]["general"]
     assert "limit cpu=100" in reason
@@ -240,7 +246,9 @@ def test_json_shape_is_the_documented_contract(tmp_path: Path) -> None:
     for node in result["existingNodes"]:
         assert list(node) == ["name", "pods"]
     for item in result["unschedulable"]:
-        assert list(item) == ["pod", "reasons"]
+        assert list(item) == ["pods", "reasons"]
+        assert item["pods"]
+        assert all("/" in p for p in item["pods"])
         assert all(isinstance(v, str) and v for v in item["reasons"].values())
     total = sum(nc["pricePerHour"] for nc in result["nodeClaims"])
     assert result["totalPricePerHour"] == pytest.approx(total)
@@ -284,6 +292,48 @@ def test_unknown_region_offline_is_a_clear_error(tmp_path: Path) -> None:
     assert out == ""
     assert "eu-west-9" in err
     assert "us-east-1" in err
+
+
+def test_a_reason_about_the_cluster_is_said_once_not_once_per_pod(tmp_path: Path) -> None:
+    """No NodePool: 21 pods used to get "-: no NodePool is defined" each (21 lines); the reason is the cluster's."""
+    path = write(tmp_path, "m.yaml", deployment("web", 16, "1", "1Gi"), deployment("api", 5, "1", "1Gi"))
+    code, out, err = run("-f", str(path))
+    assert code == 0, err
+    assert out.count("no NodePool is defined") == 1
+    assert "-: " not in out
+    assert "UNSCHEDULABLE: 21 pod(s)" in out
+    assert "  21 pods (default/api-" in out
+    assert "and 16 more)" in out
+    (group,) = plan_json(path)["unschedulable"]
+    assert len(group["pods"]) == len(set(group["pods"])) == 21
+    assert group["reasons"] == {"-": "no NodePool is defined"}
+
+    pod = group["pods"][0]
+    code, out, err = main_io("explain", "-f", str(path), pod)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [f"pod {pod}: cannot be scheduled", "  no NodePool is defined"]
+
+
+def test_unschedulable_pods_with_the_same_reasons_are_one_group_and_a_shared_reason_one_line(tmp_path: Path) -> None:
+    """Three replicas that need a missing claim, two NodePools with the same reason for them, and one pod with
+    reasons of its own: two groups; the claim's reason once, naming both NodePools."""
+    other = GENERAL.split("---")[0].replace("name: general", "name: other")
+    claim = """
+      volumes: [{name: data, persistentVolumeClaim: {claimName: missing}}]
+    """
+    huge = deployment("huge", 1, "1000", "1Gi")
+    path = write(tmp_path, "m.yaml", GENERAL, other, deployment("app", 3, "1", "1Gi", claim), huge)
+    code, out, err = run("-f", str(path))
+    assert code == 0, err
+    lines = out.splitlines()
+    start = lines.index("UNSCHEDULABLE: 4 pod(s)")
+    assert lines[start + 1].startswith("  3 pods (default/app-")
+    assert lines[start + 2] == '    general, other: persistentvolumeclaim "default/missing" not found'
+    assert lines[start + 3].startswith("  default/huge-")
+    assert out.count("not found") == 1
+    groups = plan_json(path)["unschedulable"]
+    assert [len(g["pods"]) for g in groups] == [3, 1]
+    assert set(groups[0]["reasons"]) == set(groups[1]["reasons"]) == {"general", "other"}
 
 
 def test_missing_node_class_makes_the_pool_unusable_with_a_reason(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def test_price_adjustment_changes_prices_and_choice(tmp_path: Path) -> None:
 def test_capacity_overlay_lets_a_pod_requesting_an_extended_resource_schedule(tmp_path: Path) -> None:
     base = write(tmp_path, "base.yaml", GENERAL, POD_FUSE)
     (unschedulable,) = plan_json(base)["unschedulable"]
-    assert unschedulable["pod"] == "default/fuse"
+    assert unschedulable["pods"] == ["default/fuse"]
     fuse = write(
         tmp_path,
         "fuse.yaml",

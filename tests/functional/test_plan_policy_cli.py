@@ -123,7 +123,7 @@ def test_plan_json_gives_denials_and_the_ceiling_as_reasons(manifests: Path) -> 
     placed = {p: c["nodePool"] for c in result["nodeClaims"] for p in c["pods"]}
     # a g5.xlarge is $1.006/hour: ml-prod's $1.50 ceiling holds one GPU node; ml-exp may use only general
     assert placed == {"ml-exp/web": "general", "ml-prod/train-0": "gpu"}
-    unschedulable = {u["pod"]: u["reasons"] for u in result["unschedulable"]}
+    unschedulable = {pod: u["reasons"] for u in result["unschedulable"] for pod in u["pods"]}
     assert unschedulable["ml-exp/notebook"] == {
         "general": "namespace ml-exp may not request nvidia.com/gpu: policy gpu-access",
         "gpu": "namespace ml-exp may not use NodePool gpu: policy gpu-access",

@@ -3,9 +3,11 @@ reports and exits exactly as ``sys.exit(main())`` did, and still runs the ``atex
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,103 @@ def test_the_process_prints_and_exits_as_before(tmp_path: Path, args: list[str],
     assert module[3], "the atexit hooks ran"
     if code == 0:
         assert "web" in module[1] or "general" in module[1]
+
+
+EXAMPLES = ROOT / "examples"
+CLOSED_EARLY = [
+    ["plan", "-f", "{demo}"],
+    ["plan", "-f", "{demo}", "-o", "json"],
+    ["explain", "-f", "{demo}", "ml/notebook"],
+    ["disrupt", "--dry-run", "-f", "{disruption}", "--now", "2026-11-21T12:00:00Z"],
+    ["disrupt", "--dry-run", "-f", "{disruption}", "-o", "json", "--now", "2026-11-21T12:00:00Z"],
+    ["governance", "-f", "{governance}", "--now", "2026-11-21T12:00:00Z"],
+]
+
+
+def _closed_early(args: list[str], read: int, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``python -m nodeflow ARGS`` with stdout a pipe of one page whose reader takes ``read`` bytes (none: it
+    is closed before the process starts) and then closes it, as ``| head`` does; the exit code and stderr."""
+    import fcntl
+
+    argv = [
+        a.format(demo=EXAMPLES / "demo", disruption=EXAMPLES / "disruption", governance=EXAMPLES / "governance")
+        for a in args
+    ]
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(FUNCTIONS)}
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)  # a small pipe: the output cannot all fit before the close
+    if not read:
+        os.close(reader)
+    with subprocess.Popen(
+        [sys.executable, "-m", "nodeflow", *argv], stdout=writer, stderr=subprocess.PIPE, env=env, text=True
+    ) as proc:
+        os.close(writer)
+        if read:
+            assert len(os.read(reader, read)) > 0
+            os.close(reader)
+        _, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stderr
+
+
+def _assert_ended_quietly(code: int, stderr: str) -> None:
+    for noise in ("Traceback", "Exception ignored", "BrokenPipeError"):
+        assert noise not in stderr, stderr
+    assert code == 141, stderr
+
+
+@pytest.mark.parametrize(
+    "args", CLOSED_EARLY, ids=["plan", "plan-json", "explain", "disrupt", "disrupt-json", "governance"]
+)
+def test_a_closed_stdout_ends_every_command_quietly(args: list[str]) -> None:
+    """stdout closed before the command writes: no traceback, no "Exception ignored" at shutdown, status 141."""
+    code, stderr = _closed_early(args, read=0)
+    _assert_ended_quietly(code, stderr)
+
+
+def test_a_reader_that_stops_after_the_first_bytes_ends_plan_quietly(tmp_path: Path) -> None:
+    """``plan -o json | head -c 100`` over 30 pods: the write fails while the command runs, not at the flush."""
+    root = _cluster(tmp_path / "cluster")
+    code, stderr = _closed_early(["plan", "-f", str(root), "-o", "json"], read=100)
+    _assert_ended_quietly(code, stderr)
+
+
+@pytest.fixture
+def aws_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A moto server (127.0.0.1) with a stack whose outputs install-manifests and decisions read (an empty log):
+    the environment a ``python -m nodeflow`` child process reaches it with."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from sandbox.aws import create_decision_table
+    from tests.functional.test_install_manifests import template
+
+    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+    for key, value in creds.items():
+        monkeypatch.setenv(key, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+        body = json.loads(template())
+        body["Outputs"]["DecisionTableName"] = {"Value": "decisions"}
+        cfn = boto3.client("cloudformation", region_name="eu-west-1", endpoint_url=endpoint)
+        cfn.create_stack(StackName="Nodeflow-shop", TemplateBody=json.dumps(body))
+        create_decision_table(lambda s: boto3.client(s, region_name="eu-west-1", endpoint_url=endpoint), "decisions")
+        yield {
+            **creds,
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_DEFAULT_REGION": "eu-west-1",
+            "AWS_CONFIG_FILE": "/nonexistent",
+        }
+    finally:
+        server.stop()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
+def test_a_closed_stdout_ends_the_aws_commands_quietly(aws_server: dict[str, str], tmp_path: Path) -> None:
+    for args in (
+        ["install-manifests", "--stack", "Nodeflow-shop", "-o", str(tmp_path / "install")],
+        ["decisions", "--stack", "Nodeflow-shop"],
+    ):
+        code, stderr = _closed_early(args, read=0, env=aws_server)
+        _assert_ended_quietly(code, stderr)

@@ -523,7 +523,7 @@ class Plan:
 
     def __post_init__(self) -> None:
         self.node_claims = self.raw["nodeClaims"]
-        self.unschedulable = {u["pod"]: u["reasons"] for u in self.raw["unschedulable"]}
+        self.unschedulable = {pod: u["reasons"] for u in self.raw["unschedulable"] for pod in u["pods"]}
 
     def claim_of(self, pod_name: str) -> Obj | None:
         key = pod_name if "/" in pod_name else f"default/{pod_name}"

@@ -380,7 +380,7 @@ def test_an_on_demand_node_is_replaced_by_a_cheaper_one() -> None:
     cmd = command(disrupt([*base(), *mn("n1"), *pods_on("n1", "p1")]))
     assert (cmd["decision"], cmd["candidates"]) == ("replace", ["n1"])
     assert MOST not in types_of(cmd)
-    assert cmd["pricePerHourAfter"] < cmd["pricePerHourBefore"]
+    assert cmd["replacementsPricePerHour"] < cmd["candidatesPricePerHour"]
 
 
 @mirrors("Consolidation / Replace / can replace node / if the candidate is spot node")

@@ -59,7 +59,6 @@ API_VERSION = f"{GROUP}/v1"
 
 RequirementOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
-ConsolidateWhen = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "WhenCostJustifiesDisruption"]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
 
 MAX_REQUIREMENTS = 100
@@ -357,8 +356,6 @@ class Disruption(KubeModel):
 
     consolidate_after: DurationOrNever = "0s"
     consolidation_policy: ConsolidationPolicy = "WhenEmptyOrUnderutilized"
-    consolidate_when: ConsolidateWhen | None = None
-    decision_ratio_threshold: float | None = Field(default=None, gt=0)
     budgets: list[Budget] = Field(default_factory=_default_budgets, max_length=MAX_BUDGETS)
 
     @field_validator("consolidate_after")

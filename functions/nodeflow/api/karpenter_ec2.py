@@ -36,7 +36,6 @@ __all__ = [
     "EC2NodeClass",
     "EC2NodeClassSpec",
     "EC2NodeClassStatus",
-    "EnclaveOptions",
     "KubeletConfiguration",
     "MetadataOptions",
     "NetworkInterface",
@@ -457,12 +456,6 @@ class MetadataOptions(KubeModel):
     http_tokens: Literal["required", "optional"] = "required"
 
 
-class EnclaveOptions(KubeModel):
-    """Nitro Enclaves."""
-
-    enabled: bool | None = None
-
-
 class PlacementGroupSelector(KubeModel):
     """``spec.placementGroupSelector``: the EC2 placement group nodes launch into, by name or by id."""
 
@@ -574,7 +567,6 @@ class EC2NodeClassSpec(KubeModel):
     instance_store_policy: Literal["RAID0"] | None = None
     detailed_monitoring: bool | None = None
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
-    enclave_options: EnclaveOptions | None = None
     context: str | None = None
     placement_group_selector: PlacementGroupSelector | None = None
     network_interfaces: list[NetworkInterface] | None = Field(default=None, max_length=MAX_NETWORK_INTERFACES)

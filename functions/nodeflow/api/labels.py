@@ -100,6 +100,9 @@ RESOURCE_AWS_NEURON = "aws.amazon.com/neuron"
 RESOURCE_AWS_NEURON_CORE = "aws.amazon.com/neuroncore"
 RESOURCE_HABANA_GAUDI = "habana.ai/gaudi"
 RESOURCE_EFA = "vpc.amazonaws.com/efa"
+# Nitro Enclave slots (a NodeOverlay gives instance types the capacity): a NodeClaim that requests them is launched
+# with Nitro Enclaves enabled, as Karpenter's AWS provider does.
+RESOURCE_NIP_SLOTS = "eks.amazonaws.com/nip-slots"
 RESOURCE_POD_ENI = "vpc.amazonaws.com/pod-eni"
 RESOURCE_PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 

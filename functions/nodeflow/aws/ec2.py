@@ -585,6 +585,7 @@ class LaunchTemplateSpec:
     placement_group_id: str | None = None
     efa_count: int = 0  # EFA interfaces to attach (pods asked for vpc.amazonaws.com/efa); 0: none
     ipv6: bool = False  # an IPv6 cluster: interfaces get a primary IPv6 address, prefixes are IPv6 prefixes
+    enclave: bool = False  # Nitro Enclaves enabled (the NodeClaim requests eks.amazonaws.com/nip-slots)
     # A launch into a capacity reservation: the template targets it (one template per reservation, as Karpenter).
     capacity_reservation_id: str | None = None
     capacity_reservation_type: str = "default"  # "default" | "capacity-block" (launched on the capacity-block market)
@@ -654,6 +655,8 @@ def launch_template_data(spec: LaunchTemplateSpec) -> dict[str, Any]:
         data["CpuOptions"] = {"NestedVirtualization": spec.cpu_options.nested_virtualization}
     if spec.placement_group_id:
         data["Placement"] = {"GroupId": spec.placement_group_id}
+    if spec.enclave:  # EC2's default is disabled: said only when enabled (other templates keep their names)
+        data["EnclaveOptions"] = {"Enabled": True}
     data.update(_capacity_reservation_settings(spec))
     return data
 

@@ -49,6 +49,7 @@ __all__ = [
     "MimePart",
     "NodeBootstrap",
     "TaintLike",
+    "bottlerocket_version",
     "eks_bootstrap_script",
     "kubelet_extra_args",
     "nodeconfig",
@@ -64,6 +65,7 @@ CONTENT_TYPE_NODECONFIG = "application/node.eks.aws"
 CONTENT_TYPE_MULTIPART = "multipart/mixed"
 NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
 
+RAID0 = "RAID0"
 AMI_FAMILIES = ("AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
 
 
@@ -104,6 +106,13 @@ class NodeBootstrap:
     ami_family: str = "AL2023"
     user_data: str | None = None
     """The EC2NodeClass ``spec.userData``."""
+    instance_store_policy: str | None = None
+    """The EC2NodeClass ``spec.instanceStorePolicy``: ``RAID0`` stripes the instance store disks into the node's
+    ephemeral storage (nodeadm's local storage strategy, bootstrap.sh's ``--local-disks raid0``, Bottlerocket's
+    ``apiclient ephemeral-storage`` bootstrap command), as the instance types' ephemeral-storage counts them."""
+    bottlerocket_version: str | None = None
+    """The Bottlerocket AMI's version (``v1.46.0``, ``latest``; None when unknown): from 1.46 the ephemeral
+    storage bind needs no directories."""
 
 
 # --------------------------------------------------------------------------------------------- entry
@@ -357,6 +366,8 @@ def nodeconfig(boot: NodeBootstrap) -> dict[str, Any]:
     if boot.labels:
         kubelet_spec["flags"] = ["--node-labels=" + ",".join(f"{k}={v}" for k, v in _sorted_labels(boot.labels))]
     spec: dict[str, Any] = {"cluster": cluster_spec}
+    if boot.instance_store_policy == RAID0:
+        spec["instance"] = {"localStorage": {"strategy": RAID0}}
     if kubelet_spec:
         spec["kubelet"] = kubelet_spec
     return {"apiVersion": NODECONFIG_API_VERSION, "kind": "NodeConfig", "spec": spec}
@@ -455,6 +466,8 @@ def eks_bootstrap_script(boot: NodeBootstrap) -> str:
     args = kubelet_extra_args(boot)
     if args:
         options.append(f"--kubelet-extra-args {_shell_quote(' '.join(args))}")
+    if boot.instance_store_policy == RAID0:
+        options.append("--local-disks raid0")
     lines.append(" \\\n".join([command, *options]))
     return "\n".join(lines)
 
@@ -561,7 +574,37 @@ def _render_bottlerocket(boot: NodeBootstrap) -> str:
             kubernetes["image-gc-low-threshold-percent"] = str(kubelet.image_gc_low_threshold_percent)
         if kubelet.cpu_cfs_quota is not None:
             kubernetes["cpu-cfs-quota"] = kubelet.cpu_cfs_quota
+    if boot.instance_store_policy == RAID0:
+        commands = _table(settings, "bootstrap-commands", "settings.bootstrap-commands")
+        bind = ["apiclient", "ephemeral-storage", "bind"]
+        if not _binds_by_default(boot.bottlerocket_version):
+            bind += ["--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]
+        commands["000-mount-instance-storage"] = {
+            "commands": [["apiclient", "ephemeral-storage", "init"], bind],
+            "essential": True,
+            "mode": "always",
+        }
     return toml_dumps(doc)
+
+
+_BOTTLEROCKET_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.\d+")
+
+
+def _binds_by_default(version: str | None) -> bool:
+    """Whether Bottlerocket ``version`` binds ephemeral storage to its default directories (1.46.0 and later;
+    ``latest`` is; an unknown version is not assumed to)."""
+    if version == "latest":
+        return True
+    found = _BOTTLEROCKET_VERSION.match(version or "")
+    return found is not None and (int(found[1]), int(found[2])) >= (1, 46)
+
+
+def bottlerocket_version(alias_version: str | None, ami_name: str | None) -> str | None:
+    """A Bottlerocket AMI's version: the alias's (``bottlerocket@v1.46.0``, ``@latest``), else the ``v…`` part of
+    its name (``bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a``)."""
+    if alias_version:
+        return alias_version
+    return next((part for part in (ami_name or "").split("-") if part.startswith("v") and "." in part), None)
 
 
 # ------------------------------------------------------------------------------------------ TOML out

@@ -106,8 +106,8 @@ class Command:
     candidates: tuple[str, ...]  # node names
     replacements: tuple[NodeClaimPlan, ...]
     moves: tuple[Move, ...]
-    price_before: float  # $/hour of the candidates
-    price_after: float  # $/hour of the replacements
+    price_before: float  # $/hour of the candidates (what the command removes), not the cluster's
+    price_after: float  # $/hour of the replacements (what it adds), not the cluster's
     scores: tuple[Score, ...] = ()  # consolidationPolicy Balanced: each Balanced NodePool's score of the move
 
     @property
@@ -126,8 +126,8 @@ class Command:
             "candidates": list(self.candidates),
             "replacements": [r.to_json() for r in self.replacements],
             "moves": [m.to_json() for m in self.moves],
-            "pricePerHourBefore": round(self.price_before, 6),
-            "pricePerHourAfter": round(self.price_after, 6),
+            "candidatesPricePerHour": round(self.price_before, 6),
+            "replacementsPricePerHour": round(self.price_after, 6),
             "savedPerHour": round(self.saved, 6),
         }
         if self.scores:  # only moves of Balanced NodePools carry scores

@@ -47,7 +47,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
+from nodeflow.scheduling.types import (
+    NO_NODEPOOL,
+    NodeClaimPlan,
+    SchedulingResult,
+    group_unschedulable,
+    reason_lines,
+)
 
 __all__ = [
     "BLOCKED",
@@ -373,17 +379,15 @@ def provisioning_records(
     records: list[Decision] = []
     for n, (nc, outcome) in enumerate(zip(result.node_claims, outcomes, strict=True), 1):
         records.append(_claim_record(run, at, n, nc, outcome, claim_types))
-    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
-    for u in result.unschedulable:
-        groups.setdefault(tuple(sorted(u.reasons.items())), []).append(u.pod)
     # Pods a policy holds stay unschedulable run after run (a pause for days): a group's record is keyed by the hour
     # and its reasons, so the runs of one hour rewrite one record (and its index items), not one each.
     hour = time_key(at.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
-    for reasons, keys in groups.items():
-        by_pool = dict(reasons)
+    for group in group_unschedulable(result.unschedulable):
+        by_pool = dict(group.reasons)
+        reasons = sorted(by_pool.items())
         policy = policy_reasons(by_pool)
-        pods, count = _pods(keys)
-        why = "; ".join(f"{p}: {r}" if p else r for p, r in reasons) or "no NodePool can serve them"
+        pods, count = _pods(group.pods)
+        why = "; ".join(reason_lines(by_pool)) or "no NodePool can serve them"
         digest = hashlib.sha256("\n".join(f"{p}\t{r}" for p, r in reasons).encode()).hexdigest()[:12]
         records.append(
             Decision(
@@ -392,7 +396,7 @@ def provisioning_records(
                 f"unschedulable-{digest}",
                 run,
                 _cut(f"{count} pod{'s' if count != 1 else ''} got no NodeClaim: {why}"),
-                tuple(p for p in by_pool if p),
+                tuple(p for p in by_pool if p and p != NO_NODEPOOL),
                 pods,
                 count,
                 policy,
@@ -513,8 +517,8 @@ def disruption_records(
                 "candidates": candidates,
                 "replacements": replacements,
                 "moves": list(command.get("moves") or ()),
-                "pricePerHourBefore": command.get("pricePerHourBefore"),
-                "pricePerHourAfter": command.get("pricePerHourAfter"),
+                "candidatesPricePerHour": command.get("candidatesPricePerHour"),
+                "replacementsPricePerHour": command.get("replacementsPricePerHour"),
                 "savedPerHour": saved,
                 "outcome": outcome.split(":")[0],
                 "executed": list(executed),

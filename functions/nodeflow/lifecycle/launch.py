@@ -37,7 +37,7 @@ from nodeflow.api.quantity import format_milli, parse_quantity
 from nodeflow.aws import ec2 as ec2x
 from nodeflow.aws.errors import InsufficientCapacity, Offering
 from nodeflow.aws.offerings import UnavailableOfferings
-from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, render_user_data
+from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, bottlerocket_version, render_user_data
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.reservations import RESERVATION_TYPE_CAPACITY_BLOCK, CapacityReservation, status_state
@@ -487,12 +487,16 @@ def _efa_group(claim: NodeClaim, types: Sequence[InstanceType]) -> tuple[tuple[I
     Pods asking for vpc.amazonaws.com/efa need every EFA interface of the instance attached at launch. A
     launch template holds one count, so a launch whose claim requests EFA keeps the types with the count of
     its first (cheapest) type; otherwise all the types and no EFA interface."""
-    requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
-    wanted = requests.get(wk.RESOURCE_EFA)
+    wanted = _requests(claim).get(wk.RESOURCE_EFA)
     if not types or wanted is None or parse_quantity(wanted) <= 0:
         return tuple(types), 0
     count = types[0].capacity.get(wk.RESOURCE_EFA, 0)
     return tuple(it for it in types if it.capacity.get(wk.RESOURCE_EFA, 0) == count), count // 1000  # milli-units
+
+
+def _requests(claim: NodeClaim) -> Mapping[str, str]:
+    """The NodeClaim's ``spec.resources.requests`` (empty when it has none)."""
+    return (claim.spec.resources.requests if claim.spec.resources else None) or {}
 
 
 def _placement_group(deps: LaunchDeps, node_class: EC2NodeClass) -> str | None:
@@ -555,6 +559,11 @@ def _template_spec(
         kubelet=node_class.spec.kubelet,
         ami_family=resolved.ami_family,
         user_data=node_class.spec.user_data,
+        instance_store_policy=node_class.spec.instance_store_policy,
+        bottlerocket_version=bottlerocket_version(
+            alias.alias_version if (alias := node_class.spec.alias_term) else None,
+            next((a.name for a in resolved.amis if a.id == image_id), None),
+        ),
     )
     user_data = base64.b64encode(render_user_data(boot).encode()).decode()
     spec = node_class.spec
@@ -578,6 +587,7 @@ def _template_spec(
         placement_group_id=placement_group_id,
         efa_count=efa_count,
         ipv6=_is_ipv6_cluster(deps.cluster),
+        enclave=wk.RESOURCE_NIP_SLOTS in _requests(claim),
     )
 
 

@@ -13,8 +13,15 @@ from nodeflow.catalog.model import InstanceType
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirement, Requirements
-from nodeflow.scheduling.taints import untolerated
-from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodePoolInput, SchedulingInput
+from nodeflow.scheduling.taints import Taint, untolerated
+from nodeflow.scheduling.types import (
+    NO_NODEPOOL,
+    CeilingInput,
+    GroupLimitInput,
+    NodePoolInput,
+    PodInput,
+    SchedulingInput,
+)
 
 __all__ = [
     "NO_NODEPOOL",
@@ -25,12 +32,12 @@ __all__ = [
     "Sizes",
     "all_pools",
     "capacity",
+    "daemon_excluded",
     "limit_reason",
     "limits_in_use",
     "make_pool",
 ]
 
-NO_NODEPOOL = "-"
 Reasons = dict[str, str]  # NodePool name -> why the pods cannot go there
 
 
@@ -116,9 +123,7 @@ def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
             reqs = Requirements([*(r for k, r in reqs.items() if k != wk.LABEL_CAPACITY_TYPE), plain])
     daemon: dict[str, int] = {}
     for dpod in inp.daemon_pods:
-        if untolerated(dpod.tolerations, np.taints) is not None:
-            continue
-        if any(reqs.compatible(alt, ALLOW_UNDEFINED) is None for alt in dpod.requirements):
+        if daemon_excluded(dpod, reqs, np.taints) is None:
             daemon = res.add(daemon, dpod.requests)
     types, prices = pricer.sorted_types([it for it in np.instance_types if type_matches(it, reqs)], reqs)
     remaining: dict[str, int] | None = None
@@ -148,6 +153,18 @@ def _reserved(np: NodePoolInput, reqs: Requirements) -> tuple[Requirements | Non
         it for it in np.instance_types if any(o.reservation_id for o in it.offerings) and type_matches(it, reserved)
     )
     return (reserved, types) if types else (None, ())
+
+
+def daemon_excluded(daemon: PodInput, requirements: Requirements, taints: Iterable[Taint]) -> str | None:
+    """Why a DaemonSet's pod does not run on a NodePool's nodes (its ``requirements`` and ``taints``), or None when
+    it does: its requests are then overhead on each of them."""
+    taint = untolerated(daemon.tolerations, taints)
+    if taint is not None:
+        return f"did not tolerate taint {taint}"
+    conflicts = [requirements.compatible(alt, ALLOW_UNDEFINED) for alt in daemon.requirements]
+    if any(c is None for c in conflicts):
+        return None
+    return "incompatible requirements: " + "; ".join(c for c in conflicts if c)
 
 
 def all_pools(pools: Iterable[Pool], reason: str) -> Reasons:

@@ -48,11 +48,14 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nodeflow.api import labels as wk
+from nodeflow.api.quantity import format_milli
 from nodeflow.scheduling import bounds
 from nodeflow.scheduling.existing import make_node, node_order, place_on_nodes, ports_conflict
 from nodeflow.scheduling.groups import Group, group_pods, regroup
-from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, make_pool
+from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, daemon_excluded, make_pool
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
 from nodeflow.scheduling.pricing import Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
@@ -72,6 +75,8 @@ __all__ = [
     "MAX_INSTANCE_TYPES",
     "NO_NODEPOOL",
     "explain",
+    "explain_daemon",
+    "explain_pods",
     "min_values_violation",
     "ports_conflict",
     "solve",
@@ -91,6 +96,8 @@ class _Solver:
         self.packer = Packer(inp, self.pools, self.pricer, self.topology, self.claims)
         self.unschedulable: list[UnschedulablePod] = []
         self.group_of: dict[str, Group] = {}  # pod key -> the group it was last tried in
+        self._placed: dict[str, str] | None = None  # pod key -> where it was placed (``_where``)
+        self._unschedulable: tuple[SchedulingResult, dict[str, UnschedulablePod]] | None = None  # by pod key
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> SchedulingResult:
@@ -183,21 +190,24 @@ class _Solver:
 
     # -- explanations ------------------------------------------------------------------------------
     def _where(self, key: str) -> str | None:
-        """Where a pod was placed: an existing node's name, "nodeclaim-N", or None."""
-        for node in self.nodes:
-            if key in node.placed:
-                return node.input.name
-        for claim in self.claims:
-            if key in claim.pods:
-                return f"nodeclaim-{claim.index}"
-        return None
+        """Where a pod was placed: an existing node's name, "nodeclaim-N", or None (indexed once, after ``run``)."""
+        if self._placed is None:
+            placed: dict[str, str] = {}
+            for claim in reversed(self.claims):
+                placed.update(dict.fromkeys(claim.pods, f"nodeclaim-{claim.index}"))
+            for node in reversed(self.nodes):  # a node before a NodeClaim, the first of each: as found in order
+                placed.update(dict.fromkeys(node.placed, node.input.name))
+            self._placed = placed
+        return self._placed.get(key)
 
     def explain(self, key: str, result: SchedulingResult) -> PodExplanation:
         """Per NodePool, where the pod goes or why it cannot go there (after ``run``)."""
         group = self.group_of[key]
         where = self._where(key)
         per_pool: dict[str, str] = {}
-        unschedulable = next((u for u in result.unschedulable if u.pod == key), None)
+        if self._unschedulable is None or self._unschedulable[0] is not result:
+            self._unschedulable = (result, {u.pod: u for u in result.unschedulable})
+        unschedulable = self._unschedulable[1].get(key)
         chosen: NodeClaimPlan | None = None
         if where is not None and where.startswith("nodeclaim-") and where not in {n.input.name for n in self.nodes}:
             chosen = result.node_claims[int(where.removeprefix("nodeclaim-"))]
@@ -266,10 +276,40 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
 
 def explain(inp: SchedulingInput, pod_key: str) -> tuple[SchedulingResult, PodExplanation]:
     """Solve, then say for one pending pod, per NodePool, where it goes or why not."""
-    if not any(p.key == pod_key for p in inp.pods):
-        raise KeyError(pod_key)
+    result, (why,) = explain_pods(inp, (pod_key,))
+    return result, why
+
+
+def explain_pods(inp: SchedulingInput, pod_keys: Sequence[str]) -> tuple[SchedulingResult, tuple[PodExplanation, ...]]:
+    """Solve once, then explain each of ``pod_keys`` (pending pods of ``inp``; KeyError naming the first that is
+    not one)."""
+    pending = {p.key for p in inp.pods}
+    missing = next((k for k in pod_keys if k not in pending), None)
+    if missing is not None:
+        raise KeyError(missing)
     solver, result = _settled(inp)
-    return result, solver.explain(pod_key, result)
+    return result, tuple(solver.explain(key, result) for key in pod_keys)
+
+
+def explain_daemon(inp: SchedulingInput, pod_key: str) -> PodExplanation:
+    """Per NodePool, whether the DaemonSet pod ``pod_key`` (one of ``inp.daemon_pods``; KeyError when not) runs on
+    its new nodes, with the overhead it adds to each, or why not. DaemonSet pods are never pending pods to plan:
+    they follow the nodes."""
+    daemon = next((d for d in inp.daemon_pods if d.key == pod_key), None)
+    if daemon is None:
+        raise KeyError(pod_key)
+    pricer = Pricer()
+    per_pool: dict[str, str] = {}
+    for np in inp.nodepools:
+        pool = make_pool(np, inp, pricer)
+        why = np.error or daemon_excluded(daemon, pool.requirements, np.taints)
+        if why is None:
+            overhead = ", ".join(f"{k} {format_milli(v, k)}" for k, v in sorted(daemon.requests.items()) if k != "pods")
+            why = f"runs on its nodes: {overhead or 'no requests'} of overhead on each"
+        else:
+            why = f"does not run on its nodes: {why}"
+        per_pool[np.name] = why
+    return PodExplanation(pod_key, None, per_pool or {NO_NODEPOOL: "no NodePool is defined"})
 
 
 def _settled(inp: SchedulingInput) -> tuple[_Solver, SchedulingResult]:

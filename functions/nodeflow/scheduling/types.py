@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,10 +263,51 @@ class ExistingPlacement:
     in_flight: bool = False
 
 
+NO_NODEPOOL = "-"  # the reasons' key when there is no NodePool: the reason is the cluster's, not a NodePool's
+
+
 @dataclass(frozen=True, slots=True)
 class UnschedulablePod:
     pod: str
-    reasons: Mapping[str, str]  # NodePool name -> why not ("" key when there is no NodePool)
+    reasons: Mapping[str, str]  # NodePool name -> why not (``NO_NODEPOOL`` when there is no NodePool)
+
+
+@dataclass(frozen=True, slots=True)
+class UnschedulableGroup:
+    """Unschedulable pods that have the same reasons, NodePool by NodePool (said once for all of them)."""
+
+    pods: tuple[str, ...]
+    reasons: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pods": list(self.pods), "reasons": dict(sorted(self.reasons.items()))}
+
+
+def group_unschedulable(items: Iterable[UnschedulablePod]) -> tuple[UnschedulableGroup, ...]:
+    """``items`` grouped by identical reasons, the groups in the order of their first pod, pods in input order."""
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for u in items:
+        groups.setdefault(tuple(sorted(u.reasons.items())), []).append(u.pod)
+    return tuple(UnschedulableGroup(tuple(pods), dict(reasons)) for reasons, pods in groups.items())
+
+
+def pod_list(pods: Sequence[str], shown: int = 5) -> str:
+    """One pod's name; or how many, with the first ``shown`` names and how many more ("21 pods (a, b, c, d, e and
+    16 more)")."""
+    if len(pods) == 1:
+        return pods[0]
+    more = f" and {len(pods) - shown} more" if len(pods) > shown else ""
+    return f"{len(pods)} pods ({', '.join(pods[:shown])}{more})"
+
+
+def reason_lines(reasons: Mapping[str, str]) -> list[str]:
+    """``reasons`` (NodePool -> why) as lines to read: the NodePools that have the same reason share one line
+    ("default, spot: why"), in NodePool order; a reason that is not a NodePool's (``NO_NODEPOOL``: there is none)
+    is said alone."""
+    pools: dict[str, list[str]] = {}
+    for pool, why in sorted(reasons.items()):
+        pools.setdefault(why, []).append(pool)
+    return [why if names == [NO_NODEPOOL] else f"{', '.join(names)}: {why}" for why, names in pools.items()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +325,7 @@ class SchedulingResult:
         return {
             "nodeClaims": [nc.to_json() for nc in self.node_claims],
             "existingNodes": [{"name": e.name, "pods": list(e.pods)} for e in self.existing],
-            "unschedulable": [{"pod": u.pod, "reasons": dict(sorted(u.reasons.items()))} for u in self.unschedulable],
+            "unschedulable": [g.to_json() for g in group_unschedulable(self.unschedulable)],
             "totalPricePerHour": round(self.total_price, 6),
         }
 

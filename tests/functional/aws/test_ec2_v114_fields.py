@@ -170,3 +170,17 @@ def test_ipv6_cluster_interfaces_get_a_primary_ipv6_address_and_ipv6_prefixes(wo
         (0, 0, "efa", True),
         (1, 1, "efa", True),
     ]
+
+
+def test_a_launch_for_nitro_enclave_slots_enables_enclaves_in_its_launch_template(world: Any) -> None:
+    """As Karpenter's AWS provider: a NodeClaim requesting eks.amazonaws.com/nip-slots launches with Nitro Enclaves
+    enabled (EnclaveOptions in the template CreateFleet launches from); other templates do not say it (EC2's
+    default is disabled) and keep their names."""
+    enclave = ensure_launch_template(world.ec2, lt_spec(world, enclave=True))
+    plain = ensure_launch_template(world.ec2, lt_spec(world))
+    assert enclave != plain
+    assert _template_data(world, enclave)["EnclaveOptions"] == {"Enabled": True}
+    assert "EnclaveOptions" not in _template_data(world, plain)
+    launched = create_fleet(world.ec2, fleet_request(world, enclave))
+    [fleet] = world.ec2.describe_fleets(FleetIds=[launched.fleet_id])["Fleets"]
+    assert fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"] == enclave

@@ -1,8 +1,9 @@
 """An EC2NodeClass with Karpenter v1.14's launch settings, through the real launch workflow (moto, the
 test API server): the launch template CreateFleet used carries its network interfaces (EFA-only
-included), connection tracking, CPU options, the resolved placement group and the kubelet settings in
-the user data; CreateFleet carries spec.context; the NodeClaim's allocatable follows kubelet.maxPods. A placement group that does not
-resolve fails the launch naming spec.placementGroupSelector."""
+included), connection tracking, CPU options, the resolved placement group and the kubelet settings and
+instanceStorePolicy RAID0 in the user data; CreateFleet carries spec.context; the NodeClaim's allocatable
+follows kubelet.maxPods. A placement group that does not resolve fails the launch naming
+spec.placementGroupSelector. Pods requesting EFA or Nitro Enclave slots get them at launch."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending_pods
 from tests.functional.placement_groups import serve_placement_groups
 
+NIP_SLOTS = "eks.amazonaws.com/nip-slots"
 EXTRA_SPEC: dict[str, Any] = {
     "placementGroupSelector": {"name": "training"},
     "networkInterfaces": [
@@ -30,6 +32,7 @@ EXTRA_SPEC: dict[str, Any] = {
     "cpuOptions": {"nestedVirtualization": "enabled"},
     "kubelet": {"maxPods": 42, "systemReserved": {"memory": "300Mi"}},
     "context": "ctx-0123456789",
+    "instanceStorePolicy": "RAID0",
 }
 
 
@@ -45,6 +48,18 @@ def _provision(local: LocalNodeflow) -> list[dict[str, Any]]:
     local.send_pending(["default/train"])
     local.provision()
     return local.wait_for_executions()
+
+
+def _launched(local: LocalNodeflow) -> dict[str, Any]:
+    """The one NodeClaim, once launched (its instance known): for nodes that never initialize."""
+    deadline = time.monotonic() + 60
+    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
+        claims[0].get("status") or {}
+    ).get("providerID"):
+        assert time.monotonic() < deadline, "the NodeClaim did not launch"
+        time.sleep(0.1)
+    [claim] = claims
+    return claim
 
 
 def test_launch_template_carries_the_v114_settings(
@@ -91,6 +106,7 @@ def test_launch_template_carries_the_v114_settings(
     user_data = base64.b64decode(data["UserData"]).decode()
     assert "maxPods: 42" in user_data
     assert "memory: 300Mi" in user_data
+    assert "localStorage:\n      strategy: RAID0" in user_data  # nodeadm stripes the instance store
 
     [claim] = local.kube_server.objects("karpenter.sh/v1", "NodeClaim")
     assert claim["status"]["allocatable"]["pods"] == "42"
@@ -136,14 +152,7 @@ def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: C
     local.apply([pod])
     local.send_pending(["default/mpi"])
     local.provision()
-    # the simulated kubelet does not report EFA devices, so the node never initializes: wait for the launch only
-    deadline = time.monotonic() + 60
-    while not (claims := local.kube_server.objects("karpenter.sh/v1", "NodeClaim")) or not (
-        claims[0].get("status") or {}
-    ).get("providerID"):
-        assert time.monotonic() < deadline, "the NodeClaim did not launch"
-        time.sleep(0.1)
-    [claim] = claims
+    claim = _launched(local)  # the simulated kubelet does not report EFA devices: the node never initializes
     assert claim["spec"]["resources"]["requests"]["vpc.amazonaws.com/efa"] == "1"
     ec2 = local.clients.ec2
     [fleet] = ec2.describe_fleets()["Fleets"]
@@ -160,3 +169,33 @@ def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: C
         (card, 0 if card == 0 else 1, "efa") for card in range(len(interfaces))
     ]
     assert all(i["Groups"] == [local.world.security_group_id] for i in interfaces)
+
+
+def test_pods_requesting_nitro_enclave_slots_launch_with_enclaves_enabled(
+    make_local: Callable[..., LocalNodeflow],
+) -> None:
+    """Nitro Enclave slots come from a NodeOverlay's capacity (as with Karpenter); the NodeClaim requests them, and
+    its launch template enables Nitro Enclaves (Karpenter's AWS provider: EnclaveOptions from the requests)."""
+    local = make_local()
+    overlay = {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "enclaves"},
+        "spec": {
+            "requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m"]}],
+            "capacity": {NIP_SLOTS: "4"},
+        },
+    }
+    [pod] = pending_pods("enclave", 1, cpu="1", memory="2Gi")
+    pod["spec"]["containers"][0]["resources"]["requests"][NIP_SLOTS] = "1"
+    pod["spec"]["containers"][0]["resources"]["limits"] = {NIP_SLOTS: "1"}
+    local.apply([overlay, pod])
+    local.send_pending(["default/enclave"])
+    local.provision()
+    claim = _launched(local)  # the simulated kubelet does not report enclave slots: the node never initializes
+    assert claim["spec"]["resources"]["requests"][NIP_SLOTS] == "1"
+    ec2 = local.clients.ec2
+    [fleet] = ec2.describe_fleets()["Fleets"]
+    name = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    [version] = ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"]
+    assert version["LaunchTemplateData"]["EnclaveOptions"] == {"Enabled": True}

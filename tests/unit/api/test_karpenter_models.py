@@ -711,6 +711,19 @@ NODEPOOL_CASES: list[tuple[str, Mutator, str, str]] = [
         "spec.template.spec.requirments",
         "unknown field",
     ),
+    # in no Karpenter version (and read by nothing): refused, not silently accepted
+    (
+        "consolidate-when",
+        _set("spec.disruption", {"consolidateWhen": "WhenEmpty"}),
+        "spec.disruption.consolidateWhen",
+        "unknown field",
+    ),
+    (
+        "decision-ratio-threshold",
+        _set("spec.disruption", {"decisionRatioThreshold": 1.5}),
+        "spec.disruption.decisionRatioThreshold",
+        "unknown field",
+    ),
     ("wrong-api-version", _set("apiVersion", "karpenter.sh/v1beta1"), "apiVersion", "karpenter.sh/v1"),
     ("name-missing", lambda d: d["metadata"].pop("name"), "metadata.name", "name is required"),
     ("name-invalid", _set("metadata.name", "Default_Pool"), "metadata.name", "RFC 1123 subdomain"),
@@ -773,13 +786,6 @@ NODEPOOL_VALID: list[tuple[str, Mutator]] = [
     ("limits-int", _set("spec.limits", {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": "2"})),
     ("static", lambda d: d["spec"].update(replicas=2, limits={"nodes": "5"})),
     ("tgp", _set("spec.template.spec.terminationGracePeriod", "48h")),
-    (
-        "consolidate-when",
-        _set(
-            "spec.disruption",
-            {"consolidateWhen": "WhenCostJustifiesDisruption", "decisionRatioThreshold": 1.5},
-        ),
-    ),
 ]
 
 
@@ -1152,6 +1158,8 @@ NODECLASS_CASES: list[tuple[str, Mutator, str, str]] = [
         "12-digit AWS account id",
     ),
     ("typo", _spec(subnetSelectorTerm=[]), "spec.subnetSelectorTerm", "unknown field"),
+    # not an EC2NodeClass field in any Karpenter version (Karpenter enables enclaves for eks.amazonaws.com/nip-slots)
+    ("enclave-options", _spec(enclaveOptions={"enabled": True}), "spec.enclaveOptions", "unknown field"),
     ("name-missing", lambda d: d["metadata"].pop("name"), "metadata.name", "name is required"),
     ("wrong-kind", lambda d: d.update(kind="AWSNodeTemplate"), "kind", "EC2NodeClass"),
 ]
@@ -1218,7 +1226,6 @@ NODECLASS_VALID: list[tuple[str, Mutator]] = [
         ),
     ),
     ("misc", _spec(associatePublicIPAddress=False, detailedMonitoring=True, ipPrefixCount=1, context="ctx")),
-    ("enclave", _spec(enclaveOptions={"enabled": True})),
 ]
 
 

@@ -19,6 +19,7 @@ from nodeflow.aws.userdata import (
     ClusterInfo,
     MimePart,
     NodeBootstrap,
+    bottlerocket_version,
     parse_mime_archive,
     render_mime_archive,
     render_user_data,
@@ -500,3 +501,41 @@ def test_plain_taint_like_objects_are_accepted() -> None:
 
     out = render_user_data(boot("Bottlerocket", taints=[PlainTaint("a", "b", "NoExecute")]))
     assert tomllib.loads(out)["settings"]["kubernetes"]["node-taints"] == {"a": ["b:NoExecute"]}
+
+
+# ------------------------------------------------------------------------------- instanceStorePolicy RAID0
+
+
+def test_raid0_instance_store_policy_reaches_every_linux_familys_bootstrap() -> None:
+    """instanceStorePolicy RAID0 makes the instance types' ephemeral-storage the instance store total; the node
+    must then really stripe its NVMe disks into it, as Karpenter's user data asks each bootstrap to."""
+    nodeconfig = generated_nodeconfig(render_user_data(boot("AL2023", instance_store_policy="RAID0")))
+    assert nodeconfig["spec"]["instance"] == {"localStorage": {"strategy": "RAID0"}}
+    assert "instance" not in generated_nodeconfig(render_user_data(boot("AL2023")))["spec"]
+
+    script = al2_script(render_user_data(boot("AL2", instance_store_policy="RAID0")))
+    assert script.endswith(" \\\n--local-disks raid0")
+    assert "--local-disks" not in al2_script(render_user_data(boot("AL2")))
+
+    user = '[settings.bootstrap-commands.user-first]\ncommands = [["echo", "hi"]]\nmode = "once"\nessential = false\n'
+    dirs = ["--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]  # before Bottlerocket 1.46
+    for version, extra in [("latest", []), ("v1.46.0", []), ("v1.45.2", dirs), (None, dirs)]:
+        doc = bottlerocket(instance_store_policy="RAID0", bottlerocket_version=version, user_data=user)
+        commands = doc["settings"]["bootstrap-commands"]
+        assert commands["user-first"]["mode"] == "once"  # the user's own commands stay
+        assert commands["000-mount-instance-storage"] == {
+            "commands": [
+                ["apiclient", "ephemeral-storage", "init"],
+                ["apiclient", "ephemeral-storage", "bind", *extra],
+            ],
+            "essential": True,
+            "mode": "always",
+        }, version
+    assert "bootstrap-commands" not in bottlerocket()["settings"]
+
+
+def test_the_bottlerocket_version_comes_from_the_alias_else_the_ami_name() -> None:
+    assert bottlerocket_version("v1.47.0", "bottlerocket-aws-k8s-1.33-x86_64-v1.40.0-431fe75a") == "v1.47.0"
+    assert bottlerocket_version(None, "bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a") == "v1.46.0"
+    assert bottlerocket_version(None, "my-image") is None
+    assert bottlerocket_version(None, None) is None

@@ -12,6 +12,7 @@ import pytest
 from nodeflow.disruption.model import Blocked, BlockKind
 from nodeflow.governance import decisions as dl
 from nodeflow.governance.decisions import ClaimOutcome, Decision, DecisionError
+from nodeflow.scheduling.nodepools import NO_NODEPOOL
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult, UnschedulablePod
 
@@ -129,8 +130,8 @@ def test_a_disruption_round_gives_its_command_blocked_candidates_and_forceful_te
         "candidates": ["ip-10-0-1-1"],
         "replacements": [{"nodePool": "default", "instanceTypes": ["m5.large"], "pricePerHour": 0.05}],
         "moves": [{"pod": "shop/web-1", "replacement": 0}, {"pod": "shop/web-2", "node": "ip-10-0-2-2"}],
-        "pricePerHourBefore": 0.2,
-        "pricePerHourAfter": 0.05,
+        "candidatesPricePerHour": 0.2,
+        "replacementsPricePerHour": 0.05,
         "savedPerHour": 0.15,
     }
     blocked = [
@@ -154,6 +155,7 @@ def test_a_disruption_round_gives_its_command_blocked_candidates_and_forceful_te
     assert cmd.pods == ("shop/web-1", "shop/web-2")  # the pods it moves
     assert cmd.detail["outcome"] == "replacing"
     assert cmd.detail["savedPerHour"] == 0.15
+    assert (cmd.detail["candidatesPricePerHour"], cmd.detail["replacementsPricePerHour"]) == (0.2, 0.05)
     assert cmd.summary == (
         "Underutilized (single-node consolidation): replace ip-10-0-1-1 with 1 replacement, saves $0.1500/hour; "
         "replacing"
@@ -330,3 +332,18 @@ def test_an_interruption_records_the_nodeclaim_its_offering_and_why() -> None:
         "capacityType": "spot",
     }
     assert dl.interruption_records("i2", AT, [("c", "Deleted", "Deletion", {})])[0].node_pools == ()
+
+
+def test_pods_no_nodepool_can_take_are_one_record_that_says_why_once_and_names_no_nodepool() -> None:
+    result = SchedulingResult(
+        node_claims=(),
+        existing=(),
+        unschedulable=tuple(
+            UnschedulablePod(f"shop/web-{i}", {NO_NODEPOOL: "no NodePool is defined"}) for i in range(3)
+        ),
+    )
+    run, record = dl.provisioning_records("r", AT, [f"shop/web-{i}" for i in range(3)], result, [])
+    assert record.summary == "3 pods got no NodeClaim: no NodePool is defined"
+    assert record.node_pools == ()  # "-" is not a NodePool: nothing to find it by with --nodepool
+    assert run.node_pools == ()
+    assert record.pods == ("shop/web-0", "shop/web-1", "shop/web-2")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from nodeflow.governance.decisions import nodepool_partitions
 
 if TYPE_CHECKING:
     from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import Decision
     from nodeflow.lifecycle.provisioner import ProvisionResult
     from tests.kubeapi import KubeAPIServer
 
@@ -58,7 +59,9 @@ def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyP
         }
 
 
-def _provision(world: dict[str, Any], writer: DecisionLog | None, now: datetime = NOW) -> ProvisionResult:
+def _provision(
+    world: dict[str, Any], writer: Callable[[Sequence[Decision]], Any] | None, now: datetime = NOW
+) -> ProvisionResult:
     from nodeflow.catalog.offline import load_offline
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
@@ -94,6 +97,70 @@ def _read(world: dict[str, Any], since: timedelta = timedelta(hours=1), **query:
 
 def _items(world: dict[str, Any]) -> list[dict[str, Any]]:
     return list(world["ddb"].scan(TableName=TABLE)["Items"])
+
+
+def _keys(items: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(i["pk"]["S"], i["sk"]["S"]) for i in items}
+
+
+def _no_retries() -> Any:
+    """A DynamoDB client without botocore's own retries (as the handlers' decision-log client)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
+
+
+class _Faults:
+    """moto's BatchWriteItem on the decision table, with faults: ``throttle`` refuses every batch
+    (ProvisionedThroughputExceededException), ``refuse`` too (InternalServerError), ``hold`` leaves the items it
+    picks unprocessed (UnprocessedItems); ``aws_size_check`` refuses a batch with an item over the size limit
+    whole, before writing any of it, as DynamoDB does (moto 5.2.5 checks an item as it writes it: the items ahead
+    of a too-big one are written, those after it not). ``batches``: the items of each call."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from moto.core.exceptions import AWSError
+        from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
+        from moto.dynamodb.responses import DynamoHandler
+
+        class ProvisionedThroughputExceededException(AWSError):
+            TYPE = "ProvisionedThroughputExceededException"
+            STATUS = 400
+
+        class InternalServerError(AWSError):
+            TYPE = "InternalServerError"
+            STATUS = 500
+
+        self.throttle = self.refuse = False
+        self.aws_size_check = False
+        self.hold: Callable[[dict[str, Any]], bool] | None = None
+        self.batches: list[list[dict[str, Any]]] = []
+        real = DynamoHandler.batch_write_item
+        faults = self
+
+        def batch_write_item(handler: Any) -> Any:
+            items = [r["PutRequest"]["Item"] for r in handler.body["RequestItems"].get(TABLE, ())]
+            faults.batches.append(items)
+            if faults.throttle:
+                raise ProvisionedThroughputExceededException(
+                    "The level of configured provisioned throughput was exceeded"
+                )
+            if faults.refuse:
+                raise InternalServerError("the service is unavailable")
+            if faults.aws_size_check:
+                for item in items:
+                    checked = LimitedSizeDict()
+                    for name, value in item.items():
+                        checked[name] = DynamoType(value)  # moto's own check: ItemSizeTooLarge (ValidationException)
+            held = [i for i in items if faults.hold is not None and faults.hold(i)]
+            if held:
+                handler.body["RequestItems"][TABLE] = [{"PutRequest": {"Item": i}} for i in items if i not in held]
+            out = real(handler)
+            if held:
+                out.result["UnprocessedItems"] = {TABLE: [{"PutRequest": {"Item": i}} for i in held]}
+            return out
+
+        monkeypatch.setattr(DynamoHandler, "batch_write_item", batch_write_item)
 
 
 def test_a_provisioner_run_is_recorded_and_read_back_by_pod_nodepool_and_time(world: dict[str, Any]) -> None:
@@ -199,9 +266,10 @@ def test_a_failing_dynamodb_does_not_fail_the_provisioner(
     assert calls, "the writes were tried"
     assert writer.written == 0
     assert writer.failed > 0
-    assert logged
-    assert all(m.startswith("decision log:") for m, _ in logged)
-    assert "InternalServerError" in logged[0][1]["error"]
+    ((message, extra),) = logged  # one line for the run's write
+    assert message == "decision log: items not written"
+    assert extra["failed"] == writer.failed
+    assert "InternalServerError" in extra["errors"][0]
     assert _items(world) == []
 
 
@@ -425,3 +493,164 @@ def test_an_unschedulable_group_replanned_within_the_hour_rewrites_one_record(wo
 
     _provision(world, _writer(world, remembered=remembered), now=NOW + timedelta(hours=1, minutes=1))
     assert len(records()) == 2  # the next hour: a record of its own
+
+
+# ------------------------------------------------------------------------------------------ faults
+
+
+def test_a_throttled_log_stops_at_its_deadline_and_counts_what_it_did_not_write(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DynamoDB throttles every write: the writer stops at the deadline it was given (its retries alone would take
+    3.5 s), the NodeClaims are made, and the items not written are counted ``late`` and logged."""
+    import time
+
+    from nodeflow.aws.decisions import DecisionLog
+
+    faults = _Faults(monkeypatch)
+    faults.throttle = True
+    budget = 0.5
+    deadline: list[float] = []
+    logged: list[tuple[str, dict[str, Any]]] = []
+    writer = DecisionLog(
+        _no_retries(),
+        TABLE,
+        log=lambda m, e: logged.append((m, e)),
+        time_left=lambda: deadline[0] - time.monotonic(),
+    )
+    took: list[float] = []
+
+    def timed(records: Sequence[Decision]) -> None:
+        deadline.append(time.monotonic() + budget)  # the writes get ``budget`` seconds from here
+        writer.write(records)
+        took.append(time.monotonic() - (deadline[0] - budget))
+
+    result = _provision(world, timed)
+    assert result.created
+    assert faults.batches, "the writes were tried"
+    assert took[0] < budget + 0.5, took  # not the 3.5 s of retries
+    assert writer.written == 0
+    assert writer.failed == 0
+    assert writer.late > 0
+    ((message, extra),) = logged
+    assert message == "decision log: items not written"
+    assert extra["late"] == writer.late
+    assert "the deadline came (Throttled: " in extra["errors"][0]
+
+
+def test_a_record_whose_write_failed_is_written_by_the_next_run(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The container remembers a record only once all its items are written: a run whose writes all failed, and a
+    run whose one pod pointer stayed unprocessed, leave the hour's unschedulable record to the next run."""
+    from nodeflow.aws.decisions import DecisionLog
+
+    faults = _Faults(monkeypatch)
+    remembered: set[str] = set()
+
+    def writer() -> DecisionLog:
+        return DecisionLog(_no_retries(), TABLE, remembered=remembered, sleep=lambda _s: None)
+
+    faults.refuse = True
+    first = writer()
+    _provision(world, first)
+    assert first.failed > 0
+    assert remembered == set()
+    assert _read(world, pod=world["stray"]) == []
+
+    faults.refuse = False
+    stray_pointer = f"POD#{world['stray']}"
+    faults.hold = lambda item: item["pk"]["S"] == stray_pointer  # that one item stays unprocessed
+    partly = writer()
+    _provision(world, partly, now=NOW + timedelta(minutes=5))
+    assert partly.failed == 1
+    assert _read(world, pod=world["stray"]) == []  # its pointer is missing
+    records = [i for i in _items(world) if i["pk"]["S"].startswith("DECISION#")]
+    assert [i["kind"]["S"] for i in records].count("unschedulable") == 1  # the record itself was written
+    assert remembered, "the records written whole are remembered"
+
+    faults.hold = None
+    last = writer()
+    _provision(world, last, now=NOW + timedelta(minutes=10))  # the same hour, the same container
+    assert last.failed == 0
+    (found,) = _read(world, pod=world["stray"])
+    assert found.kind == "unschedulable"
+    assert found.at == NOW + timedelta(minutes=10)
+    again = writer()
+    _provision(world, again, now=NOW + timedelta(minutes=15))
+    assert again.skipped == 1  # written now: remembered, not written again
+
+
+def _racks(values: int) -> dict[str, Any]:
+    """A required node affinity that no NodePool can satisfy, listing ``values`` values (its reason lists them)."""
+    term = {"key": "example.com/rack", "operator": "In", "values": [f"rack-{i:07d}" for i in range(values)]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+        }
+    }
+
+
+@pytest.fixture
+def huge(world: dict[str, Any]) -> str:
+    """A pod whose unschedulable reason lists 40,000 rack names (~560 KB: over DynamoDB's 400 KB item limit)."""
+    big = pod(2, 97, None)
+    big["spec"]["affinity"] = _racks(40_000)
+    world["kube"].create(big)
+    return f"{big['metadata']['namespace']}/{big['metadata']['name']}"
+
+
+def test_a_record_over_the_item_limit_is_capped_and_its_batch_is_written(
+    world: dict[str, Any], huge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unschedulable pod whose reason lists 40,000 values: its record is stored with the reason cut (a marker,
+    and the characters cut counted in ``detail.truncated``), under the item limit, and every other item of its
+    batch is written too (DynamoDB, as the fault makes moto do, refuses a batch with one item too big whole)."""
+    faults = _Faults(monkeypatch)
+    faults.aws_size_check = True
+    writer = _writer(world)
+    result = _provision(world, writer)
+    assert result.created
+    assert writer.failed == 0, world["logged"]
+    stored = _items(world)
+    assert writer.written == len(stored)
+    from nodeflow.governance.decisions import MAX_ITEM_BYTES, MAX_TEXT, item_size
+
+    (record,) = _read(world, pod=huge)
+    reason = record.detail["reasons"]["default"]
+    assert reason.startswith("incompatible requirements: example.com/rack: requires In [rack-0000000, ")
+    assert len(reason) < MAX_TEXT + 40
+    assert reason.endswith(" characters]")
+    assert record.detail["truncated"]["detail.reasons"]["characters"] > 500_000
+    assert all(item_size(i) <= MAX_ITEM_BYTES for i in stored)
+    batch = next(b for b in faults.batches if any(i["sk"] == {"S": record.sk} for i in b))
+    assert len(batch) > 1
+    assert _keys(batch) <= _keys(stored)  # its batch mates: all written
+
+
+def test_a_batch_refused_for_one_item_is_written_item_by_item(
+    world: dict[str, Any], huge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record the caps miss (here: caps raised past DynamoDB's limit) makes DynamoDB refuse its batch: the batch's
+    items are sent again one by one, so only that record is lost (counted and logged); its index items and its
+    batch mates are written."""
+    from nodeflow.governance import decisions as dl
+
+    monkeypatch.setattr(dl, "MAX_TEXT", 10**7, raising=False)
+    monkeypatch.setattr(dl, "MAX_ITEM_BYTES", 10**7, raising=False)
+    faults = _Faults(monkeypatch)
+    faults.aws_size_check = True
+    writer = _writer(world)
+    result = _provision(world, writer)
+    assert result.created
+    assert writer.failed == 1
+    ((message, extra),) = world["logged"]
+    assert message == "decision log: items not written"
+    assert "Item size has exceeded the maximum allowed size" in extra["errors"][0]
+    stored = _keys(_items(world))
+    (refused,) = [b for b in faults.batches if len(b) > 1 and any(len(str(i)) > 400_000 for i in b)]
+    lost = {k for k in _keys(refused) if k not in stored}
+    assert len(lost) == 1
+    assert lost.pop()[0].startswith("DECISION#")
+    assert len(_keys(refused) & stored) == len(refused) - 1  # the other items of its batch
+    assert writer.written == len(stored)

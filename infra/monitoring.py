@@ -11,7 +11,8 @@ Alarms (each notifies ``alarmTopicArn`` when given):
   provisioner's ``NodeClaimsCreated``);
 - the provisioner, gc or webhook function errors (a workflow step's errors are the workflow's to handle);
 - decision log items could not be written (``DecisionLogWriteErrors`` of the provisioner, disruption and
-  interruption functions: the log has a gap, nothing else stopped);
+  interruption functions), or not before the function's deadline (``DecisionLogWriteTimeouts``): the log has a
+  gap, nothing else stopped;
 - the webhook answers 5xx (its store or the bus failed) or many 4xx (a misconfigured or unauthorized agent):
   the Function URL's own Url4xxCount / Url5xxCount, which include requests IAM auth refused before the handler.
 
@@ -126,6 +127,16 @@ class Monitoring(Construct):
             description=(
                 "decision log items could not be written to its DynamoDB table (provisioning and disruption went "
                 "on; the log has a gap): see the functions' 'decision log:' log lines"
+            ),
+        )
+        self._alarm(
+            "DecisionLogWriteTimeouts",
+            custom_metric(config.cluster_name, "DecisionLogWriteTimeouts", period=Duration.minutes(15)),
+            threshold=1,
+            description=(
+                "decision log items were not written before the function's deadline (DynamoDB throttled the table "
+                "longer than the run had time for; provisioning and disruption went on, the log has a gap): see the "
+                "functions' 'decision log:' log lines"
             ),
         )
 

@@ -381,6 +381,18 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monke
     [
         (["--since", "1x"], "--since: '1x' is not a duration like 30m, 1h, 2d"),
         (["--since", "0h"], "--since: '0h' is not a duration"),
+        (["--since=-1h"], "--since: '-1h' is negative"),  # (argparse takes "--since -1h" for an option)
+        (["--since", "99999999d"], "--since: '99999999d' is too long (it reaches back before 1970-01-01)"),
+        (["--since", "9" * 5000 + "d"], "is too long"),  # (int() of it alone: ValueError past 4,300 digits)
+        (["--since", "0001-01-01T00:00:00Z"], "--since: '0001-01-01T00:00:00Z' is out of range (from 1970-01-01"),
+        (["--since", "0001-01-01T00:00:00+01:00"], "--since: '0001-01-01T00:00:00+01:00' is out of range"),
+        (["--since", "2026-13-01T00:00:00Z"], "--since: '2026-13-01T00:00:00Z' is not an RFC 3339 time"),
+        (
+            ["--now", "2026-03-01T12:00:00Z", "--since", "2026-03-01T13:00:00Z"],
+            "--since: '2026-03-01T13:00:00Z' is in the future (after 2026-03-01T12:00:00Z)",
+        ),
+        (["--now", "9999-12-31T23:59:59Z"], "--now: '9999-12-31T23:59:59Z' is out of range"),
+        (["--now", "tomorrow"], "--now: 'tomorrow' is not an RFC 3339 time"),
         (["--pod", "no-slash"], "--pod: 'no-slash' is not NAMESPACE/NAME"),
         (["--limit", "0"], "--limit: 0"),
     ],
@@ -389,6 +401,62 @@ def test_the_decisions_command_names_bad_input(args: list[str], message: str) ->
     code, out, err = _cli("--stack", "Nodeflow-shop", *args)
     assert (code, out) == (2, "")
     assert message in err
+
+
+def test_decisions_since_is_clamped_to_the_logs_retention(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--since`` ten years back reads the days the log keeps (the stack's DecisionLogTtlDays; 90 when the stack
+    does not say), and the output says it was clamped: 16 Query calls a day, not 58,000 for ten years."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    _provision(world, _writer(world))
+    queries: list[int] = []
+    real = DynamoHandler.query
+
+    def query(handler: Any) -> Any:
+        queries.append(1)
+        return real(handler)
+
+    monkeypatch.setattr(DynamoHandler, "query", query)
+    now = (NOW + timedelta(minutes=5)).isoformat()
+    code, out, err = _cli("--stack", _stack(world), "--now", now, "--since", "3650d", "--region", REGION)
+    assert (code, err) == (0, "")
+    assert "provisioning" in out
+    assert out.splitlines()[-1] == (
+        "--since clamped to 2025-12-01 12:05:00 UTC: the log keeps records 90 days (stack output DecisionLogTtlDays)"
+    )
+    assert len(queries) <= 92 * 16
+
+    import boto3
+
+    def stack(name: str, **outputs: str) -> str:
+        template = {
+            "Resources": {"Q": {"Type": "AWS::SQS::Queue"}},
+            "Outputs": {k: {"Value": v} for k, v in outputs.items()},
+        }
+        boto3.client("cloudformation", region_name=REGION).create_stack(
+            StackName=name, TemplateBody=json.dumps(template)
+        )
+        return name
+
+    week = stack("Week", DecisionTableName=TABLE, DecisionLogTtlDays="7")
+    code, out, err = _cli("--stack", week, "--now", now, "--since", "30d", "-o", "json", "--region", REGION)
+    assert code == 0
+    assert {r["kind"] for r in json.loads(out)} == {"provisioning", "nodeclaim", "unschedulable"}
+    assert err == (
+        "note: --since clamped to 2026-02-22 12:05:00 UTC: the log keeps records 7 days (stack output "
+        "DecisionLogTtlDays)\n"
+    )
+    older = stack("Older", DecisionTableName=TABLE)  # deployed before the output existed
+    code, out, err = _cli("--stack", older, "--now", now, "--since", "0001-01-01T00:00:00Z", "--region", REGION)
+    assert (code, out) == (2, "")  # before 1970: out of range, not clamped
+    code, out, err = _cli("--stack", older, "--now", now, "--since", "1970-01-01T00:00:00Z", "--region", REGION)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == (
+        "--since clamped to 2025-12-01 12:05:00 UTC: the log keeps records 90 days (the default; the stack has no "
+        "DecisionLogTtlDays)"
+    )
 
 
 def test_the_decisions_command_names_a_missing_stack_or_log(world: dict[str, Any]) -> None:

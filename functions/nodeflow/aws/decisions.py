@@ -25,6 +25,7 @@ from typing import Any
 from nodeflow.aws.errors import AwsUnavailable, InvalidRequest, Throttled, aws_errors
 from nodeflow.governance.decisions import (
     DEFAULT_TTL_DAYS,
+    MAX_TTL_DAYS,
     Decision,
     day_partitions,
     from_item,
@@ -271,6 +272,8 @@ def read_decisions(
     (namespace/name) and/or ``nodepool`` when given, else all. ``now`` decides what has expired (DynamoDB's TTL
     deletes only eventually); records stamped a little after it (a writer's clock ahead) are still found.
     Raises ``AwsError`` (the table cannot be read) or ``DecisionError`` (an item is not a record)."""
+    # nothing older than the longest TTL is live: a far ``since`` (the CLI clamps it to the stack's TTL) reads no more
+    since = max(since, now - timedelta(days=MAX_TTL_DAYS + 1))
     # a blocked candidate's record is keyed by its hour (its time is later): keys from the hour of ``since``
     lo = time_key(since.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
     # newest first from every partition: reading stops a margin past ``limit`` (a busy NodePool's 90 days are big)

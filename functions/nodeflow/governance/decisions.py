@@ -57,6 +57,7 @@ __all__ = [
     "EXPIRATION",
     "INTERRUPTION",
     "KINDS",
+    "MAX_TTL_DAYS",
     "NODECLAIM",
     "PROVISIONING",
     "SCALE_DOWN",

@@ -362,10 +362,13 @@ def _hostile_records() -> list[Decision]:
     result = SchedulingResult(
         node_claims=claims,
         existing=(),
-        unschedulable=tuple(
-            UnschedulablePod(p, {pool: f"{_long('why', 1000)}: policy gpu-access" for pool in pools}) for p in pods[:50]
-        )
-        + (UnschedulablePod("racks/one", {"default": huge}),),
+        unschedulable=(
+            *(
+                UnschedulablePod(p, {pool: f"{_long('why', 1000)}: policy gpu-access" for pool in pools})
+                for p in pods[:50]
+            ),
+            UnschedulablePod("racks/one", {"default": huge}),
+        ),
     )
     outcomes = [ClaimOutcome(_long(f"claim{i}", 253), "refused", huge) for i in range(5)]
     records = dl.provisioning_records("r" * 16, AT, list(pods), result, outcomes, claim_types=300)

@@ -16,6 +16,7 @@ import pytest
 from benchmarks.provisioning_scale import node_class, node_pool, pod
 from nodeflow.cli import main
 from nodeflow.governance.decisions import nodepool_partitions
+from tests.functional.faults.dynamodb import BatchWriteFaults
 
 if TYPE_CHECKING:
     from nodeflow.aws.decisions import DecisionLog
@@ -111,58 +112,6 @@ def _no_retries() -> Any:
     return boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
 
 
-class _Faults:
-    """moto's BatchWriteItem on the decision table, with faults: ``throttle`` refuses every batch
-    (ProvisionedThroughputExceededException), ``refuse`` too (InternalServerError), ``hold`` leaves the items it
-    picks unprocessed (UnprocessedItems); ``aws_size_check`` refuses a batch with an item over the size limit
-    whole, before writing any of it, as DynamoDB does (moto 5.2.5 checks an item as it writes it: the items ahead
-    of a too-big one are written, those after it not). ``batches``: the items of each call."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from moto.core.exceptions import AWSError
-        from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
-        from moto.dynamodb.responses import DynamoHandler
-
-        class ProvisionedThroughputExceededException(AWSError):
-            TYPE = "ProvisionedThroughputExceededException"
-            STATUS = 400
-
-        class InternalServerError(AWSError):
-            TYPE = "InternalServerError"
-            STATUS = 500
-
-        self.throttle = self.refuse = False
-        self.aws_size_check = False
-        self.hold: Callable[[dict[str, Any]], bool] | None = None
-        self.batches: list[list[dict[str, Any]]] = []
-        real = DynamoHandler.batch_write_item
-        faults = self
-
-        def batch_write_item(handler: Any) -> Any:
-            items = [r["PutRequest"]["Item"] for r in handler.body["RequestItems"].get(TABLE, ())]
-            faults.batches.append(items)
-            if faults.throttle:
-                raise ProvisionedThroughputExceededException(
-                    "The level of configured provisioned throughput was exceeded"
-                )
-            if faults.refuse:
-                raise InternalServerError("the service is unavailable")
-            if faults.aws_size_check:
-                for item in items:
-                    checked = LimitedSizeDict()
-                    for name, value in item.items():
-                        checked[name] = DynamoType(value)  # moto's own check: ItemSizeTooLarge (ValidationException)
-            held = [i for i in items if faults.hold is not None and faults.hold(i)]
-            if held:
-                handler.body["RequestItems"][TABLE] = [{"PutRequest": {"Item": i}} for i in items if i not in held]
-            out = real(handler)
-            if held:
-                out.result["UnprocessedItems"] = {TABLE: [{"PutRequest": {"Item": i}} for i in held]}
-            return out
-
-        monkeypatch.setattr(DynamoHandler, "batch_write_item", batch_write_item)
-
-
 def test_a_provisioner_run_is_recorded_and_read_back_by_pod_nodepool_and_time(world: dict[str, Any]) -> None:
     writer = _writer(world)
     result = _provision(world, writer)
@@ -237,33 +186,17 @@ def test_every_item_expires_after_the_ttl_days(world: dict[str, Any]) -> None:
 def test_a_failing_dynamodb_does_not_fail_the_provisioner(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from moto.core.exceptions import AWSError
-    from moto.dynamodb.responses import DynamoHandler
-
-    class InternalServerError(AWSError):
-        TYPE = "InternalServerError"
-        STATUS = 500
-
-    calls: list[str] = []
-
-    def refuse(self: Any) -> Any:
-        calls.append("BatchWriteItem")
-        raise InternalServerError("the service is unavailable")
-
-    monkeypatch.setattr(DynamoHandler, "batch_write_item", refuse)
-    import boto3
-    from botocore.config import Config
-
-    ddb = boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
     from nodeflow.aws.decisions import DecisionLog
 
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.refuse = True
     logged: list[tuple[str, dict[str, Any]]] = []
-    writer = DecisionLog(ddb, TABLE, log=lambda m, e: logged.append((m, e)), sleep=lambda _s: None)
+    writer = DecisionLog(_no_retries(), TABLE, log=lambda m, e: logged.append((m, e)), sleep=lambda _s: None)
     result = _provision(world, writer)
 
     assert result.created
     assert result.deferred == []
-    assert calls, "the writes were tried"
+    assert faults.batches, "the writes were tried"
     assert writer.written == 0
     assert writer.failed > 0
     ((message, extra),) = logged  # one line for the run's write
@@ -276,34 +209,15 @@ def test_a_failing_dynamodb_does_not_fail_the_provisioner(
 def test_throttled_writes_are_sent_again_until_written(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """DynamoDB throttles a hot partition key: a BatchWriteItem refused whole (ProvisionedThroughputExceeded, after
     botocore's own retries) is sent again with a backoff, not counted lost; every record is read back."""
-    from moto.core.exceptions import AWSError
-    from moto.dynamodb.responses import DynamoHandler
-
-    class ProvisionedThroughputExceededException(AWSError):
-        TYPE = "ProvisionedThroughputExceededException"
-        STATUS = 400
-
-    real = DynamoHandler.batch_write_item
-    refused: list[int] = []
-
-    def throttle(self: Any) -> Any:
-        if len(refused) < 3:
-            refused.append(1)
-            raise ProvisionedThroughputExceededException("The level of configured provisioned throughput was exceeded")
-        return real(self)
-
-    monkeypatch.setattr(DynamoHandler, "batch_write_item", throttle)
-    import boto3
-    from botocore.config import Config
-
     from nodeflow.aws.decisions import DecisionLog
 
-    ddb = boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.throttle = 3
     slept: list[float] = []
-    writer = DecisionLog(ddb, TABLE, workers=1, sleep=slept.append)
+    writer = DecisionLog(_no_retries(), TABLE, workers=1, sleep=slept.append)
     result = _provision(world, writer)
     assert result.created
-    assert len(refused) == 3
+    assert faults.throttled == 3
     assert slept[:3] == [0.05, 0.1, 0.2]
     assert writer.failed == 0
     assert writer.written == len(_items(world)) > 0
@@ -575,8 +489,8 @@ def test_a_throttled_log_stops_at_its_deadline_and_counts_what_it_did_not_write(
 
     from nodeflow.aws.decisions import DecisionLog
 
-    faults = _Faults(monkeypatch)
-    faults.throttle = True
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.throttle = -1
     budget = 0.5
     deadline: list[float] = []
     logged: list[tuple[str, dict[str, Any]]] = []
@@ -613,7 +527,7 @@ def test_a_record_whose_write_failed_is_written_by_the_next_run(
     run whose one pod pointer stayed unprocessed, leave the hour's unschedulable record to the next run."""
     from nodeflow.aws.decisions import DecisionLog
 
-    faults = _Faults(monkeypatch)
+    faults = BatchWriteFaults(monkeypatch, TABLE)
     remembered: set[str] = set()
 
     def writer() -> DecisionLog:
@@ -674,7 +588,7 @@ def test_a_record_over_the_item_limit_is_capped_and_its_batch_is_written(
     """An unschedulable pod whose reason lists 40,000 values: its record is stored with the reason cut (a marker,
     and the characters cut counted in ``detail.truncated``), under the item limit, and every other item of its
     batch is written too (DynamoDB, as the fault makes moto do, refuses a batch with one item too big whole)."""
-    faults = _Faults(monkeypatch)
+    faults = BatchWriteFaults(monkeypatch, TABLE)
     faults.aws_size_check = True
     writer = _writer(world)
     result = _provision(world, writer)
@@ -706,7 +620,7 @@ def test_a_batch_refused_for_one_item_is_written_item_by_item(
 
     monkeypatch.setattr(dl, "MAX_TEXT", 10**7, raising=False)
     monkeypatch.setattr(dl, "MAX_ITEM_BYTES", 10**7, raising=False)
-    faults = _Faults(monkeypatch)
+    faults = BatchWriteFaults(monkeypatch, TABLE)
     faults.aws_size_check = True
     writer = _writer(world)
     result = _provision(world, writer)

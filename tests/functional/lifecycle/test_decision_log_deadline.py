@@ -7,54 +7,17 @@ invocation's deadline."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 import pytest
 
 from nodeflow.handlers.common import DECISION_LOG_MARGIN_SECONDS
 from sandbox.nodeflow import LocalNodeflow
+from tests.functional.faults.dynamodb import BatchWriteFaults
 from tests.functional.lifecycle.conftest import pending_pods
 
 
-def _published(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
-    from nodeflow.handlers.common import metrics
-
-    published: dict[str, float] = {}
-    real = metrics.add_metric
-
-    def add_metric(name: str, unit: Any, value: float, **kw: Any) -> None:  # POWERTOOLS_METRICS_DISABLED in tests
-        published[name] = value
-        real(name=name, unit=unit, value=value, **kw)
-
-    monkeypatch.setattr(metrics, "add_metric", add_metric)
-    return published
-
-
-def _throttle_decision_log(monkeypatch: pytest.MonkeyPatch, table: str) -> list[int]:
-    """DynamoDB answers every BatchWriteItem on ``table`` ProvisionedThroughputExceededException (moto never
-    throttles); returns the list the refused calls are counted in."""
-    from moto.core.exceptions import AWSError
-    from moto.dynamodb.responses import DynamoHandler
-
-    class ProvisionedThroughputExceededException(AWSError):
-        TYPE = "ProvisionedThroughputExceededException"
-        STATUS = 400
-
-    real = DynamoHandler.batch_write_item
-    refused: list[int] = []
-
-    def batch_write_item(handler: Any) -> Any:
-        if table in handler.body.get("RequestItems", {}):
-            refused.append(1)
-            raise ProvisionedThroughputExceededException("The level of configured provisioned throughput was exceeded")
-        return real(handler)
-
-    monkeypatch.setattr(DynamoHandler, "batch_write_item", batch_write_item)
-    return refused
-
-
 def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
-    local: LocalNodeflow, monkeypatch: pytest.MonkeyPatch
+    local: LocalNodeflow, published: dict[str, float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Retries enough for ~28 s of throttling: the run ends at its deadline (timeout - margin) instead, with what it
     did not write counted."""
@@ -63,8 +26,8 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
     local.apply(pending_pods("warm", 1))
     local.send_pending(["default/warm"])
     assert local.provision()["result"]["nodeClaimsCreated"]  # the cold start (catalog, clients) out of the way
-    published = _published(monkeypatch)
-    refused = _throttle_decision_log(monkeypatch, local.world.decision_table_name)
+    faults = BatchWriteFaults(monkeypatch, local.world.decision_table_name)
+    faults.throttle = -1
     monkeypatch.setattr(decisions, "ATTEMPTS", 30)
     timeout = int(DECISION_LOG_MARGIN_SECONDS) + 4  # the writes get what is left of 4 s after provisioning
     local.clients.lambda_.update_function_configuration(
@@ -81,7 +44,7 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
     assert published["DecisionLogWriteTimeouts"] > 0
     assert published["DecisionLogItemsWritten"] == 0
     assert published["DecisionLogWriteErrors"] == 0
-    assert refused, "the writes were tried"
+    assert faults.throttled, "the writes were tried"
     local.wait_for_executions()
 
 

@@ -212,12 +212,12 @@ def test_throttled_writes_are_sent_again_until_written(world: dict[str, Any], mo
     from nodeflow.aws.decisions import DecisionLog
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
-    faults.throttle = 3
+    faults.throttle.left = 3
     slept: list[float] = []
     writer = DecisionLog(_no_retries(), TABLE, workers=1, sleep=slept.append)
     result = _provision(world, writer)
     assert result.created
-    assert faults.throttled == 3
+    assert faults.throttle.throttled == 3
     assert slept[:3] == [0.05, 0.1, 0.2]
     assert writer.failed == 0
     assert writer.written == len(_items(world)) > 0
@@ -490,7 +490,7 @@ def test_a_throttled_log_stops_at_its_deadline_and_counts_what_it_did_not_write(
     from nodeflow.aws.decisions import DecisionLog
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
-    faults.throttle = -1
+    faults.throttle.left = -1
     budget = 0.5
     deadline: list[float] = []
     logged: list[tuple[str, dict[str, Any]]] = []

@@ -4,11 +4,12 @@ refusal of a batch with an item over the 400 KB limit."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from tests.functional.faults.throttle import Throttle
 
 __all__ = ["BatchWriteFaults"]
 
@@ -16,14 +17,15 @@ __all__ = ["BatchWriteFaults"]
 class BatchWriteFaults:
     """Faults of BatchWriteItem on ``table`` (calls on other tables pass untouched):
 
-    - ``throttle``: the next N calls answer ProvisionedThroughputExceededException (-1: every call);
+    - ``throttle``: the calls it hits (``throttle.left``: the next N, -1 every one) answer
+      ProvisionedThroughputExceededException; ``throttle.throttled`` counts them;
     - ``refuse``: every call answers InternalServerError (500);
     - ``hold``: the items it picks come back in UnprocessedItems, the others are written;
     - ``aws_size_check``: a batch with an item over the size limit is refused whole (ValidationException) before
       any of it is written, as DynamoDB does; moto 5.2.5 checks an item as it writes it (over 405,000 bytes), so the
       items ahead of a too-big one are written and those after it not.
 
-    ``batches``: the items of each call on ``table``; ``throttled``: the calls throttled."""
+    ``batches``: the items of each call on ``table``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, table: str) -> None:
         from moto.core.exceptions import AWSError
@@ -39,32 +41,21 @@ class BatchWriteFaults:
             STATUS = 500
 
         self.table = table
-        self.throttle = 0
-        self.throttled = 0
+        self.throttle = Throttle()
         self.refuse = False
         self.aws_size_check = False
         self.hold: Callable[[dict[str, Any]], bool] | None = None
         self.batches: list[list[dict[str, Any]]] = []
-        self._lock = threading.Lock()
         real = DynamoHandler.batch_write_item
         faults = self
-
-        def throttled() -> bool:
-            with faults._lock:
-                if faults.throttle == 0:
-                    return False
-                if faults.throttle > 0:
-                    faults.throttle -= 1
-                faults.throttled += 1
-                return True
 
         def batch_write_item(handler: Any) -> Any:
             if table not in handler.body.get("RequestItems", {}):
                 return real(handler)
             items = [r["PutRequest"]["Item"] for r in handler.body["RequestItems"][table]]
-            with faults._lock:
+            with faults.throttle.lock:
                 faults.batches.append(items)
-            if throttled():
+            if faults.throttle.take():
                 raise ProvisionedThroughputExceededException(
                     "The level of configured provisioned throughput was exceeded"
                 )

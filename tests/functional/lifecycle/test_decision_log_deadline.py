@@ -27,7 +27,7 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
     local.send_pending(["default/warm"])
     assert local.provision()["result"]["nodeClaimsCreated"]  # the cold start (catalog, clients) out of the way
     faults = BatchWriteFaults(monkeypatch, local.world.decision_table_name)
-    faults.throttle = -1
+    faults.throttle.left = -1
     monkeypatch.setattr(decisions, "ATTEMPTS", 30)
     timeout = int(DECISION_LOG_MARGIN_SECONDS) + 4  # the writes get what is left of 4 s after provisioning
     local.clients.lambda_.update_function_configuration(
@@ -44,7 +44,7 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
     assert published["DecisionLogWriteTimeouts"] > 0
     assert published["DecisionLogItemsWritten"] == 0
     assert published["DecisionLogWriteErrors"] == 0
-    assert faults.throttled, "the writes were tried"
+    assert faults.throttle.throttled, "the writes were tried"
     local.wait_for_executions()
 
 

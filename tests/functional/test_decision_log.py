@@ -520,6 +520,28 @@ def test_a_throttled_log_stops_at_its_deadline_and_counts_what_it_did_not_write(
     assert "the deadline came (Throttled: " in extra["errors"][0]
 
 
+def test_a_write_past_its_deadline_sends_nothing_and_counts_every_item(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run took all its time: the writer sends nothing, builds nothing, and counts each record and index item
+    it would have written as late."""
+    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import index_items
+
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    writer = DecisionLog(world["ddb"], TABLE, time_left=lambda: 0.0)
+    given: list[Decision] = []
+
+    def hook(records: Sequence[Decision]) -> None:
+        given.extend(records)
+        writer.write(records)
+
+    assert _provision(world, hook).created
+    assert faults.batches == []
+    assert writer.late == sum(1 + len(index_items(d)) for d in given) > 0
+    assert (writer.written, writer.failed) == (0, 0)
+
+
 def test_a_record_whose_write_failed_is_written_by_the_next_run(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -117,6 +117,35 @@ class DecisionLog:
                 self.skipped += len(decisions) - len(fresh)
             decisions = fresh
         tally = _Write()
+        if self._out_of_time():  # no time to build them either: counted as the items they would have made
+            tally.late = sum(1 + len(d.node_pools) + len(d.pods) for d in decisions)
+            tally.errors.append("the deadline came before the write")
+            broken = set(range(len(decisions)))
+        else:
+            broken = self._write_all(decisions, tally)
+        if self.remembered is not None:
+            with self._lock:
+                self.remembered.update(_key(d) for n, d in enumerate(decisions) if n not in broken)
+        with self._lock:
+            self.written += tally.written
+            self.failed += tally.failed
+            self.late += tally.late
+        if tally.failed or tally.late:
+            self.log(
+                "decision log: items not written",
+                {
+                    "table": self.table_name,
+                    "written": tally.written,
+                    "failed": tally.failed,
+                    "late": tally.late,  # the deadline came first
+                    "records": len(broken),
+                    "errors": tally.errors[:SAMPLES],
+                },
+            )
+        return tally.written
+
+    def _write_all(self, decisions: Sequence[Decision], tally: _Write) -> set[int]:
+        """Build the items of ``decisions`` and write them in chunks; the records (indexes) not written whole."""
         requests: list[dict[str, Any]] = []
         owners: list[int] = []  # the record (index into ``decisions``) of each request
         broken: set[int] = set()
@@ -141,27 +170,7 @@ class DecisionLog:
         else:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(chunks))) as pool:
                 unwritten = set().union(*pool.map(send, chunks))
-        broken.update(owners[p] for p in unwritten)
-        if self.remembered is not None:
-            with self._lock:
-                self.remembered.update(_key(d) for n, d in enumerate(decisions) if n not in broken)
-        with self._lock:
-            self.written += tally.written
-            self.failed += tally.failed
-            self.late += tally.late
-        if tally.failed or tally.late:
-            self.log(
-                "decision log: items not written",
-                {
-                    "table": self.table_name,
-                    "written": tally.written,
-                    "failed": tally.failed,
-                    "late": tally.late,  # the deadline came first
-                    "records": len(broken),
-                    "errors": tally.errors[:SAMPLES],
-                },
-            )
-        return tally.written
+        return broken | {owners[p] for p in unwritten}
 
     __call__ = write  # the provisioner's and the disruption round's ``decisions`` hook
 

@@ -403,6 +403,27 @@ def test_a_record_this_container_wrote_is_not_written_again(world: dict[str, Any
     assert record.at == NOW  # not rewritten by this container; another one would move it to its round's time
 
 
+def test_a_blocked_candidate_whose_write_failed_is_written_by_the_next_round(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import disruption_records
+
+    blocked = [{"node": "n1", "event": "Unconsolidatable", "message": "no cheaper replacement"}]
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.refuse = True
+    remembered: set[str] = set()
+    failed = DecisionLog(_no_retries(), TABLE, remembered=remembered, sleep=lambda _s: None)
+    assert failed.write(disruption_records("d1", NOW, blocked=blocked, node_pools={"n1": "default"})) == 0
+    assert (failed.failed, remembered) == (2, set())
+    faults.refuse = False
+    later = DecisionLog(world["ddb"], TABLE, remembered=remembered)  # the next round, same container
+    assert later.write(disruption_records("d2", NOW + timedelta(minutes=1), blocked=blocked)) == 1
+    (record,) = _read(world)
+    assert (record.kind, record.at) == ("blocked", NOW + timedelta(minutes=1))
+    assert len(remembered) == 1
+
+
 def test_policy_denials_and_ceilings_are_recorded_with_the_policy(world: dict[str, Any]) -> None:
     """NodeflowPolicies in the cluster: the pods a policy keeps from a NodePool, and those a $/hour ceiling stops,
     are recorded with the policy's reason (in ``policy``), found by pod, and shown by ``decisions``."""

@@ -269,24 +269,40 @@ def to_item(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> dict[str, A
     ttl = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
     data = decision.to_json()
     text, entries = MAX_TEXT, MAX_PODS_PER_RECORD
-    while True:
+    body, stored = data, json.dumps(data, separators=(",", ":"), sort_keys=False)
+    if _may_cut(stored, text, entries):  # most records: nothing to cut, no walk
         body = bounded(data, text, entries)
+        stored = json.dumps(body, separators=(",", ":"), sort_keys=False)
+    while True:
         item = {
             **fixed,
             "summary": {"S": body["summary"]},
             "nodePools": {"S": ",".join(body["nodePools"])},
             "podCount": {"N": str(decision.pod_count)},
-            "body": {"S": json.dumps(body, separators=(",", ":"), sort_keys=False)},
+            "body": {"S": stored},
             **ttl,
         }
         if item_size(item) <= MAX_ITEM_BYTES or (text, entries) == (MIN_TEXT, MIN_ENTRIES):
             return item
         text, entries = max(MIN_TEXT, text // 2), max(MIN_ENTRIES, entries // 2)
+        body = bounded(data, text, entries)
+        stored = json.dumps(body, separators=(",", ":"), sort_keys=False)
+
+
+def _may_cut(stored: str, text: int, entries: int) -> bool:
+    """Whether a body (its JSON) may have something ``bounded`` cuts: a string of more than ``text`` characters
+    (a JSON string between two quotes, an escape counting as more; an escaped quote: maybe), or a list or map of
+    more than ``entries`` (one of N + 1 entries has N commas). Cheap, and never wrong the unsafe way."""
+    return stored.count(",") >= entries or '\\"' in stored or max(map(len, stored.split('"'))) > text
 
 
 def item_size(item: Mapping[str, Any]) -> int:
     """At least the size DynamoDB counts for ``item`` (attribute names and values, UTF-8; a number as its text)."""
-    return sum(len(name.encode()) + sum(len(str(v).encode()) for v in value.values()) for name, value in item.items())
+    size = 0
+    for name, value in item.items():
+        for text in (name, *(v if isinstance(v, str) else str(v) for v in value.values())):
+            size += len(text) if text.isascii() else len(text.encode())
+    return size
 
 
 _UNCUT = frozenset({"time", "kind", "id", "run", "podCount"})  # keys and counts: short, never cut

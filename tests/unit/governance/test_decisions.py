@@ -453,3 +453,22 @@ def test_a_record_within_the_caps_is_stored_as_it_is() -> None:
 
 def test_item_size_counts_names_and_values_in_utf8() -> None:
     assert dl.item_size({"pk": {"S": "ab"}, "n": {"N": "123"}, "é": {"S": "ü"}}) == 2 + 2 + 1 + 3 + 2 + 2
+
+
+@pytest.mark.parametrize(
+    ("detail", "cut"),
+    [
+        ({"message": "x" * dl.MAX_TEXT}, None),  # at the cap: kept
+        ({"message": "x" * (dl.MAX_TEXT + 1)}, {"detail.message": {"characters": 1}}),
+        ({"message": 'say "' + "x" * dl.MAX_TEXT + '"'}, {"detail.message": {"characters": 6}}),  # escaped quotes
+        ({"message": "é" * (dl.MAX_TEXT + 2)}, {"detail.message": {"characters": 2}}),  # escapes: \\u00e9
+        ({"ids": list(range(dl.MAX_PODS_PER_RECORD + 1))}, {"detail.ids": {"entries": 1}}),  # numbers, no quotes
+        ({"by": {str(i): i for i in range(dl.MAX_PODS_PER_RECORD + 3)}}, {"detail.by": {"entries": 3}}),
+    ],
+)
+def test_each_cap_is_found_whatever_the_json_looks_like(detail: dict[str, object], cut: object) -> None:
+    record = Decision("blocked", AT, "b-1", "d1", "summary", detail=detail)
+    stored = dl.from_item(dl.to_item(record))
+    assert stored.detail.get("truncated") == cut
+    if cut is None:
+        assert stored == record

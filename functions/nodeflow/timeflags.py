@@ -1,10 +1,10 @@
 """The time flags of the commands (``--now`` of plan / explain / disrupt / governance / decisions, ``--since`` of
 decisions): what a value may be, and the error that names the flag and the value when it is not.
 
-Pure: the current time is passed in. A time is RFC 3339 (``2026-11-21T12:00:00Z``; without an offset: UTC) between
-EARLIEST and LATEST, far enough inside what Python's datetime can hold for the arithmetic the commands do on it
-(pause windows, budgets, TTLs: a year out of range was an OverflowError traceback). A duration (``--since``) is
-whole units, ``30m``, ``1h30m``, ``2d``, ``1w``: positive, and not reaching back before EARLIEST.
+Pure: the current time is passed in. A time is RFC 3339 (``2026-11-21T12:00:00Z``; without an offset: UTC) from
+the year 1000 to 8999, a thousand years inside what Python's datetime can hold either way for the arithmetic the
+commands do on it (pause windows, budgets, TTLs: year 1 or 9999 was an OverflowError traceback). A duration
+(``--since``) is whole units, ``30m``, ``1h30m``, ``2d``, ``1w``: positive, and not reaching back before EARLIEST.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 __all__ = ["EARLIEST", "LATEST", "TimeFlagError", "parse_duration", "parse_since", "parse_time"]
 
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)  # the earliest Karpenter's own tests judge budgets at
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
 EXAMPLE = "2026-11-21T12:00:00Z"
 

@@ -296,9 +296,9 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monke
         (["--since", "1x"], "--since: '1x' is not a duration like 30m, 1h, 2d"),
         (["--since", "0h"], "--since: '0h' is not a duration"),
         (["--since=-1h"], "--since: '-1h' is negative"),  # (argparse takes "--since -1h" for an option)
-        (["--since", "99999999d"], "--since: '99999999d' is too long (it reaches back before 1970-01-01)"),
+        (["--since", "99999999d"], "--since: '99999999d' is too long (it reaches back before 1000-01-01)"),
         (["--since", "9" * 5000 + "d"], "is too long"),  # (int() of it alone: ValueError past 4,300 digits)
-        (["--since", "0001-01-01T00:00:00Z"], "--since: '0001-01-01T00:00:00Z' is out of range (from 1970-01-01"),
+        (["--since", "0001-01-01T00:00:00Z"], "--since: '0001-01-01T00:00:00Z' is out of range (from 1000-01-01"),
         (["--since", "0001-01-01T00:00:00+01:00"], "--since: '0001-01-01T00:00:00+01:00' is out of range"),
         (["--since", "2026-13-01T00:00:00Z"], "--since: '2026-13-01T00:00:00Z' is not an RFC 3339 time"),
         (
@@ -364,7 +364,7 @@ def test_decisions_since_is_clamped_to_the_logs_retention(
     )
     older = stack("Older", DecisionTableName=TABLE)  # deployed before the output existed
     code, out, err = _cli("--stack", older, "--now", now, "--since", "0001-01-01T00:00:00Z", "--region", REGION)
-    assert (code, out) == (2, "")  # before 1970: out of range, not clamped
+    assert (code, out) == (2, "")  # before the year 1000: out of range, not clamped
     code, out, err = _cli("--stack", older, "--now", now, "--since", "1970-01-01T00:00:00Z", "--region", REGION)
     assert (code, err) == (0, "")
     assert out.splitlines()[-1] == (

@@ -196,7 +196,7 @@ class Decision:
                 policy=tuple(str(p) for p in data.get("policy") or ()),
                 detail=dict(data.get("detail") or {}),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # a year-1 time with an offset: overflow
             raise DecisionError(f"decision record: {exc}") from None
 
 

@@ -306,6 +306,8 @@ def test_bad_input_names_what_is_wrong() -> None:
         dl.from_item({"pk": {"S": "POD#a/b"}, "sk": {"S": "x"}})
     with pytest.raises(DecisionError, match="decision record"):
         dl.from_item({"body": {"S": json.dumps({"kind": "x"})}})
+    with pytest.raises(DecisionError, match="decision record: date value out of range"):  # not an OverflowError
+        dl.from_item({"body": {"S": json.dumps({"kind": "x", "time": "0001-01-01T00:00:00+01:00", "id": "a"})}})
 
 
 def test_an_interruption_records_the_nodeclaim_its_offering_and_why() -> None:

@@ -11,7 +11,8 @@ Alarms (each notifies ``alarmTopicArn`` when given):
   provisioner's ``NodeClaimsCreated``);
 - the provisioner, gc or webhook function errors (a workflow step's errors are the workflow's to handle);
 - decision log items could not be written (``DecisionLogWriteErrors`` of the provisioner, disruption and
-  interruption functions: the log has a gap, nothing else stopped);
+  interruption functions), or not before the function's deadline (``DecisionLogWriteTimeouts``): the log has a
+  gap, nothing else stopped;
 - the webhook answers 5xx (its store or the bus failed) or many 4xx (a misconfigured or unauthorized agent):
   the Function URL's own Url4xxCount / Url5xxCount, which include requests IAM auth refused before the handler.
 
@@ -46,6 +47,14 @@ METRICS_NAMESPACE = "nodeflow"
 CAPACITY_ERROR_REASON = failure_reason({"Error": "NoCapacity"})[0]
 CAPACITY_ERROR_RATE_THRESHOLD = 0.2
 ALARMED_FUNCTION_ERRORS = ("provisioner", "gc", "webhook", "interruption")
+# The decision-log writers' metrics (``nodeflow.handlers.common.record_decision_log``) -> what the alarm says.
+DECISION_LOG_ALARMS = {
+    "DecisionLogWriteErrors": "could not be written to its DynamoDB table",
+    "DecisionLogWriteTimeouts": (
+        "were not written before the function's deadline (DynamoDB throttled the table longer than the run had "
+        "time for)"
+    ),
+}
 _PERIOD = Duration.minutes(5)
 
 
@@ -118,16 +127,17 @@ class Monitoring(Construct):
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
 
-        # --- the decision log: records that could not be written (the Lambdas went on; the log has a gap) -------
-        self._alarm(
-            "DecisionLogWriteErrors",
-            custom_metric(config.cluster_name, "DecisionLogWriteErrors", period=Duration.minutes(15)),
-            threshold=1,
-            description=(
-                "decision log items could not be written to its DynamoDB table (provisioning and disruption went "
-                "on; the log has a gap): see the functions' 'decision log:' log lines"
-            ),
-        )
+        # --- the decision log: items not written (the Lambdas went on; the log has a gap) ------------------------
+        for name, what in DECISION_LOG_ALARMS.items():
+            self._alarm(
+                name,
+                custom_metric(config.cluster_name, name, period=Duration.minutes(15)),
+                threshold=1,
+                description=(
+                    f"decision log items {what} (provisioning and disruption went on; the log has a gap): see the "
+                    "functions' 'decision log:' log lines"
+                ),
+            )
 
         # --- dead-letter queues -------------------------------------------------------------------------------
         for name, dlq in queues.dead_letter_queues.items():

@@ -78,6 +78,12 @@ class NodeflowStack(Stack):
             value=self.data.decisions.table_name,
             description="the decision log (python -m nodeflow decisions --stack STACK)",
         )
+        CfnOutput(
+            self,
+            "DecisionLogTtlDays",
+            value=str(self.config.decision_log_ttl_days),
+            description="the days the decision log keeps a record (decisions --since reads no further back)",
+        )
         CfnOutput(self, "EventBusName", value=self.events.bus.event_bus_name)
         for name, queue in self.queues.queues.items():
             CfnOutput(self, f"{name.capitalize()}QueueUrl", value=queue.queue_url)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import boto3
 
+from nodeflow.governance.decisions import DEFAULT_TTL_DAYS
 from nodeflow.ingress.routing import AWS_ROUTES, ROUTES, event_pattern
 
 if TYPE_CHECKING:
@@ -443,16 +444,19 @@ def create_decision_table(clients_or_session: ClientSource, name: str, region: s
 
 def register_stack(clients_or_session: ClientSource, world: AwsWorld) -> str:
     """A CloudFormation stack ``Nodeflow-<cluster>`` with the outputs of infra/stack.py that name what the sandbox
-    made (ClusterName, TableName, DecisionTableName, EventBusName), so commands that take ``--stack`` (``python -m
-    nodeflow decisions``) find them as in a deployed account. Its one resource is a parameter naming the stack (the
-    sandbox's resources are made directly, not by CloudFormation). Returns the stack's name. Moto's CloudFormation
-    costs ~2 s to import the first time: the demo calls this, the functional tests only when they need it."""
+    made (ClusterName, TableName, DecisionTableName, DecisionLogTtlDays, EventBusName), so commands that take
+    ``--stack`` (``python -m nodeflow decisions``) find them as in a deployed account. Its one resource is a
+    parameter naming the stack (the sandbox's resources are made directly, not by CloudFormation). Returns the
+    stack's name. Moto's CloudFormation costs ~2 s to import the first time: the demo calls this, the functional
+    tests only when they need it."""
     cfn = as_clients(clients_or_session, world.region)("cloudformation")
     name = "Nodeflow-" + world.cluster_name.replace("_", "-")
     outputs = {
         "ClusterName": world.cluster_name,
         "TableName": world.table_name,
         "DecisionTableName": world.decision_table_name,
+        # the sandbox's functions stamp the default TTL (no DECISION_LOG_TTL_DAYS), as a stack without the context
+        "DecisionLogTtlDays": str(DEFAULT_TTL_DAYS) if world.decision_table_name else "",
         "EventBusName": world.bus_name,
     }
     template = {

@@ -145,17 +145,18 @@ _NOW_HELP = "the time NodeflowPolicy pause windows are judged at, RFC 3339 (defa
 
 
 def _now_arg(args: argparse.Namespace, err: TextIO) -> datetime | None:
-    """``--now`` (the current UTC time when not given), or None after printing why it is not a time."""
+    """``--now`` (the current UTC time when not given), or None after printing why it is not a usable time."""
     from datetime import UTC, datetime
+
+    from nodeflow.timeflags import TimeFlagError, parse_time
 
     if not args.now:
         return datetime.now(UTC)
     try:
-        now = datetime.fromisoformat(args.now)
-    except ValueError:
-        print(f"error: --now: {args.now!r} is not an RFC 3339 time (e.g. 2026-11-21T12:00:00Z)", file=err)
+        return parse_time("--now", args.now)
+    except TimeFlagError as exc:
+        print(f"error: {exc}", file=err)
         return None
-    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -294,22 +295,15 @@ def _explain(manifests: Manifests, inp: SchedulingInput, args: argparse.Namespac
 
 
 def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from datetime import UTC, datetime
-
     from nodeflow.disruption.model import Settings, Snapshot
     from nodeflow.disruption.repair import RepairResult, decide_repairs
     from nodeflow.disruption.round import decide
     from nodeflow.plan import ClusterState
 
-    if args.now:
-        try:
-            now = datetime.fromisoformat(args.now)
-        except ValueError:
-            print(f"error: --now: {args.now!r} is not an RFC 3339 time (e.g. 2026-11-21T12:00:00Z)", file=err)
-            return EXIT_INPUT
-        now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
-    else:
-        now = datetime.now(UTC)
+    found = _now_arg(args, err)
+    if found is None:
+        return EXIT_INPUT
+    now = found
     snapshot = Snapshot(state=ClusterState.from_manifests(manifests), pdbs=tuple(manifests.pdbs))
     settings = Settings(
         spot_to_spot_consolidation=args.spot_to_spot,

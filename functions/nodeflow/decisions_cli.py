@@ -5,6 +5,11 @@ Prints the records newest first: time (UTC), kind, NodePools, pods, summary; ``-
 records (``nodeflow.governance.decisions.Decision.to_json``: time, kind, id, run, nodePools, summary, podCount,
 pods, policy, detail). AWS access as the SDK finds it (AWS_PROFILE / --profile, AWS_REGION / --region,
 AWS_ENDPOINT_URL for a local moto server such as the demo's).
+
+``--since`` reads no further back than the log keeps records: the stack's ``DecisionLogTtlDays`` output
+(``decisionLogTtlDays``; a stack without it: the default, 90 days); an earlier ``--since`` is clamped to it, and the
+output says so. A value that is not a time or duration, is negative, out of range or in the future is an
+``error:`` naming the flag (exit 2), before any AWS call.
 """
 
 from __future__ import annotations
@@ -13,18 +18,21 @@ import argparse
 import json
 import os
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
+
+from nodeflow.timeflags import TimeFlagError, parse_since, parse_time
 
 if TYPE_CHECKING:
     from nodeflow.governance.decisions import Decision
 
-__all__ = ["DecisionsError", "add_parser", "find_table", "parse_since", "render", "run"]
+__all__ = ["DecisionLogStack", "DecisionsError", "add_parser", "find_table", "render", "run"]
 
 EXIT_OK, EXIT_AWS, EXIT_INPUT = 0, 1, 2
 OUTPUT_KEY = "DecisionTableName"
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+TTL_OUTPUT_KEY = "DecisionLogTtlDays"
+DEFAULT_TTL_DAYS = 90  # infra/config.py's default decisionLogTtlDays
 _POD = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -40,7 +48,12 @@ def add_parser(commands: Any) -> None:
         "denials) of a deployed nodeflow stack, newest first.",
     )
     p.add_argument("--stack", required=True, help="the CloudFormation stack, e.g. Nodeflow-my-cluster")
-    p.add_argument("--since", default="1h", help="how far back: a duration (30m, 1h, 2d, 90d) or an RFC 3339 time")
+    p.add_argument(
+        "--since",
+        default="1h",
+        help="how far back: a duration (30m, 1h, 2d, 90d) or an RFC 3339 time; at most the log's retention "
+        "(decisionLogTtlDays, default 90 days)",
+    )
     p.add_argument("--pod", metavar="NS/NAME", help="only the records naming this pod")
     p.add_argument("--nodepool", metavar="NAME", help="only the records naming this NodePool")
     p.add_argument("--limit", type=int, default=500, help="at most this many records (default 500)")
@@ -50,26 +63,18 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--now", help=argparse.SUPPRESS)  # tests: the time to read up to (RFC 3339)
 
 
-def parse_since(text: str, now: datetime) -> datetime:
-    """``30m``, ``1h``, ``2d``, ``1h30m``, ``90d`` before ``now``, or an RFC 3339 time."""
-    raw = text.strip()
-    if raw and _DURATION.sub("", raw) == "" and _DURATION.search(raw):
-        seconds = sum(int(n) * _UNITS[u] for n, u in _DURATION.findall(raw))
-        if seconds <= 0:
-            raise DecisionsError(f"--since: {text!r} is not a duration like 30m, 1h, 2d (it must be positive)")
-        return now - timedelta(seconds=seconds)
-    if raw[:1].isdigit() and "T" in raw:
-        try:
-            at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-    raise DecisionsError(f"--since: {text!r} is not a duration like 30m, 1h, 2d (or an RFC 3339 time)")
+@dataclass(frozen=True)
+class DecisionLogStack:
+    """What a stack says about its decision log: the table, and the days it keeps a record (None: the stack does
+    not say; deployed before ``DecisionLogTtlDays`` was an output)."""
+
+    table: str
+    ttl_days: int | None = None
 
 
-def find_table(cloudformation: Any, stack: str, region: str) -> str:
-    """The decision log table of ``stack``: its ``DecisionTableName`` output, else its table resource."""
+def find_table(cloudformation: Any, stack: str, region: str) -> DecisionLogStack:
+    """The decision log of ``stack``: its ``DecisionTableName`` output, else its table resource; and its
+    ``DecisionLogTtlDays`` output."""
     from botocore.exceptions import ClientError
 
     try:
@@ -79,16 +84,29 @@ def find_table(cloudformation: Any, stack: str, region: str) -> str:
     if not stacks:
         raise DecisionsError(f"--stack: {stack!r} was not found in {region}")
     outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in stacks[0].get("Outputs") or ()}
+    raw_ttl = str(outputs.get(TTL_OUTPUT_KEY) or "").strip()
+    ttl = int(raw_ttl) if raw_ttl.isdigit() and int(raw_ttl) > 0 else None
     if outputs.get(OUTPUT_KEY):
-        return str(outputs[OUTPUT_KEY])
+        return DecisionLogStack(str(outputs[OUTPUT_KEY]), ttl)
     resources = cloudformation.describe_stack_resources(StackName=stack).get("StackResources") or ()
     for r in resources:
         if r.get("ResourceType") == "AWS::DynamoDB::Table" and "Decisions" in str(r.get("LogicalResourceId", "")):
-            return str(r["PhysicalResourceId"])
+            return DecisionLogStack(str(r["PhysicalResourceId"]), ttl)
     raise DecisionsError(
         f"--stack: {stack!r} has no decision log (no output {OUTPUT_KEY}): is it a nodeflow stack deployed with "
         "this version (cdk deploy)?"
     )
+
+
+def retention(log: DecisionLogStack, since: datetime, now: datetime) -> tuple[datetime, str]:
+    """``since``, or the oldest time the log can hold a record from (``now`` less its TTL days) when that is
+    later; with a note saying so ('' when not clamped)."""
+    days = log.ttl_days or DEFAULT_TTL_DAYS
+    oldest = now - timedelta(days=days)
+    if since >= oldest:
+        return since, ""
+    source = f"stack output {TTL_OUTPUT_KEY}" if log.ttl_days else f"the default; the stack has no {TTL_OUTPUT_KEY}"
+    return oldest, f"--since clamped to {_when(oldest)} UTC: the log keeps records {days} days ({source})"
 
 
 def _when(at: datetime) -> str:
@@ -120,15 +138,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from nodeflow.governance.decisions import DecisionError
 
     try:
-        now = parse_since(args.now, datetime.now(UTC)) if args.now else datetime.now(UTC)
-        since = parse_since(args.since, now)
+        now = parse_time("--now", args.now) if args.now else datetime.now(UTC)
+        since = parse_since("--since", args.since, now)
         if args.pod is not None and not _POD.match(args.pod):
             raise DecisionsError(f"--pod: {args.pod!r} is not NAMESPACE/NAME (e.g. shop/web-7d4b9c-x2k8q)")
         if args.nodepool is not None and not args.nodepool.strip():
             raise DecisionsError("--nodepool: empty")
         if args.limit < 1:
             raise DecisionsError(f"--limit: {args.limit} is not a positive number")
-    except DecisionsError as exc:
+    except (DecisionsError, TimeFlagError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_INPUT
     try:
@@ -143,7 +161,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print("error: --region: no region given and the AWS SDK has none configured (AWS_REGION)", file=err)
         return EXIT_INPUT
     try:
-        table = find_table(session.client("cloudformation"), args.stack, region)
+        log = find_table(session.client("cloudformation"), args.stack, region)
+        table = log.table
+        since, clamped = retention(log, since, now)
         records = read_decisions(
             session.client("dynamodb"),
             table,
@@ -162,6 +182,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output == "json":
         json.dump([r.to_json() for r in records], out, indent=2)
         print(file=out)
+        if clamped:
+            print(f"note: {clamped}", file=err)
         return EXIT_OK
     render(records, out)
     what = " ".join(
@@ -172,4 +194,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         f"since {_when(since)} UTC (table {table}, region {region})",
         file=out,
     )
+    if clamped:
+        print(clamped, file=out)
     return EXIT_OK

@@ -1,10 +1,10 @@
-"""Fixtures shared by the functional tests: fake AWS credentials for moto, and one test Kubernetes API
-server with Karpenter's CRDs per session (tests reset it before use)."""
+"""Fixtures shared by the functional tests: fake AWS credentials for moto, one test Kubernetes API server with
+Karpenter's CRDs per session (tests reset it before use), and the metrics the handlers publish."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -37,3 +37,20 @@ def kube_server() -> Iterator[KubeAPIServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
+    """The handlers' Powertools metrics as they add them (name -> the latest value); POWERTOOLS_METRICS_DISABLED
+    keeps them from being printed."""
+    from nodeflow.handlers.common import metrics
+
+    seen: dict[str, float] = {}
+    real = metrics.add_metric
+
+    def add_metric(name: str, unit: Any, value: float, **kw: Any) -> None:
+        seen[name] = value
+        real(name=name, unit=unit, value=value, **kw)
+
+    monkeypatch.setattr(metrics, "add_metric", add_metric)
+    return seen

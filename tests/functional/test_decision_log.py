@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +16,11 @@ import pytest
 from benchmarks.provisioning_scale import node_class, node_pool, pod
 from nodeflow.cli import main
 from nodeflow.governance.decisions import nodepool_partitions
+from tests.functional.faults.dynamodb import BatchWriteFaults
 
 if TYPE_CHECKING:
     from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import Decision
     from nodeflow.lifecycle.provisioner import ProvisionResult
     from tests.kubeapi import KubeAPIServer
 
@@ -58,7 +60,9 @@ def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyP
         }
 
 
-def _provision(world: dict[str, Any], writer: DecisionLog | None, now: datetime = NOW) -> ProvisionResult:
+def _provision(
+    world: dict[str, Any], writer: Callable[[Sequence[Decision]], Any] | None, now: datetime = NOW
+) -> ProvisionResult:
     from nodeflow.catalog.offline import load_offline
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
@@ -94,6 +98,18 @@ def _read(world: dict[str, Any], since: timedelta = timedelta(hours=1), **query:
 
 def _items(world: dict[str, Any]) -> list[dict[str, Any]]:
     return list(world["ddb"].scan(TableName=TABLE)["Items"])
+
+
+def _keys(items: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(i["pk"]["S"], i["sk"]["S"]) for i in items}
+
+
+def _no_retries() -> Any:
+    """A DynamoDB client without botocore's own retries (as the handlers' decision-log client)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
 
 
 def test_a_provisioner_run_is_recorded_and_read_back_by_pod_nodepool_and_time(world: dict[str, Any]) -> None:
@@ -170,72 +186,38 @@ def test_every_item_expires_after_the_ttl_days(world: dict[str, Any]) -> None:
 def test_a_failing_dynamodb_does_not_fail_the_provisioner(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from moto.core.exceptions import AWSError
-    from moto.dynamodb.responses import DynamoHandler
-
-    class InternalServerError(AWSError):
-        TYPE = "InternalServerError"
-        STATUS = 500
-
-    calls: list[str] = []
-
-    def refuse(self: Any) -> Any:
-        calls.append("BatchWriteItem")
-        raise InternalServerError("the service is unavailable")
-
-    monkeypatch.setattr(DynamoHandler, "batch_write_item", refuse)
-    import boto3
-    from botocore.config import Config
-
-    ddb = boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
     from nodeflow.aws.decisions import DecisionLog
 
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.refuse = True
     logged: list[tuple[str, dict[str, Any]]] = []
-    writer = DecisionLog(ddb, TABLE, log=lambda m, e: logged.append((m, e)), sleep=lambda _s: None)
+    writer = DecisionLog(_no_retries(), TABLE, log=lambda m, e: logged.append((m, e)), sleep=lambda _s: None)
     result = _provision(world, writer)
 
     assert result.created
     assert result.deferred == []
-    assert calls, "the writes were tried"
+    assert faults.batches, "the writes were tried"
     assert writer.written == 0
     assert writer.failed > 0
-    assert logged
-    assert all(m.startswith("decision log:") for m, _ in logged)
-    assert "InternalServerError" in logged[0][1]["error"]
+    ((message, extra),) = logged  # one line for the run's write
+    assert message == "decision log: items not written"
+    assert extra["failed"] == writer.failed
+    assert "InternalServerError" in extra["errors"][0]
     assert _items(world) == []
 
 
 def test_throttled_writes_are_sent_again_until_written(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """DynamoDB throttles a hot partition key: a BatchWriteItem refused whole (ProvisionedThroughputExceeded, after
     botocore's own retries) is sent again with a backoff, not counted lost; every record is read back."""
-    from moto.core.exceptions import AWSError
-    from moto.dynamodb.responses import DynamoHandler
-
-    class ProvisionedThroughputExceededException(AWSError):
-        TYPE = "ProvisionedThroughputExceededException"
-        STATUS = 400
-
-    real = DynamoHandler.batch_write_item
-    refused: list[int] = []
-
-    def throttle(self: Any) -> Any:
-        if len(refused) < 3:
-            refused.append(1)
-            raise ProvisionedThroughputExceededException("The level of configured provisioned throughput was exceeded")
-        return real(self)
-
-    monkeypatch.setattr(DynamoHandler, "batch_write_item", throttle)
-    import boto3
-    from botocore.config import Config
-
     from nodeflow.aws.decisions import DecisionLog
 
-    ddb = boto3.client("dynamodb", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.throttle.left = 3
     slept: list[float] = []
-    writer = DecisionLog(ddb, TABLE, workers=1, sleep=slept.append)
+    writer = DecisionLog(_no_retries(), TABLE, workers=1, sleep=slept.append)
     result = _provision(world, writer)
     assert result.created
-    assert len(refused) == 3
+    assert faults.throttle.throttled == 3
     assert slept[:3] == [0.05, 0.1, 0.2]
     assert writer.failed == 0
     assert writer.written == len(_items(world)) > 0
@@ -313,6 +295,18 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monke
     [
         (["--since", "1x"], "--since: '1x' is not a duration like 30m, 1h, 2d"),
         (["--since", "0h"], "--since: '0h' is not a duration"),
+        (["--since=-1h"], "--since: '-1h' is negative"),  # (argparse takes "--since -1h" for an option)
+        (["--since", "99999999d"], "--since: '99999999d' is too long (it reaches back before 1000-01-01)"),
+        (["--since", "9" * 5000 + "d"], "is too long"),  # (int() of it alone: ValueError past 4,300 digits)
+        (["--since", "0001-01-01T00:00:00Z"], "--since: '0001-01-01T00:00:00Z' is out of range (from 1000-01-01"),
+        (["--since", "0001-01-01T00:00:00+01:00"], "--since: '0001-01-01T00:00:00+01:00' is out of range"),
+        (["--since", "2026-13-01T00:00:00Z"], "--since: '2026-13-01T00:00:00Z' is not an RFC 3339 time"),
+        (
+            ["--now", "2026-03-01T12:00:00Z", "--since", "2026-03-01T13:00:00Z"],
+            "--since: '2026-03-01T13:00:00Z' is in the future (after 2026-03-01T12:00:00Z)",
+        ),
+        (["--now", "9999-12-31T23:59:59Z"], "--now: '9999-12-31T23:59:59Z' is out of range"),
+        (["--now", "tomorrow"], "--now: 'tomorrow' is not an RFC 3339 time"),
         (["--pod", "no-slash"], "--pod: 'no-slash' is not NAMESPACE/NAME"),
         (["--limit", "0"], "--limit: 0"),
     ],
@@ -321,6 +315,62 @@ def test_the_decisions_command_names_bad_input(args: list[str], message: str) ->
     code, out, err = _cli("--stack", "Nodeflow-shop", *args)
     assert (code, out) == (2, "")
     assert message in err
+
+
+def test_decisions_since_is_clamped_to_the_logs_retention(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--since`` ten years back reads the days the log keeps (the stack's DecisionLogTtlDays; 90 when the stack
+    does not say), and the output says it was clamped: 16 Query calls a day, not 58,000 for ten years."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    _provision(world, _writer(world))
+    queries: list[int] = []
+    real = DynamoHandler.query
+
+    def query(handler: Any) -> Any:
+        queries.append(1)
+        return real(handler)
+
+    monkeypatch.setattr(DynamoHandler, "query", query)
+    now = (NOW + timedelta(minutes=5)).isoformat()
+    code, out, err = _cli("--stack", _stack(world), "--now", now, "--since", "3650d", "--region", REGION)
+    assert (code, err) == (0, "")
+    assert "provisioning" in out
+    assert out.splitlines()[-1] == (
+        "--since clamped to 2025-12-01 12:05:00 UTC: the log keeps records 90 days (stack output DecisionLogTtlDays)"
+    )
+    assert len(queries) <= 92 * 16
+
+    import boto3
+
+    def stack(name: str, **outputs: str) -> str:
+        template = {
+            "Resources": {"Q": {"Type": "AWS::SQS::Queue"}},
+            "Outputs": {k: {"Value": v} for k, v in outputs.items()},
+        }
+        boto3.client("cloudformation", region_name=REGION).create_stack(
+            StackName=name, TemplateBody=json.dumps(template)
+        )
+        return name
+
+    week = stack("Week", DecisionTableName=TABLE, DecisionLogTtlDays="7")
+    code, out, err = _cli("--stack", week, "--now", now, "--since", "30d", "-o", "json", "--region", REGION)
+    assert code == 0
+    assert {r["kind"] for r in json.loads(out)} == {"provisioning", "nodeclaim", "unschedulable"}
+    assert err == (
+        "note: --since clamped to 2026-02-22 12:05:00 UTC: the log keeps records 7 days (stack output "
+        "DecisionLogTtlDays)\n"
+    )
+    older = stack("Older", DecisionTableName=TABLE)  # deployed before the output existed
+    code, out, err = _cli("--stack", older, "--now", now, "--since", "0001-01-01T00:00:00Z", "--region", REGION)
+    assert (code, out) == (2, "")  # before the year 1000: out of range, not clamped
+    code, out, err = _cli("--stack", older, "--now", now, "--since", "1970-01-01T00:00:00Z", "--region", REGION)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == (
+        "--since clamped to 2025-12-01 12:05:00 UTC: the log keeps records 90 days (the default; the stack has no "
+        "DecisionLogTtlDays)"
+    )
 
 
 def test_the_decisions_command_names_a_missing_stack_or_log(world: dict[str, Any]) -> None:
@@ -351,6 +401,27 @@ def test_a_record_this_container_wrote_is_not_written_again(world: dict[str, Any
     assert later.skipped == 1
     (record,) = _read(world)
     assert record.at == NOW  # not rewritten by this container; another one would move it to its round's time
+
+
+def test_a_blocked_candidate_whose_write_failed_is_written_by_the_next_round(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import disruption_records
+
+    blocked = [{"node": "n1", "event": "Unconsolidatable", "message": "no cheaper replacement"}]
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.refuse = True
+    remembered: set[str] = set()
+    failed = DecisionLog(_no_retries(), TABLE, remembered=remembered, sleep=lambda _s: None)
+    assert failed.write(disruption_records("d1", NOW, blocked=blocked, node_pools={"n1": "default"})) == 0
+    assert (failed.failed, remembered) == (2, set())
+    faults.refuse = False
+    later = DecisionLog(world["ddb"], TABLE, remembered=remembered)  # the next round, same container
+    assert later.write(disruption_records("d2", NOW + timedelta(minutes=1), blocked=blocked)) == 1
+    (record,) = _read(world)
+    assert (record.kind, record.at) == ("blocked", NOW + timedelta(minutes=1))
+    assert len(remembered) == 1
 
 
 def test_policy_denials_and_ceilings_are_recorded_with_the_policy(world: dict[str, Any]) -> None:
@@ -425,3 +496,186 @@ def test_an_unschedulable_group_replanned_within_the_hour_rewrites_one_record(wo
 
     _provision(world, _writer(world, remembered=remembered), now=NOW + timedelta(hours=1, minutes=1))
     assert len(records()) == 2  # the next hour: a record of its own
+
+
+# ------------------------------------------------------------------------------------------ faults
+
+
+def test_a_throttled_log_stops_at_its_deadline_and_counts_what_it_did_not_write(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DynamoDB throttles every write: the writer stops at the deadline it was given (its retries alone would take
+    3.5 s), the NodeClaims are made, and the items not written are counted ``late`` and logged."""
+    import time
+
+    from nodeflow.aws.decisions import DecisionLog
+
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.throttle.left = -1
+    budget = 0.5
+    deadline: list[float] = []
+    logged: list[tuple[str, dict[str, Any]]] = []
+    writer = DecisionLog(
+        _no_retries(),
+        TABLE,
+        log=lambda m, e: logged.append((m, e)),
+        time_left=lambda: deadline[0] - time.monotonic(),
+    )
+    took: list[float] = []
+
+    def timed(records: Sequence[Decision]) -> None:
+        deadline.append(time.monotonic() + budget)  # the writes get ``budget`` seconds from here
+        writer.write(records)
+        took.append(time.monotonic() - (deadline[0] - budget))
+
+    result = _provision(world, timed)
+    assert result.created
+    assert faults.batches, "the writes were tried"
+    assert took[0] < budget + 0.5, took  # not the 3.5 s of retries
+    assert writer.written == 0
+    assert writer.failed == 0
+    assert writer.late > 0
+    ((message, extra),) = logged
+    assert message == "decision log: items not written"
+    assert extra["late"] == writer.late
+    assert "the deadline came (Throttled: " in extra["errors"][0]
+
+
+def test_a_write_past_its_deadline_sends_nothing_and_counts_every_item(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run took all its time: the writer sends nothing, builds nothing, and counts each record and index item
+    it would have written as late."""
+    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.governance.decisions import index_items
+
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    writer = DecisionLog(world["ddb"], TABLE, time_left=lambda: 0.0)
+    given: list[Decision] = []
+
+    def hook(records: Sequence[Decision]) -> None:
+        given.extend(records)
+        writer.write(records)
+
+    assert _provision(world, hook).created
+    assert faults.batches == []
+    assert writer.late == sum(1 + len(index_items(d)) for d in given) > 0
+    assert (writer.written, writer.failed) == (0, 0)
+
+
+def test_a_record_whose_write_failed_is_written_by_the_next_run(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The container remembers a record only once all its items are written: a run whose writes all failed, and a
+    run whose one pod pointer stayed unprocessed, leave the hour's unschedulable record to the next run."""
+    from nodeflow.aws.decisions import DecisionLog
+
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    remembered: set[str] = set()
+
+    def writer() -> DecisionLog:
+        return DecisionLog(_no_retries(), TABLE, remembered=remembered, sleep=lambda _s: None)
+
+    faults.refuse = True
+    first = writer()
+    _provision(world, first)
+    assert first.failed > 0
+    assert remembered == set()
+    assert _read(world, pod=world["stray"]) == []
+
+    faults.refuse = False
+    stray_pointer = f"POD#{world['stray']}"
+    faults.hold = lambda item: item["pk"]["S"] == stray_pointer  # that one item stays unprocessed
+    partly = writer()
+    _provision(world, partly, now=NOW + timedelta(minutes=5))
+    assert partly.failed == 1
+    assert _read(world, pod=world["stray"]) == []  # its pointer is missing
+    records = [i for i in _items(world) if i["pk"]["S"].startswith("DECISION#")]
+    assert [i["kind"]["S"] for i in records].count("unschedulable") == 1  # the record itself was written
+    assert remembered, "the records written whole are remembered"
+
+    faults.hold = None
+    last = writer()
+    _provision(world, last, now=NOW + timedelta(minutes=10))  # the same hour, the same container
+    assert last.failed == 0
+    (found,) = _read(world, pod=world["stray"])
+    assert found.kind == "unschedulable"
+    assert found.at == NOW + timedelta(minutes=10)
+    again = writer()
+    _provision(world, again, now=NOW + timedelta(minutes=15))
+    assert again.skipped == 1  # written now: remembered, not written again
+
+
+def _racks(values: int) -> dict[str, Any]:
+    """A required node affinity that no NodePool can satisfy, listing ``values`` values (its reason lists them)."""
+    term = {"key": "example.com/rack", "operator": "In", "values": [f"rack-{i:07d}" for i in range(values)]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+        }
+    }
+
+
+@pytest.fixture
+def huge(world: dict[str, Any]) -> str:
+    """A pod whose unschedulable reason lists 40,000 rack names (~560 KB: over DynamoDB's 400 KB item limit)."""
+    big = pod(2, 97, None)
+    big["spec"]["affinity"] = _racks(40_000)
+    world["kube"].create(big)
+    return f"{big['metadata']['namespace']}/{big['metadata']['name']}"
+
+
+def test_a_record_over_the_item_limit_is_capped_and_its_batch_is_written(
+    world: dict[str, Any], huge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unschedulable pod whose reason lists 40,000 values: its record is stored with the reason cut (a marker,
+    and the characters cut counted in ``detail.truncated``), under the item limit, and every other item of its
+    batch is written too (DynamoDB, as the fault makes moto do, refuses a batch with one item too big whole)."""
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.aws_size_check = True
+    writer = _writer(world)
+    result = _provision(world, writer)
+    assert result.created
+    assert writer.failed == 0, world["logged"]
+    stored = _items(world)
+    assert writer.written == len(stored)
+    from nodeflow.governance.decisions import MAX_ITEM_BYTES, MAX_TEXT, item_size
+
+    (record,) = _read(world, pod=huge)
+    reason = record.detail["reasons"]["default"]
+    assert reason.startswith("incompatible requirements: example.com/rack: requires In [rack-0000000, ")
+    assert len(reason) < MAX_TEXT + 40
+    assert reason.endswith(" characters]")
+    assert record.detail["truncated"]["detail.reasons"]["characters"] > 500_000
+    assert all(item_size(i) <= MAX_ITEM_BYTES for i in stored)
+    batch = next(b for b in faults.batches if any(i["sk"] == {"S": record.sk} for i in b))
+    assert len(batch) > 1
+    assert _keys(batch) <= _keys(stored)  # its batch mates: all written
+
+
+def test_a_batch_refused_for_one_item_is_written_item_by_item(
+    world: dict[str, Any], huge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record the caps miss (here: caps raised past DynamoDB's limit) makes DynamoDB refuse its batch: the batch's
+    items are sent again one by one, so only that record is lost (counted and logged); its index items and its
+    batch mates are written."""
+    from nodeflow.governance import decisions as dl
+
+    monkeypatch.setattr(dl, "MAX_TEXT", 10**7, raising=False)
+    monkeypatch.setattr(dl, "MAX_ITEM_BYTES", 10**7, raising=False)
+    faults = BatchWriteFaults(monkeypatch, TABLE)
+    faults.aws_size_check = True
+    writer = _writer(world)
+    result = _provision(world, writer)
+    assert result.created
+    assert writer.failed == 1
+    ((message, extra),) = world["logged"]
+    assert message == "decision log: items not written"
+    assert "Item size has exceeded the maximum allowed size" in extra["errors"][0]
+    stored = _keys(_items(world))
+    (refused,) = [b for b in faults.batches if len(b) > 1 and any(len(str(i)) > 400_000 for i in b)]
+    lost = {k for k in _keys(refused) if k not in stored}
+    assert len(lost) == 1
+    assert lost.pop()[0].startswith("DECISION#")
+    assert len(_keys(refused) & stored) == len(refused) - 1  # the other items of its batch
+    assert writer.written == len(stored)

@@ -59,10 +59,12 @@ def test_only_the_provisioner_disruption_and_interruption_write_it_and_only_it(s
             assert on_table == [], spec.suffix
 
 
-def test_the_stack_outputs_the_table_name(synthesized: Synthesized) -> None:
+def test_the_stack_outputs_the_table_name_and_its_retention(synthesized: Synthesized) -> None:
     table_id, _ = _decisions_table(synthesized, "default")
     outputs = synthesized.template("default")["Outputs"]
     assert ref_of(outputs["DecisionTableName"]["Value"]) == table_id
+    # what ``decisions --since`` clamps to: the TTL days the functions stamp on every item
+    assert outputs["DecisionLogTtlDays"]["Value"] == str(synthesized.stacks["default"].config.decision_log_ttl_days)
 
 
 def test_decision_log_ttl_days_from_context() -> None:
@@ -73,11 +75,23 @@ def test_decision_log_ttl_days_from_context() -> None:
             NodeflowConfig.from_mapping({"clusterName": "a", "decisionLogTtlDays": bad})
 
 
-def test_write_errors_alarm(synthesized: Synthesized) -> None:
+@pytest.mark.parametrize(
+    ("metric", "says"),
+    [
+        ("DecisionLogWriteErrors", "decision log items could not be written"),
+        ("DecisionLogWriteTimeouts", "decision log items were not written before the function's deadline"),
+    ],
+)
+def test_write_errors_and_timeouts_alarm(synthesized: Synthesized, metric: str, says: str) -> None:
+    """The handlers' metrics (``nodeflow.handlers.common.record_decision_log``): items refused, and items the
+    deadline left unwritten; one item in 15 minutes alarms."""
     alarms = [a["Properties"] for a in synthesized.resources("default", "AWS::CloudWatch::Alarm").values()]
-    (alarm,) = [a for a in alarms if a.get("MetricName") == "DecisionLogWriteErrors"]
+    (alarm,) = [a for a in alarms if a.get("MetricName") == metric]
     assert alarm["Namespace"] == "nodeflow"
     assert sorted(d["Name"] for d in alarm["Dimensions"]) == ["cluster", "service"]
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Period"] == 900
     assert alarm["Threshold"] == 1
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-    assert "decision log items could not be written" in alarm["AlarmDescription"]
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert says in alarm["AlarmDescription"]

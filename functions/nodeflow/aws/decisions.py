@@ -1,9 +1,13 @@
 """The decision log in DynamoDB (layout: ``nodeflow.governance.decisions``): the writer the provisioner and the
 disruption Lambda hand their records to, and the reader of ``python -m nodeflow decisions``.
 
-Writing never fails the caller: it runs after the NodeClaims are created and their launches started, in chunks
-of 25 (BatchWriteItem) on a few threads, re-sending unprocessed items with a short backoff; what still cannot be
-written is logged and counted (``failed``; the handlers publish it as the ``DecisionLogWriteErrors`` metric).
+Writing never fails the caller and never holds it past its deadline: it runs after the NodeClaims are created and
+their launches started, in chunks of 25 (BatchWriteItem) on a few threads, re-sending throttled and unprocessed
+items with a short backoff until ``time_left`` (the handlers: the Lambda's remaining time less a margin) runs out.
+A batch DynamoDB refuses as invalid (one item too big, say) is sent again item by item, so only the bad item is
+lost. What is not written is logged and counted: ``failed`` (refused, or still throttled after the retries) and
+``late`` (the deadline came first); the handlers publish them as the ``DecisionLogWriteErrors`` and
+``DecisionLogWriteTimeouts`` metrics (both alarmed).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodeflow.aws.errors import Throttled, aws_errors
+from nodeflow.aws.errors import AwsUnavailable, InvalidRequest, Throttled, aws_errors
 from nodeflow.governance.decisions import (
     DEFAULT_TTL_DAYS,
+    MAX_TTL_DAYS,
     Decision,
     day_partitions,
     from_item,
@@ -37,12 +42,14 @@ BATCH = 25  # BatchWriteItem's limit
 GET_BATCH = 100  # BatchGetItem's limit
 WORKERS = 8
 # A burst (a provisioner run for 20,000 pods writes ~16,000 WCU) is spread over SHARDS partition keys of at most
-# 1,000 WCU a second each: throttled items are sent again for about 3.5 s (0.05, 0.1, ... 0.8, then 1 s apart).
+# 1,000 WCU a second each: throttled items are sent again for about 3.5 s (0.05, 0.1, ... 0.8, then 1 s apart),
+# never past the writer's deadline.
 ATTEMPTS = 8
 FIRST_DELAY = 0.05
 MAX_DELAY = 1.0
 READ_WORKERS = 8  # partitions queried at once (a day's records are SHARDS partitions)
 READ_MARGIN = 200  # records read past a ``limit`` (records of one time sorted by id; filtered by time and TTL)
+SAMPLES = 5  # errors quoted in a write's log line
 
 
 MAX_REMEMBERED = 20_000
@@ -61,10 +68,27 @@ def _key(d: Decision) -> str:
     return key
 
 
+def _item_key(request: Mapping[str, Any]) -> tuple[str, str]:
+    item = request["PutRequest"]["Item"]
+    return item["pk"]["S"], item["sk"]["S"]
+
+
+@dataclass
+class _Write:
+    """One ``write`` call's tally (its workers add to it under the log's lock)."""
+
+    written: int = 0
+    failed: int = 0
+    late: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
 @dataclass
 class DecisionLog:
-    """Writes decision records to table ``table_name`` (``dynamodb``: a boto3 client). ``written`` / ``failed``
-    count items (records and their index items) over the object's life (one per invocation in the handlers)."""
+    """Writes decision records to table ``table_name`` (``dynamodb``: a boto3 client). ``written`` / ``failed`` /
+    ``late`` count items (records and their index items) over the object's life (one per invocation in the
+    handlers). ``time_left``: the seconds the writes may still take (None: no deadline); when it reaches 0, what is
+    not written yet is counted ``late`` and the write returns."""
 
     dynamodb: Any
     table_name: str
@@ -72,10 +96,13 @@ class DecisionLog:
     workers: int = WORKERS
     log: Callable[[str, dict[str, Any]], None] = _noop
     sleep: Callable[[float], None] = time.sleep
+    time_left: Callable[[], float] | None = None
     written: int = 0
     failed: int = 0
+    late: int = 0
     # Record keys this container wrote already (kept across invocations by the runtime): a record with the same key
-    # (a blocked candidate's, per hour) is not written again. Bounded: cleared past ``MAX_REMEMBERED`` keys.
+    # (a blocked candidate's, per hour) is not written again. A key is remembered once every item of its record is
+    # written (a record that failed is tried again by the next run). Bounded: cleared past ``MAX_REMEMBERED`` keys.
     remembered: set[str] | None = None
     skipped: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -88,61 +115,117 @@ class DecisionLog:
                     self.remembered.clear()
                 fresh = [d for d in decisions if _key(d) not in self.remembered]
                 self.skipped += len(decisions) - len(fresh)
-                self.remembered.update(_key(d) for d in fresh)
             decisions = fresh
-        try:
-            requests = [
-                {"PutRequest": {"Item": item}}
-                for d in decisions
-                for item in (to_item(d, self.ttl_days), *index_items(d, self.ttl_days))
-            ]
-        except Exception as exc:  # a record that cannot be stored is a bug, not a reason to fail a launch
-            self.log("decision log: records not written", {"error": str(exc)[:500], "records": len(decisions)})
+        tally = _Write()
+        if self._out_of_time():  # no time to build them either: counted as the items they would have made
+            tally.late = sum(1 + len(d.node_pools) + len(d.pods) for d in decisions)
+            tally.errors.append("the deadline came before the write")
+            broken = set(range(len(decisions)))
+        else:
+            broken = self._write_all(decisions, tally)
+        if self.remembered is not None:
             with self._lock:
-                self.failed += len(decisions)
-            return 0
-        chunks = [requests[i : i + BATCH] for i in range(0, len(requests), BATCH)]
+                self.remembered.update(_key(d) for n, d in enumerate(decisions) if n not in broken)
+        with self._lock:
+            self.written += tally.written
+            self.failed += tally.failed
+            self.late += tally.late
+        if tally.failed or tally.late:
+            self.log(
+                "decision log: items not written",
+                {
+                    "table": self.table_name,
+                    "written": tally.written,
+                    "failed": tally.failed,
+                    "late": tally.late,  # the deadline came first
+                    "records": len(broken),
+                    "errors": tally.errors[:SAMPLES],
+                },
+            )
+        return tally.written
+
+    def _write_all(self, decisions: Sequence[Decision], tally: _Write) -> set[int]:
+        """Build the items of ``decisions`` and write them in chunks; the records (indexes) not written whole."""
+        requests: list[dict[str, Any]] = []
+        owners: list[int] = []  # the record (index into ``decisions``) of each request
+        broken: set[int] = set()
+        for n, d in enumerate(decisions):
+            try:  # a record that cannot be stored is a bug, not a reason to fail a launch or the other records
+                items = [to_item(d, self.ttl_days), *index_items(d, self.ttl_days)]
+            except Exception as exc:
+                broken.add(n)
+                tally.failed += 1
+                tally.errors.append(f"record {d.id}: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            requests.extend({"PutRequest": {"Item": item}} for item in items)
+            owners.extend([n] * len(items))
+        chunks = [list(range(i, min(i + BATCH, len(requests)))) for i in range(0, len(requests), BATCH)]
+
+        def send(positions: list[int]) -> set[int]:
+            return {positions[i] for i in self._send([requests[p] for p in positions], tally)}
+
+        unwritten: set[int]
         if len(chunks) <= 1 or self.workers <= 1:
-            done = sum(self._chunk(c) for c in chunks)
+            unwritten = set().union(*map(send, chunks))
         else:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(chunks))) as pool:
-                done = sum(pool.map(self._chunk, chunks))
-        return done
+                unwritten = set().union(*pool.map(send, chunks))
+        return broken | {owners[p] for p in unwritten}
 
     __call__ = write  # the provisioner's and the disruption round's ``decisions`` hook
 
-    def _chunk(self, chunk: list[dict[str, Any]]) -> int:
-        pending: dict[str, Any] = {self.table_name: chunk}
+    def _out_of_time(self) -> bool:
+        return self.time_left is not None and self.time_left() <= 0
+
+    def _send(self, chunk: list[dict[str, Any]], tally: _Write) -> set[int]:
+        """Write ``chunk`` (at most BATCH requests); returns the positions of the items not written (counted in
+        ``tally``). Throttled and unprocessed items are sent again; a batch refused as invalid item by item."""
+        pending = list(range(len(chunk)))
         delay = FIRST_DELAY
-        try:
-            for attempt in range(ATTEMPTS):
-                try:
-                    with aws_errors():
-                        out = self.dynamodb.batch_write_item(RequestItems=pending)
-                    pending = out.get("UnprocessedItems") or {}
-                except Throttled:  # every item of the batch throttled (botocore's own retries used up): again
-                    if attempt == ATTEMPTS - 1:
-                        raise
-                if not pending:
-                    break
-                if attempt < ATTEMPTS - 1:
-                    self.sleep(delay)
-                    delay = min(delay * 2, MAX_DELAY)
-        except Exception as exc:
-            self.log(
-                "decision log: a batch was not written",
-                {"error": f"{type(exc).__name__}: {str(exc)[:400]}", "items": len(chunk), "table": self.table_name},
-            )
-            with self._lock:
-                self.failed += len(chunk)
-            return 0
-        left = len(pending.get(self.table_name, ())) if pending else 0
-        if left:
-            self.log("decision log: items left unprocessed", {"items": left, "table": self.table_name})
+        error = ""
+        for attempt in range(ATTEMPTS):
+            if self._out_of_time():
+                self._count(tally, late=len(pending), error=f"the deadline came ({error or 'before a first try'})")
+                return set(pending)
+            try:
+                with aws_errors():
+                    out = self.dynamodb.batch_write_item(RequestItems={self.table_name: [chunk[p] for p in pending]})
+            except InvalidRequest as exc:  # one bad item refuses the batch: each alone, only the bad one lost
+                if len(pending) > 1:
+                    return {pending[i] for i in self._each([chunk[p] for p in pending], tally)}
+                self._count(tally, failed=1, error=f"item {'/'.join(_item_key(chunk[pending[0]]))}: {exc}")
+                return set(pending)
+            except (Throttled, AwsUnavailable) as exc:  # the whole batch throttled (or 5xx): again, after a pause
+                error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            except Exception as exc:  # denied, no table, ...: retrying cannot help
+                self._count(tally, failed=len(pending), error=f"{type(exc).__name__}: {str(exc)[:300]}")
+                return set(pending)
+            else:
+                left = {_item_key(r) for r in (out.get("UnprocessedItems") or {}).get(self.table_name, ())}
+                self._count(tally, written=len(pending) - len(left))
+                pending = [p for p in pending if _item_key(chunk[p]) in left]
+                error = "unprocessed items (throttled)"
+            if not pending:
+                return set()
+            if attempt < ATTEMPTS - 1:
+                pause = delay if self.time_left is None else min(delay, max(0.0, self.time_left()))
+                if pause > 0:
+                    self.sleep(pause)
+                delay = min(delay * 2, MAX_DELAY)
+        self._count(tally, failed=len(pending), error=f"after {ATTEMPTS} attempts: {error}")
+        return set(pending)
+
+    def _each(self, chunk: list[dict[str, Any]], tally: _Write) -> set[int]:
+        """The items of a refused batch one at a time; the positions not written."""
+        return {n for n, request in enumerate(chunk) if self._send([request], tally)}
+
+    def _count(self, tally: _Write, *, written: int = 0, failed: int = 0, late: int = 0, error: str = "") -> None:
         with self._lock:
-            self.written += len(chunk) - left
-            self.failed += left
-        return len(chunk) - left
+            tally.written += written
+            tally.failed += failed
+            tally.late += late
+            if error and len(tally.errors) < SAMPLES:
+                tally.errors.append(error[:500])
 
 
 def _query(dynamodb: Any, table: str, pk: str, since: str) -> Iterable[Mapping[str, Any]]:
@@ -198,6 +281,8 @@ def read_decisions(
     (namespace/name) and/or ``nodepool`` when given, else all. ``now`` decides what has expired (DynamoDB's TTL
     deletes only eventually); records stamped a little after it (a writer's clock ahead) are still found.
     Raises ``AwsError`` (the table cannot be read) or ``DecisionError`` (an item is not a record)."""
+    # nothing older than the longest TTL is live: a far ``since`` (the CLI clamps it to the stack's TTL) reads no more
+    since = max(since, now - timedelta(days=MAX_TTL_DAYS + 1))
     # a blocked candidate's record is keyed by its hour (its time is later): keys from the hour of ``since``
     lo = time_key(since.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
     # newest first from every partition: reading stops a margin past ``limit`` (a busy NodePool's 90 days are big)

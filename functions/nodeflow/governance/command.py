@@ -59,10 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _now(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(UTC)
-    value = datetime.fromisoformat(text)
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    """``--now``, or the current time (raises ``TimeFlagError`` naming the flag and the value)."""
+    from nodeflow.timeflags import parse_time
+
+    return parse_time("--now", text) if text else datetime.now(UTC)
 
 
 def _from_files(args: argparse.Namespace, err: TextIO) -> ClusterState | None:
@@ -122,8 +122,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_INPUT
     try:
         now = _now(args.now)
-    except ValueError:
-        print(f"error: --now: {args.now!r} is not an RFC 3339 time (e.g. 2026-11-21T12:00:00Z)", file=err)
+    except ValueError as exc:  # TimeFlagError
+        print(f"error: {exc}", file=err)
         return EXIT_INPUT
     source: dict[str, Any]
     if args.cluster:

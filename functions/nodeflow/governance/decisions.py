@@ -63,6 +63,7 @@ __all__ = [
     "EXPIRATION",
     "INTERRUPTION",
     "KINDS",
+    "MAX_TTL_DAYS",
     "NODECLAIM",
     "PROVISIONING",
     "SCALE_DOWN",
@@ -70,11 +71,13 @@ __all__ = [
     "ClaimOutcome",
     "Decision",
     "DecisionError",
+    "bounded",
     "day_partitions",
     "disruption_records",
     "from_item",
     "index_items",
     "interruption_records",
+    "item_size",
     "nodepool_partition",
     "nodepool_partitions",
     "pod_partition",
@@ -110,10 +113,19 @@ KINDS = (
 DEFAULT_TTL_DAYS = 90
 MAX_TTL_DAYS = 3650
 # A stored record names at most this many pods in its body (DynamoDB items stop at 400 KB); ``pod_count`` is the
-# total, and every pod still gets its index item.
+# total, and every pod still gets its index item. Every other list of a stored record is cut at the same length.
 MAX_PODS_PER_RECORD = 1000
 MAX_OTHER_TYPES = 50  # compatible instance types listed beyond a NodeClaim's own
 MAX_SUMMARY = 300
+# A stored record item is at most MAX_ITEM_BYTES as DynamoDB counts them (its limit: 400 KB, and one item over it
+# makes BatchWriteItem refuse its whole batch). Each free-text value of a stored record (a reason, a message, an
+# instance type) keeps at most MAX_TEXT characters, each list and each map in ``detail`` at most
+# MAX_PODS_PER_RECORD entries; an item still too big has both halved until it fits (down to MIN_TEXT / MIN_ENTRIES).
+# What was cut is counted in ``detail.truncated`` ({field: {"characters": n, "entries": n}}).
+MAX_ITEM_BYTES = 100_000
+MAX_TEXT = 2_000
+MIN_TEXT = 100
+MIN_ENTRIES = 1
 
 RECORD_PREFIX = "DECISION#"
 NODEPOOL_PREFIX = "NODEPOOL#"
@@ -190,7 +202,7 @@ class Decision:
                 policy=tuple(str(p) for p in data.get("policy") or ()),
                 detail=dict(data.get("detail") or {}),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # a year-1 time with an offset: overflow
             raise DecisionError(f"decision record: {exc}") from None
 
 
@@ -253,25 +265,95 @@ def _expiry(at: datetime, ttl_days: int) -> int:
 
 
 def to_item(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> dict[str, Any]:
-    """The record item (DynamoDB attribute values)."""
-    return {
+    """The record item (DynamoDB attribute values), at most MAX_ITEM_BYTES (``bounded``)."""
+    fixed = {
         "pk": {"S": record_partition(decision.at, decision.sk)},
         "sk": {"S": decision.sk},
         "kind": {"S": decision.kind},
         "time": {"S": decision.time},
-        "summary": {"S": decision.summary},
-        "nodePools": {"S": ",".join(decision.node_pools)},
-        "podCount": {"N": str(decision.pod_count)},
-        "body": {"S": json.dumps(_stored(decision), separators=(",", ":"), sort_keys=False)},
-        "ttl": {"N": str(_expiry(decision.at, ttl_days))},
     }
+    ttl = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
+    data = decision.to_json()
+    text, entries = MAX_TEXT, MAX_PODS_PER_RECORD
+    body, stored = data, json.dumps(data, separators=(",", ":"), sort_keys=False)
+    if _may_cut(stored, text, entries):  # most records: nothing to cut, no walk
+        body = bounded(data, text, entries)
+        stored = json.dumps(body, separators=(",", ":"), sort_keys=False)
+    while True:
+        item = {
+            **fixed,
+            "summary": {"S": body["summary"]},
+            "nodePools": {"S": ",".join(body["nodePools"])},
+            "podCount": {"N": str(decision.pod_count)},
+            "body": {"S": stored},
+            **ttl,
+        }
+        if item_size(item) <= MAX_ITEM_BYTES or (text, entries) == (MIN_TEXT, MIN_ENTRIES):
+            return item
+        text, entries = max(MIN_TEXT, text // 2), max(MIN_ENTRIES, entries // 2)
+        body = bounded(data, text, entries)
+        stored = json.dumps(body, separators=(",", ":"), sort_keys=False)
 
 
-def _stored(decision: Decision) -> dict[str, Any]:
-    """The body: the record's JSON, naming at most MAX_PODS_PER_RECORD pods (``podCount`` is the total)."""
-    out = decision.to_json()
-    out["pods"] = out["pods"][:MAX_PODS_PER_RECORD]
+def _may_cut(stored: str, text: int, entries: int) -> bool:
+    """Whether a body (its JSON) may have something ``bounded`` cuts: a string of more than ``text`` characters
+    (a JSON string between two quotes, an escape counting as more; an escaped quote: maybe), or a list or map of
+    more than ``entries`` (one of N + 1 entries has N commas). Cheap, and never wrong the unsafe way."""
+    return stored.count(",") >= entries or '\\"' in stored or max(map(len, stored.split('"'))) > text
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """At least the size DynamoDB counts for ``item`` (attribute names and values, UTF-8; a number as its text)."""
+    size = 0
+    for name, value in item.items():
+        for text in (name, *(v if isinstance(v, str) else str(v) for v in value.values())):
+            size += len(text) if text.isascii() else len(text.encode())
+    return size
+
+
+_UNCUT = frozenset({"time", "kind", "id", "run", "podCount"})  # keys and counts: short, never cut
+
+
+def bounded(data: Mapping[str, Any], text: int, entries: int) -> dict[str, Any]:
+    """A record's JSON (``Decision.to_json``) with every string cut to ``text`` characters (marked ``...[+N
+    characters]``) and every list, and each map in ``detail``, to ``entries`` entries; what was cut is counted
+    in ``detail.truncated`` by field (``summary``, ``pods``, ``detail.reasons``, ...)."""
+    cuts: dict[str, dict[str, int]] = {}
+    out = {
+        key: value if key in _UNCUT else _cut_value(value, text, entries, key, cuts, 0) for key, value in data.items()
+    }
+    if cuts:
+        out["detail"] = {**out.get("detail", {}), "truncated": cuts}
     return out
+
+
+def _cut_value(value: Any, text: int, entries: int, where: str, cuts: dict[str, dict[str, int]], depth: int) -> Any:
+    """``value`` cut (see ``bounded``); ``where``: the field cuts are counted under (a body key, or detail's)."""
+    if isinstance(value, str):
+        if len(value) <= text:
+            return value
+        counts = cuts.setdefault(where, {})
+        counts["characters"] = counts.get("characters", 0) + len(value) - text
+        return f"{value[:text]}...[+{len(value) - text} characters]"
+    if isinstance(value, Mapping):
+        keys = list(value)
+        if depth == 1 and len(keys) > entries:  # detail's maps are keyed by name (reasons by NodePool, requests)
+            counts = cuts.setdefault(where, {})
+            counts["entries"] = counts.get("entries", 0) + len(keys) - entries
+            keys = keys[:entries]
+        return {
+            k: _cut_value(value[k], text, entries, f"{where}.{k}" if depth == 0 else where, cuts, depth + 1)
+            for k in keys
+        }
+    if isinstance(value, list | tuple):
+        if len(value) > entries:
+            counts = cuts.setdefault(where, {})
+            counts["entries"] = counts.get("entries", 0) + len(value) - entries
+        kept = value[:entries]
+        if not kept or (set(map(type, kept)) == {str} and max(map(len, kept)) <= text):  # names: the common case
+            return list(kept)
+        return [_cut_value(v, text, entries, where, cuts, depth + 1) for v in kept]
+    return value
 
 
 def index_items(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> list[dict[str, Any]]:

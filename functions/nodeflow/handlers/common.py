@@ -18,12 +18,14 @@ if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
 __all__ = [
+    "DECISION_LOG_MARGIN_SECONDS",
     "InvalidInput",
     "LaunchOutput",
     "LazyTracer",
     "StepInput",
     "TaintOutput",
     "TerminationInput",
+    "decision_log_time",
     "log_warning",
     "logger",
     "metrics",
@@ -186,11 +188,27 @@ def log_warning(message: str, extra: dict[str, Any]) -> None:
     logger.warning(message, extra=extra)
 
 
+# What an invocation keeps of its remaining time when the decision log's writes stop: the rest of the run (metrics,
+# the result's log line) and a DynamoDB call in flight (``Runtime.decision_client``: it gives up within 4 s).
+DECISION_LOG_MARGIN_SECONDS = 5.0
+
+
+def decision_log_time(context: Any, margin: float = DECISION_LOG_MARGIN_SECONDS) -> Callable[[], float] | None:
+    """The decision log's ``time_left``: the seconds until ``margin`` before the invocation times out, by the Lambda
+    context's own clock (``get_remaining_time_in_millis``); None for a context without one (no deadline)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    return lambda: float(remaining()) / 1000 - margin
+
+
 def record_decision_log(writer: Any) -> None:
     """The metrics of an invocation's decision-log writer (``nodeflow.aws.decisions.DecisionLog``; None: not
-    configured): items written, and items that could not be written (``DecisionLogWriteErrors``, alarm-worthy)."""
+    configured): items written, items that could not be written (``DecisionLogWriteErrors``) and items the deadline
+    left unwritten (``DecisionLogWriteTimeouts``); both alarmed."""
     from nodeflow.aws.decisions import DecisionLog
 
     if isinstance(writer, DecisionLog):
         metrics.add_metric(name="DecisionLogItemsWritten", unit="Count", value=writer.written)
         metrics.add_metric(name="DecisionLogWriteErrors", unit="Count", value=writer.failed)
+        metrics.add_metric(name="DecisionLogWriteTimeouts", unit="Count", value=writer.late)

@@ -9,7 +9,7 @@ from typing import Any
 
 from nodeflow.aws.sfn import start_launch, start_workflow
 from nodeflow.disruption.model import Settings as DisruptionSettings
-from nodeflow.handlers.common import log_warning, logger, metrics, record_decision_log, tracer
+from nodeflow.handlers.common import decision_log_time, log_warning, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import (
     record_allowed_disruptions,
     record_disruption_decision,
@@ -23,7 +23,8 @@ from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
 
 
-def deps() -> DisruptionDeps:
+def deps(context: Any = None) -> DisruptionDeps:
+    """The round's dependencies; ``context``: the Lambda context (the decision log's deadline)."""
     rt = runtime()
     s = rt.settings.require(
         "terminate_state_machine_arn", "launch_state_machine_arn", "replace_state_machine_arn", "table_name"
@@ -53,7 +54,7 @@ def deps() -> DisruptionDeps:
         start_launch=launch,
         start_replace=replace,
         node_repair=s.node_repair,
-        decisions=rt.decision_log(log_warning),
+        decisions=rt.decision_log(log_warning, decision_log_time(context)),
     )
 
 
@@ -61,7 +62,7 @@ def deps() -> DisruptionDeps:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    d = deps()
+    d = deps(context)
     timers = record_pod_events(d, pod_events(event.get("Records") or []))
     outcome = run(d)
     record_decision_log(d.decisions)

@@ -17,14 +17,15 @@ from collections import Counter
 from typing import Any
 
 from nodeflow.aws.sfn import start_workflow
-from nodeflow.handlers.common import log_warning, logger, metrics, record_decision_log, tracer
+from nodeflow.handlers.common import decision_log_time, log_warning, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import record_interruption_batch, record_status_checks
 from nodeflow.handlers.runtime import runtime
 from nodeflow.interruption.messages import STATUS_CHECK_FILTERS, Message, Rejected, parse_message, status_check_failures
 from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch, handle_status_checks
 
 
-def deps() -> InterruptionDeps:
+def deps(context: Any = None) -> InterruptionDeps:
+    """The batch's dependencies; ``context``: the Lambda context (the decision log's deadline)."""
     rt = runtime()
     s = rt.settings.require("terminate_state_machine_arn", "table_name")
     arn = s.terminate_state_machine_arn or ""
@@ -45,7 +46,7 @@ def deps() -> InterruptionDeps:
         mark_unavailable=offerings.mark,
         start_termination=start_termination,
         now=rt.now,
-        decisions=rt.decision_log(log_warning),
+        decisions=rt.decision_log(log_warning, decision_log_time(context)),
     )
 
 
@@ -75,7 +76,7 @@ def _metrics(counts: Counter[str], result: BatchResult) -> None:
         metrics.add_metric(name=name, unit="Count", value=value)
 
 
-def _status_checks() -> dict[str, Any]:
+def _status_checks(context: Any) -> dict[str, Any]:
     from nodeflow.aws.ec2 import describe_instance_statuses  # only on the scheduled run (cold start stays small)
 
     rt = runtime()
@@ -83,7 +84,7 @@ def _status_checks() -> dict[str, Any]:
     if statuses is None:
         logger.error("ec2:DescribeInstanceStatus is not allowed: status checks are not watched")
         return {"batchItemFailures": [], "result": {"statusChecks": "UnauthorizedOperation"}}
-    d = deps()
+    d = deps(context)
     result = handle_status_checks(d, status_check_failures(statuses, rt.now()))
     record_decision_log(d.decisions)
     record_status_checks(result.outcomes)
@@ -98,7 +99,7 @@ def _status_checks() -> dict[str, Any]:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("source") == "aws.scheduler" and not event.get("Records"):
-        return _status_checks()
+        return _status_checks(context)
     records = [r for r in event.get("Records") or [] if isinstance(r, dict)]
     counts: Counter[str] = Counter()
     messages: list[tuple[str, Message]] = []
@@ -112,7 +113,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             counts[f"Dropped{parsed.status.capitalize()}"] += 1
             continue
         messages.append((message_id, parsed))
-    d = deps()
+    d = deps(context)
     result = handle_batch(d, messages) if messages else BatchResult()
     record_decision_log(d.decisions)
     _metrics(counts, result)

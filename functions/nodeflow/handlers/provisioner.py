@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from nodeflow.aws.sfn import start_launch
-from nodeflow.handlers.common import logger, metrics, record_decision_log, tracer
+from nodeflow.handlers.common import decision_log_time, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, record_scheduling_duration
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.capacity_reservations import live_reservations
@@ -20,7 +20,8 @@ from nodeflow.lifecycle.claims import batch_id
 from nodeflow.lifecycle.provisioner import PauseRetry, ProvisionDeps, provision
 
 
-def deps() -> ProvisionDeps:
+def deps(context: Any = None) -> ProvisionDeps:
+    """The provisioner's dependencies; ``context``: the Lambda context (the decision log's deadline)."""
     rt = runtime()
     s = rt.settings.require("launch_state_machine_arn", "table_name")
     arn = s.launch_state_machine_arn or ""
@@ -52,7 +53,7 @@ def deps() -> ProvisionDeps:
         resolver=rt.node_class_resolver(),
         log=log,
         reservations=lambda classes, now: live_reservations(rt.client("ec2"), classes, now, log),
-        decisions=rt.decision_log(log),
+        decisions=rt.decision_log(log, decision_log_time(context)),
         retry=retry if queue else None,
     )
 
@@ -76,7 +77,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     readable = [r for r in records if _readable(r)]
     if not readable:
         return {"batchItemFailures": []}
-    d = deps()
+    d = deps(context)
     result = provision(d, batch_id(str(r.get("messageId", "")) for r in readable))
     record_decision_log(d.decisions)
     metrics.add_metric(name="NodeClaimsCreated", unit="Count", value=len(result.created))

@@ -175,6 +175,11 @@ def _is_minor_version(text: str) -> bool:
     return len(parts) == 2 and all(p.isdigit() for p in parts)
 
 
+# A decision-log BatchWriteItem (DynamoDB answers in milliseconds) gives up after this long: connecting, then reading.
+DECISION_CONNECT_SECONDS = 1
+DECISION_CALL_SECONDS = 4
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -254,20 +259,43 @@ class Runtime:
         assert self.settings.table_name is not None
         return UnavailableOfferings(self.client("dynamodb"), self.settings.table_name)
 
-    def decision_log(self, log: Callable[[str, dict[str, Any]], None]) -> DecisionLog | None:
-        """A writer of the decision log (one per invocation: it counts what it wrote), None when not configured."""
+    def decision_log(
+        self, log: Callable[[str, dict[str, Any]], None], time_left: Callable[[], float] | None = None
+    ) -> DecisionLog | None:
+        """A writer of the decision log (one per invocation: it counts what it wrote), None when not configured.
+        ``time_left``: the seconds its writes may take (the invocation's remaining time less a margin)."""
         from nodeflow.aws.decisions import DecisionLog
 
         s = self.settings
         if not s.decision_table_name:
             return None
         return DecisionLog(
-            self.client("dynamodb"),
+            self.decision_client(),
             s.decision_table_name,
             s.decision_log_ttl_days,
             log=log,
+            time_left=time_left,
             remembered=self._decisions_written,
         )
+
+    def decision_client(self) -> Any:
+        """DynamoDB for the decision log: no retries of botocore's own (the writer retries, within its deadline)
+        and short timeouts, so a call in flight when the deadline comes ends within DECISION_CALL_SECONDS."""
+        with self._lock:
+            found = self._clients.get("dynamodb:decisions")
+            if found is None:
+                import boto3
+                from botocore.config import Config
+
+                config = Config(
+                    retries={"total_max_attempts": 1},
+                    connect_timeout=DECISION_CONNECT_SECONDS,
+                    read_timeout=DECISION_CALL_SECONDS - DECISION_CONNECT_SECONDS,
+                )
+                found = self._clients["dynamodb:decisions"] = boto3.session.Session().client(
+                    "dynamodb", region_name=self.settings.region, config=config
+                )
+            return found
 
     @property
     def recorder(self) -> EventRecorder:

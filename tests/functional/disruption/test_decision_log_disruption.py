@@ -5,28 +5,13 @@ event, message), read back by NodePool and by time; the handler publishes what i
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-import pytest
 
 from nodeflow.aws.decisions import read_decisions
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.disruption.test_disruption_lambda import AWAY_FROM_WEB, _later, _launch, _scale_down, _settle
 
 
-def test_a_round_records_its_command_and_blocked_candidates(
-    local: LocalNodeflow, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from nodeflow.handlers.common import metrics
-
-    published: dict[str, float] = {}
-    real = metrics.add_metric
-
-    def add_metric(name: str, unit: Any, value: float, **kw: Any) -> None:  # POWERTOOLS_METRICS_DISABLED in tests
-        published[name] = value
-        real(name=name, unit=unit, value=value, **kw)
-
-    monkeypatch.setattr(metrics, "add_metric", add_metric)
+def test_a_round_records_its_command_and_blocked_candidates(local: LocalNodeflow, published: dict[str, float]) -> None:
     started = datetime.now(UTC)
     keep = _launch(local, "web", 2)
     empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from benchmarks.provisioning_scale import node_class, node_pool, pod
+from tests.functional.faults.throttle import Throttle
 
 if TYPE_CHECKING:
     from nodeflow.lifecycle.provisioner import ProvisionDeps, ProvisionResult
@@ -19,24 +20,6 @@ if TYPE_CHECKING:
 
 REGION = "us-east-1"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class _Throttle:
-    """StartExecution answers ThrottlingException while ``left`` > 0 (-1: always)."""
-
-    def __init__(self) -> None:
-        self.left = 0
-        self.throttled = 0
-        self.lock = threading.Lock()
-
-    def take(self) -> bool:
-        with self.lock:
-            if self.left == 0:
-                return False
-            if self.left > 0:
-                self.left -= 1
-            self.throttled += 1
-            return True
 
 
 @pytest.fixture
@@ -51,7 +34,7 @@ def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyP
         TYPE = "ThrottlingException"
         STATUS = 400
 
-    throttle = _Throttle()
+    throttle = Throttle()
     real = StepFunctionResponse.start_execution
 
     def start_execution(self: Any) -> Any:
@@ -203,7 +186,7 @@ def test_the_handler_fails_the_batch_while_launches_are_deferred(
 
     sleeps: list[float] = []
     world["throttle"].left = -1
-    monkeypatch.setattr(handler, "deps", lambda: _deps(world, sleeps, start_attempts=2))
+    monkeypatch.setattr(handler, "deps", lambda _context=None: _deps(world, sleeps, start_attempts=2))
     record = {"messageId": "m-1", "body": "{}"}
     with pytest.raises(RuntimeError, match="could not be started"):
         handler.handler({"Records": [record]}, _Context())

@@ -308,6 +308,8 @@ def test_bad_input_names_what_is_wrong() -> None:
         dl.from_item({"pk": {"S": "POD#a/b"}, "sk": {"S": "x"}})
     with pytest.raises(DecisionError, match="decision record"):
         dl.from_item({"body": {"S": json.dumps({"kind": "x"})}})
+    with pytest.raises(DecisionError, match="decision record: date value out of range"):  # not an OverflowError
+        dl.from_item({"body": {"S": json.dumps({"kind": "x", "time": "0001-01-01T00:00:00+01:00", "id": "a"})}})
 
 
 def test_an_interruption_records_the_nodeclaim_its_offering_and_why() -> None:
@@ -347,3 +349,145 @@ def test_pods_no_nodepool_can_take_are_one_record_that_says_why_once_and_names_n
     assert record.node_pools == ()  # "-" is not a NodePool: nothing to find it by with --nodepool
     assert run.node_pools == ()
     assert record.pods == ("shop/web-0", "shop/web-1", "shop/web-2")
+
+
+# ------------------------------------------------------------------------------------------ item size
+
+
+def _long(tag: str, n: int) -> str:
+    return (tag + "-") * (n // (len(tag) + 1)) + tag
+
+
+def _hostile_records() -> list[Decision]:
+    """One record of every kind with every unbounded field huge: 20,000 pods of 253-character names, 3,000
+    NodePools with 1,000-character reasons, 1 MB messages, 5,000 candidates, replacements and moves."""
+    pods = tuple(f"ns-{i % 7}/{_long(f'p{i}', 240)}" for i in range(20_000))
+    pools = [f"pool-{i:04d}" for i in range(3_000)]
+    huge = "requires In [" + ", ".join(f"rack-{i:07d}" for i in range(80_000)) + "]"
+    types = tuple(f"type-{i}.{_long('x', 40)}" for i in range(400))
+    claims = tuple(
+        NodeClaimPlan(
+            nodepool=pools[i % len(pools)],
+            requirements=Requirements(),
+            instance_types=types,
+            capacity_type="spot",
+            zones=tuple(f"zone-{z}" for z in range(300)),
+            pods=pods[i * 4000 : (i + 1) * 4000],
+            requests={f"example.com/{_long(f'r{r}', 60)}": r for r in range(2000)},
+            price=1.0,
+        )
+        for i in range(5)
+    )
+    result = SchedulingResult(
+        node_claims=claims,
+        existing=(),
+        unschedulable=(
+            *(
+                UnschedulablePod(p, {pool: f"{_long('why', 1000)}: policy gpu-access" for pool in pools})
+                for p in pods[:50]
+            ),
+            UnschedulablePod("racks/one", {"default": huge}),
+        ),
+    )
+    outcomes = [ClaimOutcome(_long(f"claim{i}", 253), "refused", huge) for i in range(5)]
+    records = dl.provisioning_records("r" * 16, AT, list(pods), result, outcomes, claim_types=300)
+    command = {
+        "reason": "Underutilized",
+        "method": "multi-node consolidation",
+        "decision": "replace",
+        "candidates": [_long(f"node{i}", 253) for i in range(5_000)],
+        "replacements": [{"nodePool": p, "instanceTypes": list(types)} for p in pools[:1000]],
+        "moves": [{"pod": p, "node": _long("n", 253)} for p in pods],
+    }
+    records += dl.disruption_records(
+        "d1",
+        AT,
+        command=command,
+        skipped=huge,
+        blocked=[{"node": _long("node", 253), "event": "DisruptionBlocked", "message": huge}],
+        expired=[_long("claim", 253)],
+        node_pools={c: pools[i % len(pools)] for i, c in enumerate(command["candidates"])},
+    )
+    labels = {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": _long("t", 63)}
+    records += dl.interruption_records("i1", AT, [(_long("claim", 253), huge, huge, labels)])
+    return records
+
+
+def test_no_stored_record_exceeds_the_item_size_and_what_was_cut_is_counted() -> None:
+    """Every kind of record, with every field it takes as large as input allows: each stored item is at most
+    MAX_ITEM_BYTES (DynamoDB refuses a batch with one item over 400 KB), each string at most MAX_TEXT characters
+    and a marker; ``detail.truncated`` counts what was cut, by field, and the record still reads back."""
+    records = _hostile_records()
+    assert {r.kind for r in records} == {
+        "provisioning",
+        "nodeclaim",
+        "unschedulable",
+        "disruption",
+        "blocked",
+        "expiration",
+        "interruption",
+    }
+    for record in records:
+        item = dl.to_item(record)
+        assert dl.item_size(item) <= dl.MAX_ITEM_BYTES, record.kind
+        back = dl.from_item(item)
+        assert (back.kind, back.id, back.pod_count) == (record.kind, record.id, record.pod_count)
+
+        def strings(value: object) -> list[str]:
+            if isinstance(value, str):
+                return [value]
+            if isinstance(value, dict):
+                return [s for v in value.values() for s in strings(v)]
+            if isinstance(value, list | tuple):
+                return [s for v in value for s in strings(v)]
+            return []
+
+        assert max(len(s) for s in strings(back.to_json())) <= dl.MAX_TEXT + len("...[+9999999 characters]")
+        if record.kind != "expiration":
+            assert back.detail["truncated"], record.kind
+    unschedulable = [dl.from_item(dl.to_item(r)) for r in records if r.kind == "unschedulable"]
+    racks = next(r for r in unschedulable if r.pods == ("racks/one",))
+    assert racks.detail["reasons"]["default"].startswith("requires In [rack-0000000, rack-0000001")
+    assert racks.detail["reasons"]["default"].endswith(" characters]")
+    assert racks.detail["truncated"] == {"detail.reasons": {"characters": len(racks_reason()) - dl.MAX_TEXT}}
+    by_pool = next(r for r in unschedulable if r.pods != ("racks/one",))
+    assert by_pool.detail["truncated"]["detail.reasons"]["entries"] > 0  # 3,000 NodePools' reasons: some cut
+    assert by_pool.detail["truncated"]["nodePools"]["entries"] > 0
+    run = dl.from_item(dl.to_item(records[0]))
+    assert run.kind == "provisioning"
+    assert run.detail["truncated"]["detail.pods"]["entries"] > 0
+    assert len(run.detail["pods"]) < dl.MAX_PODS_PER_RECORD
+
+
+def racks_reason() -> str:
+    return "requires In [" + ", ".join(f"rack-{i:07d}" for i in range(80_000)) + "]"
+
+
+def test_a_record_within_the_caps_is_stored_as_it_is() -> None:
+    for record in provisioning():
+        body = json.loads(dl.to_item(record)["body"]["S"])
+        assert body == record.to_json()
+        assert "truncated" not in body["detail"]
+
+
+def test_item_size_counts_names_and_values_in_utf8() -> None:
+    assert dl.item_size({"pk": {"S": "ab"}, "n": {"N": "123"}, "é": {"S": "ü"}}) == 2 + 2 + 1 + 3 + 2 + 2
+
+
+@pytest.mark.parametrize(
+    ("detail", "cut"),
+    [
+        ({"message": "x" * dl.MAX_TEXT}, None),  # at the cap: kept
+        ({"message": "x" * (dl.MAX_TEXT + 1)}, {"detail.message": {"characters": 1}}),
+        ({"message": 'say "' + "x" * dl.MAX_TEXT + '"'}, {"detail.message": {"characters": 6}}),  # escaped quotes
+        ({"message": "é" * (dl.MAX_TEXT + 2)}, {"detail.message": {"characters": 2}}),  # escapes: \\u00e9
+        ({"ids": list(range(dl.MAX_PODS_PER_RECORD + 1))}, {"detail.ids": {"entries": 1}}),  # numbers, no quotes
+        ({"by": {str(i): i for i in range(dl.MAX_PODS_PER_RECORD + 3)}}, {"detail.by": {"entries": 3}}),
+    ],
+)
+def test_each_cap_is_found_whatever_the_json_looks_like(detail: dict[str, object], cut: object) -> None:
+    record = Decision("blocked", AT, "b-1", "d1", "summary", detail=detail)
+    stored = dl.from_item(dl.to_item(record))
+    assert stored.detail.get("truncated") == cut
+    if cut is None:
+        assert stored == record

@@ -8,8 +8,10 @@ in the NodePools the policy names anywhere (access rules, ceilings, group limits
 when it names none or has a part that is not about named NodePools (resource access, the cluster or a namespace
 ceiling, a pause window without nodePools) or a name that is not valid. Pending pods get the pause as their reason
 ("provisioning paused for NodePool gpu by policy gpu-access: window invalid-policy ..."), the policy gets a Warning
-Event naming the field, and fixing the policy lifts the pause at the next provisioning run. Existing nodes and
-disruption are untouched. Pure: no clock, no I/O.
+Event naming the field, and fixing the policy lifts the pause at the next provisioning run. Existing nodes are
+untouched, and so is voluntary disruption, unless the policy holds a pause window that may pause disruption (its
+``disruption`` is not ``false``, or the windows cannot be read): then disruption is paused too, in the same NodePools.
+Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from nodeflow.api.meta import ObjectMeta, is_dns1123_subdomain
 from nodeflow.api.nodeflow_policy import NodeflowPolicy, NodeflowPolicySpec, PauseWindow
 
-__all__ = ["INVALID_WINDOW", "governed_pools", "stand_in"]
+__all__ = ["INVALID_WINDOW", "governed_pools", "pauses_disruption", "stand_in"]
 
 INVALID_WINDOW = "invalid-policy"
 # Open at every minute for an hour: always open.
@@ -73,6 +75,18 @@ def governed_pools(raw: Mapping[str, Any]) -> frozenset[str] | None:
     return frozenset(pools)
 
 
+def pauses_disruption(raw: Mapping[str, Any]) -> bool:
+    """Whether an (invalid) policy document may have meant to pause disruption: a pause window whose ``disruption``
+    is anything but ``false`` (absent means false, the model's default), or ``pauses`` that cannot be read."""
+    spec = raw.get("spec")
+    if not isinstance(spec, dict) or spec.get("pauses") is None:
+        return False
+    windows = spec["pauses"]
+    if not isinstance(windows, list):
+        return True
+    return any(not isinstance(w, dict) or w.get("disruption", False) is not False for w in windows)
+
+
 def stand_in(raw: Mapping[str, Any]) -> NodeflowPolicy | None:
     """The valid policy an invalid policy document ``raw`` stands in as (see the module); None when it governs
     nothing (an empty spec)."""
@@ -88,6 +102,7 @@ def stand_in(raw: Mapping[str, Any]) -> NodeflowPolicy | None:
         schedule=schedule,
         duration=duration,
         provisioning=True,
+        disruption=pauses_disruption(raw),
         node_pools=sorted(pools) if pools is not None else None,
     )
     return NodeflowPolicy(metadata=ObjectMeta(name=name), spec=NodeflowPolicySpec(pauses=[window]))

@@ -56,7 +56,8 @@ def test_a_pause_window_stops_disruption_but_not_expiration(local: LocalNodeflow
     }
     local.apply([freeze])
     for i, duration in enumerate(("99999999999h", "20000000h")):  # an OverflowError for the whole round before
-        window = {"name": "w", "schedule": "0 0 30 2 *", "duration": duration, "disruption": True}
+        # invalid: they fail safe (disruption paused) in the NodePool they name only, not in default
+        window = {"name": "w", "schedule": "0 0 30 2 *", "duration": duration, "disruption": True, "nodePools": ["gpu"]}
         local.kube_server.store_bypassing_admission(
             {**freeze, "metadata": {"name": f"long-{i}"}, "spec": {"pauses": [window]}}
         )

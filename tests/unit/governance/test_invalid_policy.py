@@ -80,7 +80,7 @@ def test_an_empty_invalid_policy_governs_nothing() -> None:
 def test_a_window_too_long_to_evaluate_fails_safe_only_for_its_nodepools(duration: str) -> None:
     """The reviewer's durations (an OverflowError in Governance.from_policies, "date value out of range" in
     latest_fire, for every NodePool): the model refuses them naming the field, and the policy stands in as a pause of
-    the NodePools it names; the others, and disruption, are not affected."""
+    the NodePools it names (disruption too, as the window pauses disruption); the others are not affected."""
     window = {"name": "w", "schedule": "0 0 30 2 *", "duration": duration, "provisioning": True, "disruption": True}
     doc = raw(pauses=[{**window, "nodePools": ["gpu"]}])
     with pytest.raises(ValidationError, match=r"pauses\.0\.duration") as info:
@@ -93,9 +93,39 @@ def test_a_window_too_long_to_evaluate_fails_safe_only_for_its_nodepools(duratio
     gov = Governance.from_policies([policy, valid])
     assert gov.provisioning_pause("gpu", NOW) is not None
     assert gov.provisioning_pause("general", NOW) is None
-    assert gov.disruption_pause("gpu", NOW) is None
+    assert gov.disruption_pause("gpu", NOW) is not None  # the window meant to pause disruption: fail safe
+    assert gov.disruption_pause("general", NOW) is None
     assert gov.provisioning_pause("batch", NOW) is not None  # the valid policy still applies
     # without nodePools the policy may be about every NodePool: every one is paused
     every = stand_in(raw(pauses=[window]))
     assert every is not None
     assert Governance.from_policies([every]).provisioning_pause("general", NOW) is not None
+
+
+@pytest.mark.parametrize(
+    ("pauses", "paused"),
+    [
+        ([{"name": "w", "schedule": "99 * * * *", "duration": "1h", "disruption": True, "nodePools": ["gpu"]}], True),
+        ([{"name": "w", "schedule": "99 * * * *", "duration": "1h", "disruption": "yes", "nodePools": ["gpu"]}], True),
+        (
+            [{"name": "w", "schedule": "99 * * * *", "duration": "1h", "provisioning": True, "nodePools": ["gpu"]}],
+            False,
+        ),
+        (
+            [{"name": "w", "schedule": "99 * * * *", "duration": "1h", "disruption": False, "nodePools": ["gpu"]}],
+            False,
+        ),
+        ("every night", True),  # unreadable windows: they may have meant it
+        (["w"], True),
+    ],
+)
+def test_an_invalid_window_that_may_pause_disruption_pauses_it_in_its_nodepools(pauses: Any, paused: bool) -> None:
+    """An invalid policy whose pause window meant to stop disruption must not silently let the disruption round go
+    on: its stand-in pauses disruption too, where it pauses provisioning, and nowhere else."""
+    policy = stand_in(raw(pauses=pauses, nodePoolAccess=[{"nodePools": ["gpu"], "namespaces": ["ml"]}]))
+    assert policy is not None
+    gov = Governance.from_policies([policy])
+    assert (gov.disruption_pause("gpu", NOW) is not None) is paused
+    assert gov.provisioning_pause("gpu", NOW) is not None
+    if isinstance(pauses, list) and all(isinstance(w, dict) for w in pauses):
+        assert gov.disruption_pause("general", NOW) is None

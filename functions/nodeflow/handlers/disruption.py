@@ -20,6 +20,7 @@ from nodeflow.handlers.karpenter_metrics import (
     record_unhealthy_disrupted,
 )
 from nodeflow.handlers.runtime import runtime
+from nodeflow.kube.reports import Reports
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
 
 
@@ -54,6 +55,7 @@ def deps() -> DisruptionDeps:
         start_replace=replace,
         node_repair=s.node_repair,
         decisions=rt.decision_log(log_warning),
+        log=log_warning,
     )
 
 
@@ -62,9 +64,11 @@ def deps() -> DisruptionDeps:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     d = deps()
-    timers = record_pod_events(d, pod_events(event.get("Records") or []))
+    reports = Reports(d.log)
+    timers = record_pod_events(d, pod_events(event.get("Records") or []), reports)
     outcome = run(d)
     record_decision_log(d.decisions)
+    metrics.add_metric(name="ReportWritesFailed", unit="Count", value=reports.failed + outcome.reports.failed)
     metrics.add_metric(name="NodesExpired", unit="Count", value=len(outcome.expired))
     metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))

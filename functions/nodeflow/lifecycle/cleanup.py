@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from nodeflow.api import labels as wk
@@ -38,6 +39,7 @@ from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from nodeflow.kube.reports import Reports
 from nodeflow.kube.writes import delete, find_node, get_node_claim, remove_finalizer
 
 if TYPE_CHECKING:  # the CleanUp step does not load the snapshot, the planner or EC2NodeClass resolution
@@ -182,9 +184,10 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     from nodeflow.lifecycle.nodeclass import reconcile_status
 
     now = deps.now()
+    reports = Reports(deps.log)  # each object's status, Event and deletion on its own: a refusal is logged, counted
     snap = take_snapshot(deps.kube, kinds=("node_pools", "node_classes", "node_claims", "nodes"))
     snap = reconcile_status(
-        deps.kube, deps.recorder, snap, now, resolver=deps.resolver, only_unknown=False, log=deps.log
+        deps.kube, deps.recorder, snap, now, resolver=deps.resolver, only_unknown=False, log=deps.log, reports=reports
     )
     claims = list(snap.node_claims)
 
@@ -236,13 +239,12 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     for iid, claim in sorted(candidates.items()):
         if iid in live:
             continue
-        deps.recorder.record(
-            ObjectRef.of(claim), NORMAL, "InstanceGone", f"NodeClaim {claim.name}: instance {iid} no longer exists"
+        name = f"NodeClaim/{claim.name}"
+        gone = f"NodeClaim {claim.name}: instance {iid} no longer exists"
+        reports.run(
+            "NodeClaim event", name, partial(deps.recorder.record, ObjectRef.of(claim), NORMAL, "InstanceGone", gone)
         )
-        found = find_node(deps.kube, claim.status.node_name if claim.status else None, _provider_id(claim))
-        if found is not None:
-            _delete_with_finalizer(deps.kube, NODES, str(found["metadata"]["name"]))
-        if _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim.name):
+        if reports.run("NodeClaim deletion", name, partial(_delete_claim_and_node, deps.kube, claim)):
             deleted.append(claim.name)
             disrupted.append(dict(claim.metadata.labels or {}))
 
@@ -252,8 +254,10 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         if iid in live:
             continue  # a running instance without a NodeClaim is a leak: terminated above, the Node next time
         name = ghost.metadata.name or ""
-        with contextlib.suppress(kerr.NotFound):
-            _delete_with_finalizer(deps.kube, NODES, name)
+        if (
+            reports.run("Node deletion", f"Node/{name}", partial(_delete_with_finalizer, deps.kube, NODES, name))
+            is not None
+        ):
             nodes_deleted.append(name)
     return {
         "terminatedInstances": sorted(terminated),
@@ -261,7 +265,16 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         "abandonedNodeClaims": cleaned,
         "deletedNodes": nodes_deleted,
         "disrupted": disrupted,
+        "reportErrors": reports.failed,
     }
+
+
+def _delete_claim_and_node(kube: KubeClient, claim: NodeClaim) -> bool:
+    """Delete a NodeClaim whose instance is gone, and its Node first; True when the NodeClaim's delete was taken."""
+    found = find_node(kube, claim.status.node_name if claim.status else None, _provider_id(claim))
+    if found is not None:
+        _delete_with_finalizer(kube, NODES, str(found["metadata"]["name"]))
+    return _delete_with_finalizer(kube, NODE_CLAIMS, claim.name)
 
 
 def _ghost_candidate(node: Node, claims: Sequence[NodeClaim], now: datetime, grace: int) -> bool:

@@ -18,7 +18,10 @@ EC2NodeClasses, NodeClaims and Nodes:
   terminated once older than the grace period;
 - NodeClaims whose instance is gone are deleted with their Node;
 - Nodes left behind: a Node of a NodePool (``karpenter.sh/nodepool``) that no NodeClaim names (by
-  ``status.nodeName`` or providerID) and whose instance is gone is deleted.
+  ``status.nodeName`` or providerID) and whose instance is gone is deleted;
+- stale nominations: each NodeClaim's ``nodeflow.io/nominated-pods`` annotation is pruned of the pods that are gone,
+  finished or bound to a node that stays (``lifecycle/nominations.py``; the pods are listed only when a NodeClaim
+  carries nominations).
 """
 
 from __future__ import annotations
@@ -249,6 +252,8 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
             disrupted.append(dict(claim.metadata.labels or {}))
 
     # Nodes left behind by a failed or terminated launch: no NodeClaim names them and their instance is gone.
+    pruned = _prune_nominations(deps, [c for c in claims if c.name not in set(deleted)], snap.nodes, reports)
+
     nodes_deleted = []
     for iid, ghost in ghosts:
         if iid in live:
@@ -265,8 +270,25 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         "abandonedNodeClaims": cleaned,
         "deletedNodes": nodes_deleted,
         "disrupted": disrupted,
+        "nominationsPruned": sorted(pruned),
         "reportErrors": reports.failed,
     }
+
+
+def _prune_nominations(
+    deps: CleanupDeps, claims: Sequence[NodeClaim], nodes: Sequence[Node], reports: Reports
+) -> dict[str, tuple[str, ...]]:
+    """Stale nominations pruned (``lifecycle/nominations.py``); the pods are listed (after the NodeClaims) only when
+    a NodeClaim carries nominations."""
+    from nodeflow.kube.snapshot import take_snapshot
+    from nodeflow.lifecycle.nominations import prune_nominations
+    from nodeflow.plan import nominated_pods
+
+    if not any(nominated_pods(c) and c.metadata.deletion_timestamp is None for c in claims):
+        return {}
+    listed = take_snapshot(deps.kube, kinds=("pods",))
+    unreadable = {f"{o.namespace or 'default'}/{o.name}" for o in listed.invalid_of("Pod")}
+    return prune_nominations(deps.kube, claims, nodes, listed.pods, unreadable=unreadable, reports=reports)
 
 
 def _delete_claim_and_node(kube: KubeClient, claim: NodeClaim) -> bool:

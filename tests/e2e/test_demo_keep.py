@@ -154,7 +154,11 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
         deadline = time.monotonic() + 60
         while not mine and time.monotonic() < deadline:
             time.sleep(2)
-            mine = [r for r in decisions("--since", "10m") if r["detail"].get("nodeClaim") == victim]
+            mine = [
+                r
+                for r in decisions("--since", "10m")
+                if r["detail"].get("nodeClaim") == victim and r["kind"] in ("deletion", "interruption")
+            ]
         assert [(r["kind"], r["detail"]["reason"]) for r in mine] == [("deletion", "Deleted")], mine
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)

@@ -26,7 +26,7 @@ GROUPS: Mapping[str, str] = {
     "nodeflow-launch": "the launch step: its NodeClaim, its EC2NodeClass",
     "nodeflow-registration": "the register and initialize steps: NodeClaim status, the Node; NodePool status counts",
     "nodeflow-housekeeping": "cleanup and gc: delete NodeClaims and Nodes, remove their finalizers",
-    "nodeflow-nodeclasses": "gc: resolve EC2NodeClasses, NodePool and EC2NodeClass status",
+    "nodeflow-nodeclasses": "gc: resolve EC2NodeClasses, NodePool and EC2NodeClass status, list pods (nominations)",
     "nodeflow-termination": (
         "the taint and remove-finalizer steps: delete, taint, finalize NodeClaim and Node; NodePool status counts"
     ),

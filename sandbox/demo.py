@@ -23,7 +23,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -265,6 +265,7 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
     leaked = _wait(lambda: not _unowned_instances(local), 15) is None
     if leaked:
         print(f"instances no NodeClaim names: {', '.join(_unowned_instances(local))}", file=out)
+    ok = _collect_garbage(local, out) and ok
     ok = _decision_log(local, out) and ok
     print(
         f"demo finished in {time.perf_counter() - started:.1f} s: {'OK' if ok and not leaked else 'FAILED'}", file=out
@@ -273,6 +274,38 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
 
 
 DECISIONS_SHOWN = 12
+
+
+def _collect_garbage(local: Any, out: TextIO) -> bool:
+    """One garbage-collection run, as the schedule runs it every 2 minutes in AWS: after the scenario it finds no
+    leak; it prunes the nominated-pods annotations of the pods that were deleted or bound meanwhile. False when a
+    NodeClaim still names such a pod afterwards."""
+    result = local.collect_garbage()
+    stale = stale_nominations(local.kube_server)
+    leftovers = sum(len(result.get(k) or ()) for k in ("terminatedInstances", "deletedNodeClaims", "deletedNodes"))
+    print(
+        f"\ngarbage collection: {leftovers} leftovers; nominated-pods pruned on "
+        f"{len(result.get('nominationsPruned') or ())} NodeClaims (their pods deleted or bound)"
+        + (f"; still naming pods gone or bound: {', '.join(stale)}" if stale else ""),
+        file=out,
+    )
+    return not stale
+
+
+def stale_nominations(kube: Any) -> list[str]:
+    """``NodeClaim: pod`` for each pod a NodeClaim's nominated-pods annotation names that no longer exists or is
+    bound to that NodeClaim's own node (what garbage collection prunes)."""
+    pods = {
+        f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in kube.objects("v1", "Pod")
+    }
+    out = []
+    for claim in kube.objects("karpenter.sh/v1", "NodeClaim"):
+        node = (claim.get("status") or {}).get("nodeName")
+        for key in json.loads((claim["metadata"].get("annotations") or {}).get(ANNOTATION_NOMINATED_PODS, "[]")):
+            pod = pods.get(key)
+            if pod is None or (node and (pod.get("spec") or {}).get("nodeName") == node):
+                out.append(f"{claim['metadata']['name']}: {key}")
+    return out
 
 
 def _decision_log(local: Any, out: TextIO) -> bool:
@@ -444,12 +477,37 @@ def _cluster_price(local: Any, catalog: Any) -> float:
     return total
 
 
+@contextlib.contextmanager
+def consolidate_now(kube: Any) -> Iterator[str]:
+    """The NodePools' ``consolidateAfter`` at 0s while the block runs, then back to what they were: the demo's
+    disruption rounds find the nodes consolidatable without waiting a minute, and without a clock set ahead of
+    time. A clock ahead would be seen by everything running meanwhile (the round, the terminate and replace
+    workflows it starts, the provisioner) and leak into what they write (conditions' lastTransitionTime, Events,
+    lastPodEventTime, decision-log rows): with this, every time written is the real one. A NodePool's
+    ``spec.disruption`` is not part of its hash: nothing drifts. Yields what was changed, for the demo's output."""
+    from nodeflow.kube.client import NODE_POOLS, KubeClient
+
+    api = kube.api_client()
+    client = KubeClient(api)
+    saved = {
+        p["metadata"]["name"]: ((p.get("spec") or {}).get("disruption") or {}).get("consolidateAfter")
+        for p in client.list_items(NODE_POOLS)
+    }
+    shortened = {name: after for name, after in saved.items() if after not in (None, "0s", "Never")}
+    try:
+        for name in shortened:
+            client.patch(NODE_POOLS, name, {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+        yield ", ".join(f"NodePool {n} consolidateAfter {a} -> 0s" for n, a in sorted(shortened.items())) or "-"
+    finally:
+        for name, after in shortened.items():
+            with contextlib.suppress(Exception):  # deleted meanwhile
+                client.patch(NODE_POOLS, name, {"spec": {"disruption": {"consolidateAfter": after}}})
+        api.close()
+
+
 def _consolidate(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
     """Scale shop/web down to zero and let the disruption Lambda remove the nodes left empty, one round at a
     time within the NodePool's disruption budget (10% by default: one node per round here)."""
-    from datetime import UTC, datetime, timedelta
-
-    from nodeflow.handlers import runtime
     from sandbox.stepfunctions import wait_for_execution
 
     before = _cluster_price(local, catalog)
@@ -460,11 +518,9 @@ def _consolidate(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> boo
         f"{nodes_before} nodes, ${before:.4f}/hour",
         file=out,
     )
-    rt = runtime.runtime()
-    saved_clock = rt.clock
-    rt.clock = lambda: datetime.now(UTC) + timedelta(minutes=5)  # consolidateAfter (1m) has elapsed
     deleted = 0
-    try:
+    with consolidate_now(local.kube_server) as shortened:
+        print(f"  {shortened} for these rounds (the demo does not wait; restored after)", file=out)
         for i in range(1, 11):
             result = local.invoke("disruption", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
             cmd = result["result"]["command"]
@@ -483,8 +539,6 @@ def _consolidate(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> boo
                     print(f"  terminate {claim}: {done['status']}", file=out)
                     return False
                 deleted += 1
-    finally:
-        rt.clock = saved_clock
     after = _cluster_price(local, catalog)
     print(
         f"  {deleted} empty nodes removed: {nodes_before - deleted} nodes, ${after:.4f}/hour "
@@ -541,9 +595,6 @@ def _move(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
     node underused; the disruption Lambda replaces it with a cheaper node (replace workflow: candidate tainted
     karpenter.sh/disrupted, replacement launched and initialized, candidate drained and terminated), and the
     simulated kube-scheduler binds the evicted pod, recreated by its ReplicaSet, to the replacement."""
-    from datetime import UTC, datetime, timedelta
-
-    from nodeflow.handlers import runtime
     from sandbox.stepfunctions import wait_for_execution
 
     local.scheduler.place_pending = True  # from here on, pending pods go to the nodes they fit
@@ -590,13 +641,8 @@ def _move(local: Any, out: TextIO, catalog: Any, replicasets: Any) -> bool:
     )
     created = len(replicasets.created)
     t0 = time.perf_counter()
-    rt = runtime.runtime()
-    saved_clock = rt.clock
-    rt.clock = lambda: datetime.now(UTC) + timedelta(minutes=5)
-    try:
+    with consolidate_now(local.kube_server):
         result = local.invoke("disruption", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
-    finally:
-        rt.clock = saved_clock
     cmd, replacing = result["result"]["command"], result["result"].get("replacing")
     if cmd is None or not replacing:
         print(f"  no replace command: {cmd}", file=out)

@@ -1,9 +1,10 @@
 """``make demo KEEP=1``: after the scenario, keep the local cluster up for kubectl until interrupted.
 
 The API server, the moto server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's
-Function URL) stay as the scenario left them; a fresh agent watches the API server again, so pods created with
-kubectl are provisioned as in the scenario: the simulated scheduler binds those that fit a node, and the ones
-that fit none are marked Unschedulable (``mark_unschedulable``), as kube-scheduler does. A kubeconfig for the API
+Function URL; garbage collection every ``GC_SECONDS``, as its schedule runs it in AWS) stay as the scenario left
+them; a fresh agent watches the API server again, so pods created with kubectl are provisioned as in the scenario:
+the simulated scheduler binds those that fit a node, and the ones that fit none are marked Unschedulable
+(``mark_unschedulable``), as kube-scheduler does. A kubeconfig for the API
 server is written and announced on a line ``KUBECONFIG=<path>``; SIGINT or SIGTERM ends the wait (the caller then
 tears everything down).
 
@@ -20,10 +21,15 @@ from __future__ import annotations
 import signal
 import tempfile
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
+
+#: how often the kept cluster runs garbage collection (every 2 minutes in AWS): stale nominations are pruned,
+#: NodeClaims whose instance is gone deleted, EC2NodeClass and NodePool status kept current
+GC_SECONDS = 30.0
 
 #: granted before the kubeconfig is announced: kubectl (anonymous over http) may do anything in the demo cluster
 KUBECTL_ACCESS: list[dict[str, Any]] = [
@@ -120,9 +126,16 @@ def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None
         )
         print(f"KUBECONFIG={path}", file=out, flush=True)
         local.scheduler.place_pending = True  # pods that fit existing nodes are bound to them
+        collected = time.monotonic()
         while not stop.wait(0.5):
             for key in mark_unschedulable(local.kube_server, datetime.now(UTC)):
                 print(f"pod {key}: Unschedulable (no node fits) - the agent forwards it to the provisioner", file=out)
+            if time.monotonic() - collected >= GC_SECONDS:  # EventBridge Scheduler's part (moto never fires it)
+                collected = time.monotonic()
+                try:
+                    local.collect_garbage()
+                except Exception as exc:  # the next run tries again; the kept cluster stays up
+                    print(f"garbage collection failed: {exc}", file=out)
             out.flush()
         print("interrupted: stopping the cluster", file=out, flush=True)
     finally:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from nodeflow import decisions_cli
 from nodeflow.api.quantity import format_milli
+from nodeflow.aws.region import CATALOG_REGION_HELP, REGION_HELP
 from nodeflow.governance import command as governance_command
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         "from the stack's outputs; then `kubectl apply -k DIR`.",
     )
     install.add_argument("--stack", required=True, help="the CloudFormation stack, e.g. Nodeflow-my-cluster")
-    install.add_argument("--region", help="the stack's region (default: the AWS SDK's, e.g. AWS_REGION)")
+    install.add_argument("--region", help=f"the stack's region ({REGION_HELP})")
     install.add_argument(
         "-o", "--output-dir", dest="out_dir", help="the directory to write (default: cdk.out/install/STACK)"
     )
@@ -169,7 +170,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a multi-document YAML file or a directory of them (repeatable)",
     )
-    parser.add_argument("--region", default="us-east-1", help="AWS region of the catalog (default us-east-1)")
+    parser.add_argument("--region", help=CATALOG_REGION_HELP)
     parser.add_argument(
         "--catalog",
         choices=("offline", "aws"),
@@ -206,16 +207,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
 def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from pathlib import Path
 
-    import boto3
     from botocore.exceptions import BotoCoreError
 
+    from nodeflow.aws.region import NoRegion, aws_session
     from nodeflow.install import InstallError, read_stack, render
 
-    session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
-    region = session.region_name
-    if not region:
-        print("error: --region: no region given and the AWS SDK has none configured (AWS_REGION)", file=err)
+    try:
+        session = aws_session(args.region)
+    except (NoRegion, BotoCoreError) as exc:  # BotoCoreError: AWS_PROFILE names no profile
+        print(f"error: {exc}", file=err)
         return EXIT_INPUT
+    region = session.region_name
     out_dir = Path(args.out_dir or Path("cdk.out") / "install" / args.stack)
     try:
         outputs = read_stack(session.client("cloudformation"), args.stack, region)
@@ -239,7 +241,10 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from botocore.exceptions import BotoCoreError
+
     from nodeflow.api.manifests import ManifestError, load_manifests
+    from nodeflow.aws.region import NoRegion
     from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
     from nodeflow.plan import ClusterState, build_input, plan_warnings, with_static
 
@@ -254,6 +259,9 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         catalog = load_catalog(args.catalog, args.region)
     except RegionNotAvailable as exc:
         print(f"error: --region: {exc}", file=err)
+        return EXIT_INPUT
+    except (NoRegion, BotoCoreError) as exc:  # BotoCoreError: AWS_PROFILE names no profile
+        print(f"error: {exc}", file=err)
         return EXIT_INPUT
     except CatalogError as exc:
         print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
+from nodeflow.aws.region import REGION_HELP
 from nodeflow.timeflags import TimeFlagError, parse_since, parse_time
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--nodepool", metavar="NAME", help="only the records naming this NodePool")
     p.add_argument("--limit", type=int, default=500, help="at most this many records (default 500)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    p.add_argument("--region", help="the stack's region (default: the AWS SDK's, e.g. AWS_REGION)")
+    p.add_argument("--region", help=f"the stack's region ({REGION_HELP})")
     p.add_argument("--profile", help="the AWS profile (default: the AWS SDK's, e.g. AWS_PROFILE)")
     p.add_argument("--now", help=argparse.SUPPRESS)  # tests: the time to read up to (RFC 3339)
 
@@ -130,11 +130,11 @@ def render(records: list[Decision], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import boto3
     from botocore.exceptions import BotoCoreError
 
     from nodeflow.aws.decisions import read_decisions
     from nodeflow.aws.errors import AwsError
+    from nodeflow.aws.region import NoRegion, aws_session
     from nodeflow.governance.decisions import DecisionError
 
     try:
@@ -150,16 +150,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {exc}", file=err)
         return EXIT_INPUT
     try:
-        # AWS_REGION as the AWS CLI and the Lambda runtime read it (boto3 reads only AWS_DEFAULT_REGION)
-        region_name = args.region or os.environ.get("AWS_REGION") or None
-        session = boto3.Session(region_name=region_name, profile_name=args.profile)
+        session = aws_session(args.region, args.profile)
+    except NoRegion as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_INPUT
     except BotoCoreError as exc:
         print(f"error: --profile: {exc}", file=err)
         return EXIT_INPUT
     region = session.region_name
-    if not region:
-        print("error: --region: no region given and the AWS SDK has none configured (AWS_REGION)", file=err)
-        return EXIT_INPUT
     try:
         log = find_table(session.client("cloudformation"), args.stack, region)
         table = log.table

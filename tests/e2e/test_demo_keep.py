@@ -11,7 +11,9 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +60,7 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
         assert kubeconfig is not None, "".join(lines[-60:])
         assert "demo finished in" in "".join(lines)
         assert Path(kubeconfig).is_file()
+        _no_future_times_and_no_stale_nominations(kubeconfig)
         got = subprocess.run(
             [KUBECTL, "--kubeconfig", kubeconfig, "get", "nodeclaims"], capture_output=True, text=True, timeout=60
         )
@@ -120,29 +123,43 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
         endpoint = re.search(r"AWS_ENDPOINT_URL=(\S+)", "".join(lines))
         assert endpoint, "".join(lines[-30:])
         aws = {"AWS_ENDPOINT_URL": endpoint.group(1), "AWS_ACCESS_KEY_ID": "demo", "AWS_SECRET_ACCESS_KEY": "demo"}
-        decided = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "nodeflow",
-                "decisions",
-                "--stack",
-                "Nodeflow-demo",
-                "--pod",
-                "default/big",
-                "-o",
-                "json",
-            ],
-            cwd=ROOT,
-            env={**env, **aws, "AWS_REGION": "us-east-1"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert decided.returncode == 0, decided.stderr
-        records = json.loads(decided.stdout)
+
+        def decisions(*args: str) -> list[dict[str, Any]]:
+            run = subprocess.run(
+                [sys.executable, "-m", "nodeflow", "decisions", "--stack", "Nodeflow-demo", "-o", "json", *args],
+                cwd=ROOT,
+                env={**env, **aws, "AWS_REGION": "us-east-1"},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert run.returncode == 0, run.stderr
+            return list(json.loads(run.stdout))
+
+        records = decisions("--pod", "default/big")
         assert any(r["kind"] == "nodeclaim" and r["detail"]["nodeClaim"] == new[0][0] for r in records), records
         assert all("default/big" in r["pods"] for r in records)
+
+        # every decision-log row of the demo was written at a time that has come (no clock ahead of time)
+        assert max(r["time"] for r in decisions("--since", "1h")) <= _now()
+        # a user's kubectl delete nodeclaim is a deletion, not an interruption
+        victim = sorted(before)[0]
+        deleted = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "delete", "nodeclaim", victim, "--wait=false"],
+            capture_output=True,
+            text=True,
+        )
+        assert deleted.returncode == 0, deleted.stderr
+        mine: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 60
+        while not mine and time.monotonic() < deadline:
+            time.sleep(2)
+            mine = [
+                r
+                for r in decisions("--since", "10m")
+                if r["detail"].get("nodeClaim") == victim and r["kind"] in ("deletion", "interruption")
+            ]
+        assert [(r["kind"], r["detail"]["reason"]) for r in mine] == [("deletion", "Deleted")], mine
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, "".join(lines[-30:]) + rest
@@ -153,3 +170,39 @@ def test_demo_keep_serves_kubectl_until_interrupted() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _no_future_times_and_no_stale_nominations(kubeconfig: str) -> None:
+    """The kept cluster as the demo left it: no condition or Event time later than now (the disruption rounds ran on
+    the real clock), and no NodeClaim nominating a pod that is gone or already on its node (garbage collection
+    pruned them)."""
+    assert KUBECTL is not None
+
+    def items(what: str) -> list[dict[str, Any]]:
+        got = subprocess.run(
+            [KUBECTL, "--kubeconfig", kubeconfig, "get", what, "-A", "-o", "json"], capture_output=True, text=True
+        )
+        assert got.returncode == 0, got.stderr
+        return list(json.loads(got.stdout)["items"])
+
+    now = _now()
+    claims = items("nodeclaims")
+    times = [
+        c["lastTransitionTime"]
+        for obj in [*claims, *items("nodepools"), *items("ec2nodeclasses"), *items("nodes")]
+        for c in (obj.get("status") or {}).get("conditions") or []
+        if c.get("lastTransitionTime")
+    ]
+    times += [e[k] for e in items("events") for k in ("firstTimestamp", "lastTimestamp") if e.get(k)]
+    assert times
+    assert max(times) <= now, sorted(times)[-5:]
+    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in items("pods")}
+    for claim in claims:
+        raw = (claim["metadata"].get("annotations") or {}).get("nodeflow.io/nominated-pods")
+        for key in json.loads(raw) if raw else []:
+            assert key in pods, (claim["metadata"]["name"], key)
+            assert pods[key]["spec"].get("nodeName") != claim["status"].get("nodeName"), (claim["metadata"], key)

@@ -207,6 +207,24 @@ def test_bad_stacks_and_arguments_are_named(
     assert err.startswith("error: --region:")
 
 
+def test_the_region_comes_from_aws_region_alone(
+    cloudformation: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the AWS CLI and the Lambda runtime read it: no --region, no AWS_DEFAULT_REGION, no profile region."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    out_dir = rendered(cloudformation, tmp_path)
+    rendered_env = [
+        e
+        for path in out_dir.rglob("*.yaml")
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") == "Deployment"
+        for c in doc["spec"]["template"]["spec"]["containers"]
+        for e in c.get("env") or ()
+    ]
+    assert {"name": "AWS_REGION", "value": "eu-west-1"} in rendered_env
+
+
 @pytest.fixture(scope="module")
 def bare_server() -> Iterator[KubeAPIServer]:
     """A server with no CRDs registered: the install creates them."""

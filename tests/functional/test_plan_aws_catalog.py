@@ -1,4 +1,5 @@
-"""`python -m nodeflow plan --catalog aws` end to end, offline.
+"""`python -m nodeflow plan --catalog aws` end to end, offline; and every command with --catalog aws (explain,
+disrupt, governance) in the region the shell's AWS_REGION names, with no --region and no AWS_DEFAULT_REGION.
 
 EC2 (DescribeInstanceTypes, offerings, zones, spot history) is answered by moto's ``mock_aws()``;
 the Pricing API by botocore's Stubber. The CLI builds ``AwsCatalogSource(session=...)`` itself:
@@ -12,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,9 +25,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from nodeflow.catalog import aws as aws_catalog
-from nodeflow.cli import EXIT_CATALOG, EXIT_OK, main
+from nodeflow.cli import EXIT_CATALOG, EXIT_INPUT, EXIT_OK, main
 
-REGION = "us-east-1"
+REGION = "eu-west-1"  # only AWS_REGION names it (boto3 alone reads AWS_DEFAULT_REGION, and --region is not given)
 NOW = datetime(2026, 7, 20, 12, 0, tzinfo=UTC)
 
 # Live on-demand prices the stubbed Pricing API answers with. m5.large is priced far below its
@@ -137,8 +138,10 @@ def aws_env() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             mp.setenv(key, "testing")
-        for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION"):
             mp.delenv(key, raising=False)
+        mp.setenv("AWS_REGION", REGION)
+        mp.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no profile region either
         with mock_aws():
             yield
 
@@ -150,8 +153,8 @@ def manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run_plan(manifests: Path, stub: Any) -> CliRun:
-    """Run ``plan --catalog aws -o json`` with the Pricing client answered by ``stub(stubber)``."""
+def run_plan(manifests: Path, stub: Any, command: Sequence[str] = ("plan", "-o", "json")) -> CliRun:
+    """Run ``plan --catalog aws -o json`` (or ``command``) with the Pricing client answered by ``stub(stubber)``."""
     pricing = boto3.client("pricing", region_name=aws_catalog.PRICING_REGION)
     constructed: list[dict[str, Any]] = []
     real_source = aws_catalog.AwsCatalogSource
@@ -164,28 +167,29 @@ def run_plan(manifests: Path, stub: Any) -> CliRun:
     with pytest.MonkeyPatch.context() as mp, Stubber(pricing) as stubber:
         mp.setattr(aws_catalog, "AwsCatalogSource", source)
         stub(stubber)
-        code = main(["plan", "-f", str(manifests), "--catalog", "aws", "-o", "json"], out, err)
+        code = main([*command, "-f", str(manifests), "--catalog", "aws"], out, err)
         stubber.assert_no_pending_responses()
     return CliRun(code, out.getvalue(), err.getvalue(), constructed)
 
 
+def live_prices(stubber: Stubber) -> None:
+    items = [price_item(name, usd) for name, usd in LIVE_PRICES.items()]
+    # Two pages: the CLI must follow NextToken to see every price.
+    stubber.add_response(
+        "get_products",
+        {"FormatVersion": "aws_v1", "PriceList": items[:2], "NextToken": "page-2"},
+        get_products_params(),
+    )
+    stubber.add_response(
+        "get_products",
+        {"FormatVersion": "aws_v1", "PriceList": items[2:]},
+        {**get_products_params(), "NextToken": "page-2"},
+    )
+
+
 @pytest.fixture(scope="module")
 def live(aws_env: None, manifests: Path) -> CliRun:
-    def stub(stubber: Stubber) -> None:
-        items = [price_item(name, usd) for name, usd in LIVE_PRICES.items()]
-        # Two pages: the CLI must follow NextToken to see every price.
-        stubber.add_response(
-            "get_products",
-            {"FormatVersion": "aws_v1", "PriceList": items[:2], "NextToken": "page-2"},
-            get_products_params(),
-        )
-        stubber.add_response(
-            "get_products",
-            {"FormatVersion": "aws_v1", "PriceList": items[2:]},
-            {**get_products_params(), "NextToken": "page-2"},
-        )
-
-    return run_plan(manifests, stub)
+    return run_plan(manifests, live_prices)
 
 
 @pytest.fixture(scope="module")
@@ -250,3 +254,36 @@ def test_pricing_failure_exits_1_with_the_reason_and_no_plan(pricing_down: CliRu
     assert "pricing:GetProducts: AccessDeniedException" in lines[0]
     assert "not authorized" in lines[0]
     assert "Traceback" not in pricing_down.err
+
+
+# -- the region: AWS_REGION alone -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("explain", "default/web-6bdbcf556-qgkg4", "-o", "json"),
+        ("disrupt", "--dry-run", "-o", "json"),
+        ("governance", "-o", "json"),
+    ],
+)
+def test_every_catalog_command_takes_the_region_from_aws_region(
+    aws_env: None, manifests: Path, command: tuple[str, ...]
+) -> None:
+    run = run_plan(manifests, live_prices, command)
+    assert run.code == EXIT_OK, run.err
+    (kwargs,) = run.constructed
+    assert kwargs["session"].region_name == REGION
+    assert "Traceback" not in run.err
+
+
+def test_no_region_anywhere_is_bad_input_naming_where_it_is_looked_for(
+    aws_env: None, manifests: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_REGION")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["plan", "-f", str(manifests), "--catalog", "aws"], out, err) == EXIT_INPUT
+    assert err.getvalue().startswith("error: --region: no region given")
+    assert "AWS_REGION, AWS_DEFAULT_REGION" in err.getvalue()
+    # offline, the catalog's region does not depend on the shell: us-east-1 unless --region says otherwise
+    assert main(["plan", "-f", str(manifests), "-o", "json"], out, err) == EXIT_OK

@@ -212,6 +212,8 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
 
     # --- interruptions: a kubectl-deleted Node (the agent's Node Deleting) and a spot interruption -----------------
     web = launch(local, "web", 1)
+    # gc lists the pods (a NodeClaim carries nominations) and prunes the one of the pod now bound to its node
+    assert local.collect_garbage()["nominationsPruned"] == [web.claim]
     # a DaemonSet pod that stays (it tolerates the disrupted taint) with a volume: its attachment is not waited for
     local.apply(volume_agent(web.node))
     # a do-not-disrupt pod on a NodeClaim whose terminationGracePeriod is over at once: deleted, not evicted

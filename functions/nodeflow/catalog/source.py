@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 from nodeflow.catalog.model import CatalogData
 
 __all__ = [
+    "OFFLINE_DEFAULT_REGION",
     "AccessDenied",
     "CatalogError",
     "CatalogSource",
@@ -55,15 +56,20 @@ class RegionNotAvailable(CatalogError):
         super().__init__(f"no catalog data for region {region!r}; available: {names}")
 
 
-def load_catalog(kind: str, region: str) -> CatalogData:
-    """The catalog of ``region`` from ``kind`` "aws" (live, with the default boto3 credentials) or "offline" (the
-    bundled snapshot): what the CLI's ``--catalog`` / ``--region`` mean. Raises the errors above."""
-    if kind == "aws":
-        import boto3
+OFFLINE_DEFAULT_REGION = "us-east-1"
 
+
+def load_catalog(kind: str, region: str | None) -> CatalogData:
+    """The catalog from ``kind`` "aws" (live, with the SDK's credentials, in ``region`` or else the region
+    ``nodeflow.aws.region`` resolves: AWS_REGION, AWS_DEFAULT_REGION, the profile's; ``NoRegion`` when there is
+    none) or "offline" (the bundled snapshot of ``region``, default us-east-1: an offline plan does not depend on
+    the shell's AWS settings): what the CLI's ``--catalog`` / ``--region`` mean. Raises the errors above."""
+    if kind == "aws":
+        from nodeflow.aws.region import aws_session
         from nodeflow.catalog.aws import AwsCatalogSource
 
-        return AwsCatalogSource(session=boto3.Session(region_name=region)).load(region)
+        session = aws_session(region)
+        return AwsCatalogSource(session=session).load(session.region_name)
     from nodeflow.catalog.offline import load_offline
 
-    return load_offline(region)
+    return load_offline(region or OFFLINE_DEFAULT_REGION)

@@ -13,6 +13,8 @@ import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from nodeflow.aws.region import CATALOG_REGION_HELP
+
 if TYPE_CHECKING:
     from nodeflow.plan import ClusterState
 
@@ -47,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", help="with --cluster: the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)"
     )
     parser.add_argument("--context", help="with --cluster: the kubeconfig context (default: its current one)")
-    parser.add_argument("--region", default="us-east-1", help="AWS region of the catalog (default us-east-1)")
+    parser.add_argument("--region", help=CATALOG_REGION_HELP)
     parser.add_argument(
         "--catalog",
         choices=("offline", "aws"),
@@ -110,6 +112,9 @@ def _from_cluster(args: argparse.Namespace, err: TextIO) -> tuple[ClusterState |
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from botocore.exceptions import BotoCoreError
+
+    from nodeflow.aws.region import NoRegion
     from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
     from nodeflow.governance.permissions import load_permissions
     from nodeflow.governance.record import build_record, render_markdown
@@ -138,6 +143,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         catalog = load_catalog(args.catalog, args.region)
     except RegionNotAvailable as exc:
         print(f"error: --region: {exc}", file=err)
+        return EXIT_INPUT
+    except (NoRegion, BotoCoreError) as exc:  # BotoCoreError: AWS_PROFILE names no profile
+        print(f"error: {exc}", file=err)
         return EXIT_INPUT
     except CatalogError as exc:
         print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)

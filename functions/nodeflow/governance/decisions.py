@@ -19,7 +19,10 @@ Kinds (``Decision.kind``):
     expiration / scale-down / capacity-block   forceful terminations of a round (expireAfter, a static NodePool
                     above its replicas, a capacity block ending)
     interruption    a NodeClaim terminated on an AWS event (spot interruption, rebalance, state change, scheduled
-                    event, failed status check) or on the deletion of its NodeClaim / Node
+                    event, failed status check)
+    deletion        a NodeClaim terminated because its NodeClaim or Node was deleted through the Kubernetes API
+                    (``kubectl delete nodeclaim``, its NodePool deleted, another controller): not nodeflow's decision
+                    and not AWS's, as Karpenter's termination controller treats it
 
 DynamoDB layout (its own table, ``<prefix>-decisions``; every item expires ``ttl`` = time + TTL days):
 
@@ -59,6 +62,7 @@ __all__ = [
     "BLOCKED",
     "CAPACITY_BLOCK",
     "DEFAULT_TTL_DAYS",
+    "DELETION",
     "DISRUPTION",
     "EXPIRATION",
     "INTERRUPTION",
@@ -73,6 +77,7 @@ __all__ = [
     "DecisionError",
     "bounded",
     "day_partitions",
+    "deletion_records",
     "disruption_records",
     "from_item",
     "index_items",
@@ -98,6 +103,7 @@ EXPIRATION = "expiration"
 SCALE_DOWN = "scale-down"
 CAPACITY_BLOCK = "capacity-block"
 INTERRUPTION = "interruption"
+DELETION = "deletion"
 KINDS = (
     PROVISIONING,
     NODECLAIM,
@@ -108,6 +114,7 @@ KINDS = (
     SCALE_DOWN,
     CAPACITY_BLOCK,
     INTERRUPTION,
+    DELETION,
 )
 
 DEFAULT_TTL_DAYS = 90
@@ -633,6 +640,26 @@ def disruption_records(
     return records
 
 
+def _claim_offering(labels: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(the NodePool, if labelled; instanceType / zone / capacityType) of a NodeClaim from its labels."""
+    pool = labels.get("karpenter.sh/nodepool", "")
+    offering = {
+        key: labels[label]
+        for key, label in (
+            ("instanceType", "node.kubernetes.io/instance-type"),
+            ("zone", "topology.kubernetes.io/zone"),
+            ("capacityType", "karpenter.sh/capacity-type"),
+        )
+        if label in labels
+    }
+    return ((pool,) if pool else ()), offering
+
+
+def _claim_named(claim: str, offering: Mapping[str, str]) -> str:
+    what = ", ".join(offering.values())
+    return f"NodeClaim {claim}" + (f" ({what})" if what else "")
+
+
 def interruption_records(
     run: str, at: datetime, terminations: Sequence[tuple[str, str, str, Mapping[str, str]]]
 ) -> list[Decision]:
@@ -640,26 +667,39 @@ def interruption_records(
     kind, the NodeClaim's labels)."""
     out: list[Decision] = []
     for n, (claim, reason, message, labels) in enumerate(terminations, 1):
-        pool = labels.get("karpenter.sh/nodepool", "")
-        offering = {
-            key: labels[label]
-            for key, label in (
-                ("instanceType", "node.kubernetes.io/instance-type"),
-                ("zone", "topology.kubernetes.io/zone"),
-                ("capacityType", "karpenter.sh/capacity-type"),
-            )
-            if label in labels
-        }
-        what = ", ".join(offering.values())
+        pools, offering = _claim_offering(labels)
         out.append(
             Decision(
                 INTERRUPTION,
                 at,
                 f"{run}-{n:04d}",
                 run,
-                _cut(f"terminate NodeClaim {claim}" + (f" ({what})" if what else "") + f": {reason} ({message})"),
-                (pool,) if pool else (),
+                _cut(f"terminate {_claim_named(claim, offering)}: {reason} ({message})"),
+                pools,
                 detail={"nodeClaim": claim, "reason": reason, "message": message, **offering},
+            )
+        )
+    return out
+
+
+def deletion_records(
+    run: str, at: datetime, deletions: Sequence[tuple[str, str, Mapping[str, str]]], first: int = 1
+) -> list[Decision]:
+    """One ``deletion`` record per NodeClaim whose termination started because an object was deleted through the
+    Kubernetes API: (NodeClaim, the object deleted, "NodeClaim <name>" or "Node <name>", the NodeClaim's labels).
+    Ids count on from ``first`` (after the run's interruption records)."""
+    out: list[Decision] = []
+    for n, (claim, deleted, labels) in enumerate(deletions, first):
+        pools, offering = _claim_offering(labels)
+        out.append(
+            Decision(
+                DELETION,
+                at,
+                f"{run}-{n:04d}",
+                run,
+                _cut(f"terminate {_claim_named(claim, offering)}: {deleted} deleted through the Kubernetes API"),
+                pools,
+                detail={"nodeClaim": claim, "reason": "Deleted", "deleted": deleted, **offering},
             )
         )
     return out

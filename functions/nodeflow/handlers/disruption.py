@@ -20,6 +20,7 @@ from nodeflow.handlers.karpenter_metrics import (
     record_unhealthy_disrupted,
 )
 from nodeflow.handlers.runtime import runtime
+from nodeflow.kube.reports import Reports
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
 
 
@@ -55,6 +56,7 @@ def deps(context: Any = None) -> DisruptionDeps:
         start_replace=replace,
         node_repair=s.node_repair,
         decisions=rt.decision_log(log_warning, decision_log_time(context)),
+        log=log_warning,
     )
 
 
@@ -63,9 +65,11 @@ def deps(context: Any = None) -> DisruptionDeps:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     d = deps(context)
-    timers = record_pod_events(d, pod_events(event.get("Records") or []))
+    reports = Reports(d.log)
+    timers = record_pod_events(d, pod_events(event.get("Records") or []), reports)
     outcome = run(d)
     record_decision_log(d.decisions)
+    metrics.add_metric(name="ReportWritesFailed", unit="Count", value=reports.failed + outcome.reports.failed)
     metrics.add_metric(name="NodesExpired", unit="Count", value=len(outcome.expired))
     metrics.add_metric(name="NodesDisrupted", unit="Count", value=len(outcome.executed))
     metrics.add_metric(name="DisruptionBlocked", unit="Count", value=len(outcome.blocked))

@@ -37,5 +37,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="LeakedInstancesTerminated", unit="Count", value=len(result["terminatedInstances"]))
     metrics.add_metric(name="AbandonedNodeClaimsCleanedUp", unit="Count", value=len(result["abandonedNodeClaims"]))
     metrics.add_metric(name="LeftoverNodesDeleted", unit="Count", value=len(result["deletedNodes"]))
+    metrics.add_metric(name="ReportWritesFailed", unit="Count", value=result["reportErrors"])
     logger.info("garbage collected", extra=result)
     return result

@@ -82,6 +82,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     record_decision_log(d.decisions)
     metrics.add_metric(name="NodeClaimsCreated", unit="Count", value=len(result.created))
     metrics.add_metric(name="PendingPods", unit="Count", value=result.pending_pods)
+    metrics.add_metric(name="ReportWritesFailed", unit="Count", value=result.report_errors)
     if "solve" in result.timings:
         record_scheduling_duration(result.timings["solve"], "provisioner")
     record_nodeclaims_created(result.pools[name] for name in result.created)

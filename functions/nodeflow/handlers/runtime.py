@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from nodeflow.aws.region import region_from_env
+
 if TYPE_CHECKING:
     from nodeflow.aws.decisions import DecisionLog
     from nodeflow.aws.offerings import UnavailableOfferings
@@ -106,7 +108,7 @@ class Settings:
         cluster = env.get("CLUSTER_NAME", "").strip()
         if not cluster:
             raise SettingsError("CLUSTER_NAME: required (the EKS cluster name nodeflow provisions for)")
-        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+        region = region_from_env(env) or ""
         if not region:
             raise SettingsError("AWS_REGION: required")
         catalog = env.get("CATALOG_SOURCE", "aws")

@@ -18,7 +18,9 @@ a condition's status does not change):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from nodeflow.api import labels as wk
@@ -27,6 +29,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli
 from nodeflow.kube.client import NODE_CLAIMS, NODE_POOLS, NODES, KubeClient
 from nodeflow.kube.errors import Conflict, KubeError, NotFound
+from nodeflow.kube.reports import Reports
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -37,14 +40,17 @@ __all__ = [
     "CONDITION_NODECLASS_READY",
     "CONDITION_READY",
     "CONDITION_VALIDATION_SUCCEEDED",
+    "NodePoolStatusChange",
     "node_class_ready",
     "node_pool_resources",
     "node_pool_status",
+    "node_pool_status_changes",
     "recount_node_pool",
     "set_condition",
     "set_node_claim_conditions",
     "update_node_pool_statuses",
     "write_node_pool_status",
+    "write_node_pool_status_change",
 ]
 
 CONDITION_READY = "Ready"
@@ -233,15 +239,18 @@ def _comparable(status: Mapping[str, Any]) -> Any:
     }
 
 
-def update_node_pool_statuses(
-    client: KubeClient | ApiClient, snapshot: Snapshot, *, now: datetime
-) -> dict[str, dict[str, Any]]:
-    """Compute and write the status of every NodePool of ``snapshot`` (valid or not).
+@dataclass(frozen=True, slots=True)
+class NodePoolStatusChange:
+    """A NodePool whose status changes: its new ``status`` and the ``previous`` one (as stored)."""
 
-    Only NodePools whose status changes are written. Returns name -> status written.
-    """
+    name: str
+    status: dict[str, Any]
+    previous: Mapping[str, Any]
+
+
+def node_pool_status_changes(snapshot: Snapshot, *, now: datetime) -> list[NodePoolStatusChange]:
+    """The new status of every NodePool of ``snapshot`` (valid or not) whose status changes (pure)."""
     classes = {c.name: c for c in snapshot.node_classes}
-    written: dict[str, dict[str, Any]] = {}
     todo: list[tuple[str, str | None, Sequence[str], Mapping[str, Any], int | None]] = []
     for pool in snapshot.node_pools:
         previous: Mapping[str, Any] = (
@@ -261,6 +270,7 @@ def update_node_pool_statuses(
                 raw_generation if isinstance(raw_generation, int) else None,
             )
         )
+    out: list[NodePoolStatusChange] = []
     for name, ref_name, errors, previous, generation in todo:
         if not name:
             continue
@@ -275,16 +285,38 @@ def update_node_pool_statuses(
             generation=generation,
             now=now,
         )
-        if _comparable(status) == _comparable(previous):
-            continue
-        # a merge patch keeps map keys it does not name: a resource no node has any more is removed (null)
-        gone = {key: None for key in previous.get("resources") or {} if key not in status["resources"]}
-        try:
-            write_node_pool_status(client, name, {**status, "resources": {**gone, **status["resources"]}})
-        except NotFound:
-            continue
-        written[name] = status
+        if _comparable(status) != _comparable(previous):
+            out.append(NodePoolStatusChange(name, status, previous))
+    return out
+
+
+def write_node_pool_status_change(client: KubeClient | ApiClient, change: NodePoolStatusChange) -> dict[str, Any]:
+    """Write ``change`` (a merge patch keeps map keys it does not name: a resource no node has any more is
+    removed with a null)."""
+    status, previous = change.status, change.previous
+    gone = {key: None for key in previous.get("resources") or {} if key not in status["resources"]}
+    return write_node_pool_status(client, change.name, {**status, "resources": {**gone, **status["resources"]}})
+
+
+def update_node_pool_statuses(
+    client: KubeClient | ApiClient, snapshot: Snapshot, *, now: datetime, reports: Reports | None = None
+) -> dict[str, dict[str, Any]]:
+    """Compute and write the status of every NodePool of ``snapshot`` (valid or not), each on its own: one the API
+    server refuses or fails is left out (logged and counted in ``reports``), the others are written.
+
+    Only NodePools whose status changes are written. Returns name -> status written.
+    """
+    reports = reports if reports is not None else Reports()
+    written: dict[str, dict[str, Any]] = {}
+    for change in node_pool_status_changes(snapshot, now=now):
+        if reports.run("NodePool status", f"NodePool/{change.name}", partial(_write_change, client, change)):
+            written[change.name] = change.status
     return written
+
+
+def _write_change(client: KubeClient | ApiClient, change: NodePoolStatusChange) -> bool:
+    write_node_pool_status_change(client, change)
+    return True
 
 
 def set_node_claim_conditions(

@@ -18,7 +18,10 @@ EC2NodeClasses, NodeClaims and Nodes:
   terminated once older than the grace period;
 - NodeClaims whose instance is gone are deleted with their Node;
 - Nodes left behind: a Node of a NodePool (``karpenter.sh/nodepool``) that no NodeClaim names (by
-  ``status.nodeName`` or providerID) and whose instance is gone is deleted.
+  ``status.nodeName`` or providerID) and whose instance is gone is deleted;
+- stale nominations: each NodeClaim's ``nodeflow.io/nominated-pods`` annotation is pruned of the pods that are gone,
+  finished or bound to a node that stays (``lifecycle/nominations.py``; the pods are listed only when a NodeClaim
+  carries nominations).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from nodeflow.api import labels as wk
@@ -38,6 +42,7 @@ from nodeflow.aws import ec2 as ec2x
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from nodeflow.kube.reports import Reports
 from nodeflow.kube.writes import delete, find_node, get_node_claim, remove_finalizer
 
 if TYPE_CHECKING:  # the CleanUp step does not load the snapshot, the planner or EC2NodeClass resolution
@@ -182,9 +187,10 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     from nodeflow.lifecycle.nodeclass import reconcile_status
 
     now = deps.now()
+    reports = Reports(deps.log)  # each object's status, Event and deletion on its own: a refusal is logged, counted
     snap = take_snapshot(deps.kube, kinds=("node_pools", "node_classes", "node_claims", "nodes"))
     snap = reconcile_status(
-        deps.kube, deps.recorder, snap, now, resolver=deps.resolver, only_unknown=False, log=deps.log
+        deps.kube, deps.recorder, snap, now, resolver=deps.resolver, only_unknown=False, log=deps.log, reports=reports
     )
     claims = list(snap.node_claims)
 
@@ -236,24 +242,27 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     for iid, claim in sorted(candidates.items()):
         if iid in live:
             continue
-        deps.recorder.record(
-            ObjectRef.of(claim), NORMAL, "InstanceGone", f"NodeClaim {claim.name}: instance {iid} no longer exists"
+        name = f"NodeClaim/{claim.name}"
+        gone = f"NodeClaim {claim.name}: instance {iid} no longer exists"
+        reports.run(
+            "NodeClaim event", name, partial(deps.recorder.record, ObjectRef.of(claim), NORMAL, "InstanceGone", gone)
         )
-        found = find_node(deps.kube, claim.status.node_name if claim.status else None, _provider_id(claim))
-        if found is not None:
-            _delete_with_finalizer(deps.kube, NODES, str(found["metadata"]["name"]))
-        if _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim.name):
+        if reports.run("NodeClaim deletion", name, partial(_delete_claim_and_node, deps.kube, claim)):
             deleted.append(claim.name)
             disrupted.append(dict(claim.metadata.labels or {}))
 
     # Nodes left behind by a failed or terminated launch: no NodeClaim names them and their instance is gone.
+    pruned = _prune_nominations(deps, [c for c in claims if c.name not in set(deleted)], snap.nodes, reports)
+
     nodes_deleted = []
     for iid, ghost in ghosts:
         if iid in live:
             continue  # a running instance without a NodeClaim is a leak: terminated above, the Node next time
         name = ghost.metadata.name or ""
-        with contextlib.suppress(kerr.NotFound):
-            _delete_with_finalizer(deps.kube, NODES, name)
+        if (
+            reports.run("Node deletion", f"Node/{name}", partial(_delete_with_finalizer, deps.kube, NODES, name))
+            is not None
+        ):
             nodes_deleted.append(name)
     return {
         "terminatedInstances": sorted(terminated),
@@ -261,7 +270,33 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         "abandonedNodeClaims": cleaned,
         "deletedNodes": nodes_deleted,
         "disrupted": disrupted,
+        "nominationsPruned": sorted(pruned),
+        "reportErrors": reports.failed,
     }
+
+
+def _prune_nominations(
+    deps: CleanupDeps, claims: Sequence[NodeClaim], nodes: Sequence[Node], reports: Reports
+) -> dict[str, tuple[str, ...]]:
+    """Stale nominations pruned (``lifecycle/nominations.py``); the pods are listed (after the NodeClaims) only when
+    a NodeClaim carries nominations."""
+    from nodeflow.kube.snapshot import take_snapshot
+    from nodeflow.lifecycle.nominations import prune_nominations
+    from nodeflow.plan import nominated_pods
+
+    if not any(nominated_pods(c) and c.metadata.deletion_timestamp is None for c in claims):
+        return {}
+    listed = take_snapshot(deps.kube, kinds=("pods",))
+    unreadable = {f"{o.namespace or 'default'}/{o.name}" for o in listed.invalid_of("Pod")}
+    return prune_nominations(deps.kube, claims, nodes, listed.pods, unreadable=unreadable, reports=reports)
+
+
+def _delete_claim_and_node(kube: KubeClient, claim: NodeClaim) -> bool:
+    """Delete a NodeClaim whose instance is gone, and its Node first; True when the NodeClaim's delete was taken."""
+    found = find_node(kube, claim.status.node_name if claim.status else None, _provider_id(claim))
+    if found is not None:
+        _delete_with_finalizer(kube, NODES, str(found["metadata"]["name"]))
+    return _delete_with_finalizer(kube, NODE_CLAIMS, claim.name)
 
 
 def _ghost_candidate(node: Node, claims: Sequence[NodeClaim], now: datetime, grace: int) -> bool:

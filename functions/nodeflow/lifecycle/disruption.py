@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from nodeflow.api import labels as wk
@@ -43,6 +44,7 @@ from nodeflow.governance.decisions import Decision, disruption_records, time_key
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import CONFIG_MAPS, NODE_CLAIMS, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
+from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
@@ -87,6 +89,8 @@ class DisruptionDeps:
     # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the round's command, blocked
     # candidates and forceful terminations, written when the round is over (None: no log).
     decisions: Callable[[Sequence[Decision]], Any] | None = None
+    # Where a condition, timer or Event write the API server did not take is logged (``nodeflow.kube.reports``).
+    log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
 
 
 @dataclass
@@ -111,6 +115,8 @@ class DisruptionOutcome:
     repair: RepairOutcome | None = None  # node repair's work this round (None: the NodeRepair gate is off)
     node_pools: dict[str, str] = field(default_factory=dict)  # node -> NodePool, and NodeClaim -> NodePool (below)
     claim_pools: dict[str, str] = field(default_factory=dict)  # for the decision log
+    # the round's condition / Event writes, each on its own (the refused ones are logged and counted here)
+    reports: Reports = field(default_factory=Reports)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,6 +131,7 @@ class DisruptionOutcome:
             "scaledDown": self.scaled_down,
             "staticCreated": self.static_created,
             "repair": self.repair.to_json() if self.repair is not None else None,
+            "reportErrors": self.reports.failed,
         }
 
 
@@ -159,14 +166,18 @@ def _stored_time(value: Any) -> datetime | None:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-def record_pod_events(deps: DisruptionDeps, events: Mapping[str, datetime]) -> list[str]:
+def record_pod_events(
+    deps: DisruptionDeps, events: Mapping[str, datetime], reports: Reports | None = None
+) -> list[str]:
     """Move each NodeClaim's ``status.lastPodEventTime`` (the consolidateAfter timer) forward to the
-    latest pod event on its node; returns the NodeClaims written.
+    latest pod event on its node; returns the NodeClaims written. Each NodeClaim on its own: a write the API
+    server refuses or fails is logged and counted in ``reports``, the others are written.
 
     Event times are untrusted: one later than now counts as now (the time it was received), and a stored
     time later than now (or unreadable) is replaced, so no time past "now" is ever kept."""
     if not events:
         return []
+    reports = reports if reports is not None else Reports(deps.log)
     now = deps.now()
     written: list[str] = []
     for claim in deps.kube.list_items(NODE_CLAIMS):
@@ -179,11 +190,14 @@ def record_pod_events(deps: DisruptionDeps, events: Mapping[str, datetime]) -> l
         if current is not None and at <= current <= now:
             continue
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with contextlib.suppress(kerr.NotFound):
-            deps.kube.patch(
-                NODE_CLAIMS, claim["metadata"]["name"], {"status": {"lastPodEventTime": stamp}}, subresource="status"
-            )
-            written.append(str(claim["metadata"]["name"]))
+        name = str(claim["metadata"]["name"])
+        patch = {"status": {"lastPodEventTime": stamp}}
+        if reports.run(
+            "NodeClaim lastPodEventTime",
+            f"NodeClaim/{name}",
+            partial(deps.kube.patch, NODE_CLAIMS, name, patch, subresource="status"),
+        ):
+            written.append(name)
     return written
 
 
@@ -222,11 +236,13 @@ def _round(deps: DisruptionDeps) -> _Round:
     return _Round(result, claims, {p.name: p for p in snap.node_pools}, snapshot, prepared)
 
 
-def mark_conditions(deps: DisruptionDeps, prepared: Prepared) -> int:
+def mark_conditions(deps: DisruptionDeps, prepared: Prepared, reports: Reports | None = None) -> int:
     """Karpenter's NodeClaim conditions: ``Drifted`` (True with why, while it is) and ``Consolidatable``
     (consolidateAfter has passed since the node's last pod event and the policy allows consolidating it).
-    Written only when they change; returns how many NodeClaims were written. The candidates and their drift are
-    the round's (``prepared``: as of the round's time), not built again."""
+    Written only when they change; returns how many NodeClaims were written. Each NodeClaim on its own: a write the
+    API server refuses or fails is logged and counted in ``reports``. The candidates and their drift are the
+    round's (``prepared``: as of the round's time), not built again."""
+    reports = reports if reports is not None else Reports(deps.log)
     now = deps.now()
     written = 0
     for c in prepared.candidates:
@@ -249,7 +265,11 @@ def mark_conditions(deps: DisruptionDeps, prepared: Prepared) -> int:
         )
         # a static NodePool's NodeClaims are never consolidatable (Karpenter does not mark them)
         marks = [("Drifted", *drifted)] if c.static else [("Drifted", *drifted), ("Consolidatable", *consolidatable)]
-        if set_node_claim_conditions(deps.kube, c.claim, marks, now=now):
+        if reports.run(
+            "NodeClaim conditions",
+            f"NodeClaim/{c.claim.name}",
+            partial(set_node_claim_conditions, deps.kube, c.claim, marks, now=now),
+        ):
             written += 1
     return written
 
@@ -259,7 +279,7 @@ def _same(a: Command, b: Command | None) -> bool:
 
 
 def run(deps: DisruptionDeps) -> DisruptionOutcome:
-    out = DisruptionOutcome()
+    out = DisruptionOutcome(reports=Reports(deps.log))
     try:
         return _run(deps, out)
     finally:
@@ -300,7 +320,7 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
     out.allowed_disruptions, out.consuming_budgets = budget_gauges(first.snapshot, deps.now())
     out.pool_costs = pool_costs(first.snapshot, deps.catalog)
     out.evaluations = list(first.result.evaluations)
-    mark_conditions(deps, first.prepared)
+    mark_conditions(deps, first.prepared, out.reports)
     state = first.snapshot.state  # capacity blocks ending: forceful as expiration (no budget, not paused)
     for ending, _ in expiring_capacity_blocks(state.node_claims, state.node_classes, deps.now()):
         if deps.start_terminate(ending, REASON_CAPACITY_BLOCK_EXPIRING):
@@ -332,7 +352,8 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
     if out.paused is not None:
         return out
     for b in first.result.blocked:
-        deps.recorder.record(ObjectRef("Node", b.node), NORMAL, b.kind.value, b.message)
+        event = partial(deps.recorder.record, ObjectRef("Node", b.node), NORMAL, b.kind.value, b.message)
+        out.reports.run("Node event", f"Node/{b.node}", event)
         out.blocked.append(b.to_json())
     command = first.result.command
     if command is None:
@@ -378,9 +399,9 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
             with contextlib.suppress(kerr.KubeError):  # not started: the node stays schedulable
                 remove_taints(deps.kube, node, [DISRUPTED])
             raise
-        deps.recorder.record(
-            ObjectRef("Node", node), NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.reason.value}"
-        )
+        why = f"Disrupting Node: {command.reason.value}"
+        event = partial(deps.recorder.record, ObjectRef("Node", node), NORMAL, "DisruptionTerminating", why)
+        out.reports.run("Node event", f"Node/{node}", event)
         if started:
             out.executed.append(claim)
             out.disrupted.append((command.reason.value, labels.get(claim, {})))

@@ -16,7 +16,9 @@ does not own are ignored. What each kind does (Karpenter's interruption controll
   ``SystemStatusFailed``: the Taint step sets the termination timestamp to now, so PodDisruptionBudgets do not hold
   the drain), a scheduled event (``EventStatus``) drains as a scheduled change does (``InstanceUnhealthy``);
 - Deletion (kubectl delete of a NodeClaim or a Node): termination starts (``Deleted``) only while the
-  deleted object has a deletionTimestamp and the ``karpenter.sh/termination`` finalizer.
+  deleted object has a deletionTimestamp and the ``karpenter.sh/termination`` finalizer. It is a user's (or another
+  controller's) deletion, not an interruption: the decision log files it as kind ``deletion``, and the interruption
+  metrics do not count it.
 
 Replacement capacity is not this module's business: the pods of a terminated node become pending and
 the provisioner places them.
@@ -37,7 +39,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.aws.errors import AwsError, Offering
-from nodeflow.governance.decisions import Decision, interruption_records, time_key
+from nodeflow.governance.decisions import Decision, deletion_records, interruption_records, time_key
 from nodeflow.interruption.messages import (
     Deletion,
     InstanceMessage,
@@ -139,6 +141,9 @@ class Outcome:
     disrupted: list[dict[str, str]] = field(default_factory=list)  # labels of the NodeClaims in ``started``
     # (NodeClaim, reason, its labels) of each termination started, for the decision log
     terminations: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    # (NodeClaim, "NodeClaim <name>" / "Node <name>" deleted, its labels) of each termination a deletion started:
+    # someone deleted it through the API (kubectl delete), its own decision-log kind, not an interruption
+    deletions: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     events: int = 0
     event_errors: int = 0
     error: str | None = None
@@ -272,9 +277,11 @@ def _log_decisions(deps: InterruptionDeps, out: BatchResult) -> None:
     with contextlib.suppress(Exception):
         at = deps.now()
         started = [(claim, reason, o.kind, labels) for o in out.outcomes for claim, reason, labels in o.terminations]
-        if started:
+        deleted = [d for o in out.outcomes for d in o.deletions]
+        if started or deleted:
             run = "i" + time_key(at).replace("-", "").replace(":", "").replace(".", "").rstrip("Z")
-            deps.decisions(interruption_records(run, at, started))
+            records = interruption_records(run, at, started)
+            deps.decisions([*records, *deletion_records(run, at, deleted, len(records) + 1)])
 
 
 def handle_status_checks(deps: InterruptionDeps, failures: Sequence[StatusCheckFailure]) -> BatchResult:
@@ -356,4 +363,4 @@ def _deletion(
     outcome.node_claims.append(claim.name)
     if deps.start_termination(claim.name, REASON_DELETED):
         outcome.started.append(claim.name)
-        outcome.terminations.append((claim.name, REASON_DELETED, dict(claim.labels)))
+        outcome.deletions.append((claim.name, what, dict(claim.labels)))

@@ -32,7 +32,9 @@ Drifted, so a new hash algorithm (or nodeflow starting to write the hash) never 
 ``reconcile_status`` does the whole job for the provisioner and garbage collection: EC2NodeClasses, then
 every NodePool's status (``ValidationSucceeded`` naming the field of an invalid NodePool, ``NodeClassReady``,
 ``Ready``; ``nodeflow.kube.status``), with a Warning Event on a NodePool when it turns not Ready
-(``ValidationFailed`` / ``NodeClassNotReady``). Other NodePools are not affected by a bad one.
+(``ValidationFailed`` / ``NodeClassNotReady``). Other NodePools are not affected by a bad one: each class's and each
+NodePool's report stands on its own (``nodeflow.kube.reports``), a write the API server refuses or fails is logged
+and counted, and the others are written.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from nodeflow.api import labels as wk
@@ -54,13 +57,21 @@ from nodeflow.aws.errors import AwsError
 from nodeflow.catalog.reservations import to_status
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import EC2_NODE_CLASSES, NODE_CLAIMS, KubeClient
-from nodeflow.kube.events import REASON_NODECLASS_NOT_READY, WARNING, EventRecorder, ObjectRef
+from nodeflow.kube.events import (
+    REASON_NODECLASS_NOT_READY,
+    REASON_VALIDATION_FAILED,
+    WARNING,
+    EventRecorder,
+    ObjectRef,
+)
+from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import Snapshot
 from nodeflow.kube.status import (
     CONDITION_NODECLASS_READY,
     CONDITION_VALIDATION_SUCCEEDED,
+    node_pool_status_changes,
     set_condition,
-    update_node_pool_statuses,
+    write_node_pool_status_change,
 )
 from nodeflow.plan import node_class_readiness
 
@@ -70,6 +81,7 @@ __all__ = [
     "ValidationCache",
     "hash_annotations",
     "node_class_status",
+    "not_ready_event",
     "reconcile_node_classes",
     "reconcile_status",
     "rehashed_claim_annotations",
@@ -336,28 +348,42 @@ def reconcile_node_classes(
     *,
     only_unknown: bool,
     log: Callable[[str, dict[str, Any]], None] = lambda _m, _e: None,
+    reports: Reports | None = None,
 ) -> list[EC2NodeClass]:
     """``classes`` with fresh status: every one (``only_unknown=False``), or only those whose readiness at
     their current generation is not known yet; and every one with its hash annotations (``write_hash``).
-    A class that cannot be resolved now (AWS unavailable, throttled) keeps what it had; the next caller
-    tries again."""
+    Each class on its own: one that cannot be resolved now (AWS unavailable, throttled) or whose status or hash the
+    API server refuses keeps what it had (logged and counted in ``reports``); the next caller tries again."""
+    reports = reports if reports is not None else Reports(log)
     out: list[EC2NodeClass] = []
     for nc in classes:
+        name = f"EC2NodeClass/{nc.name}"
         if not (only_unknown and node_class_readiness(nc)[0] != "Unknown"):
             try:
                 nc = resolver.resolve(nc)[1]
+            except kerr.NotFound:  # deleted meanwhile
+                pass
             except Exception as exc:  # one class must not stop the others (or the caller's batch)
-                log("EC2NodeClass not resolved", {"nodeClass": nc.name, "error": f"{type(exc).__name__}: {exc}"})
-        try:
-            nc = resolver.write_hash(nc)
-        except kerr.KubeError as exc:  # the next caller tries again
-            log("EC2NodeClass hash not written", {"nodeClass": nc.name, "error": f"{type(exc).__name__}: {exc}"})
+                reports.failed_with("EC2NodeClass status", name, exc)
+        nc = reports.run("EC2NodeClass hash", name, partial(resolver.write_hash, nc)) or nc
         out.append(nc)
     return out
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def not_ready_event(status: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of the Warning Event for a NodePool whose new ``status`` is not Ready, or None: invalid
+    (``ValidationFailed`` naming the fields) or its EC2NodeClass missing or not Ready (``NodeClassNotReady``)."""
+    valid = _condition(status, CONDITION_VALIDATION_SUCCEEDED)
+    if valid.get("status") == "False":
+        return REASON_VALIDATION_FAILED, str(valid.get("message") or "invalid")
+    ready_class = _condition(status, CONDITION_NODECLASS_READY)
+    if ready_class.get("status") == "False":
+        return REASON_NODECLASS_NOT_READY, str(ready_class.get("message") or "")
+    return None
 
 
 def reconcile_status(
@@ -369,29 +395,25 @@ def reconcile_status(
     resolver: NodeClassResolver | None = None,
     only_unknown: bool = True,
     log: Callable[[str, dict[str, Any]], None] = lambda _m, _e: None,
+    reports: Reports | None = None,
 ) -> Snapshot:
     """Resolve EC2NodeClasses (see ``reconcile_node_classes``; none without a resolver), write every NodePool's
-    status where it changed, and record a Warning Event on each NodePool that turned not Ready. Returns
-    ``snapshot`` with the classes' new status (what the solver must see)."""
+    status where it changed, and record a Warning Event on each NodePool that turned not Ready. Each NodePool's
+    report (its status, its Event) stands on its own (``nodeflow.kube.reports``): a write the API server refuses or
+    fails is logged and counted in ``reports``, and every other NodePool's status and Event is still written; the
+    Event of a NodePool whose status write was refused is recorded all the same (it is then the only word people
+    get). Returns ``snapshot`` with the classes' new status (what the solver must see)."""
+    reports = reports if reports is not None else Reports(log)
     if resolver is not None:
-        classes = reconcile_node_classes(resolver, snapshot.node_classes, only_unknown=only_unknown, log=log)
-        snapshot = dataclasses.replace(snapshot, node_classes=tuple(classes))
-    try:
-        written = update_node_pool_statuses(kube, snapshot, now=now)
-    except kerr.KubeError as exc:  # status is for people: never worth failing the caller
-        log("NodePool status not written", {"error": f"{type(exc).__name__}: {exc}"})
-        return snapshot
-    for name, status in sorted(written.items()):
-        ref = ObjectRef("NodePool", name, api_version="karpenter.sh/v1")
-        valid, ready_class = (
-            _condition(status, CONDITION_VALIDATION_SUCCEEDED),
-            _condition(status, CONDITION_NODECLASS_READY),
+        classes = reconcile_node_classes(
+            resolver, snapshot.node_classes, only_unknown=only_unknown, log=log, reports=reports
         )
-        try:
-            if valid.get("status") == "False":
-                recorder.validation_failed(ref, [str(valid.get("message") or "invalid")])
-            elif ready_class.get("status") == "False":
-                recorder.record(ref, WARNING, REASON_NODECLASS_NOT_READY, str(ready_class.get("message") or ""))
-        except kerr.KubeError as exc:
-            log("NodePool event not written", {"nodePool": name, "error": f"{type(exc).__name__}: {exc}"})
+        snapshot = dataclasses.replace(snapshot, node_classes=tuple(classes))
+    for change in sorted(node_pool_status_changes(snapshot, now=now), key=lambda c: c.name):
+        name = f"NodePool/{change.name}"
+        reports.run("NodePool status", name, partial(write_node_pool_status_change, kube, change))
+        event = not_ready_event(change.status)
+        if event is not None:
+            ref = ObjectRef("NodePool", change.name, api_version="karpenter.sh/v1")
+            reports.run("NodePool event", name, partial(recorder.record, ref, WARNING, *event))
     return snapshot

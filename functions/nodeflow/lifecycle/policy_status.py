@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from nodeflow.api.nodeflow_policy import POLICY_API_VERSION, POLICY_KIND
 from nodeflow.governance.invalid import governed_pools
-from nodeflow.kube import errors as kerr
 from nodeflow.kube.events import EventRecorder, ObjectRef
+from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import Snapshot
 
 __all__ = ["report_policies"]
@@ -25,8 +25,15 @@ __all__ = ["report_policies"]
 _missing_logged: set[str] = set()  # per container: "the CRD is absent" is said once
 
 
-def report_policies(recorder: EventRecorder, snap: Snapshot, log: Callable[[str, dict[str, Any]], None]) -> int:
-    """Events and logs about the snapshot's invalid or unreadable policies; returns the number of invalid ones."""
+def report_policies(
+    recorder: EventRecorder,
+    snap: Snapshot,
+    log: Callable[[str, dict[str, Any]], None],
+    reports: Reports | None = None,
+) -> int:
+    """Events and logs about the snapshot's invalid or unreadable policies; returns the number of invalid ones. Each
+    policy's Event on its own: one the API server does not take is logged and counted in ``reports``."""
+    reports = reports if reports is not None else Reports(log)
     if POLICY_KIND in snap.missing_kinds:
         if POLICY_KIND not in _missing_logged:
             _missing_logged.add(POLICY_KIND)
@@ -48,6 +55,9 @@ def report_policies(recorder: EventRecorder, snap: Snapshot, log: Callable[[str,
         log("NodeflowPolicy invalid", {"policy": obj.name, "errors": list(obj.errors), "effect": effect})
         uid = (obj.raw.get("metadata") or {}).get("uid") if isinstance(obj.raw.get("metadata"), dict) else None
         ref = ObjectRef(POLICY_KIND, obj.name, None, uid, POLICY_API_VERSION)
-        with contextlib.suppress(kerr.KubeError):  # an event that cannot be written does not fail the batch
-            recorder.validation_failed(ref, [*obj.errors, effect])
+        reports.run(
+            "NodeflowPolicy event",
+            f"{POLICY_KIND}/{obj.name}",
+            partial(recorder.validation_failed, ref, [*obj.errors, effect]),
+        )
     return len(invalid)

@@ -32,6 +32,7 @@ from nodeflow.governance.decisions import ClaimOutcome, Decision, provisioning_r
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
+from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
 from nodeflow.lifecycle.capacity_reservations import available_after_launches
@@ -170,6 +171,7 @@ class ProvisionResult:
     pending_pods: int = 0
     unschedulable: int = 0
     event_errors: int = 0
+    report_errors: int = 0  # status / condition / Event writes of NodePools, classes, policies the API server refused
     nominated: int = 0  # Nominated events sent
     nominations_dropped: int = 0  # Nominated events the rate limit dropped (as Karpenter does)
     timings: dict[str, float] = field(default_factory=dict)
@@ -189,6 +191,7 @@ class ProvisionResult:
             "pendingPods": self.pending_pods,
             "unschedulablePods": self.unschedulable,
             "eventErrors": self.event_errors,
+            "reportErrors": self.report_errors,
             "nominatedEvents": self.nominated,
             "nominatedEventsDropped": self.nominations_dropped,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
@@ -338,9 +341,14 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     # A NodePool that is invalid, or whose EC2NodeClass is missing or not Ready, gets its condition and an
     # Event, and the solver skips it (reason per pod); NodePools around it keep working.
     t_status = deps.timer()
-    snap = reconcile_status(deps.kube, deps.recorder, snap, deps.now(), resolver=deps.resolver, log=deps.log)
+    # Each object's report stands on its own: a write the API server refuses is logged and counted, the rest go on.
+    reports = Reports(deps.log)
+    snap = reconcile_status(
+        deps.kube, deps.recorder, snap, deps.now(), resolver=deps.resolver, log=deps.log, reports=reports
+    )
     # An invalid NodeflowPolicy gets an Event naming its fields (the plan gets its fail-safe stand-in).
-    report_policies(deps.recorder, snap, deps.log)
+    report_policies(deps.recorder, snap, deps.log, reports)
+    out.report_errors = reports.failed
     # NodeOverlays' conditions (applied, or not: conflict, runtime validation); what they changed, for the
     # price-overlay-applied / capacity-overlay-applied annotations of the NodeClaims
     overlays = (

@@ -95,3 +95,38 @@ def test_a_spot_interruption_is_recorded(world: dict[str, Any]) -> None:
     assert record.summary.startswith("terminate NodeClaim default-abcde (m5.large, us-east-1a, spot): SpotInterrupted")
     by_pool = read_decisions(world["ddb"], TABLE, since=NOW - timedelta(minutes=1), now=NOW, nodepool="default")
     assert by_pool == [record]
+
+
+def test_a_kubectl_delete_nodeclaim_is_recorded_as_a_deletion_not_an_interruption(world: dict[str, Any]) -> None:
+    """A user's ``kubectl delete nodeclaim`` (the agent forwards NodeClaim Deleting): the termination starts with
+    reason Deleted, and the decision log files it as kind ``deletion`` naming what was deleted."""
+    from nodeflow.aws.decisions import DecisionLog, read_decisions
+    from nodeflow.interruption.messages import Deletion, Envelope
+    from nodeflow.kube.client import NODE_CLAIMS, KubeClient
+    from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle.interruption import InterruptionDeps, handle_batch
+
+    kube = KubeClient(world["kube"].api_client())
+    kube.patch(NODE_CLAIMS, "default-abcde", {"metadata": {"finalizers": ["karpenter.sh/termination"]}})
+    kube.delete(NODE_CLAIMS, "default-abcde")  # kubectl delete nodeclaim default-abcde: held by the finalizer
+    started: list[tuple[str, str]] = []
+    deps = InterruptionDeps(
+        kube=kube,
+        recorder=EventRecorder(kube),
+        mark_unavailable=lambda _offerings, _now, _reason: 1,
+        start_termination=lambda claim, reason: started.append((claim, reason)) is None,
+        now=lambda: NOW,
+        decisions=DecisionLog(world["ddb"], TABLE),
+    )
+    message = Deletion(Envelope("e1", "nodeflow.agent", "NodeClaim Deleting"), "NodeClaim", "default-abcde")
+    handle_batch(deps, [("m1", message)])
+    assert started == [("default-abcde", "Deleted")]
+
+    (record,) = read_decisions(world["ddb"], TABLE, since=NOW - timedelta(minutes=1), now=NOW)
+    assert record.kind == "deletion"
+    assert record.summary == (
+        "terminate NodeClaim default-abcde (m5.large, us-east-1a, spot): NodeClaim default-abcde deleted through the "
+        "Kubernetes API"
+    )
+    assert record.detail["deleted"] == "NodeClaim default-abcde"
+    assert record.node_pools == ("default",)

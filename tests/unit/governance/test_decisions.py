@@ -491,3 +491,22 @@ def test_each_cap_is_found_whatever_the_json_looks_like(detail: dict[str, object
     assert stored.detail.get("truncated") == cut
     if cut is None:
         assert stored == record
+
+
+def test_a_deletion_through_the_api_is_its_own_kind_not_an_interruption() -> None:
+    """kubectl delete nodeclaim: Karpenter's termination controller treats it as a user's deletion."""
+    labels = {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large"}
+    (record,) = dl.deletion_records("i3", AT, [("default-abcde", "NodeClaim default-abcde", labels)], first=2)
+    assert record.kind == "deletion" != "interruption"
+    assert record.id == "i3-0002"
+    assert record.node_pools == ("default",)
+    assert record.summary == (
+        "terminate NodeClaim default-abcde (m5.large): NodeClaim default-abcde deleted through the Kubernetes API"
+    )
+    assert record.detail == {
+        "nodeClaim": "default-abcde",
+        "reason": "Deleted",
+        "deleted": "NodeClaim default-abcde",
+        "instanceType": "m5.large",
+    }
+    assert dl.from_item(dl.to_item(record, 90)) == record

@@ -42,6 +42,7 @@ from nodeflow.scheduling.pricing import (
     PRICE_EPSILON,
     Pricer,
     describe_offering_reqs,
+    offered_capacity_types,
     offering_label,
     type_keys_changed,
     type_matches,
@@ -251,7 +252,7 @@ class Packer:
         )
         self._zone_cache: dict[tuple[int, str], frozenset[tuple[str, str]]] = {}
         self._plan_cache: dict[
-            tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...]]
+            tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...], Requirements]
         ] = {}
         self._candidate_cache: dict[tuple[object, ...], Candidates | str] = {}
         self._narrow_cache: dict[
@@ -1184,12 +1185,12 @@ class Packer:
                 )
             )
             names = tuple(it.name for it in fitting)
-            hit = (claim.types, names, cheapest, zones)
+            hit = (claim.types, names, cheapest, zones, offered_capacity_types(fitting, reqs))
             self._plan_cache[key] = hit
-        _, names, cheapest, zones = hit
+        _, names, cheapest, zones, written = hit
         return NodeClaimPlan(
             nodepool=claim.pool.input.name,
-            requirements=reqs,
+            requirements=written,
             instance_types=names,
             capacity_type=cheapest.capacity_type,
             zones=zones,

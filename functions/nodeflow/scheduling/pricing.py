@@ -3,7 +3,7 @@ each costs there (the cheapest available offering in the allowed zones and capac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from nodeflow.api import labels as wk
 from nodeflow.catalog.model import InstanceType, Offering
@@ -16,8 +16,10 @@ __all__ = [
     "PRICE_EPSILON",
     "TYPE_KEYS",
     "Pricer",
+    "allowed_offerings",
     "cheapest_offering",
     "describe_offering_reqs",
+    "offered_capacity_types",
     "offering_label",
     "offering_rank",
     "type_keys_changed",
@@ -137,12 +139,13 @@ def _reservation_allows(o: Offering, reqs: Requirements) -> bool:
     return rint is None or rint.has("true" if o.reservation_interruptible else "false")
 
 
-def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
+def allowed_offerings(it: InstanceType, reqs: Requirements) -> Iterator[Offering]:
+    """The available offerings of ``it`` a NodeClaim with these requirements may launch (zone, capacity type,
+    zone id; a reserved one only when the requirements pin its reservation)."""
     zone = reqs.get(wk.LABEL_ZONE)
     ctype = reqs.get(wk.LABEL_CAPACITY_TYPE)
     zone_id = reqs.get(wk.LABEL_ZONE_ID)
     pinned = _has_reservation_reqs(reqs)
-    best: Offering | None = None
     for offering in it.offerings:
         if not offering.available:
             continue
@@ -154,9 +157,25 @@ def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
             continue
         if zone_id is not None and not zone_id.has(offering.zone_id):
             continue
+        yield offering
+
+
+def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
+    best: Offering | None = None
+    for offering in allowed_offerings(it, reqs):
         if best is None or offering_rank(offering) < offering_rank(best):
             best = offering
     return best
+
+
+def offered_capacity_types(types: Iterable[InstanceType], reqs: Requirements) -> Requirements:
+    """``reqs`` with the capacity types the NodeClaim's instance types offer under them (Karpenter's
+    NodeClaimTemplate.ToNodeClaim adds ``karpenter.sh/capacity-type In`` those to every NodeClaim, so a NodePool
+    without the requirement gets one, which the AWS provider launches reserved, then spot, then on-demand)."""
+    offered = frozenset(o.capacity_type for it in types for o in allowed_offerings(it, reqs))
+    if not offered:
+        return reqs
+    return reqs.add(Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, offered)]))
 
 
 def offering_rank(o: Offering) -> tuple[float, int, str]:

@@ -112,6 +112,9 @@ class Claim:
     # Namespace -> [CPU requested (millicores), pods] of its pods: kept only under NodeflowPolicy namespace
     # ceilings (how its price is shared among namespaces, ``governance.policy.namespace_shares``).
     shares: dict[str, list[int]] | None = None
+    # May move onto any of its types as pods join, not only those priced like the cheapest one now: a NodeClaim
+    # of a limited NodePool packed as Karpenter packs one (``Packer.dense_limits``), charged its largest type.
+    upsize: bool = False
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -127,11 +130,12 @@ class Claim:
         return self.prices[self.start]
 
     def advance(self) -> None:
-        """Skip types that no longer hold the pods; note the room left at the current price."""
+        """Skip types that no longer hold the pods; note the room left at the current price (on any of its types
+        when it may ``upsize``)."""
         types, used = self.types, self.used
         while not res.fits(used, types[self.start].allocatable):
             self.start += 1
-        bound = self.prices[self.start] + PRICE_EPSILON
+        bound = float("inf") if self.upsize else self.prices[self.start] + PRICE_EPSILON
         cpu = memory = pods = 0
         for i in range(self.start, len(types)):
             if self.prices[i] > bound:
@@ -152,8 +156,8 @@ class Claim:
         upsize: bool = False,
     ) -> int:
         """Pods of ``request`` that fit on some type priced like the cheapest one now (any type
-        when ``upsize``)."""
-        bound = float("inf") if upsize else self.price + PRICE_EPSILON
+        when ``upsize``, or when the NodeClaim may always upsize)."""
+        bound = float("inf") if upsize or self.upsize else self.price + PRICE_EPSILON
         used = self.used
         best = 0
         for i in range(first, len(types)):
@@ -234,9 +238,22 @@ class Packer:
     (filled and emptied here only)."""
 
     def __init__(
-        self, inp: SchedulingInput, pools: Sequence[Pool], pricer: Pricer, topology: Topology, claims: list[Claim]
+        self,
+        inp: SchedulingInput,
+        pools: Sequence[Pool],
+        pricer: Pricer,
+        topology: Topology,
+        claims: list[Claim],
+        dense_limits: bool = False,
     ) -> None:
         self.pools = pools
+        # Under limits (a NodePool's, a NodeflowPolicy group's), pack as Karpenter does: a new NodeClaim keeps every
+        # type within what is left and is charged the largest (its subtractMax), takes as many of the group's pods
+        # as that type holds, and later pods join it on any of its types (``Claim.upsize``). Otherwise a new
+        # NodeClaim is sized for cost and charged only its type (see ``_try_plain``); ``solver._settled`` keeps
+        # whichever of the two places more pods.
+        self.dense_limits = dense_limits
+        self.limit_refusals = 0  # new NodeClaims refused by a limit (a denser packing may place their pods)
         self.pricer = pricer
         self.topology = topology
         self.claims = claims
@@ -313,16 +330,19 @@ class Packer:
                 merged[k] = min(merged[k], v) if k in merged else v
         return merged
 
-    def _charge_limits(self, pool: Pool, it: InstanceType) -> None:
+    def _charge_limits(self, pool: Pool, types: Sequence[InstanceType]) -> None:
+        """A new NodeClaim that may launch as any of ``types`` counts the most any of them has against the pool's
+        limits and its groups' (Karpenter's subtractMax)."""
         if pool.remaining is not None:
             for name in pool.remaining:
-                pool.remaining[name] -= capacity(it, name)
+                pool.remaining[name] -= max(capacity(it, name) for it in types)
         for g in pool.groups:
             for name in g.remaining:
-                g.remaining[name] -= capacity(it, name)
+                g.remaining[name] -= max(capacity(it, name) for it in types)
 
     def _limit_reason(self, pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
         """Why none of ``types`` fits: the pool's own limit, else the group limit the smallest type exceeds."""
+        self.limit_refusals += 1
         if not pool.groups:
             return limit_reason(pool, types, remaining, self._smallest(types, remaining))
         own = pool.remaining
@@ -791,6 +811,7 @@ class Packer:
     def _add_to_claim(self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
         ``upsize``: pods that can only go here may move it onto a larger type)."""
+        upsize = upsize or claim.upsize
         reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
         if reqs == claim.requirements:
             types, prices, first = claim.types, claim.prices, claim.start
@@ -1034,11 +1055,7 @@ class Packer:
             )
             claim.advance()
             self.reservations[o.reservation_id] -= 1
-            if pool.groups:
-                self._charge_limits(pool, it)
-            elif remaining is not None:
-                for name in remaining:
-                    remaining[name] -= capacity(it, name)
+            self._charge_limits(pool, [it])
             if self.governed:
                 self._open_charge(claim, budgets, group, take)
             return claim, take, take < cap
@@ -1095,6 +1112,11 @@ class Packer:
             best = indices.index(best)
         else:
             best = cands.best(count)
+        dense = self.dense_limits and remaining is not None
+        if dense and not together:
+            # As many pods as the largest type left holds, on the cheapest type that holds them.
+            count = min(count, max(caps))
+            best = min((i for i in range(len(types)) if caps[i] >= count), key=lambda i: (prices[i], types[i].name))
         take = min(caps[best], count)
         if pool.min_values and self.strict_min_values:
             take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
@@ -1103,19 +1125,16 @@ class Packer:
                 return min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
             best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
         partial = take < caps[best]
-        if remaining is not None:
+        if dense:
+            self._charge_limits(pool, types)  # it may grow onto any of them
+        elif remaining is not None:
             # Under a limit the NodeClaim keeps only types no larger than the chosen one on the
             # limited resources, so it is charged exactly what it may launch (Karpenter charges
             # the largest option; keeping oversized fallbacks would waste the limit).
-            chosen = types[best]
             keep = self._sizes(cands.types, remaining).no_larger_than(best, picked)
             best = keep.index(best)
             types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
-            if pool.groups:
-                self._charge_limits(pool, chosen)
-            else:
-                for name in remaining:
-                    remaining[name] -= capacity(chosen, name)
+            self._charge_limits(pool, [types[best]])
         # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
         first = bisect.bisect_left(prices, prices[best])
         claim = Claim(
@@ -1126,6 +1145,7 @@ class Packer:
             start=first,
             used=res.add(pool.daemon, group.requests, take),
             ports=set(group.host_ports),
+            upsize=dense,
         )
         claim.advance()
         if self.governed:

@@ -42,7 +42,6 @@ from nodeflow.scheduling.pricing import (
     PRICE_EPSILON,
     Pricer,
     describe_offering_reqs,
-    offered_capacity_types,
     offering_label,
     type_keys_changed,
     type_matches,
@@ -115,6 +114,9 @@ class Claim:
     # May move onto any of its types as pods join, not only those priced like the cheapest one now: a NodeClaim
     # of a limited NodePool packed as Karpenter packs one (``Packer.dense_limits``), charged its largest type.
     upsize: bool = False
+    # Of such a NodeClaim, the most cpu, memory and pods any of its types has allocatable: its ``free`` is measured
+    # against that (an upper bound of the room left, which is all the quick test needs).
+    most: tuple[int, int, int] = (0, 0, 0)
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -135,7 +137,11 @@ class Claim:
         types, used = self.types, self.used
         while not res.fits(used, types[self.start].allocatable):
             self.start += 1
-        bound = float("inf") if self.upsize else self.prices[self.start] + PRICE_EPSILON
+        if self.upsize:
+            most = self.most
+            self.free = (most[0] - used.get("cpu", 0), most[1] - used.get("memory", 0), most[2] - used.get("pods", 0))
+            return
+        bound = self.prices[self.start] + PRICE_EPSILON
         cpu = memory = pods = 0
         for i in range(self.start, len(types)):
             if self.prices[i] > bound:
@@ -154,9 +160,10 @@ class Claim:
         prices: list[float],
         first: int,
         upsize: bool = False,
+        want: int = UNBOUNDED,
     ) -> int:
         """Pods of ``request`` that fit on some type priced like the cheapest one now (any type
-        when ``upsize``, or when the NodeClaim may always upsize)."""
+        when ``upsize``, or when the NodeClaim may always upsize); the scan stops at ``want``."""
         bound = float("inf") if upsize or self.upsize else self.price + PRICE_EPSILON
         used = self.used
         best = 0
@@ -168,6 +175,8 @@ class Claim:
                 count = res.max_count(request, alloc, used)
                 if count > best:
                     best = count
+                    if best >= want:
+                        break
         return best
 
 
@@ -245,6 +254,7 @@ class Packer:
         topology: Topology,
         claims: list[Claim],
         dense_limits: bool = False,
+        shared: Packer | None = None,
     ) -> None:
         self.pools = pools
         # Under limits (a NodePool's, a NodeflowPolicy group's), pack as Karpenter does: a new NodeClaim keeps every
@@ -281,6 +291,12 @@ class Packer:
         self._max_alloc_cache: dict[int, tuple[list[InstanceType], dict[str, int]]] = {}
         # (id(types), limited resources) -> (types, their sizes on them): limits checked without a lookup per type.
         self._sizes_cache: dict[tuple[int, tuple[str, ...]], tuple[Sequence[InstanceType], Sizes]] = {}
+        if shared is not None:
+            # Another solve of the same pods and NodePools under other bounds (``solver._settled``): what these
+            # caches hold does not depend on limits or policies (candidates are keyed by NodePool name).
+            self._zone_cache, self._plan_cache = shared._zone_cache, shared._plan_cache
+            self._candidate_cache, self._narrow_cache = shared._candidate_cache, shared._narrow_cache
+            self._max_alloc_cache, self._sizes_cache = shared._max_alloc_cache, shared._sizes_cache
         # Capacity reservation id -> instances it can still launch (Karpenter's ReservationManager: the least
         # capacity any offering of it reports); every NodeClaim opened on it takes one.
         self.reservations: dict[str, int] = {}
@@ -615,7 +631,7 @@ class Packer:
                 continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue
-            if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize) == 0:
+            if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize, want=1) == 0:
                 continue
             if not group.tolerates(claim.pool.input.taints):
                 continue
@@ -822,7 +838,7 @@ class Packer:
                 first += 1
             if first == len(types) or (not upsize and prices[first] > claim.price + PRICE_EPSILON):
                 return 0
-        best = claim.room(group.requests, types, prices, first, upsize)
+        best = claim.room(group.requests, types, prices, first, upsize, want=1 if group.host_ports else count)
         if group.host_ports:
             best = min(best, 1)
         take = min(best, count)
@@ -893,7 +909,7 @@ class Packer:
     def candidates(self, pool: Pool, group: Group, alt: Requirements) -> Candidates | str:
         """Instance types of a pool that can hold at least one pod of the group (cached)."""
         key = (
-            id(pool),
+            pool.input.name,
             tuple(sorted(group.requests.items())),
             group.tolerations,
             group.effects,
@@ -1147,6 +1163,13 @@ class Packer:
             ports=set(group.host_ports),
             upsize=dense,
         )
+        if dense:
+            allocatable = [it.allocatable for it in types]
+            claim.most = (
+                max(a.get("cpu", 0) for a in allocatable),
+                max(a.get("memory", 0) for a in allocatable),
+                max(a.get("pods", 0) for a in allocatable),
+            )
         claim.advance()
         if self.governed:
             self._open_charge(claim, budgets, group, take)
@@ -1205,7 +1228,7 @@ class Packer:
                 )
             )
             names = tuple(it.name for it in fitting)
-            hit = (claim.types, names, cheapest, zones, offered_capacity_types(fitting, reqs))
+            hit = (claim.types, names, cheapest, zones, self.pricer.with_capacity_types(fitting, reqs))
             self._plan_cache[key] = hit
         _, names, cheapest, zones, written = hit
         return NodeClaimPlan(

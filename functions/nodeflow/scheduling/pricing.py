@@ -3,7 +3,7 @@ each costs there (the cheapest available offering in the allowed zones and capac
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from nodeflow.api import labels as wk
 from nodeflow.catalog.model import InstanceType, Offering
@@ -16,10 +16,8 @@ __all__ = [
     "PRICE_EPSILON",
     "TYPE_KEYS",
     "Pricer",
-    "allowed_offerings",
     "cheapest_offering",
     "describe_offering_reqs",
-    "offered_capacity_types",
     "offering_label",
     "offering_rank",
     "type_keys_changed",
@@ -88,6 +86,21 @@ class Pricer:
         offering = self.cheapest(it, reqs)
         return float("inf") if offering is None else offering.price
 
+    def with_capacity_types(self, types: Iterable[InstanceType], reqs: Requirements) -> Requirements:
+        """``reqs`` with the capacity types ``types`` offer under them (Karpenter's NodeClaimTemplate.ToNodeClaim
+        adds ``karpenter.sh/capacity-type In`` those to every NodeClaim, so a NodePool without the requirement gets
+        one, which the AWS provider launches reserved, then spot, then on-demand)."""
+        allowed = reqs.get(wk.LABEL_CAPACITY_TYPE)
+        listed = list(types)
+        offered = []
+        for kind in _CAPACITY_TYPES:
+            if allowed is not None and not allowed.has(kind):
+                continue
+            pinned = reqs.add(_only(kind))
+            if any(self.cheapest(it, pinned) is not None for it in listed):
+                offered.append(kind)
+        return reqs.add(_only(*offered)) if offered else reqs
+
     def sorted_types(self, types: Sequence[InstanceType], reqs: Requirements) -> tuple[list[InstanceType], list[float]]:
         """The types with an allowed offering, cheapest first (ties by name), and their prices."""
         table = self.table(reqs)
@@ -102,6 +115,13 @@ class Pricer:
                 priced.append((offering.price, it.name, it))
         priced.sort(key=lambda p: (p[0], p[1]))
         return [p[2] for p in priced], [p[0] for p in priced]
+
+
+_CAPACITY_TYPES = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
+
+
+def _only(*capacity_types: str) -> Requirements:
+    return Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset(capacity_types))])
 
 
 def _has_reservation_reqs(reqs: Requirements) -> bool:
@@ -139,13 +159,12 @@ def _reservation_allows(o: Offering, reqs: Requirements) -> bool:
     return rint is None or rint.has("true" if o.reservation_interruptible else "false")
 
 
-def allowed_offerings(it: InstanceType, reqs: Requirements) -> Iterator[Offering]:
-    """The available offerings of ``it`` a NodeClaim with these requirements may launch (zone, capacity type,
-    zone id; a reserved one only when the requirements pin its reservation)."""
+def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
     zone = reqs.get(wk.LABEL_ZONE)
     ctype = reqs.get(wk.LABEL_CAPACITY_TYPE)
     zone_id = reqs.get(wk.LABEL_ZONE_ID)
     pinned = _has_reservation_reqs(reqs)
+    best: Offering | None = None
     for offering in it.offerings:
         if not offering.available:
             continue
@@ -157,25 +176,9 @@ def allowed_offerings(it: InstanceType, reqs: Requirements) -> Iterator[Offering
             continue
         if zone_id is not None and not zone_id.has(offering.zone_id):
             continue
-        yield offering
-
-
-def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
-    best: Offering | None = None
-    for offering in allowed_offerings(it, reqs):
         if best is None or offering_rank(offering) < offering_rank(best):
             best = offering
     return best
-
-
-def offered_capacity_types(types: Iterable[InstanceType], reqs: Requirements) -> Requirements:
-    """``reqs`` with the capacity types the NodeClaim's instance types offer under them (Karpenter's
-    NodeClaimTemplate.ToNodeClaim adds ``karpenter.sh/capacity-type In`` those to every NodeClaim, so a NodePool
-    without the requirement gets one, which the AWS provider launches reserved, then spot, then on-demand)."""
-    offered = frozenset(o.capacity_type for it in types for o in allowed_offerings(it, reqs))
-    if not offered:
-        return reqs
-    return reqs.add(Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, offered)]))
 
 
 def offering_rank(o: Offering) -> tuple[float, int, str]:

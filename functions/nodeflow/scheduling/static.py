@@ -42,7 +42,7 @@ from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.model import InstanceType
 from nodeflow.scheduling.nodepools import CeilingBudget, GroupBudget, capacity, make_pool
-from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer, offered_capacity_types
+from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.types import (
     CeilingInput,
@@ -199,7 +199,7 @@ def _plan(
     )
     return NodeClaimPlan(
         nodepool=name,
-        requirements=offered_capacity_types(types, reqs),
+        requirements=pricer.with_capacity_types(types, reqs),
         instance_types=tuple(it.name for it in types),
         capacity_type=cheapest.capacity_type,
         zones=tuple(zones),

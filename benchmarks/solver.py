@@ -64,8 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     data = load_offline("us-east-1")
     types = tuple(resolve_instance_types(data, NodeClassSettings()))
     pools = {
-        # Every priced type in the catalog, on-demand (Karpenter's default capacity type).
-        "full catalog": NodePoolInput(name="all", requirements=Requirements(), instance_types=types),
+        # Every priced type in the catalog, on-demand.
+        "full catalog": NodePoolInput(
+            name="all",
+            requirements=Requirements([Requirement.create(wk.LABEL_CAPACITY_TYPE, "In", ["on-demand"])]),
+            instance_types=types,
+        ),
         # The shape of Karpenter's default NodePool: c/m/r, generation > 2, spot and on-demand.
         "c/m/r gen>2, spot": NodePoolInput(
             name="general",

@@ -647,14 +647,11 @@ _ALLOW_UNDEFINED = wk.WELL_KNOWN_LABELS | {wk.LABEL_ZONE, wk.LABEL_REGION, wk.LA
 
 def effective_pool_requirements(pool: NodePoolInput) -> Requirements:
     """A NodePool's requirements as Karpenter applies them: its labels and name are
-    requirements too, and without a capacity-type requirement it launches on-demand only."""
-    reqs = pool.requirements.add(
+    requirements too (without a capacity-type requirement every capacity type is allowed)."""
+    return pool.requirements.add(
         Requirements.from_labels(pool.labels),
         Requirements([Requirement(wk.LABEL_NODEPOOL, False, frozenset({pool.name}))]),
     )
-    if wk.LABEL_CAPACITY_TYPE not in reqs:
-        reqs = reqs.add(Requirements([Requirement.create(wk.LABEL_CAPACITY_TYPE, "In", [wk.CAPACITY_TYPE_ON_DEMAND])]))
-    return reqs
 
 
 def cheapest_offers(pool: NodePoolInput) -> list[tuple[InstanceType, Offering]]:

@@ -1,4 +1,4 @@
-"""Faults moto cannot produce by itself: EC2 capacity errors per (instance type, zone), EC2
+"""Faults moto cannot produce by itself: EC2 capacity errors per (instance type, zone[, capacity type]), EC2
 throttling, and Lambda handlers that fail a given number of times.
 
 ``Ec2Faults`` wraps moto's CreateFleet response handler (it runs wherever moto runs: in-process
@@ -33,6 +33,8 @@ __all__ = ["Ec2Faults", "flaky"]
 class Ec2Faults:
     subnet_zones: Mapping[str, str]  # subnet id -> zone
     out_of_capacity: set[tuple[str, str]] = field(default_factory=set)  # (instance type, zone)
+    # (instance type, zone, "spot" | "on-demand"): out of capacity for that capacity type only
+    out_of_lifecycle: set[tuple[str, str, str]] = field(default_factory=set)
     throttle_next: int = 0  # the next N CreateFleet calls answer RequestLimitExceeded
     calls: list[dict[str, Any]] = field(default_factory=list)  # every CreateFleet: overrides asked, outcome
     before: Callable[[list[tuple[str, str]]], None] | None = None  # sees each call's (type, zone) overrides first
@@ -71,9 +73,14 @@ class Ec2Faults:
                 f"allows the ec2:{operation} action.",
             )
 
-    def exhaust(self, pairs: Iterable[tuple[str, str]]) -> None:
+    def exhaust(self, pairs: Iterable[tuple[str, str]], lifecycle: str | None = None) -> None:
+        """(instance type, zone) pairs out of capacity: for every capacity type, or only ``lifecycle`` ("spot",
+        "on-demand")."""
         with self._lock:
-            self.out_of_capacity.update(pairs)
+            if lifecycle is None:
+                self.out_of_capacity.update(pairs)
+            else:
+                self.out_of_lifecycle.update((t, z, lifecycle) for t, z in pairs)
 
     def install(self) -> Ec2Faults:
         from moto.ec2.responses.fleets import Fleets
@@ -162,7 +169,8 @@ class Ec2Faults:
                 self.throttle_next -= 1
                 self.calls.append({"overrides": asked, "outcome": "throttled"})
                 raise EC2ClientError("RequestLimitExceeded", "Request limit exceeded.")
-            blocked = set(self.out_of_capacity)
+            lifecycle = "spot" if spot else "on-demand"
+            blocked = set(self.out_of_capacity) | {(t, z) for t, z, c in self.out_of_lifecycle if c == lifecycle}
         errors = []
         kept_configs = []
         for c in configs:

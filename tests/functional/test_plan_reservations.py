@@ -181,9 +181,10 @@ def test_nodepool_must_allow_reserved(tmp_path: Path) -> None:
     docs = [reservation("cr-0aaa", 3)]
     not_allowed = plan(tmp_path, [node_pool(capacity_types=["spot", "on-demand"]), terms, pods("t", 2)], docs)
     assert all(nc["capacityType"] != "reserved" for nc in not_allowed["nodeClaims"])
-    # no capacity-type requirement: every capacity type is allowed, reservations first (the rest on-demand)
+    # no capacity-type requirement: every capacity type is allowed, reservations first (the rest spot, as
+    # Karpenter: reserved, then spot, then on-demand)
     default = plan(tmp_path, [node_pool(capacity_types=None), terms, pods("t", 4)], docs)
-    assert used(default) == {"cr-0aaa": 3, "on-demand": 1}
+    assert used(default) == {"cr-0aaa": 3, "spot": 1}
 
 
 def test_selector_terms_id_tags_owner_and_match_criteria(tmp_path: Path) -> None:

@@ -130,7 +130,13 @@ spec:
 
 def test_plan_stops_static_top_ups_at_a_ceiling_and_says_which(tmp_path: Path) -> None:
     path = tmp_path / "static.yaml"
-    path.write_text(textwrap.dedent(STATIC) + CEILING)  # two m6i.large ($0.096) wanted, room for one
+    on_demand = textwrap.dedent(STATIC).replace(
+        "        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m6i]}\n",
+        "        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m6i]}\n"
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n",
+    )
+    assert on_demand != textwrap.dedent(STATIC)
+    path.write_text(on_demand + CEILING)  # two on-demand m6i.large ($0.096) wanted, room for one
     why = (
         "static NodePool 'fixed' needs 2 NodeClaim(s) but only 1 can be made: NodeClaim of NodePool fixed "
         "($0.0960/hour) would cross the $/hour ceiling of NodePool fixed ($0.15/hour, $0.10 in use): policy cost-caps"

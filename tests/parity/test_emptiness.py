@@ -159,9 +159,13 @@ def test_a_terminating_statefulset_pod_keeps_a_node_busy() -> None:
 
 @mirrors("Emptiness / considers pending pods when consolidating")
 def test_a_pending_pod_that_needs_the_big_node_keeps_it() -> None:
-    # m5 only, as upstream's catalog: nothing cheaper than the m5.16xlarge holds both pods
+    # m5 only, as upstream's catalog: nothing cheaper than the m5.16xlarge holds both pods (on-demand, the node's
+    # capacity type: upstream's node is on its type's cheapest offering, so no cheaper offering replaces it either)
     pool = node_pool(
-        requirements=[requirement("karpenter.k8s.aws/instance-family", "In", "m5")],
+        requirements=[
+            requirement("karpenter.k8s.aws/instance-family", "In", "m5"),
+            requirement("karpenter.sh/capacity-type", "In", "on-demand"),
+        ],
         disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s", "budgets": ALL},
     )
     big = managed_node("big", instance_type="m5.16xlarge")

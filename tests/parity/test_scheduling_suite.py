@@ -918,7 +918,7 @@ def test_the_pod_overhead_of_its_runtime_class_counts() -> None:
 @mirrors(
     _S + "Binpacking / should schedule multiple small pods on the smallest possible instance type",
     differs="nodeflow sizes for cost: when two small nodes cost less than the cheapest one that holds every pod "
-    "(here four pods on a t3a.nano and one on a t4g.nano, $0.0089/h, against a t4g.small, $0.0168/h), it launches "
+    "(here four pods on a t3a.nano and one on a t4g.nano, spot, $0.0028/h, against a t4g.small, $0.0054/h), it launches "
     "the two",
 )
 def test_small_pods_go_on_the_cheapest_nodes_that_hold_them() -> None:

@@ -88,8 +88,6 @@ def _claim_price(claim: NodeClaim, catalog: CatalogData) -> float | None:
     known = {*catalog.on_demand_prices, *(t for t, _ in catalog.spot_prices)}
     types = sorted(t for t in known if admits(wk.LABEL_INSTANCE_TYPE, t))
     capacity_types = [ct for ct in _ALL_CAPACITY_TYPES if admits(wk.LABEL_CAPACITY_TYPE, ct)]
-    if wk.LABEL_CAPACITY_TYPE not in allowed:
-        capacity_types = [wk.CAPACITY_TYPE_ON_DEMAND]  # Karpenter's default capacity type
     best: float | None = None
     for name in types:
         for ct in capacity_types:

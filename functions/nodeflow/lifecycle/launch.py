@@ -212,8 +212,9 @@ def launch_options(
     subnets_by_zone: Mapping[str, str],
     architectures: Iterable[str],
 ) -> LaunchOptions | None:
-    """The cheapest capacity type (spot first when allowed and offered) and, for it, up to 60
-    compatible instance types of the cheapest type's architecture. None when nothing is left."""
+    """The capacity type to launch, spot before on-demand as the AWS provider's getCapacityType (the first the
+    claim allows, an absent requirement allowing both, that a compatible type offers in a zone with a subnet), and
+    for it up to 60 compatible instance types of the cheapest type's architecture. None when nothing is left."""
     reqs = claim_requirements(claim)
     zone_req = reqs.get(wk.LABEL_ZONE)
     zones = sorted(z for z in subnets_by_zone if zone_req is None or zone_req.has(z))
@@ -221,8 +222,6 @@ def launch_options(
     arches = set(architectures)
     compatible = [it for it in types if type_matches(it, reqs) and it.labels.get(wk.LABEL_ARCH) in arches]
     for capacity_type in _CAPACITY_ORDER:
-        if ct_req is None and capacity_type == wk.CAPACITY_TYPE_SPOT:
-            continue  # no capacity-type requirement launches on-demand (as Karpenter)
         if ct_req is not None and not ct_req.has(capacity_type):
             continue
         priced: list[tuple[float, str, InstanceType]] = []

@@ -110,14 +110,12 @@ def make_pool(np: NodePoolInput, inp: SchedulingInput, pricer: Pricer) -> Pool:
         Requirements([Requirement(wk.LABEL_NODEPOOL, False, frozenset({np.name}))]),
     )
     reserved_reqs, reserved_types = _reserved(np, reqs)
-    if wk.LABEL_CAPACITY_TYPE not in reqs:
-        # Karpenter launches on-demand unless the NodePool allows spot explicitly.
-        reqs = reqs.add(
-            Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_ON_DEMAND}))])
-        )
-    elif reserved_reqs is not None:
+    # Without a capacity-type requirement every capacity type is allowed, as in Karpenter (each NodeClaim then
+    # lists the capacity types its instance types offer, ``pricing.offered_capacity_types``, and launches spot
+    # before on-demand).
+    if reserved_reqs is not None and wk.LABEL_CAPACITY_TYPE in reqs:
         # NodeClaims that hold no reservation launch spot / on-demand only (never into a reservation they
-        # were not counted against).
+        # were not counted against; without a requirement, pricing never offers them a reserved offering).
         plain = reqs[wk.LABEL_CAPACITY_TYPE].intersection(_NOT_RESERVED)
         if len(plain):
             reqs = Requirements([*(r for k, r in reqs.items() if k != wk.LABEL_CAPACITY_TYPE), plain])
@@ -142,7 +140,7 @@ def _reserved(np: NodePoolInput, reqs: Requirements) -> tuple[Requirements | Non
     """Requirements of a NodeClaim launched into a capacity reservation of this NodePool, and the types
     with reserved offerings. A NodePool allows ``reserved`` unless its capacity-type requirement excludes it
     (with no such requirement every capacity type is allowed, as in Karpenter; the NodeClaims that hold no
-    reservation then default to on-demand)."""
+    reservation then launch spot or on-demand)."""
     if not any(o.reservation_id for it in np.instance_types for o in it.offerings):
         return None, ()
     current = reqs.get(wk.LABEL_CAPACITY_TYPE)

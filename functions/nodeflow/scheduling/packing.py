@@ -111,6 +111,12 @@ class Claim:
     # Namespace -> [CPU requested (millicores), pods] of its pods: kept only under NodeflowPolicy namespace
     # ceilings (how its price is shared among namespaces, ``governance.policy.namespace_shares``).
     shares: dict[str, list[int]] | None = None
+    # May move onto any of its types as pods join, not only those priced like the cheapest one now: a NodeClaim
+    # of a limited NodePool packed as Karpenter packs one (``Packer.dense_limits``), charged its largest type.
+    upsize: bool = False
+    # Of such a NodeClaim, the most cpu, memory and pods any of its types has allocatable: its ``free`` is measured
+    # against that (an upper bound of the room left, which is all the quick test needs).
+    most: tuple[int, int, int] = (0, 0, 0)
 
     def domain(self, key: str) -> str | None:
         """The NodeClaim's value for a topology key, once its requirements pin one."""
@@ -126,10 +132,15 @@ class Claim:
         return self.prices[self.start]
 
     def advance(self) -> None:
-        """Skip types that no longer hold the pods; note the room left at the current price."""
+        """Skip types that no longer hold the pods; note the room left at the current price (on any of its types
+        when it may ``upsize``)."""
         types, used = self.types, self.used
         while not res.fits(used, types[self.start].allocatable):
             self.start += 1
+        if self.upsize:
+            most = self.most
+            self.free = (most[0] - used.get("cpu", 0), most[1] - used.get("memory", 0), most[2] - used.get("pods", 0))
+            return
         bound = self.prices[self.start] + PRICE_EPSILON
         cpu = memory = pods = 0
         for i in range(self.start, len(types)):
@@ -149,10 +160,11 @@ class Claim:
         prices: list[float],
         first: int,
         upsize: bool = False,
+        want: int = UNBOUNDED,
     ) -> int:
         """Pods of ``request`` that fit on some type priced like the cheapest one now (any type
-        when ``upsize``)."""
-        bound = float("inf") if upsize else self.price + PRICE_EPSILON
+        when ``upsize``, or when the NodeClaim may always upsize); the scan stops at ``want``."""
+        bound = float("inf") if upsize or self.upsize else self.price + PRICE_EPSILON
         used = self.used
         best = 0
         for i in range(first, len(types)):
@@ -163,6 +175,8 @@ class Claim:
                 count = res.max_count(request, alloc, used)
                 if count > best:
                     best = count
+                    if best >= want:
+                        break
         return best
 
 
@@ -233,9 +247,23 @@ class Packer:
     (filled and emptied here only)."""
 
     def __init__(
-        self, inp: SchedulingInput, pools: Sequence[Pool], pricer: Pricer, topology: Topology, claims: list[Claim]
+        self,
+        inp: SchedulingInput,
+        pools: Sequence[Pool],
+        pricer: Pricer,
+        topology: Topology,
+        claims: list[Claim],
+        dense_limits: bool = False,
+        shared: Packer | None = None,
     ) -> None:
         self.pools = pools
+        # Under limits (a NodePool's, a NodeflowPolicy group's), pack as Karpenter does: a new NodeClaim keeps every
+        # type within what is left and is charged the largest (its subtractMax), takes as many of the group's pods
+        # as that type holds, and later pods join it on any of its types (``Claim.upsize``). Otherwise a new
+        # NodeClaim is sized for cost and charged only its type (see ``_try_plain``); ``solver._settled`` keeps
+        # whichever of the two places more pods.
+        self.dense_limits = dense_limits
+        self.limit_refusals = 0  # new NodeClaims refused by a limit (a denser packing may place their pods)
         self.pricer = pricer
         self.topology = topology
         self.claims = claims
@@ -251,7 +279,7 @@ class Packer:
         )
         self._zone_cache: dict[tuple[int, str], frozenset[tuple[str, str]]] = {}
         self._plan_cache: dict[
-            tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...]]
+            tuple[object, ...], tuple[list[InstanceType], tuple[str, ...], Offering, tuple[str, ...], Requirements]
         ] = {}
         self._candidate_cache: dict[tuple[object, ...], Candidates | str] = {}
         self._narrow_cache: dict[
@@ -263,6 +291,12 @@ class Packer:
         self._max_alloc_cache: dict[int, tuple[list[InstanceType], dict[str, int]]] = {}
         # (id(types), limited resources) -> (types, their sizes on them): limits checked without a lookup per type.
         self._sizes_cache: dict[tuple[int, tuple[str, ...]], tuple[Sequence[InstanceType], Sizes]] = {}
+        if shared is not None:
+            # Another solve of the same pods and NodePools under other bounds (``solver._settled``): what these
+            # caches hold does not depend on limits or policies (candidates are keyed by NodePool name).
+            self._zone_cache, self._plan_cache = shared._zone_cache, shared._plan_cache
+            self._candidate_cache, self._narrow_cache = shared._candidate_cache, shared._narrow_cache
+            self._max_alloc_cache, self._sizes_cache = shared._max_alloc_cache, shared._sizes_cache
         # Capacity reservation id -> instances it can still launch (Karpenter's ReservationManager: the least
         # capacity any offering of it reports); every NodeClaim opened on it takes one.
         self.reservations: dict[str, int] = {}
@@ -312,16 +346,19 @@ class Packer:
                 merged[k] = min(merged[k], v) if k in merged else v
         return merged
 
-    def _charge_limits(self, pool: Pool, it: InstanceType) -> None:
+    def _charge_limits(self, pool: Pool, types: Sequence[InstanceType]) -> None:
+        """A new NodeClaim that may launch as any of ``types`` counts the most any of them has against the pool's
+        limits and its groups' (Karpenter's subtractMax)."""
         if pool.remaining is not None:
             for name in pool.remaining:
-                pool.remaining[name] -= capacity(it, name)
+                pool.remaining[name] -= max(capacity(it, name) for it in types)
         for g in pool.groups:
             for name in g.remaining:
-                g.remaining[name] -= capacity(it, name)
+                g.remaining[name] -= max(capacity(it, name) for it in types)
 
     def _limit_reason(self, pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
         """Why none of ``types`` fits: the pool's own limit, else the group limit the smallest type exceeds."""
+        self.limit_refusals += 1
         if not pool.groups:
             return limit_reason(pool, types, remaining, self._smallest(types, remaining))
         own = pool.remaining
@@ -594,7 +631,7 @@ class Packer:
                 continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue
-            if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize) == 0:
+            if claim.room(group.requests, claim.types, claim.prices, claim.start, upsize, want=1) == 0:
                 continue
             if not group.tolerates(claim.pool.input.taints):
                 continue
@@ -790,6 +827,7 @@ class Packer:
     def _add_to_claim(self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
         ``upsize``: pods that can only go here may move it onto a larger type)."""
+        upsize = upsize or claim.upsize
         reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
         if reqs == claim.requirements:
             types, prices, first = claim.types, claim.prices, claim.start
@@ -800,7 +838,7 @@ class Packer:
                 first += 1
             if first == len(types) or (not upsize and prices[first] > claim.price + PRICE_EPSILON):
                 return 0
-        best = claim.room(group.requests, types, prices, first, upsize)
+        best = claim.room(group.requests, types, prices, first, upsize, want=1 if group.host_ports else count)
         if group.host_ports:
             best = min(best, 1)
         take = min(best, count)
@@ -871,7 +909,7 @@ class Packer:
     def candidates(self, pool: Pool, group: Group, alt: Requirements) -> Candidates | str:
         """Instance types of a pool that can hold at least one pod of the group (cached)."""
         key = (
-            id(pool),
+            pool.input.name,
             tuple(sorted(group.requests.items())),
             group.tolerations,
             group.effects,
@@ -1033,11 +1071,7 @@ class Packer:
             )
             claim.advance()
             self.reservations[o.reservation_id] -= 1
-            if pool.groups:
-                self._charge_limits(pool, it)
-            elif remaining is not None:
-                for name in remaining:
-                    remaining[name] -= capacity(it, name)
+            self._charge_limits(pool, [it])
             if self.governed:
                 self._open_charge(claim, budgets, group, take)
             return claim, take, take < cap
@@ -1094,6 +1128,11 @@ class Packer:
             best = indices.index(best)
         else:
             best = cands.best(count)
+        dense = self.dense_limits and remaining is not None
+        if dense and not together:
+            # As many pods as the largest type left holds, on the cheapest type that holds them.
+            count = min(count, max(caps))
+            best = min((i for i in range(len(types)) if caps[i] >= count), key=lambda i: (prices[i], types[i].name))
         take = min(caps[best], count)
         if pool.min_values and self.strict_min_values:
             take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
@@ -1102,19 +1141,16 @@ class Packer:
                 return min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
             best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
         partial = take < caps[best]
-        if remaining is not None:
+        if dense:
+            self._charge_limits(pool, types)  # it may grow onto any of them
+        elif remaining is not None:
             # Under a limit the NodeClaim keeps only types no larger than the chosen one on the
             # limited resources, so it is charged exactly what it may launch (Karpenter charges
             # the largest option; keeping oversized fallbacks would waste the limit).
-            chosen = types[best]
             keep = self._sizes(cands.types, remaining).no_larger_than(best, picked)
             best = keep.index(best)
             types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
-            if pool.groups:
-                self._charge_limits(pool, chosen)
-            else:
-                for name in remaining:
-                    remaining[name] -= capacity(chosen, name)
+            self._charge_limits(pool, [types[best]])
         # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
         first = bisect.bisect_left(prices, prices[best])
         claim = Claim(
@@ -1125,7 +1161,15 @@ class Packer:
             start=first,
             used=res.add(pool.daemon, group.requests, take),
             ports=set(group.host_ports),
+            upsize=dense,
         )
+        if dense:
+            allocatable = [it.allocatable for it in types]
+            claim.most = (
+                max(a.get("cpu", 0) for a in allocatable),
+                max(a.get("memory", 0) for a in allocatable),
+                max(a.get("pods", 0) for a in allocatable),
+            )
         claim.advance()
         if self.governed:
             self._open_charge(claim, budgets, group, take)
@@ -1184,12 +1228,12 @@ class Packer:
                 )
             )
             names = tuple(it.name for it in fitting)
-            hit = (claim.types, names, cheapest, zones)
+            hit = (claim.types, names, cheapest, zones, self.pricer.with_capacity_types(fitting, reqs))
             self._plan_cache[key] = hit
-        _, names, cheapest, zones = hit
+        _, names, cheapest, zones, written = hit
         return NodeClaimPlan(
             nodepool=claim.pool.input.name,
-            requirements=reqs,
+            requirements=written,
             instance_types=names,
             capacity_type=cheapest.capacity_type,
             zones=zones,

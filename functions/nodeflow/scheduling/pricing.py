@@ -3,7 +3,7 @@ each costs there (the cheapest available offering in the allowed zones and capac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from nodeflow.api import labels as wk
 from nodeflow.catalog.model import InstanceType, Offering
@@ -86,6 +86,21 @@ class Pricer:
         offering = self.cheapest(it, reqs)
         return float("inf") if offering is None else offering.price
 
+    def with_capacity_types(self, types: Iterable[InstanceType], reqs: Requirements) -> Requirements:
+        """``reqs`` with the capacity types ``types`` offer under them (Karpenter's NodeClaimTemplate.ToNodeClaim
+        adds ``karpenter.sh/capacity-type In`` those to every NodeClaim, so a NodePool without the requirement gets
+        one, which the AWS provider launches reserved, then spot, then on-demand)."""
+        allowed = reqs.get(wk.LABEL_CAPACITY_TYPE)
+        listed = list(types)
+        offered = []
+        for kind in _CAPACITY_TYPES:
+            if allowed is not None and not allowed.has(kind):
+                continue
+            pinned = reqs.add(_only(kind))
+            if any(self.cheapest(it, pinned) is not None for it in listed):
+                offered.append(kind)
+        return reqs.add(_only(*offered)) if offered else reqs
+
     def sorted_types(self, types: Sequence[InstanceType], reqs: Requirements) -> tuple[list[InstanceType], list[float]]:
         """The types with an allowed offering, cheapest first (ties by name), and their prices."""
         table = self.table(reqs)
@@ -100,6 +115,13 @@ class Pricer:
                 priced.append((offering.price, it.name, it))
         priced.sort(key=lambda p: (p[0], p[1]))
         return [p[2] for p in priced], [p[0] for p in priced]
+
+
+_CAPACITY_TYPES = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
+
+
+def _only(*capacity_types: str) -> Requirements:
+    return Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset(capacity_types))])
 
 
 def _has_reservation_reqs(reqs: Requirements) -> bool:

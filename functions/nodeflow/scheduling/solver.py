@@ -31,7 +31,9 @@ by the group. NodeClaims under a ceiling or group limit are left out of the fina
 (as under NodePool limits; all are, under a namespace ceiling). Without policies none of this runs, and a ceiling
 or group limit the plan could not cross (even launched at its dearest offerings and largest types) is not bound
 at all, nor is a NodePool's ``spec.limits``: the solver runs first without them and binds only those its plan
-could cross (``bounds``, ``_settled``), so a roomy policy or limit leaves the plan as it is without it.
+could cross (``bounds``, ``_settled``), so a roomy policy or limit leaves the plan as it is without it. When a
+bound limit refuses a NodeClaim and pods are left pending, the limited NodePools are packed again as Karpenter
+packs them and the plan placing more pods is kept (``_denser``).
 
 The solver holds the pieces, split the way Karpenter's scheduler is:
 
@@ -57,7 +59,7 @@ from nodeflow.scheduling.existing import make_node, node_order, place_on_nodes, 
 from nodeflow.scheduling.groups import Group, group_pods, regroup
 from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, daemon_excluded, make_pool
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
-from nodeflow.scheduling.pricing import Pricer, type_matches
+from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.topology import UNBOUNDED, Topology, water_fill
 from nodeflow.scheduling.types import (
@@ -86,14 +88,24 @@ __all__ = [
 
 
 class _Solver:
-    def __init__(self, inp: SchedulingInput) -> None:
+    def __init__(self, inp: SchedulingInput, dense_limits: bool = False, shared: _Solver | None = None) -> None:
+        """``shared``: a solve of the same pods and NodePools under other bounds, whose prices and candidate
+        instance types this one reuses."""
         self.inp = inp
-        self.pricer = Pricer()
+        self.pricer: Pricer = shared.pricer if shared is not None else Pricer()
         self.pools = [make_pool(p, inp, self.pricer) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))]
         self.nodes = [make_node(n, inp) for n in sorted(inp.nodes, key=node_order)]
         self.claims: list[Claim] = []
         self.topology = Topology(self.pools, self.nodes, self.claims, inp.pods)
-        self.packer = Packer(inp, self.pools, self.pricer, self.topology, self.claims)
+        self.packer: Packer = Packer(
+            inp,
+            self.pools,
+            self.pricer,
+            self.topology,
+            self.claims,
+            dense_limits,
+            shared.packer if shared is not None else None,
+        )
         self.unschedulable: list[UnschedulablePod] = []
         self.group_of: dict[str, Group] = {}  # pod key -> the group it was last tried in
         self._placed: dict[str, str] | None = None  # pod key -> where it was placed (``_where``)
@@ -315,16 +327,19 @@ def explain_daemon(inp: SchedulingInput, pod_key: str) -> PodExplanation:
 def _settled(inp: SchedulingInput) -> tuple[_Solver, SchedulingResult]:
     """The solve, under its upper bounds (NodePool limits, NodeflowPolicy ceilings and group limits) only where
     they bind (``bounds``): first with none of them but those with nothing left, then bound to those that plan could
-    cross, and if that plan could cross another, to all of them (at most three runs)."""
+    cross, and if that plan could cross another, to all of them (at most three runs). When a limit then refused a
+    NodeClaim and pods are left pending, the limited NodePools are packed again as Karpenter packs them
+    (``_denser``)."""
     bound = bounds.every(inp)
     if not bound:
         solver = _Solver(inp)
         return solver, solver.run()
     keep = bounds.spent(inp)  # nothing left under these: bound from the first run
+    previous: _Solver | None = None
     for attempt in range(3):
         if attempt == 2:
             keep = bound
-        solver = _Solver(bounds.without(inp, keep))
+        solver = previous = _Solver(bounds.without(inp, keep), shared=previous)
         result = solver.run()
         if attempt == 2:
             break
@@ -332,4 +347,26 @@ def _settled(inp: SchedulingInput) -> tuple[_Solver, SchedulingResult]:
         if not more:
             break
         keep = keep.union(more, inp)
+    if solver.packer.limit_refusals and result.unschedulable:
+        return _denser(inp, keep, solver, result)
+    return solver, result
+
+
+def _denser(
+    inp: SchedulingInput, keep: bounds.Bounds, solver: _Solver, result: SchedulingResult
+) -> tuple[_Solver, SchedulingResult]:
+    """The plan with limited NodePools packed as Karpenter packs them (``Packer.dense_limits``: each new NodeClaim
+    charged its largest type, later pods joining it on any of them), kept when it leaves fewer pods pending (as
+    many: when it costs less). Sized for cost, small NodeClaims of different pods can spend a limit that one larger
+    node would hold them all within (a cpu=8 NodePool: four 2-vCPU NodeClaims, a pod pending, where one t4g.xlarge
+    holds all 14); charged at its largest type, one early NodeClaim can spend a limit that small ones would share.
+    Bound as ``keep``, else (a plan that could cross another bound) by all of them."""
+    dense = _Solver(bounds.without(inp, keep), dense_limits=True, shared=solver)
+    found = dense.run()
+    if bounds.could_cross(found, inp, skip=keep):
+        dense = _Solver(inp, dense_limits=True, shared=solver)
+        found = dense.run()
+    pending, now = len(found.unschedulable), len(result.unschedulable)
+    if pending < now or (pending == now and found.total_price < result.total_price - PRICE_EPSILON):
+        return dense, found
     return solver, result

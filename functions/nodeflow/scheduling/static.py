@@ -199,7 +199,7 @@ def _plan(
     )
     return NodeClaimPlan(
         nodepool=name,
-        requirements=reqs,
+        requirements=pricer.with_capacity_types(types, reqs),
         instance_types=tuple(it.name for it in types),
         capacity_type=cheapest.capacity_type,
         zones=tuple(zones),

@@ -13,7 +13,7 @@ from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
 
 
 def claims(local: LocalNodeflow) -> list[dict[str, Any]]:
@@ -168,6 +168,50 @@ def test_capacity_errors_mark_offerings_unavailable_and_launch_elsewhere(
     unavailable = runtime.runtime().offerings.current(runtime.runtime().now())
     assert {(t, z) for t, z, _ in unavailable} >= {(t, z) for t in exhausted for z in local.world.subnets}
     assert result["nodeClaimsCreated"] == [claim["metadata"]["name"]]
+
+
+def _without_capacity_type(pool: dict[str, Any]) -> dict[str, Any]:
+    """The demo's default NodePool as ``plain`` (weight 100), without a capacity-type requirement or limits, and
+    of two instance types (so one CreateFleet asks for all their spot offerings)."""
+    spec = pool["spec"]
+    requirements = [r for r in spec["template"]["spec"]["requirements"] if r["key"] != wk.LABEL_CAPACITY_TYPE]
+    requirements.append({"key": wk.LABEL_INSTANCE_TYPE, "operator": "In", "values": ["c6a.large", "c7a.large"]})
+    template = {**spec["template"], "spec": {**spec["template"]["spec"], "requirements": requirements}}
+    body = {k: v for k, v in spec.items() if k != "limits"}
+    return {**pool, "metadata": {"name": "plain"}, "spec": {**body, "weight": 100, "template": template}}
+
+
+@pytest.mark.parametrize("spot_exhausted", [False, True])
+def test_a_nodepool_without_capacity_type_launches_spot_then_on_demand(
+    make_local: Callable[..., LocalNodeflow], spot_exhausted: bool
+) -> None:
+    # As Karpenter v1.14: the NodeClaim requires the capacity types its instance types offer
+    # (NodeClaimTemplate.ToNodeClaim) and the AWS provider launches spot before on-demand (getCapacityType);
+    # once every spot offering is out of capacity the launch falls back to on-demand.
+    local = make_local()
+    local.apply([_without_capacity_type(next(p for p in demo_node_pools() if p["metadata"]["name"] == "default"))])
+    local.apply(pending_pods("batch", 1, cpu="1", memory="1Gi"))
+    local.send_pending(["default/batch"])
+    if spot_exhausted:
+        local.faults.exhaust(
+            ((t, z) for t in ("c6a.large", "c7a.large") for z in local.world.subnets), lifecycle="spot"
+        )
+    local.provision()
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"]
+    (claim,) = claims(local)
+    assert claim["metadata"]["labels"][wk.LABEL_NODEPOOL] == "plain"
+    (ct,) = [r for r in claim["spec"]["requirements"] if r["key"] == wk.LABEL_CAPACITY_TYPE]
+    assert (ct["operator"], sorted(ct["values"])) == ("In", ["on-demand", "spot"])
+    expected = "on-demand" if spot_exhausted else "spot"
+    assert claim["metadata"]["labels"][wk.LABEL_CAPACITY_TYPE] == expected
+    (node,) = nodes(local)
+    assert node["metadata"]["labels"][wk.LABEL_CAPACITY_TYPE] == expected
+    (instance,) = live_instances(local)
+    assert (instance.get("InstanceLifecycle") == "spot") == (not spot_exhausted)
+    # one Launch step: (the spot request found no capacity, then) the request launched
+    calls = [c["outcome"] for c in local.faults.calls]
+    assert calls == (["no-capacity", "launched"] if spot_exhausted else ["launched"])
 
 
 def test_no_capacity_anywhere_deletes_the_claim_and_requeues_its_pods(local: LocalNodeflow) -> None:

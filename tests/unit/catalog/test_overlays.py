@@ -19,6 +19,8 @@ from nodeflow.scheduling.types import SchedulingInput
 from tests.unit.scheduling.fakes import CATALOG, itype, pod, pool
 
 GPU = wk.RESOURCE_NVIDIA_GPU
+# The solver tests below compare on-demand prices (without the requirement spot is allowed too).
+ON_DEMAND = Requirement.create(wk.LABEL_CAPACITY_TYPE, "In", [wk.CAPACITY_TYPE_ON_DEMAND])
 
 
 def overlay(name: str, *requirements: tuple[str, str, list[str]], **spec: Any) -> NodeOverlay:
@@ -331,12 +333,12 @@ def test_a_pod_requesting_an_overlaid_extended_resource_schedules() -> None:
 
 def test_price_overlay_changes_the_cheapest_choice() -> None:
     # a.large (0.08 on-demand) is the cheapest type for one CPU; make it dearer than c.large (0.085).
-    cheap = _solve([], [pod("p", cpu="1")], [pool("a")])
+    cheap = _solve([], [pod("p", cpu="1")], [pool("a", ON_DEMAND)])
     assert cheap.node_claims[0].instance_types[0] == "a.large"
     result = _solve(
         [overlay("dear-a", (wk.LABEL_INSTANCE_TYPE, "In", ["a.large"]), priceAdjustment="+1")],
         [pod("p", cpu="1")],
-        [pool("a")],
+        [pool("a", ON_DEMAND)],
     )
     (claim,) = result.node_claims
     assert claim.instance_types[0] == "c.large"
@@ -348,7 +350,7 @@ def test_two_nodepools_get_their_own_overlaid_prices() -> None:
     overlays = [overlay("b-cheap", (wk.LABEL_NODEPOOL, "In", ["b"]), priceAdjustment="-50%")]
     a_pod = pod("in-a", requirements=(Requirements([Requirement.create(wk.LABEL_NODEPOOL, "In", ["a"])]),))
     b_pod = pod("in-b", requirements=(Requirements([Requirement.create(wk.LABEL_NODEPOOL, "In", ["b"])]),))
-    result = _solve(overlays, [a_pod, b_pod], [pool("a", weight=10), pool("b")])
+    result = _solve(overlays, [a_pod, b_pod], [pool("a", ON_DEMAND, weight=10), pool("b", ON_DEMAND)])
     by_pool = {c.nodepool: c for c in result.node_claims}
     assert by_pool["a"].price == pytest.approx(0.08)
     assert by_pool["b"].price == pytest.approx(0.04)

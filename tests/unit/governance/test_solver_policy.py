@@ -459,11 +459,16 @@ def test_a_group_limit_keeps_a_nodeclaim_from_growing_past_it(catalog: CatalogDa
     assert roomy.unschedulable == ()
     assert [nc.instance_types[0] for nc in roomy.node_claims if "y/b" in nc.pods] == ["r6i.large"]
     assert memory(roomy, "g") <= 40
-    # 20Gi: no room for y/b in g (it goes to a NodePool outside the group, or nowhere)
-    assert memory(run("20Gi", mixed("g")), "g") <= 20
-    assert reasons(run("20Gi", mixed("g")))["y/b"] == {
-        "g": "exceeds limit memory=20Gi of NodePool group bg (g): 1538Mi remaining, the smallest fitting instance "
-        "type r6i.large has 15155Mi: policy batch"
+    # 20Gi: no room for y/b in g (it goes to a NodePool outside the group, or nowhere); the x pods all fit, packed
+    # as Karpenter packs under a limit (one c6i.2xlarge for z/c and four of them, charged its largest type, then a
+    # c6i.large: sized for cost, three NodeClaims left x/a4 pending too)
+    tight = run("20Gi", mixed("g"))
+    assert memory(tight, "g") <= 20
+    assert reasons(tight) == {
+        "y/b": {
+            "g": "exceeds limit memory=20Gi of NodePool group bg (g): 1537Mi remaining, the smallest fitting "
+            "instance type r6i.large has 15155Mi: policy batch"
+        }
     }
     outside = run("20Gi", mixed("g", weight=10), mixed("other"))
     assert memory(outside, "g") <= 20

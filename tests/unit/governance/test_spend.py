@@ -108,3 +108,12 @@ def test_deleting_nodes_and_claims_do_not_count_launching_claims_do() -> None:
     assert [(c.name, c.price) for c in costs] == [("c-launching", 0.03), ("c-od", 0.096)]
     assert spend.by_pool == pytest.approx({"a": 0.03, "b": 0.096})
     assert spend.by_namespace == pytest.approx({"ml": 0.03})
+
+
+def test_a_launching_claim_without_capacity_type_is_priced_as_it_launches_spot_first() -> None:
+    # no capacity-type requirement allows every capacity type, and the launch takes spot first (as the AWS
+    # provider's getCapacityType): priced at its cheapest spot offering, not on-demand
+    types = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m6i.large"]}
+    state = ClusterState(node_claims=(claim("c-any", reqs=[types]),))
+    _, costs = cluster_spend(state, CATALOG)
+    assert [(c.name, c.price) for c in costs] == [("c-any", 0.03)]

@@ -47,10 +47,25 @@ def test_spot_first_when_allowed() -> None:
     assert all(it.name.startswith("m5.") for it in opts.instance_types)
 
 
-def test_no_capacity_type_requirement_means_on_demand() -> None:
+def test_no_capacity_type_requirement_launches_spot_first() -> None:
+    # as the AWS provider's getCapacityType: an absent requirement allows every capacity type, spot before
+    # on-demand
     opts = launch_options(claim(req("karpenter.k8s.aws/instance-family", "m5")), TYPES, SUBNETS, {"amd64"})
     assert opts is not None
-    assert opts.capacity_type == "on-demand"
+    assert opts.capacity_type == "spot"
+
+
+def test_spot_falls_back_to_on_demand_once_no_spot_offering_is_left() -> None:
+    # every spot offering unavailable (insufficient capacity marked them): the same claim launches on-demand
+    no_spot = resolve_instance_types(
+        load_offline("us-east-1"),
+        NodeClassSettings.create(ami_family="AL2023"),
+        frozenset((it.name, o.zone, "spot") for it in TYPES for o in it.offerings if o.capacity_type == "spot"),
+    )
+    for requirements in ([], [req(wk.LABEL_CAPACITY_TYPE, "spot", "on-demand")]):
+        opts = launch_options(claim(*requirements), no_spot, SUBNETS, {"amd64"})
+        assert opts is not None
+        assert opts.capacity_type == "on-demand"
 
 
 def test_types_cheapest_first_one_architecture_at_most_60() -> None:

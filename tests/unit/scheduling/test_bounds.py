@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -147,9 +148,9 @@ def test_a_spent_bound_is_bound_from_the_first_solve(monkeypatch: pytest.MonkeyP
     runs: list[SchedulingInput] = []
     real = solver._Solver.__init__
 
-    def counting(self: solver._Solver, inp: SchedulingInput) -> None:
+    def counting(self: solver._Solver, inp: SchedulingInput, **options: Any) -> None:
         runs.append(inp)
-        real(self, inp)
+        real(self, inp, **options)
 
     monkeypatch.setattr(solver._Solver, "__init__", counting)
     full = pool("full", limits={"cpu": 0}, weight=10)

@@ -87,9 +87,9 @@ def test_no_reservations_plan_unchanged_and_pools_without_reserved_ignore_them()
     assert excluded.to_json() == plain.to_json()
     not_in = run(5, pool("p", Requirement.create(CT, "NotIn", ["reserved"]), instance_types=types))
     assert by_reservation(not_in) == by_reservation(plain)
-    # no capacity-type requirement: reserved is allowed (as Karpenter), the rest stays on-demand
+    # no capacity-type requirement: reserved is allowed (as Karpenter), the rest launches spot (then on-demand)
     default = run(5, pool("p", instance_types=types))
-    assert by_reservation(default) == {"cr-a": 3, "on-demand": 1}
+    assert by_reservation(default) == {"cr-a": 3, "spot": 1}
 
 
 def test_exhausted_reservation_is_skipped_and_explained() -> None:

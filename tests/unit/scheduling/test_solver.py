@@ -18,10 +18,15 @@ def test_three_pods_get_one_right_sized_node() -> None:
     assert len(result.node_claims) == 1
     claim = result.node_claims[0]
     assert sorted(claim.pods) == ["default/web-0", "default/web-1", "default/web-2"]
-    # 3 CPU / 24Gi: r.xlarge (4 CPU, 32Gi, 0.252) is the cheapest type that fits all three.
+    # 3 CPU / 24Gi: r.xlarge (4 CPU, 32Gi, spot 0.10) is the cheapest type that fits all three.
     assert claim.instance_types[0] == "r.xlarge"
-    assert claim.capacity_type == "on-demand"  # no capacity-type requirement: on-demand
-    assert claim.price == 0.252
+    # no capacity-type requirement: every capacity type is allowed (Karpenter's NodeClaimTemplate.ToNodeClaim
+    # then requires the ones its types offer, and the AWS provider launches spot before on-demand)
+    assert claim.capacity_type == "spot"
+    assert claim.requirements[wk.LABEL_CAPACITY_TYPE] == Requirement.create(
+        wk.LABEL_CAPACITY_TYPE, "In", ["spot", "on-demand"]
+    )
+    assert claim.price == 0.10
     assert set(claim.instance_types) == {"r.xlarge", "m.2xlarge", "c.4xlarge", "r.2xlarge", "m.8xlarge"}
     assert claim.zones == ("zone-a", "zone-b")
     assert not result.unschedulable

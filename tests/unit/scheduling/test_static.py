@@ -124,11 +124,12 @@ def test_a_static_pool_gets_its_replicas_without_pods(catalog: CatalogData) -> N
     assert len(result.node_claims) == 3
     assert not result.unschedulable
     assert not result.existing
-    # the cheapest on-demand type the pool's requirements allow (GPU and metal types aside)
+    # the cheapest offering the pool's requirements allow (GPU and metal types aside): no capacity-type
+    # requirement allows spot and on-demand, as Karpenter
     priced = sorted(
-        (min(o.price for o in it.offerings if o.available and o.capacity_type == "on-demand"), it.name)
+        (min(o.price for o in it.offerings if o.available and o.capacity_type != "reserved"), it.name)
         for it in resolve_instance_types(catalog, node_class_settings(NODE_CLASS))
-        if generic_match(it) and any(o.available and o.capacity_type == "on-demand" for o in it.offerings)
+        if generic_match(it) and any(o.available for o in it.offerings)
     )
     for nc in result.node_claims:
         assert nc.static
@@ -136,7 +137,8 @@ def test_a_static_pool_gets_its_replicas_without_pods(catalog: CatalogData) -> N
         assert dict(nc.requests) == {}
         assert (nc.price, nc.instance_types[0]) == priced[0]
         assert list(nc.instance_types) == [name for _, name in priced[:60]]
-        assert nc.capacity_type == "on-demand"  # the pool does not allow spot
+        assert nc.capacity_type == "spot"  # the cheapest type's cheapest offering
+        assert nc.requirements["karpenter.sh/capacity-type"].values == {"spot", "on-demand"}
         body = nc.to_json()
         assert body["static"] is True
         assert body["nodePool"] == "fixed"

@@ -185,7 +185,7 @@ spec:
     assert code == 0, err
     result = json.loads(out)
     assert [p for c in result["nodeClaims"] for p in c["pods"]] == ["ml-prod/api"]
-    assert {u["pod"]: u["reasons"] for u in result["unschedulable"]} == {
+    assert {p: u["reasons"] for u in result["unschedulable"] for p in u["pods"]} == {
         "ml-exp/web": {
             "general": "namespace ml-exp may not use NodePool general: policy prod-only",
             "gpu": "namespace ml-exp may not use NodePool gpu: policy gpu-access",  # the first policy denying it

@@ -77,12 +77,13 @@ def nominated(local: LocalNodeflow) -> set[str]:
 
 
 def failed_scheduling(local: LocalNodeflow, ns: str) -> dict[str, str]:
-    """Pod name -> its FailedScheduling message."""
-    return {
-        e["involvedObject"]["name"]: e["message"]
-        for e in local.kube_server.objects("v1", "Event", ns)
-        if e["reason"] == "FailedScheduling"
-    }
+    """Pod name -> its latest FailedScheduling message (events are listed by name, a hash: order them by when they
+    were written, their resourceVersion, since the test's clock stands still)."""
+    events = sorted(
+        (e for e in local.kube_server.objects("v1", "Event", ns) if e["reason"] == "FailedScheduling"),
+        key=lambda e: int(e["metadata"]["resourceVersion"]),
+    )
+    return {e["involvedObject"]["name"]: e["message"] for e in events}
 
 
 def test_a_denied_namespace_gets_the_event_and_no_nodeclaim_an_invalid_policy_fails_safe(

@@ -13,6 +13,10 @@ Alarms (each notifies ``alarmTopicArn`` when given):
 - decision log items could not be written (``DecisionLogWriteErrors`` of the provisioner, disruption and
   interruption functions), or not before the function's deadline (``DecisionLogWriteTimeouts``): the log has a
   gap, nothing else stopped;
+- status or Event writes about NodePools, EC2NodeClasses and NodeClaims failed pass after pass
+  (``ReportWritesFailed`` of the provisioner, disruption and gc functions, ``nodeflow.kube.reports``: a write the
+  API server refused or failed; in 3 of 5 periods of 5 minutes, so a one-off conflict the next pass rewrites does
+  not alarm, a write refused every pass does): conditions and Events are missing, nothing else stopped;
 - the webhook answers 5xx (its store or the bus failed) or many 4xx (a misconfigured or unauthorized agent):
   the Function URL's own Url4xxCount / Url5xxCount, which include requests IAM auth refused before the handler.
 
@@ -55,6 +59,12 @@ DECISION_LOG_ALARMS = {
         "time for)"
     ),
 }
+# Status / Event writes not done (``nodeflow.kube.reports``), per handler run: alarmed when any happened in
+# REPORT_WRITES_DATAPOINTS of REPORT_WRITES_PERIODS periods (the writers run every 1-2 minutes, so a write refused
+# every pass fails in every period).
+REPORT_WRITES_METRIC = "ReportWritesFailed"
+REPORT_WRITES_DATAPOINTS = 3
+REPORT_WRITES_PERIODS = 5
 _PERIOD = Duration.minutes(5)
 
 
@@ -139,6 +149,21 @@ class Monitoring(Construct):
                 ),
             )
 
+        # --- status and Events not written (the Lambdas went on; users miss conditions and Events) -------------
+        self._alarm(
+            REPORT_WRITES_METRIC,
+            custom_metric(config.cluster_name, REPORT_WRITES_METRIC),
+            threshold=1,
+            evaluation_periods=REPORT_WRITES_PERIODS,
+            datapoints_to_alarm=REPORT_WRITES_DATAPOINTS,
+            description=(
+                "status or Event writes about NodePools, EC2NodeClasses or NodeClaims were refused or failed in "
+                f"{REPORT_WRITES_DATAPOINTS} of the last {REPORT_WRITES_PERIODS} periods of 5 minutes (provisioning, "
+                "disruption and gc went on; conditions and Events are missing): see the provisioner, disruption and "
+                "gc functions' '... not written' log lines"
+            ),
+        )
+
         # --- dead-letter queues -------------------------------------------------------------------------------
         for name, dlq in queues.dead_letter_queues.items():
             self._alarm(
@@ -221,6 +246,8 @@ class Monitoring(Construct):
         threshold: float,
         description: str,
         comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
     ) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(
             self,
@@ -228,7 +255,8 @@ class Monitoring(Construct):
             alarm_description=f"nodeflow {self.config.cluster_name}: {description}",
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
             comparison_operator=comparison,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from nodeflow.api import labels as wk
+from nodeflow.api.block_devices import ephemeral_volume_bytes
 from nodeflow.api.core import (
     DaemonSet,
     Namespace,
@@ -88,14 +89,6 @@ __all__ = [
 ]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-# Device names an AMI family boots from, when no mapping says rootVolume: true.
-_ROOT_DEVICES = {
-    "Bottlerocket": "/dev/xvdb",
-    "Windows2019": "/dev/sda1",
-    "Windows2022": "/dev/sda1",
-    "Windows2025": "/dev/sda1",
-}
-_DEFAULT_ROOT_DEVICE = "/dev/xvda"
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,16 +347,10 @@ def _reschedulable(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
 
 
 def node_class_settings(node_class: EC2NodeClass) -> NodeClassSettings:
-    """What of an EC2NodeClass shapes instance types: AMI family, kubelet, root volume, RAID0."""
+    """What of an EC2NodeClass shapes instance types: AMI family, kubelet, the volume its nodes' ephemeral storage
+    lives on (the one the launch template gets: ``nodeflow.api.block_devices``), RAID0."""
     family = node_class.resolved_ami_family
     kubelet = node_class.kubelet
-    root: int | None = None
-    mappings = node_class.spec.block_device_mappings or []
-    flagged = [m for m in mappings if m.root_volume]
-    default_device = _ROOT_DEVICES.get(family, _DEFAULT_ROOT_DEVICE)
-    chosen = flagged or [m for m in mappings if m.device_name == default_device]
-    if chosen and chosen[0].ebs is not None:
-        root = chosen[0].ebs.volume_size_bytes
     return NodeClassSettings.create(
         ami_family=family,
         max_pods=kubelet.max_pods,
@@ -372,7 +359,7 @@ def node_class_settings(node_class: EC2NodeClass) -> NodeClassSettings:
         system_reserved=kubelet.system_reserved,
         eviction_hard=kubelet.eviction_hard,
         eviction_soft=kubelet.eviction_soft,
-        root_volume_bytes=root,
+        root_volume_bytes=ephemeral_volume_bytes(family, node_class.spec.block_device_mappings),
         instance_store_policy=node_class.spec.instance_store_policy,
     )
 

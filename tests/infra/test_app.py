@@ -479,3 +479,53 @@ def test_alarms_and_dashboard(synthesized: Synthesized) -> None:
     assert all("AlarmActions" not in a for a in alarms.values())
     for a in synthesized.resources("full", "AWS::CloudWatch::Alarm").values():
         assert as_list(a["Properties"]["AlarmActions"]) == ["arn:aws:sns:us-east-1:111122223333:nodeflow-alarms"]
+
+
+def test_report_writes_failed_alarms_on_the_metric_the_handlers_publish(synthesized: Synthesized) -> None:
+    """``ReportWritesFailed`` (status / Event writes the API server refused or failed, ``nodeflow.kube.reports``)
+    is published by the provisioner, disruption and gc handlers with the shared Powertools ``metrics`` (namespace,
+    service dimension, cluster default dimension); the alarm reads the same metric and fires on any failed write in
+    3 of 5 periods of 5 minutes (a write refused every run), not on a one-off conflict the next run rewrites."""
+    from nodeflow.handlers.common import metrics
+
+    publishers = sorted(
+        p.stem
+        for p in HANDLERS.glob("*.py")
+        if re.search(r'metrics\.add_metric\(name="ReportWritesFailed"', p.read_text())
+        and "from nodeflow.handlers.common import" in p.read_text()
+    )
+    assert publishers == ["disruption", "gc", "provisioner"]
+    for which in ("default", "full"):
+        res, config = synthesized.resources(which), synthesized.stacks[which].config
+        publisher_env = [function_named(res, config.name(name))[1]["Properties"]["Environment"] for name in publishers]
+        # the handlers' default dimension: their CLUSTER_NAME (nodeflow.handlers.common)
+        (cluster,) = {env["Variables"]["CLUSTER_NAME"] for env in publisher_env}
+        alarms = [a["Properties"] for a in synthesized.resources(which, "AWS::CloudWatch::Alarm").values()]
+        (alarm,) = [a for a in alarms if a.get("MetricName") == "ReportWritesFailed"]
+        assert alarm["Namespace"] == metrics.namespace == "nodeflow"
+        assert sorted(alarm["Dimensions"], key=lambda d: d["Name"]) == [
+            {"Name": "cluster", "Value": cluster},
+            {"Name": "service", "Value": metrics.service},
+        ]
+        assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+        assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (3, 5)
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert "status or Event writes about NodePools, EC2NodeClasses or NodeClaims" in alarm["AlarmDescription"]
+        assert ("AlarmActions" in alarm) == (which == "full")
+
+
+def test_the_readme_lists_every_alarm(synthesized: Synthesized) -> None:
+    """The README's alarm list (Deploying, **Alarms**) names each alarm the stacks create, by its construct id."""
+    import aws_cdk as cdk
+
+    readme = (ROOT / "README.md").read_text()
+    listed = readme.split("**Alarms**", 1)[1].split("\n\n", 1)[0]
+    ids = {
+        c.node.id
+        for which in ("default", "full")
+        for c in synthesized.stacks[which].node.find_all()
+        if isinstance(c, cdk.aws_cloudwatch.Alarm)
+    }
+    assert "ReportWritesFailed" in ids
+    assert {i for i in ids if f"`{i}`" not in listed} == set()

@@ -573,6 +573,7 @@ class LaunchTemplateSpec:
     security_group_ids: Sequence[str]
     instance_profile: str
     user_data: str  # base64
+    # as launched: the spec's or the AMI family's defaults (nodeflow.api.block_devices); () leaves the AMI's own
     block_device_mappings: Sequence[BlockDeviceMapping] = ()
     metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
     tags: Mapping[str, str] = field(default_factory=dict)

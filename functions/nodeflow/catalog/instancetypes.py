@@ -7,7 +7,8 @@ capacity
     ``cpu`` = vCPUs. ``memory`` = MiB (minus 64 MiB when EC2 lists arm64 first: Graviton's CMA
     reservation) minus ``ceil(MiB x vm_memory_overhead_percent)`` MiB of VM overhead.
     ``ephemeral-storage`` = the instance store total (GB, decimal) under instanceStorePolicy RAID0
-    when the type has one, else the root volume (default 20Gi; 50Gi for Windows families).
+    when the type has one, else the volume the node's ephemeral storage lives on: ``root_volume_bytes``,
+    or the AMI family's default (``nodeflow.api.block_devices``: the volume the launch template gets).
     ``pods`` = kubelet maxPods when set; else ENI-limited ``enis x (ipv4PerEni - 1) + 2`` (ENIs of the
     default network card minus ``reserved_enis``; 0 if none are left) for AL2/AL2023/Bottlerocket/
     Custom, and 110 for Windows; then capped at ``podsPerCore x vCPUs`` when podsPerCore > 0
@@ -51,6 +52,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from nodeflow.api import labels as L
+from nodeflow.api.block_devices import ephemeral_volume_bytes
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.model import CatalogData, InstanceType, InstanceTypeInfo, Offering, Overhead
 from nodeflow.catalog.reservations import CapacityReservation
@@ -91,7 +93,6 @@ class _Family:
     eni_limited_pods: bool = True
     pods_per_core: bool = True
     eviction_soft: bool = True
-    root_volume_bytes: int = 20 * GI
 
 
 _FAMILIES: Mapping[str, _Family] = {
@@ -99,9 +100,9 @@ _FAMILIES: Mapping[str, _Family] = {
     "AL2": _Family(),
     "Custom": _Family(),
     "Bottlerocket": _Family(pods_per_core=False, eviction_soft=False),
-    "Windows2019": _Family(windows_build="10.0.17763", eni_limited_pods=False, root_volume_bytes=50 * GI),
-    "Windows2022": _Family(windows_build="10.0.20348", eni_limited_pods=False, root_volume_bytes=50 * GI),
-    "Windows2025": _Family(windows_build="10.0.26100", eni_limited_pods=False, root_volume_bytes=50 * GI),
+    "Windows2019": _Family(windows_build="10.0.17763", eni_limited_pods=False),
+    "Windows2022": _Family(windows_build="10.0.20348", eni_limited_pods=False),
+    "Windows2025": _Family(windows_build="10.0.26100", eni_limited_pods=False),
 }
 AMI_FAMILIES = tuple(_FAMILIES)
 
@@ -118,7 +119,9 @@ class NodeClassSettings:
     """What of an EC2NodeClass changes the resolved instance types (hashable: a cache key).
 
     The four maps are tuples of (key, quantity string) pairs, sorted; pass dicts to ``create``.
-    ``root_volume_bytes`` None means the AMI family's default root volume (20Gi, Windows 50Gi).
+    ``root_volume_bytes`` is the size of the volume the node's ephemeral storage lives on
+    (``nodeflow.api.block_devices.ephemeral_volume_bytes``); None means the AMI family's default volume (what
+    the launch template gets without ``blockDeviceMappings``: 20Gi, Windows 50Gi).
     """
 
     ami_family: str = "AL2023"
@@ -294,7 +297,7 @@ def _ephemeral_bytes(info: InstanceTypeInfo, settings: NodeClassSettings) -> int
         return info.local_storage_gb * 10**9
     if settings.root_volume_bytes is not None:
         return settings.root_volume_bytes
-    return settings.family.root_volume_bytes
+    return ephemeral_volume_bytes(settings.ami_family, ())
 
 
 _NAME = re.compile(r"^([a-z]+)(-[0-9]+tb)?([0-9]+).*\.")

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from nodeflow.api import labels as wk
+from nodeflow.api.block_devices import launched_block_device_mappings
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli, parse_quantity
 from nodeflow.aws import ec2 as ec2x
@@ -574,7 +575,7 @@ def _template_spec(
         security_group_ids=[g.id for g in resolved.security_groups],
         instance_profile=resolved.instance_profile,
         user_data=user_data,
-        block_device_mappings=spec.block_device_mappings or (),
+        block_device_mappings=launched_block_device_mappings(resolved.ami_family, spec.block_device_mappings),
         metadata_options=spec.metadata_options,
         tags=spec.tags or {},
         detailed_monitoring=bool(spec.detailed_monitoring),

@@ -37,8 +37,9 @@ def test_windows2025_instance_types() -> None:
     assert resolve_instance_type(data, "m6g.large", NodeClassSettings(ami_family="Windows2025")) is None
 
 
-@pytest.mark.parametrize(("device", "expected"), [("/dev/sda1", 200 * GI), ("/dev/xvda", None)])
-def test_windows2025_root_device(device: str, expected: int | None) -> None:
+# a mapping on another device is not the root volume: the family's default volume (50Gi on /dev/sda1) counts
+@pytest.mark.parametrize(("device", "expected"), [("/dev/sda1", 200 * GI), ("/dev/xvda", 50 * GI)])
+def test_windows2025_root_device(device: str, expected: int) -> None:
     nc = EC2NodeClass.model_validate(
         {
             "metadata": {"name": "win"},

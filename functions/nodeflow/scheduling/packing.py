@@ -561,9 +561,16 @@ class Packer:
         blocked: set[int],
         allowed: set[int] | None,
     ) -> list[str]:
-        # Zone / capacity-type pins of the group: a cheap first test before the resource check.
+        # Zone / capacity-type pins of the group (one value each): a cheap first test before the resource check.
+        # A requirement allowing several values is left to the full check (any one of them taken as "the" pin
+        # kept the pods off NodeClaims pinned to the others, and which one a frozenset gives first follows the
+        # interpreter's hash seed).
         pins = (
-            [(k, next(iter(r.values))) for k, r in alts[0].items() if k in OFFERING_KEYS and r.operator == "In"]
+            [
+                (k, next(iter(r.values)))
+                for k, r in alts[0].items()
+                if k in OFFERING_KEYS and r.operator == "In" and len(r.values) == 1
+            ]
             if len(alts) == 1
             else []
         )

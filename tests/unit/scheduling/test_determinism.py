@@ -120,10 +120,10 @@ def _batches(first: int, count: int) -> dict[str, dict[str, dict[str, str]]]:
         )
         for seed in SEEDS
     }
+    done = {seed: child.communicate(timeout=300) for seed, child in children.items()}  # every child, then judge
     out: dict[str, dict[str, dict[str, str]]] = {}
-    for seed, child in children.items():
-        stdout, stderr = child.communicate(timeout=300)
-        assert child.returncode == 0, f"PYTHONHASHSEED={seed}: {stderr[-2000:]}"
+    for seed, (stdout, stderr) in done.items():
+        assert children[seed].returncode == 0, f"PYTHONHASHSEED={seed}: {stderr[-2000:]}"
         lines = [json.loads(line) for line in stdout.splitlines()]
         out[seed] = {line.pop("case"): line for line in lines}
     return out

@@ -598,9 +598,10 @@ class Packer:
         blocked: set[int],
         allowed: set[int] | None,
     ) -> list[str]:
-        # Zone / capacity-type pins of the group: a cheap first test before the resource check.
+        # Zone / capacity-type values the group allows: a cheap first test before the resource check (a NodeClaim
+        # pinned to none of them is skipped). Every allowed value counts, not one of them taken as "the" pin.
         pins = (
-            [(k, next(iter(r.values))) for k, r in alts[0].items() if k in OFFERING_KEYS and r.operator == "In"]
+            [(k, r.values) for k, r in alts[0].items() if k in OFFERING_KEYS and r.operator == "In"]
             if len(alts) == 1
             else []
         )
@@ -627,7 +628,9 @@ class Packer:
                 continue
             if left is not None and cannot_pay(claim, group.namespace, cpu, left):
                 continue  # one more pod's share of the NodeClaim would cost the namespace more than it has left
-            if pins and any((r := claim.requirements.get(k)) is not None and not r.has(v) for k, v in pins):
+            if pins and any(
+                (r := claim.requirements.get(k)) is not None and not any(r.has(v) for v in values) for k, values in pins
+            ):
                 continue
             if group.host_ports and ports_conflict(group.host_ports, claim.ports):
                 continue

@@ -560,7 +560,11 @@ class Packer:
         caps: HostCaps,
         blocked: set[int],
         allowed: set[int] | None,
+        whole: int = 0,
     ) -> list[str]:
+        """Add the group's pods to open NodeClaims (only to ``allowed`` ones, growing them if need be, when hostname
+        affinity names them), in order; the rest is returned. ``whole`` > 0: the pods must share one node, so only
+        the first NodeClaim that takes at least that many is used."""
         # Zone / capacity-type pins of the group: a cheap first test before the resource check.
         pins = (
             [(k, next(iter(r.values))) for k, r in alts[0].items() if k in OFFERING_KEYS and r.operator == "In"]
@@ -580,6 +584,7 @@ class Packer:
             # left on old ones is small, and scanning tens of thousands per group is not.
             recent = self.open_claims[-_OPEN_WINDOW:]
             candidates = [c for c in recent if c.free[0] >= cpu and c.free[1] >= memory and c.free[2] > 0]
+        before = len(pending)
         for claim in candidates:
             if not pending:
                 break
@@ -604,7 +609,7 @@ class Packer:
             for alt in alts:
                 if claim.requirements.compatible(alt, ALLOW_UNDEFINED) is not None:
                     continue
-                take = self._add_to_claim(claim, group, alt, min(len(pending), cap), upsize)
+                take = self._add_to_claim(claim, group, alt, min(len(pending), cap), upsize, whole)
                 if take:
                     claim.pods.extend(pending[:take])
                     self.topology.record(group, claim, take)
@@ -612,6 +617,8 @@ class Packer:
                     free, least = claim.free, self.min_request
                     closed = closed or free[0] < least[0] or free[1] < least[1] or free[2] < least[2]
                     break
+            if whole and len(pending) < before:
+                break
         if closed:
             least = self.min_request
             self.open_claims = [
@@ -787,9 +794,11 @@ class Packer:
         self._max_alloc_cache[id(types)] = (types, most)
         return most
 
-    def _add_to_claim(self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False) -> int:
+    def _add_to_claim(
+        self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False, least: int = 0
+    ) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
-        ``upsize``: pods that can only go here may move it onto a larger type)."""
+        ``upsize``: pods that can only go here may move it onto a larger type); none unless at least ``least``."""
         reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
         if reqs == claim.requirements:
             types, prices, first = claim.types, claim.prices, claim.start
@@ -804,7 +813,7 @@ class Packer:
         if group.host_ports:
             best = min(best, 1)
         take = min(best, count)
-        if take <= 0:
+        if take <= 0 or take < least:
             return 0
         used = res.add(claim.used, group.requests, take)
         strict = claim.pool.min_values and self.strict_min_values

@@ -56,7 +56,7 @@ from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, make_
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
 from nodeflow.scheduling.pricing import Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.topology import UNBOUNDED, Topology, water_fill
+from nodeflow.scheduling.topology import UNBOUNDED, HostCaps, Topology, water_fill
 from nodeflow.scheduling.types import (
     ExistingPlacement,
     NodeClaimPlan,
@@ -143,20 +143,20 @@ class _Solver:
         allowed, self_affinity, refusal = self.topology.hostname_affinity(group, affinity)
         if refusal is not None:
             return pending, all_pools(self.pools, refusal)
+        if self_affinity:
+            return self._place_together(group, pending, alts, caps, blocked)
         packer = self.packer
         pending = place_on_nodes(self.nodes, self.topology, group, pending, alts, caps, blocked, allowed)
         if pending:
             pending = packer.place_on_claims(group, pending, alts, caps, blocked, allowed)
         reasons: Reasons = {}
         if allowed is not None and pending:
-            return pending, all_pools(
-                self.pools, f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with matching pods have no room left"
-            )
+            return pending, all_pools(self.pools, self.topology.hostname_affinity_full(group))
         fresh = self.topology.cap(-1, caps)
-        grow = not self_affinity and not caps and not group.host_ports
+        grow = not caps and not group.host_ports
         # A hostname spread of maxSkew > 1 packs up to maxSkew pods on each new node (as Karpenter
         # fills a new NodeClaim), whatever count would be cheapest per pod.
-        pack = 1 < fresh < UNBOUNDED and not self_affinity
+        pack = 1 < fresh < UNBOUNDED
         while pending and fresh > 0:
             if grow and packer.few_nodes(group, alts, len(pending)):
                 # Pods for a few nodes at most: first see whether growing partly filled NodeClaims
@@ -165,21 +165,59 @@ class _Solver:
                 pending = packer.grow_claims(group, pending, alts, blocked)
                 continue
             share = pending[:fresh] if pack else pending
-            outcome = packer.new_claim(group, share, alts, fresh, together=self_affinity or pack)
+            outcome = packer.new_claim(group, share, alts, fresh, together=pack)
             if isinstance(outcome, dict):
                 reasons = outcome
                 break
             pending = pending[outcome:]
-            if self_affinity:
-                if pending:
-                    reasons = all_pools(
-                        self.pools,
-                        f"pod affinity on {wk.LABEL_HOSTNAME}: the pods must share one node and do not fit on one",
-                    )
-                break
         if pending and fresh == 0 and not reasons:
             reasons = all_pools(self.pools, f"pod anti-affinity or spread on {wk.LABEL_HOSTNAME} leaves no node for it")
         return pending, reasons
+
+    def _place_together(
+        self, group: Group, pending: list[str], alts: tuple[Requirements, ...], caps: HostCaps, blocked: set[int]
+    ) -> tuple[list[str], Reasons]:
+        """Place pods with required hostname affinity to each other, none of which is placed yet: all on one node.
+        kube-scheduler binds the first of them anywhere and every later one only next to it (as Karpenter's
+        TopologyGroup.nextDomainAffinity lets a self-affine group open a hostname only while it has no pod), so a
+        pod put on a second node would stay pending there. The first node that holds them all is used: an existing
+        node, an open NodeClaim, else a new NodeClaim sized for as many as one node holds; when no new NodeClaim can
+        be made, the first node or NodeClaim with room for some. The rest are unschedulable."""
+        count = len(pending)
+        left = self._on_one_target(group, pending, alts, caps, blocked, count)
+        if len(left) == count:
+            fresh = self.topology.cap(-1, caps)
+            outcome = self.packer.new_claim(group, pending, alts, fresh, together=True) if fresh > 0 else {}
+            if isinstance(outcome, int):
+                left = pending[outcome:]
+            else:
+                left = self._on_one_target(group, pending, alts, caps, blocked, 1)
+                if len(left) == count:
+                    why = f"pod anti-affinity or spread on {wk.LABEL_HOSTNAME} leaves no node for it"
+                    return pending, outcome or all_pools(self.pools, why)
+        if not left:
+            return left, {}
+        why = (
+            f"pod affinity on {wk.LABEL_HOSTNAME}: the pods select each other: all {count} must share one node, "
+            f"and the one they were given holds {count - len(left)}"
+        )
+        return left, all_pools(self.pools, why)
+
+    def _on_one_target(
+        self,
+        group: Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        caps: HostCaps,
+        blocked: set[int],
+        least: int,
+    ) -> list[str]:
+        """The group's pods on the first existing node, else the first open NodeClaim, that takes at least
+        ``least`` of them; the rest are returned."""
+        left = place_on_nodes(self.nodes, self.topology, group, pending, alts, caps, blocked, None, least)
+        if len(left) < len(pending):
+            return left
+        return self.packer.place_on_claims(group, pending, alts, caps, blocked, None, least)
 
     # -- explanations ------------------------------------------------------------------------------
     def _where(self, key: str) -> str | None:

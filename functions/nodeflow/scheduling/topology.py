@@ -499,9 +499,25 @@ class Topology:
             return allowed, False, None
         if affinity.selects(group.namespace, group.labels):
             return None, True, None
-        term = next(t for t in group.constraints.affinity if t.key == wk.LABEL_HOSTNAME and not t.anti)
-        selector = term.selector.describe()
+        selector = self._hostname_term(group).selector.describe()
         return None, False, f"pod affinity on {wk.LABEL_HOSTNAME}: no pod matches {selector} on any node yet"
+
+    def hostname_affinity_full(self, group: Group) -> str:
+        """Why pods with required hostname affinity are left over once the nodes they may join are full."""
+        term = self._hostname_term(group)
+        mutual = (
+            " (the pods select each other: all must share one node)"
+            if term.selects(group.namespace, group.labels)
+            else ""
+        )
+        return (
+            f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with pods matching {term.selector.describe()} have no "
+            f"room left{mutual}"
+        )
+
+    @staticmethod
+    def _hostname_term(group: Group) -> AffinityTerm:
+        return next(t for t in group.constraints.affinity if t.key == wk.LABEL_HOSTNAME and not t.anti)
 
     @staticmethod
     def cap(target_id: int, caps: HostCaps) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from benchmarks.validate import check_result
 from nodeflow.api import labels as wk
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import solve
@@ -222,3 +223,72 @@ def test_node_taints_policy_decides_whether_untolerated_pools_hold_domains() -> 
     honor = (TopologySpread(ZONE, 1, APP, honor_node_taints=True),)
     result = solve(SchedulingInput(pods=web(3, spread=honor), nodepools=(zone_a, zone_b_tainted)))
     assert sum(len(c.pods) for c in result.node_claims) == 3
+
+
+# --- hostname self-affinity: the whole group on one node (issue 26, item 11) -----------------------------------------
+
+DB = Selector(match_labels=(("app", "db"),))
+
+
+def db(n: int, cpu: str = "1") -> tuple[PodInput, ...]:
+    """Pods whose required pod affinity selects themselves on kubernetes.io/hostname."""
+    term = (AffinityTerm(HOST, DB, frozenset({"default"})),)
+    return tuple(pod(f"db-{i}", cpu, "1Gi", labels={"app": "db"}, affinity=term) for i in range(n))
+
+
+def roomy(name: str, free_cpu: int) -> NodeInput:
+    return NodeInput(
+        name=name,
+        labels={ZONE: "zone-a", HOST: name, wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
+        requested={"cpu": 4000 - free_cpu, "memory": GI, "pods": 1000},
+    )
+
+
+def hosts_of(result: SchedulingResult, keys: list[str]) -> Counter[str]:
+    where = {k: f"nodeclaim-{i}" for i, c in enumerate(result.node_claims) for k in c.pods}
+    where.update({k: e.name for e in result.existing for k in e.pods})
+    return Counter(where[k] for k in keys if k in where)
+
+
+def test_a_self_affine_group_is_not_split_over_existing_nodes() -> None:
+    # Room for 3 on one node and 2 on the other: kube-scheduler would leave the 2 pending on the second
+    # (the first pod bound decides the node), so all five go to one new node.
+    group = db(5)
+    inp = SchedulingInput(pods=group, nodepools=(pool("p", AMD),), nodes=(roomy("n0", 3000), roomy("n1", 2000)))
+    result = solve(inp)
+    assert hosts_of(result, [p.key for p in group]) == {"nodeclaim-0": 5}
+    assert check_result(inp, result) == []
+
+
+def test_a_self_affine_group_joins_an_existing_node_that_holds_it_all() -> None:
+    group = db(3)
+    inp = SchedulingInput(pods=group, nodepools=(pool("p", AMD),), nodes=(roomy("n0", 2000), roomy("n1", 3000)))
+    result = solve(inp)
+    assert hosts_of(result, [p.key for p in group]) == {"n1": 3}
+    assert not result.node_claims
+
+
+def test_a_self_affine_group_is_not_split_over_open_node_claims() -> None:
+    # Two NodeClaims of m.2xlarge (7.9 CPU allocatable) opened for 5-CPU pods keep room for two 1-CPU pods each.
+    only_2xl = pool("p", AMD, Requirement.create(wk.LABEL_INSTANCE_TYPE, "In", ["m.2xlarge"]))
+    apart = (AffinityTerm(HOST, Selector(match_labels=(("app", "big"),)), frozenset({"default"}), anti=True),)
+    big = tuple(pod(f"big-{i}", "5", "1Gi", labels={"app": "big"}, affinity=apart) for i in range(2))
+    group = db(4)
+    inp = SchedulingInput(pods=big + group, nodepools=(only_2xl,))
+    result = solve(inp)
+    assert sorted(hosts_of(result, [p.key for p in group]).values()) == [4]
+    assert check_result(inp, result) == []
+
+
+def test_a_self_affine_group_too_big_for_one_node_leaves_the_rest_pending_saying_why() -> None:
+    # No NodePool can add a node: the first existing node with room takes what it holds, the rest stay pending.
+    group = db(5)
+    full = pool("p", AMD, limits={"cpu": 0})
+    inp = SchedulingInput(pods=group, nodepools=(full,), nodes=(roomy("n0", 3000), roomy("n1", 2000)))
+    result = solve(inp)
+    assert hosts_of(result, [p.key for p in group]) == {"n0": 3}
+    assert len(result.unschedulable) == 2
+    for item in result.unschedulable:
+        assert "all must share one node" in item.reasons["p"], item.reasons
+    assert check_result(inp, result) == []

@@ -60,6 +60,21 @@ class Tracker:
 HostCaps: TypeAlias = list[tuple[Tracker, int, bool]]
 
 
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A rule of other pending pods that counts the group's pods by their domain of ``key`` (a required topology
+    spread whose selector picks them, ``tracker``), which the group's own rules leave open.
+    A pod on a NodeClaim whose domain is not decided counts wherever the launch puts it (kube-scheduler counts it
+    there after launch, where Karpenter's Topology.Record counts it nowhere), so such pods are pinned to domains
+    too, the emptiest first."""
+
+    key: str
+    tracker: Tracker
+
+
+SplitItem: TypeAlias = "TopologySpread | AffinityTerm | Counted"
+
+
 class Topology:
     """Topology counts and domains of one solve. ``claims`` is the solver's list of NodeClaims
     (read, never changed here); NodeClaims are counted once ``register``ed."""
@@ -83,11 +98,20 @@ class Topology:
                     self.anti.extend((term, pod.namespace, node) for term in pod.anti_affinity)
         # Every selector a pod's spread or affinity uses gets its tracker now, counted over the
         # existing nodes only; placements keep them current.
+        counting: dict[tuple[str, Selector, str], Tracker] = {}
         for pending in pods:
             for spread in pending.spread:
-                self.tracker(spread.selector, frozenset({pending.namespace}))
+                tracker = self.tracker(spread.selector, frozenset({pending.namespace}))
+                if not spread.schedule_anyway and spread.key != wk.LABEL_HOSTNAME:
+                    counting[(spread.key, spread.selector, pending.namespace)] = tracker
             for term in pending.affinity:
                 self.tracker(term.selector, term.namespaces)
+        # Required spreads on keys a NodeClaim may leave open: the pods they select are pinned (``Counted``). In a
+        # fixed order: the input's order must not change the plan.
+        self.counting = [
+            Counted(key, counting[(key, selector, namespace)])
+            for key, selector, namespace in sorted(counting, key=lambda k: (k[0], k[1].describe(), k[2]))
+        ]
         self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
 
     # -- counting --------------------------------------------------------------------------------
@@ -284,8 +308,11 @@ class Topology:
         order, and placed pods' anti-affinity keeps them out of domains and targets. Hostname
         rules are left to ``place`` (see ``host_caps``)."""
         extra, blocked_targets = self.inverse_anti_affinity(group)
-        items: list[TopologySpread | AffinityTerm] = [s for s in group.constraints.spread if s.key != wk.LABEL_HOSTNAME]
+        items: list[SplitItem] = [s for s in group.constraints.spread if s.key != wk.LABEL_HOSTNAME]
         items += [t for t in group.constraints.affinity if t.key != wk.LABEL_HOSTNAME]
+        if self.counting:
+            own = {item.key for item in items}
+            items += [c for c in self.counting if c.key not in own and c.tracker.selects(group.namespace, group.labels)]
         return self._split(group, pending, extra, items, 0, blocked_targets, place)
 
     def _split(
@@ -293,7 +320,7 @@ class Topology:
         group: Group,
         pending: list[str],
         extra: Requirements,
-        items: Sequence[TopologySpread | AffinityTerm],
+        items: Sequence[SplitItem],
         index: int,
         blocked: set[int],
         place: Place,
@@ -301,6 +328,8 @@ class Topology:
         if index == len(items):
             return place(group, pending, extra, blocked)
         item = items[index]
+        if isinstance(item, Counted):
+            return self._split_counted(group, pending, extra, items, index, blocked, item, place)
         if isinstance(item, TopologySpread):
             return self._split_spread(group, pending, extra, items, index, blocked, item, place)
         if item.anti:
@@ -315,7 +344,7 @@ class Topology:
         group: Group,
         pending: list[str],
         extra: Requirements,
-        items: Sequence[TopologySpread | AffinityTerm],
+        items: Sequence[SplitItem],
         index: int,
         blocked: set[int],
         spread: TopologySpread,
@@ -331,41 +360,72 @@ class Topology:
             if d in counts:
                 counts[d] = n
         closed: set[str] = set()
-        reasons: Reasons = {}
         few_domains = bool(spread.min_domains and len(domains) < spread.min_domains)
-        probed: set[str] = set()
-        while pending:
-            open_domains = sorted(d for d in domains if d not in closed)
-            if not open_domains:
-                break
-            if not self_match:
-                # The pods do not count towards their own spread: all go to the emptiest domain.
-                floor = 0 if few_domains else min(counts.values())
-                domain = min(open_domains, key=lambda d: (counts[d], d))
+        if self_match:
+            cap = (spread.max_skew, few_domains)
+            pending, reasons = self._fill(
+                group, pending, extra, items, index, blocked, place, spread.key, counts, closed, cap
+            )
+        else:
+            # The pods do not count towards their own spread: all go to the emptiest domain.
+            reasons = {}
+            floor = 0 if few_domains else min(counts.values())
+            while pending and len(closed) < len(domains):
+                domain = min((d for d in domains if d not in closed), key=lambda d: (counts[d], d))
                 if counts[domain] - floor > spread.max_skew:
                     break
-                left, why = self._split(
-                    group, pending, self._pin(extra, spread.key, domain), items, index + 1, blocked, place
-                )
-                if left:
+                pinned = self._pin(extra, spread.key, domain)
+                pending, why = self._split(group, pending, pinned, items, index + 1, blocked, place)
+                if pending:
                     closed.add(domain)
                     reasons.update(why)
-                pending = left
-                continue
-            # Fill domains towards an even level (water-filling). Each domain is first probed with
-            # one pod, so a domain that cannot take any closes before the others are filled; then
-            # each gets its share at once, never above the final floor + maxSkew.
+        if pending:
+            detail = ", ".join(f"{d}={counts[d]}" for d in sorted(counts))
+            topology = (
+                f"topology spread on {spread.key} (maxSkew {spread.max_skew}, selector {spread.selector.describe()}) "
+                f"cannot be met; domain counts: {detail}"
+            )
+            reasons = {name: f"{topology}; {why}" if why else topology for name, why in reasons.items()} or (
+                all_pools(self.pools, topology)
+            )
+        return pending, reasons
+
+    def _fill(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[SplitItem],
+        index: int,
+        blocked: set[int],
+        place: Place,
+        key: str,
+        counts: dict[str, int],
+        closed: set[str],
+        cap: tuple[int, bool] | None,
+    ) -> tuple[list[str], Reasons]:
+        """Fill the domains of ``counts`` not ``closed`` towards an even level (water-filling), the pods counting
+        where they go; ``cap``: (maxSkew, fewer domains than minDomains) keeps each at most maxSkew above the final
+        minimum. Each domain is first probed with one pod, so a domain that cannot take any closes before the
+        others are filled; then each gets its share at once. ``counts`` and ``closed`` are kept current."""
+        reasons: Reasons = {}
+        probed: set[str] = set()
+        while pending:
+            open_domains = sorted(d for d in counts if d not in closed)
+            if not open_domains:
+                break
             quotas = water_fill(counts, open_domains, len(pending))
-            final = {d: counts[d] + quotas.get(d, 0) for d in domains}
-            floor = 0 if few_domains else min(final.values())
+            floor = 0
+            if cap is not None and not cap[1]:
+                floor = min(counts[d] + quotas.get(d, 0) for d in counts)
             progress = False
             for domain in sorted((d for d in open_domains if quotas[d]), key=lambda d: (counts[d], d)):
-                room = floor + spread.max_skew - counts[domain]
+                room = UNBOUNDED if cap is None else floor + cap[0] - counts[domain]
                 take = min(quotas[domain], room, len(pending), 1 if domain not in probed else UNBOUNDED)
                 if take <= 0:
                     continue
                 probed.add(domain)
-                pinned = self._pin(extra, spread.key, domain)
+                pinned = self._pin(extra, key, domain)
                 left, why = self._split(group, pending[:take], pinned, items, index + 1, blocked, place)
                 placed = take - len(left)
                 counts[domain] += placed
@@ -378,23 +438,36 @@ class Topology:
             else:
                 if not progress:
                     break
-        if pending:
-            detail = ", ".join(f"{d}={counts[d]}" for d in sorted(counts))
-            topology = (
-                f"topology spread on {spread.key} (maxSkew {spread.max_skew}, selector {spread.selector.describe()}) "
-                f"cannot be met; domain counts: {detail}"
-            )
-            reasons = {name: f"{topology}; {why}" if why else topology for name, why in reasons.items()} or (
-                all_pools(self.pools, topology)
-            )
         return pending, reasons
+
+    def _split_counted(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[SplitItem],
+        index: int,
+        blocked: set[int],
+        item: Counted,
+        place: Place,
+    ) -> tuple[list[str], Reasons]:
+        """Pin the group's pods to the domains of a rule that counts them (``Counted``), the emptiest first. Pods
+        that fit in no domain it has (a key no NodePool or node offers) are placed without it: they count nowhere."""
+        domains = self.domains(group, extra, item.key, None)
+        if not domains:
+            return self._split(group, pending, extra, items, index + 1, blocked, place)
+        counts = dict.fromkeys(domains, 0)
+        for d, n in self.domain_counts(item.tracker, item.key, group, None).items():
+            if d in counts:
+                counts[d] = n
+        return self._fill(group, pending, extra, items, index, blocked, place, item.key, counts, set(), None)
 
     def _split_affinity(
         self,
         group: Group,
         pending: list[str],
         extra: Requirements,
-        items: Sequence[TopologySpread | AffinityTerm],
+        items: Sequence[SplitItem],
         index: int,
         blocked: set[int],
         term: AffinityTerm,
@@ -407,17 +480,24 @@ class Topology:
             (d for d, n in counts.items() if n > 0 and _allows(group.requirements, extra, term.key, d)),
             key=lambda d: (-counts[d], d),
         )
-        self_match = term.selects(group.namespace, group.labels)
-        bootstrap = not candidates and self_match
+        undecided = not candidates and self._undecided(tracker, term.key, group, extra)
+        bootstrap = not candidates and not undecided and term.selects(group.namespace, group.labels)
         if bootstrap:
             # Self-affinity, no matching pod where the pods may go: they open one domain of their own.
             candidates = sorted(
                 d for d in self.domains(group, extra, term.key, None) if _allows(group.requirements, extra, term.key, d)
             )
         if not candidates:
-            return pending, all_pools(
-                self.pools, f"pod affinity on {term.key}: no pod matches {term.selector.describe()} in any domain yet"
-            )
+            selector = term.selector.describe()
+            why = f"pod affinity on {term.key}: no pod matches {selector} in any domain yet"
+            if undecided:
+                # kube-scheduler would hold them to wherever that NodeClaim lands (as Karpenter, which counts such
+                # a pod nowhere until its node exists: they follow it in a later round).
+                why = (
+                    f"pod affinity on {term.key}: the pods matching {selector} are on new nodes whose {term.key} "
+                    "the launch decides"
+                )
+            return pending, all_pools(self.pools, why)
         reasons: Reasons = {}
         for domain in candidates:
             left, why = self._split(
@@ -431,12 +511,23 @@ class Topology:
                 break
         return pending, reasons
 
+    def _undecided(self, tracker: Tracker, key: str, group: Group, extra: Requirements) -> bool:
+        """Is a pod ``tracker`` selects on a NodeClaim whose domain of ``key`` is not decided yet, and may it land
+        in one the group may use?"""
+        for tid, count in tracker.counts.items():
+            target = self.targets[tid]
+            if count <= 0 or target.domain(key) is not None:
+                continue
+            if any(_allows(group.requirements, extra, key, d) for d in self.possible_domains(target, key)):
+                return True
+        return False
+
     def _split_anti(
         self,
         group: Group,
         pending: list[str],
         extra: Requirements,
-        items: Sequence[TopologySpread | AffinityTerm],
+        items: Sequence[SplitItem],
         index: int,
         blocked: set[int],
         term: AffinityTerm,

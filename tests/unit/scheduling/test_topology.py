@@ -22,6 +22,7 @@ from nodeflow.scheduling.types import (
 )
 
 from .fakes import GI, pod, pool
+from .kube_rules import after_launch
 
 APP = Selector(match_labels=(("app", "web"),))
 ZONE, HOST = wk.LABEL_ZONE, wk.LABEL_HOSTNAME
@@ -259,6 +260,7 @@ def test_a_self_affine_group_is_not_split_over_existing_nodes() -> None:
     result = solve(inp)
     assert hosts_of(result, [p.key for p in group]) == {"nodeclaim-0": 5}
     assert check_result(inp, result) == []
+    assert after_launch(inp, result) == []
 
 
 def test_a_self_affine_group_joins_an_existing_node_that_holds_it_all() -> None:
@@ -279,6 +281,7 @@ def test_a_self_affine_group_is_not_split_over_open_node_claims() -> None:
     result = solve(inp)
     assert sorted(hosts_of(result, [p.key for p in group]).values()) == [4]
     assert check_result(inp, result) == []
+    assert after_launch(inp, result) == []
 
 
 def test_a_self_affine_group_too_big_for_one_node_leaves_the_rest_pending_saying_why() -> None:
@@ -292,3 +295,45 @@ def test_a_self_affine_group_too_big_for_one_node_leaves_the_rest_pending_saying
     for item in result.unschedulable:
         assert "all must share one node" in item.reasons["p"], item.reasons
     assert check_result(inp, result) == []
+    assert after_launch(inp, result) == []
+
+
+# --- pods a zone spread counts without carrying it (issue 26, item 12) -------------------------------------------------
+
+
+def test_pods_a_zone_spread_counts_are_pinned_to_zones_so_it_holds_after_launch() -> None:
+    # Two pods that only match the spread's selector go first (larger); on NodeClaims free to land in either zone
+    # they could both land in zone-a after launch: 3 against 1, skew 2 where maxSkew is 1.
+    spread = (TopologySpread(ZONE, 1, APP),)
+    loose = tuple(pod(f"loose-{i}", "3", "1Gi", labels={"app": "web"}) for i in range(2))
+    inp = SchedulingInput(pods=web(2, spread=spread) + loose, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    for claim in result.node_claims:
+        assert len(claim.zones) == 1, claim
+    assert Counter(zone_of(result, p.key) for p in inp.pods) == {"zone-a": 2, "zone-b": 2}
+
+
+def test_a_pinned_counted_pod_is_where_the_spread_sees_it() -> None:
+    # A counted pod restricted to zone-a by its own node affinity: the carriers balance around it.
+    spread = (TopologySpread(ZONE, 1, APP),)
+    only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
+    loose = (pod("loose", "3", "1Gi", labels={"app": "web"}, requirements=only_a),)
+    inp = SchedulingInput(pods=web(3, spread=spread) + loose, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert Counter(zone_of(result, p.key) for p in inp.pods) == {"zone-a": 2, "zone-b": 2}
+
+
+def test_self_affine_zone_pods_wait_for_a_matching_pod_whose_zone_the_launch_decides() -> None:
+    # The target matches the followers' zone affinity but lands wherever its launch puts it: kube-scheduler would
+    # hold the followers to that zone, so they must not open a zone of their own now (they follow next round).
+    db_sel = Selector(match_labels=(("app", "db"),))
+    term = (AffinityTerm(ZONE, db_sel, frozenset({"default"})),)
+    target = pod("target", "3", "1Gi", labels={"app": "db"})
+    followers = tuple(pod(f"f-{i}", "1", "1Gi", labels={"app": "db"}, affinity=term) for i in range(2))
+    inp = SchedulingInput(pods=(target, *followers), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert sorted(u.pod for u in result.unschedulable) == ["default/f-0", "default/f-1"]
+    assert "the launch decides" in result.unschedulable[0].reasons["p"]

@@ -851,7 +851,7 @@ class Packer:
         ``together``: as many of them as one node holds, on one node (pods with hostname affinity
         to each other, or a hostname spread's share of a new node)."""
         reasons: dict[str, list[str]] = {}
-        count = len(pending) if together else min(len(pending), cap)
+        count = min(len(pending), cap)
         denied = group.denied
         for alt_index, alt in enumerate(alts):
             for pool in self.pools:

@@ -56,7 +56,7 @@ from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, make_
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
 from nodeflow.scheduling.pricing import Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.topology import UNBOUNDED, HostCaps, Topology, water_fill
+from nodeflow.scheduling.topology import UNBOUNDED, HostCaps, Topology, pinned, water_fill
 from nodeflow.scheduling.types import (
     ExistingPlacement,
     NodeClaimPlan,
@@ -105,6 +105,15 @@ class _Solver:
             failed: list[tuple[Group, list[str], Reasons]] = []
             for group in queue:
                 remaining, reasons = self._place_group(group, [p.key for p in group.pods])
+                while remaining and not group.constraints.affinity and self.topology.counted(group):
+                    # Other pods' spreads count these: relaxed at once, before those are placed (see
+                    # ``groups.group_pods``), not after them.
+                    relaxed = group.preferences.relax()
+                    if relaxed is None or group.error is not None:
+                        break
+                    group = regroup(group, [p for p in group.pods if p.key in set(remaining)], relaxed[0])
+                    self.group_of.update((p.key, group) for p in group.pods)
+                    remaining, reasons = self._place_group(group, remaining)
                 if remaining:
                     failed.append((group, remaining, reasons))
             queue = []
@@ -138,7 +147,10 @@ class _Solver:
     ) -> tuple[list[str], Reasons]:
         """Place pods of the group (pinned by ``extra``, kept off ``blocked``): existing nodes
         first, then open NodeClaims, then new ones; hostname rules limit each node."""
-        alts = tuple(alt.add(extra) for alt in group.requirements) if len(extra) else group.requirements
+        alts = pinned(group.requirements, extra)
+        if not alts:
+            why = f"its node affinity and pod topology rules leave no domain of {', '.join(sorted(extra))}"
+            return pending, all_pools(self.pools, why)
         caps, affinity = self.topology.host_caps(group)
         allowed, self_affinity, refusal = self.topology.hostname_affinity(group, affinity)
         if refusal is not None:

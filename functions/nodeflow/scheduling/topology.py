@@ -33,9 +33,10 @@ from nodeflow.scheduling.types import AffinityTerm, PodInput, Selector, Topology
 if TYPE_CHECKING:
     from nodeflow.scheduling.packing import Claim
 
-__all__ = ["UNBOUNDED", "HostCaps", "Place", "Target", "Topology", "Tracker", "water_fill"]
+__all__ = ["UNBOUNDED", "HostCaps", "Place", "Target", "Topology", "Tracker", "pinned", "water_fill"]
 
 UNBOUNDED = 1 << 30
+NO_PINS = Requirements()
 
 Target: TypeAlias = "Node | Claim"
 # Places a share of a group's pods under extra requirements, away from blocked targets:
@@ -55,21 +56,36 @@ class Tracker:
         return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
 
 
-# Per-node limits from hostname rules: (tracker, limit, the group's pods match it); limit 0 is
-# anti-affinity.
-HostCaps: TypeAlias = list[tuple[Tracker, int, bool]]
+# Per-node limits from hostname rules: (tracker, limit, the group's pods match it, the targets it applies to or
+# None for all); limit 0 is anti-affinity.
+HostCaps: TypeAlias = list[tuple[Tracker, int, bool, "set[int] | None"]]
+
+
+@dataclass(slots=True)
+class HeldSpread:
+    """A required hostname spread that pending pods carry: the nodes and NodeClaims they were put on (``held``).
+    kube-scheduler checks each carrier against the final count of its own node, so pods the spread's selector
+    picks may not push such a node beyond maxSkew either, whoever carries the spread (Karpenter's
+    Topology.Record counts them there, but nothing keeps them out)."""
+
+    tracker: Tracker
+    max_skew: int
+    held: set[int] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
 class Counted:
-    """A rule of other pending pods that counts the group's pods by their domain of ``key`` (a required topology
-    spread whose selector picks them, ``tracker``), which the group's own rules leave open.
-    A pod on a NodeClaim whose domain is not decided counts wherever the launch puts it (kube-scheduler counts it
-    there after launch, where Karpenter's Topology.Record counts it nowhere), so such pods are pinned to domains
-    too, the emptiest first."""
+    """A rule of other pending pods that counts the group's pods by their domain of ``key`` (``tracker``): a required
+    topology spread whose selector picks them, which the group's own rules leave open, or a required pod affinity
+    term of pods that select themselves and that no running pod matches (``affinity``). A pod on a NodeClaim whose
+    domain is not decided counts wherever the launch puts it (kube-scheduler counts it there after launch, where
+    Karpenter's Topology.Record counts it nowhere), so a spread's pods are pinned to domains, the emptiest first.
+    Pods that open a domain for their self-affinity are bound there only while no other pod matches them: one of
+    these bound elsewhere first would leave them pending, so these join the domain they opened (``_split_near``)."""
 
     key: str
     tracker: Tracker
+    affinity: bool = False
 
 
 SplitItem: TypeAlias = "TopologySpread | AffinityTerm | Counted"
@@ -98,19 +114,33 @@ class Topology:
                     self.anti.extend((term, pod.namespace, node) for term in pod.anti_affinity)
         # Every selector a pod's spread or affinity uses gets its tracker now, counted over the
         # existing nodes only; placements keep them current.
-        counting: dict[tuple[str, Selector, str], Tracker] = {}
+        counting: dict[tuple[str, bool, Selector, frozenset[str] | None], Tracker] = {}
+        self.held: dict[tuple[Selector, str, int], HeldSpread] = {}
         for pending in pods:
             for spread in pending.spread:
-                tracker = self.tracker(spread.selector, frozenset({pending.namespace}))
-                if not spread.schedule_anyway and spread.key != wk.LABEL_HOSTNAME:
-                    counting[(spread.key, spread.selector, pending.namespace)] = tracker
+                namespaces = frozenset({pending.namespace})
+                tracker = self.tracker(spread.selector, namespaces)
+                if spread.schedule_anyway:
+                    continue
+                if spread.key != wk.LABEL_HOSTNAME:
+                    counting[(spread.key, False, spread.selector, namespaces)] = tracker
+                elif (spread.selector, pending.namespace, spread.max_skew) not in self.held:
+                    self.held[(spread.selector, pending.namespace, spread.max_skew)] = HeldSpread(
+                        tracker, spread.max_skew
+                    )
             for term in pending.affinity:
-                self.tracker(term.selector, term.namespaces)
-        # Required spreads on keys a NodeClaim may leave open: the pods they select are pinned (``Counted``). In a
-        # fixed order: the input's order must not change the plan.
+                tracker = self.tracker(term.selector, term.namespaces)
+                # Self-affinity no running pod matches: its pods may open a domain of their own in this solve.
+                opens = term.selects(pending.namespace, pending.labels) and not tracker.counts
+                if opens and not term.anti and term.weight == 0:
+                    counting[(term.key, True, term.selector, term.namespaces)] = tracker
+        # Required spreads and pod affinity on keys a NodeClaim may leave open: the pods they select are pinned
+        # (``Counted``). In a fixed order: the input's order must not change the plan.
         self.counting = [
-            Counted(key, counting[(key, selector, namespace)])
-            for key, selector, namespace in sorted(counting, key=lambda k: (k[0], k[1].describe(), k[2]))
+            Counted(key, counting[(key, affinity, selector, namespaces)], affinity)
+            for key, affinity, selector, namespaces in sorted(
+                counting, key=lambda k: (k[0], k[1], k[2].describe(), sorted(k[3] or ()), k[3] is None)
+            )
         ]
         self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
 
@@ -126,6 +156,29 @@ class Topology:
             self.trackers[(selector, namespaces)] = tracker
             self._group_trackers.clear()  # which trackers select which group: work it out again
         return tracker
+
+    def counted(self, group: Group) -> bool:
+        """Does a required topology spread of pending pods count this group's pods?"""
+        if any(rule.tracker.selects(group.namespace, group.labels) for rule in self.counting if not rule.affinity):
+            return True
+        return any(ns == group.namespace and selector.matches(group.labels) for selector, ns, _ in self.held)
+
+    def affinity_tracker(self, group: Group, term: AffinityTerm) -> Tracker:
+        """The pods a pod (anti-)affinity term of the group counts. For a required affinity term, kube-scheduler
+        counts only pods that match every required pod affinity term of the pod (InterPodAffinity's affinityCounts),
+        and lets the pod open a domain only while no pod matches them all: the tracker selects that conjunction."""
+        required = group.required_affinity() if not term.anti and term.weight == 0 else ()
+        if len(required) < 2:
+            return self.tracker(term.selector, term.namespaces)
+        namespaces: frozenset[str] | None = None
+        for t in required:
+            if t.namespaces is not None:
+                namespaces = t.namespaces if namespaces is None else namespaces & t.namespaces
+        selector = Selector(
+            tuple(pair for t in required for pair in t.selector.match_labels),
+            tuple(expression for t in required for expression in t.selector.expressions),
+        )
+        return self.tracker(selector, namespaces)
 
     def register(self, claim: Claim) -> None:
         """Count a new NodeClaim from now on (before its first ``record``)."""
@@ -143,6 +196,10 @@ class Topology:
             tracker.counts[tid] = tracker.counts.get(tid, 0) + count
         for term in group.required_anti_affinity():
             self.anti.append((term, group.namespace, target))
+        if self.held:
+            for spread in group.constraints.spread:
+                if spread.key == wk.LABEL_HOSTNAME and not spread.schedule_anyway:
+                    self.held[(spread.selector, group.namespace, spread.max_skew)].held.add(tid)
         if not isinstance(target, Node) and (matching or group.constraints.spread or group.constraints.affinity):
             target.topology = True  # a NodeClaim holding pods some topology rule looks at
 
@@ -210,7 +267,7 @@ class Topology:
                 values |= self.pool_domains(pool, full, key)
         check = spread if spread is not None and self._filters(group, spread) else None
         for node in self.nodes:
-            if not node.input.schedulable:
+            if node.input.leaving:
                 continue
             if check is not None and not self.eligible(node, group, check):
                 continue
@@ -312,7 +369,16 @@ class Topology:
         items += [t for t in group.constraints.affinity if t.key != wk.LABEL_HOSTNAME]
         if self.counting:
             own = {item.key for item in items}
-            items += [c for c in self.counting if c.key not in own and c.tracker.selects(group.namespace, group.labels)]
+            counted = [
+                c
+                for c in self.counting
+                if c.key != wk.LABEL_HOSTNAME and c.tracker.selects(group.namespace, group.labels)
+            ]
+            # Pods that must follow a self-affine group's first domain come first (their own rules then choose
+            # within it); pods a spread counts only when their own rules leave the key open.
+            mine = {id(self.affinity_tracker(group, t)) for t in group.constraints.affinity if not t.anti}
+            near = [c for c in counted if c.affinity and id(c.tracker) not in mine]
+            items = near + items + [c for c in counted if not c.affinity and c.key not in own]
         return self._split(group, pending, extra, items, 0, blocked_targets, place)
 
     def _split(
@@ -352,14 +418,17 @@ class Topology:
     ) -> tuple[list[str], Reasons]:
         tracker = self.tracker(spread.selector, frozenset({group.namespace}))
         self_match = spread.selector.matches(group.labels)
-        domains = self.domains(group, extra, spread.key, spread)
+        # The minimum is over every domain the pods' own node affinity allows (as Karpenter's domainMinCount over
+        # the pod's own requirement), also those earlier rules keep these pods out of: they are domains all the same.
+        domains = self.domains(group, NO_PINS, spread.key, spread)
         if not domains:
             return pending, all_pools(self.pools, f"topology spread on {spread.key}: no domain is available")
         counts = dict.fromkeys(domains, 0)
         for d, n in self.domain_counts(tracker, spread.key, group, spread).items():
             if d in counts:
                 counts[d] = n
-        closed: set[str] = set()
+        pin = extra.get(spread.key)
+        closed = {d for d in domains if pin is not None and not pin.has(d)}
         few_domains = bool(spread.min_domains and len(domains) < spread.min_domains)
         if self_match:
             cap = (spread.max_skew, few_domains)
@@ -451,8 +520,11 @@ class Topology:
         item: Counted,
         place: Place,
     ) -> tuple[list[str], Reasons]:
-        """Pin the group's pods to the domains of a rule that counts them (``Counted``), the emptiest first. Pods
-        that fit in no domain it has (a key no NodePool or node offers) are placed without it: they count nowhere."""
+        """Pin the group's pods to the domains of a rule that counts them (``Counted``). Pods that fit in no domain
+        it has (a key no NodePool or node offers; for pod affinity, no domain holding matching pods) are placed
+        without it: they count nowhere, or do not matter where they go."""
+        if item.affinity:
+            return self._split_near(group, pending, extra, items, index, blocked, item, place)
         domains = self.domains(group, extra, item.key, None)
         if not domains:
             return self._split(group, pending, extra, items, index + 1, blocked, place)
@@ -461,6 +533,41 @@ class Topology:
             if d in counts:
                 counts[d] = n
         return self._fill(group, pending, extra, items, index, blocked, place, item.key, counts, set(), None)
+
+    def _split_near(
+        self,
+        group: Group,
+        pending: list[str],
+        extra: Requirements,
+        items: Sequence[SplitItem],
+        index: int,
+        blocked: set[int],
+        item: Counted,
+        place: Place,
+    ) -> tuple[list[str], Reasons]:
+        """Pods a self-affinity term of other pending pods selects, once those opened a domain in this solve: into
+        that domain (kube-scheduler lets the first of them bind anywhere only while no pod matches: one of these
+        bound elsewhere first would leave them pending). Before that, anywhere."""
+        counts = self.domain_counts(item.tracker, item.key, group, None)
+        opened = sorted(
+            (d for d, n in counts.items() if n > 0 and _allows(group.requirements, NO_PINS, item.key, d)),
+            key=lambda d: (-counts[d], d),
+        )
+        if not opened:
+            return self._split(group, pending, extra, items, index + 1, blocked, place)
+        reasons: Reasons = {}
+        for domain in opened:
+            if pending and _allows(group.requirements, extra, item.key, domain):
+                pinned = self._pin(extra, item.key, domain)
+                pending, why = self._split(group, pending, pinned, items, index + 1, blocked, place)
+                reasons.update(why)
+        if pending:
+            held = (
+                f"pods with pod affinity on {item.key} to {item.tracker.selector.describe()} opened "
+                f"{', '.join(opened)} in this plan, and these pods must join them there"
+            )
+            reasons = {name: f"{held}; {why}" for name, why in reasons.items()} or all_pools(self.pools, held)
+        return pending, reasons
 
     def _split_affinity(
         self,
@@ -473,31 +580,44 @@ class Topology:
         term: AffinityTerm,
         place: Place,
     ) -> tuple[list[str], Reasons]:
-        tracker = self.tracker(term.selector, term.namespaces)
+        tracker = self.affinity_tracker(group, term)
         counts = self.domain_counts(tracker, term.key, group, None)
-        # Only domains the pods may use count: matching pods elsewhere neither attract nor hold them.
+        # The domains holding matching pods the pods' own node affinity allows (earlier rules' pins narrow where
+        # they go among them, not whether they may open a domain of their own).
+        reachable = [d for d, n in counts.items() if n > 0 and _allows(group.requirements, NO_PINS, term.key, d)]
         candidates = sorted(
-            (d for d, n in counts.items() if n > 0 and _allows(group.requirements, extra, term.key, d)),
-            key=lambda d: (-counts[d], d),
+            (d for d in reachable if _allows(group.requirements, extra, term.key, d)), key=lambda d: (-counts[d], d)
         )
-        undecided = not candidates and self._undecided(tracker, term.key, group, extra)
-        bootstrap = not candidates and not undecided and term.selects(group.namespace, group.labels)
+        elsewhere = sorted(d for d, n in counts.items() if n > 0 and d not in reachable)
+        undecided = not reachable and self._undecided(tracker, term.key, group, NO_PINS)
+        # kube-scheduler lets self-affine pods open a domain only while no pod anywhere matches (InterPodAffinity's
+        # empty affinityCounts); Karpenter's anyCompatiblePodDomain also lets them when the matching pods are only
+        # where their node affinity excludes, and makes a node on which they would stay pending.
+        bootstrap = not counts_any(counts) and not undecided and tracker.selects(group.namespace, group.labels)
         if bootstrap:
             # Self-affinity, no matching pod where the pods may go: they open one domain of their own.
             candidates = sorted(
                 d for d in self.domains(group, extra, term.key, None) if _allows(group.requirements, extra, term.key, d)
             )
         if not candidates:
-            selector = term.selector.describe()
-            why = f"pod affinity on {term.key}: no pod matches {selector} in any domain yet"
-            if undecided:
+            selector = tracker.selector.describe()
+            message = f"pod affinity on {term.key}: no pod matches {selector} in any domain yet"
+            if reachable:
+                message = f"pod affinity on {term.key}: the domains with pods matching {selector} are ruled out here"
+            elif elsewhere:
+                message = (
+                    f"pod affinity on {term.key}: pods matching {selector} are only in {', '.join(elsewhere)}, which "
+                    "its node affinity excludes (kube-scheduler lets it start a domain of its own only while no pod "
+                    "matches)"
+                )
+            elif undecided:
                 # kube-scheduler would hold them to wherever that NodeClaim lands (as Karpenter, which counts such
                 # a pod nowhere until its node exists: they follow it in a later round).
-                why = (
+                message = (
                     f"pod affinity on {term.key}: the pods matching {selector} are on new nodes whose {term.key} "
                     "the launch decides"
                 )
-            return pending, all_pools(self.pools, why)
+            return pending, all_pools(self.pools, message)
         reasons: Reasons = {}
         for domain in candidates:
             left, why = self._split(
@@ -566,56 +686,76 @@ class Topology:
         for spread in group.constraints.spread:
             if spread.key == wk.LABEL_HOSTNAME:
                 tracker = self.tracker(spread.selector, frozenset({group.namespace}))
-                caps.append((tracker, spread.max_skew, spread.selector.matches(group.labels)))
+                caps.append((tracker, spread.max_skew, spread.selector.matches(group.labels), None))
+        for (selector, namespace, max_skew), entry in self.held.items():
+            # The nodes holding pods that carry a hostname spread: the pods it counts count there too.
+            if namespace == group.namespace and entry.held and selector.matches(group.labels):
+                caps.append((entry.tracker, max_skew, True, entry.held))
         affinity: Tracker | None = None
         for term in group.constraints.affinity:
             if term.key != wk.LABEL_HOSTNAME:
                 continue
-            tracker = self.tracker(term.selector, term.namespaces)
+            tracker = self.affinity_tracker(group, term)
             if term.anti:
-                caps.append((tracker, 0, term.selects(group.namespace, group.labels)))
+                caps.append((tracker, 0, term.selects(group.namespace, group.labels), None))
             else:
-                affinity = tracker
+                affinity = tracker  # (every required hostname term: one tracker of them all)
         return caps, affinity
 
     def hostname_affinity(self, group: Group, affinity: Tracker | None) -> tuple[set[int] | None, bool, str | None]:
         """Where required hostname affinity (``affinity``, from ``host_caps``) lets the group go:
         (the ids of the nodes and NodeClaims it may join, None for any; whether its pods must
         share one new node of their own instead (self-affinity, no matching pod placed yet);
-        why it cannot go anywhere, or None)."""
+        why it cannot go anywhere, or None). Pods that other pods' hostname self-affinity selects,
+        once those opened a node in this solve, may only join it (``_near_hosts``)."""
+        near = self._near_hosts(group)
         if affinity is None:
-            return None, False, None
+            return near, False, None
         allowed = {tid for tid, n in affinity.counts.items() if n > 0}
         if allowed:
-            return allowed, False, None
+            return allowed if near is None else allowed & near, False, None
         if affinity.selects(group.namespace, group.labels):
-            return None, True, None
-        selector = self._hostname_term(group).selector.describe()
+            return near, near is None, None
+        selector = affinity.selector.describe()
         return None, False, f"pod affinity on {wk.LABEL_HOSTNAME}: no pod matches {selector} on any node yet"
 
-    def hostname_affinity_full(self, group: Group) -> str:
-        """Why pods with required hostname affinity are left over once the nodes they may join are full."""
-        term = self._hostname_term(group)
-        mutual = (
-            " (the pods select each other: all must share one node)"
-            if term.selects(group.namespace, group.labels)
-            else ""
-        )
-        return (
-            f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with pods matching {term.selector.describe()} have no "
-            f"room left{mutual}"
-        )
+    def _near_hosts(self, group: Group) -> set[int] | None:
+        """The nodes a group must join because pending pods whose required hostname affinity selects both
+        themselves and this group opened them in this solve (see ``Counted``); None when there is none."""
+        out: set[int] | None = None
+        for rule in self.counting:
+            if rule.key != wk.LABEL_HOSTNAME or not rule.tracker.selects(group.namespace, group.labels):
+                continue
+            if any(self.affinity_tracker(group, t) is rule.tracker for t in group.constraints.affinity):
+                continue  # the group's own term: its own rule decides
+            hosts = {tid for tid, n in rule.tracker.counts.items() if n > 0}
+            if hosts:
+                out = hosts if out is None else out & hosts
+        return out
 
-    @staticmethod
-    def _hostname_term(group: Group) -> AffinityTerm:
-        return next(t for t in group.constraints.affinity if t.key == wk.LABEL_HOSTNAME and not t.anti)
+    def hostname_affinity_full(self, group: Group) -> str:
+        """Why pods held to some nodes by hostname affinity are left over once those nodes are full."""
+        affinity = self.host_caps(group)[1]
+        if affinity is None or not any(n > 0 for n in affinity.counts.values()):
+            return (
+                f"pods whose pod affinity on {wk.LABEL_HOSTNAME} selects these pods opened a node in this plan, and "
+                "these must join it (else kube-scheduler might bind them first elsewhere and leave those pending); "
+                "it has no room left"
+            )
+        mutual = " (the pods select each other: all must share one node)"
+        return (
+            f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with pods matching {affinity.selector.describe()} have no "
+            f"room left{mutual if affinity.selects(group.namespace, group.labels) else ''}"
+        )
 
     @staticmethod
     def cap(target_id: int, caps: HostCaps) -> int:
         """How many more pods of the group a node or NodeClaim may take under hostname rules
         (``target_id`` -1: a new NodeClaim)."""
         cap = UNBOUNDED
-        for tracker, limit, self_match in caps:
+        for tracker, limit, self_match, only in caps:
+            if only is not None and target_id not in only:
+                continue
             count = tracker.counts.get(target_id, 0)
             if limit == 0:  # anti-affinity: no matching pod may share the node
                 if count:
@@ -629,12 +769,38 @@ class Topology:
         return cap
 
 
+def pinned(alternatives: Sequence[Requirements], extra: Requirements) -> tuple[Requirements, ...]:
+    """The pods' node-affinity alternatives under topology pins and exclusions (``extra``), leaving out those they
+    contradict. An intersection with no value left reads as DoesNotExist, which a node without the label meets; but
+    a domain pin needs the label, and exclusions only take values away from what the pods allow: such an
+    alternative admits no node (kube-scheduler requires a pod's topology keys on its node)."""
+    if not len(extra):
+        return tuple(alternatives)
+    out = []
+    for alt in alternatives:
+        merged = alt.add(extra)
+        if all(_still_possible(merged[key], req, alt.get(key)) for key, req in extra.items()):
+            out.append(merged)
+    return tuple(out)
+
+
+def _still_possible(merged: Requirement, pin: Requirement, own: Requirement | None) -> bool:
+    if merged.operator != "DoesNotExist":
+        return True
+    # Nothing left: fine only when the pods themselves want no such label and ``extra`` only excludes values.
+    return pin.complement and own is not None and own.operator == "DoesNotExist"
+
+
 def _allows(alternatives: Sequence[Requirements], extra: Requirements, key: str, domain: str) -> bool:
     """May a pod with these node requirements (and ``extra``) be in ``domain`` of ``key``?"""
     pinned = extra.get(key)
     if pinned is not None and not pinned.has(domain):
         return False
     return any((req := alt.get(key)) is None or req.has(domain) for alt in alternatives)
+
+
+def counts_any(counts: Mapping[str, int]) -> bool:
+    return any(n > 0 for n in counts.values())
 
 
 def water_fill(counts: Mapping[str, int], domains: Sequence[str], n: int) -> dict[str, int]:

@@ -199,6 +199,10 @@ class NodeInput:
     in_flight: bool = False
     schedulable: bool = True
     running: tuple[RunningPod, ...] = ()  # labels and anti-affinity of the pods on it
+    # On its way out (being deleted, or a disruption candidate in a simulation): not schedulable, and its domains
+    # hold no topology spread's minimum (Karpenter leaves such nodes out of its state nodes). A node only cordoned
+    # still has its domains, as kube-scheduler counts them.
+    leaving: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,14 @@ each outcome, so every rule must hold whichever outcome each launch picks (each 
 
 "Surely in domain v": the node's only possible value is v, or the pods are on the same node.
 
-Not modelled: existing nodes' labels are taken as they are (an in-flight NodeClaim without a zone label stays
-without one), and preferences (weighted terms, ScheduleAnyway) are not checked.
+A node on its way out (``NodeInput.leaving``) is gone after launch, with its pods. Not modelled: existing nodes'
+labels are taken as they are (an in-flight NodeClaim without a zone label stays without one), and preferences
+(weighted terms, ScheduleAnyway) are not checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodeflow.api import labels as wk
@@ -183,6 +184,8 @@ class _Checker:
             self.hosts.append(host)
         placed = {e.name: e.pods for e in result.existing}
         for node in inp.nodes:
+            if node.leaving and node.name not in placed:
+                continue  # on its way out: gone after launch, with its pods
             initializing = node.in_flight or (
                 node.nodepool is not None and node.labels.get(wk.LABEL_INITIALIZED) != "true"
             )
@@ -320,14 +323,14 @@ class _Checker:
 
     # -- required pod affinity -----------------------------------------------------------------------------------------
     def _affinities(self) -> None:
-        carriers: dict[AffinityTerm, list[tuple[PodInput, int]]] = {}
+        carriers: dict[tuple[AffinityTerm, ...], list[tuple[PodInput, int]]] = {}
         for index, host in enumerate(self.hosts):
             for pod in host.new:
-                for term in pod.affinity:
-                    if not term.anti and term.weight == 0:
-                        carriers.setdefault(term, []).append((pod, index))
-        for term, placed in carriers.items():
-            self._affinity(term, placed)
+                terms = tuple(t for t in pod.affinity if not t.anti and t.weight == 0)
+                if terms:
+                    carriers.setdefault(terms, []).append((pod, index))
+        for terms, placed in carriers.items():
+            self._affinity(terms, placed)
 
     def _surely(self, index: int, key: str) -> str | None:
         """The one value of ``key`` a node may have (None: several, or the label may be missing)."""
@@ -337,49 +340,73 @@ class _Checker:
             return value
         return None
 
-    def _affinity(self, term: AffinityTerm, placed: list[tuple[PodInput, int]]) -> None:
-        key = term.key
-        label = f"pod affinity {key} selector {term.selector.describe()}"
-        carrying = {pod.key for pod, _ in placed}
-        seeds = {m.host for m in self.members if term.selects(m.namespace, m.labels) and m.name not in carrying}
+    def _affinity(self, terms: tuple[AffinityTerm, ...], placed: list[tuple[PodInput, int]]) -> None:
+        """kube-scheduler counts, per topology pair, the pods that match ALL of the carrier's terms, on nodes
+        with the term's key; a carrier needs a count in its node's domain for every term, or an empty count
+        (no such pod anywhere) and to match its terms itself."""
+        keys = sorted({t.key for t in terms})
+        label = "pod affinity " + "; ".join(f"{t.key} selector {t.selector.describe()}" for t in terms)
+
+        def matches(namespace: str, labels: Mapping[str, str]) -> bool:
+            return all(t.selects(namespace, labels) for t in terms)
+
         for pod, index in placed:
-            if None in self.hosts[index].values(key):
-                self._fail(f"{pod.key} on {self.hosts[index].name}: {label}: the node may lack the label {key}")
-        if not seeds:
-            openers = [(pod, i) for pod, i in placed if term.selects(pod.namespace, pod.labels)]
+            for key in keys:
+                if None in self.hosts[index].values(key):
+                    self._fail(f"{pod.key} on {self.hosts[index].name}: {label}: the node may lack the label {key}")
+        carrying = {pod.key for pod, _ in placed}
+        seeds = {
+            m.host
+            for m in self.members
+            if m.name not in carrying
+            and matches(m.namespace, m.labels)
+            and any(self.hosts[m.host].values(key) - {None} for key in keys)
+        }
+        if seeds:
+            unsatisfied = self._unsatisfied(placed, seeds, keys, matches)
+        else:
+            openers = {i for pod, i in placed if matches(pod.namespace, pod.labels)}
             if not openers:
-                self._fail(f"{placed[0][0].key}: {label}: no pod matches the term")
+                self._fail(f"{placed[0][0].key}: {label}: no pod matches the terms")
                 return
-            hosts = {i for _, i in placed}
-            shared = {self._surely(i, key) for i in hosts}
-            if len(hosts) > 1 and (len(shared) > 1 or None in shared):
-                where = sorted({self.hosts[i].name for i in hosts})
-                self._fail(
-                    f"{placed[0][0].key}: {label}: no other pod matches, so the first carrier bound opens the only "
-                    f"domain the rest may join, but they are on {where} (not surely one domain)"
-                )
-            return
-        # Carriers next to a matching pod (or a satisfied carrier) whichever outcome their node has.
-        satisfied = set(seeds)
-        pinned = {v for i in seeds if (v := self._surely(i, key)) is not None}
+            # Any carrier matching its terms may bind first and open the domains the rest must join.
+            unsatisfied = set()
+            for opener in sorted(openers):
+                unsatisfied |= self._unsatisfied(placed, {opener}, keys, matches)
+        for pod, index in placed:
+            if index in unsatisfied:
+                where = ", ".join(f"{k}={_show(self.hosts[index].values(k))}" for k in keys)
+                opened = "" if seeds else " (none else matches: the first carrier bound opens the domain)"
+                self._fail(f"{pod.key} on {self.hosts[index].name}: {label}: {where} may hold no matching pod{opened}")
+
+    def _unsatisfied(
+        self,
+        placed: list[tuple[PodInput, int]],
+        providers: set[int],
+        keys: Sequence[str],
+        matches: Callable[[str, Mapping[str, str]], bool],
+    ) -> set[int]:
+        """The nodes of carriers that may end up without a matching pod in their domain, given the nodes whose
+        matching pods bind first (``providers``); a satisfied carrier that matches the terms provides too."""
+        providers = set(providers)
+        satisfied: set[int] = set()
         changed = True
         while changed:
             changed = False
-            for _, index in placed:
+            for pod, index in placed:
                 if index in satisfied:
                     continue
-                if all(v in pinned for v in self.hosts[index].values(key)):
+                if all(
+                    index in providers or all(any(self._surely(y, key) == v for y in providers) for v in values)
+                    for key in keys
+                    if (values := self.hosts[index].values(key))
+                ):
                     satisfied.add(index)
-                    value = self._surely(index, key)
-                    if value is not None:
-                        pinned.add(value)
                     changed = True
-        for pod, index in placed:
-            if index not in satisfied:
-                self._fail(
-                    f"{pod.key} on {self.hosts[index].name}: {label}: its domain ({_show(self.hosts[index].values(key))}) "
-                    f"may hold no matching pod (they are surely in {sorted(pinned)})"
-                )
+                if index in satisfied and index not in providers and matches(pod.namespace, pod.labels):
+                    providers.add(index)
+                    changed = True
+        return {index for _, index in placed} - satisfied
 
     # -- required pod anti-affinity ------------------------------------------------------------------------------------
     def _anti_affinities(self) -> None:

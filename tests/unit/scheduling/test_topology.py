@@ -337,3 +337,154 @@ def test_self_affine_zone_pods_wait_for_a_matching_pod_whose_zone_the_launch_dec
     assert after_launch(inp, result) == []
     assert sorted(u.pod for u in result.unschedulable) == ["default/f-0", "default/f-1"]
     assert "the launch decides" in result.unschedulable[0].reasons["p"]
+
+
+# --- found by checking plans against kube-scheduler after launch (tests/unit/scheduling/kube_rules.py) ---------------
+
+WEB_IN = frozenset({"default"})
+
+
+def labelless(name: str) -> NodeInput:
+    """A node with room and no zone label."""
+    return NodeInput(
+        name=name,
+        labels={HOST: name, wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
+        requested={},
+    )
+
+
+def test_contradicting_zone_rules_never_send_a_pod_to_a_node_without_a_zone() -> None:
+    # Affinity pins zone-b, where a running pod it repels is: the pin and the exclusion leave no zone. (Their
+    # intersection reads as "zone DoesNotExist", which a node without a zone label met.)
+    x_sel = Selector(match_labels=(("app", "x"),))
+    running = (RunningPod("default", {"app": "web"}), RunningPod("default", {"app": "x"}))
+    terms = (AffinityTerm(ZONE, APP, WEB_IN), AffinityTerm(ZONE, x_sel, WEB_IN, anti=True))
+    x = pod("x", "500m", "1Gi", labels={"app": "x"}, affinity=terms)
+    nodes = (node("a", "zone-a"), node("b", "zone-b", running), labelless("bare"))
+    inp = SchedulingInput(pods=(x,), nodepools=(pool("p", AMD),), nodes=nodes)
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["default/x"]
+
+
+def test_a_zone_selector_and_anti_affinity_that_exclude_each_other_leave_the_pod_pending() -> None:
+    guard = RunningPod("default", {"app": "guard"}, anti_affinity=(AffinityTerm(ZONE, APP, WEB_IN, anti=True),))
+    only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
+    inp = SchedulingInput(
+        pods=web(1, requirements=only_a),
+        nodepools=(pool("p", AMD),),
+        nodes=(node("a", "zone-a", (guard,)), labelless("bare")),
+    )
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["default/web-0"]
+
+
+def test_a_spread_counts_every_zone_its_pods_allow_not_only_the_one_another_rule_pins() -> None:
+    # "db" opens zone-a for its zone self-affinity; "more" (db's labels, a zone spread on them) must join it
+    # there, and zone-b (empty) still holds the spread's minimum: more pods in zone-a would make the skew 3.
+    db_term = (AffinityTerm(ZONE, DB, WEB_IN),)
+    opener = tuple(pod(f"db-{i}", "2", "1Gi", labels={"app": "db"}, affinity=db_term) for i in range(2))
+    spread = (TopologySpread(ZONE, 1, DB),)
+    more = tuple(pod(f"more-{i}", "1", "1Gi", labels={"app": "db"}, spread=spread) for i in range(2))
+    inp = SchedulingInput(pods=opener + more, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert sorted(u.pod for u in result.unschedulable) == ["default/more-0", "default/more-1"]
+
+
+def test_self_affinity_does_not_open_a_zone_another_rule_picked_while_a_match_runs_elsewhere() -> None:
+    # A db pod runs in zone-a: the spread's pick (zone-b, emptier) may not become a zone of their own.
+    db_term = (AffinityTerm(ZONE, DB, WEB_IN),)
+    spread = (TopologySpread(ZONE, 1, DB),)
+    group = tuple(pod(f"db-{i}", "1", "1Gi", labels={"app": "db"}, affinity=db_term, spread=spread) for i in range(2))
+    existing = node("a", "zone-a", (RunningPod("default", {"app": "db"}),))
+    inp = SchedulingInput(pods=group, nodepools=(pool("p", AMD),), nodes=(existing,))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert all(zone_of(result, p.key) == "zone-a" for p in group if p.key not in {u.pod for u in result.unschedulable})
+
+
+def test_every_required_hostname_affinity_term_counts() -> None:
+    # Only the last hostname term was used: no pod matches app=other, so the pod cannot be placed.
+    terms = (AffinityTerm(HOST, Selector(match_labels=(("app", "other"),)), WEB_IN), AffinityTerm(HOST, DB, WEB_IN))
+    inp = SchedulingInput(
+        pods=(pod("db-0", "1", "1Gi", labels={"app": "db"}, affinity=terms),), nodepools=(pool("p", AMD),)
+    )
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["default/db-0"]
+
+
+def test_pods_a_self_affine_group_selects_join_the_zone_it_opened() -> None:
+    # "db" opens a zone for itself; "extra" (same labels, no rules) placed anywhere else could bind first and
+    # leave db pending (kube-scheduler lets db open a zone only while no pod matches).
+    db_term = (AffinityTerm(ZONE, DB, WEB_IN),)
+    opener = tuple(pod(f"db-{i}", "2", "1Gi", labels={"app": "db"}, affinity=db_term) for i in range(2))
+    extra = tuple(pod(f"extra-{i}", "1", "1Gi", labels={"app": "db"}) for i in range(3))
+    inp = SchedulingInput(pods=opener + extra, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert len({zone_of(result, p.key) for p in opener + extra}) == 1
+
+
+def test_pods_a_self_affine_group_selects_join_the_node_it_opened() -> None:
+    # (The opener's m.xlarge has no room left for it at its price: it grows the node rather than open another.)
+    host_term = (AffinityTerm(HOST, DB, WEB_IN),)
+    opener = tuple(pod(f"db-{i}", "1900m", "1Gi", labels={"app": "db"}, affinity=host_term) for i in range(2))
+    extra = (pod("extra", "1", "1Gi", labels={"app": "db"}),)
+    inp = SchedulingInput(pods=opener + extra, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert hosts_of(result, [p.key for p in opener + extra]) == {"nodeclaim-0": 3}
+
+
+def test_self_affinity_and_self_anti_affinity_on_hostname_put_one_pod_per_node() -> None:
+    terms = (AffinityTerm(HOST, DB, WEB_IN), AffinityTerm(HOST, DB, WEB_IN, anti=True))
+    group = tuple(pod(f"db-{i}", "1", "1Gi", labels={"app": "db"}, affinity=terms) for i in range(2))
+    inp = SchedulingInput(pods=group, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert len(result.unschedulable) == 1
+
+
+def test_pods_another_hostname_spread_counts_do_not_pile_onto_its_nodes() -> None:
+    # Both groups carry a hostname spread on the same labels (maxSkew 1 and 2): the second may not take the first's
+    # node to 2 while a new node (0) is the minimum.
+    tight = tuple(
+        pod(f"tight-{i}", "2", "1Gi", labels={"app": "db"}, spread=(TopologySpread(HOST, 1, DB),)) for i in range(1)
+    )
+    loose = tuple(
+        pod(f"loose-{i}", "1", "1Gi", labels={"app": "db"}, spread=(TopologySpread(HOST, 2, DB),)) for i in range(1)
+    )
+    inp = SchedulingInput(pods=tight + loose, nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert hosts_of(result, ["default/tight-0", "default/loose-0"]) == {"nodeclaim-0": 1, "nodeclaim-1": 1}
+
+
+def test_pods_a_spread_counts_are_placed_before_its_carriers() -> None:
+    # The carrier (larger) went first, to zone-a (all empty); the two web pods pinned to zone-a by their own
+    # selector then made it 2 against 0. Placed first, they leave the carrier zone-b.
+    carrier = pod("carrier", "2", "1Gi", labels={"app": "c"}, spread=(TopologySpread(ZONE, 1, APP),))
+    only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
+    inp = SchedulingInput(pods=(carrier, *web(2, requirements=only_a)), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert zone_of(result, "default/carrier") == "zone-b"
+
+
+def test_a_cordoned_nodes_zone_still_holds_a_spreads_minimum() -> None:
+    # kube-scheduler (and Karpenter) count the zone of a cordoned node: with zone-b at 0, zone-a takes one pod.
+    only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    cordoned = NodeInput(
+        name="old",
+        labels={ZONE: "zone-b", HOST: "old", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
+        schedulable=False,
+    )
+    inp = SchedulingInput(pods=web(3, spread=(TopologySpread(ZONE, 1, APP),)), nodepools=(only_a,), nodes=(cordoned,))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert len(result.unschedulable) == 2

@@ -132,17 +132,27 @@ def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: Scheduli
 
 def _counted_first(ordered: list[Group]) -> list[Group]:
     """Groups whose pods other groups' required topology spreads count go before those groups, largest first
-    otherwise (a cycle keeps size order). A spread is checked, after launch, against where its selector's pods end
-    up, and kube-scheduler binds pods wherever they were put: a group placed after the carriers could push a
-    carrier's domain beyond maxSkew (Karpenter, ordering by size alone, can do that)."""
+    otherwise (in a cycle, the group waiting for the fewest others goes first). A spread is checked, after launch,
+    against where its selector's pods end up, and kube-scheduler binds pods wherever they were put: a group placed
+    after the carriers could push a carrier's domain beyond maxSkew (Karpenter, ordering by size alone, can)."""
     counting = [(i, g) for i, g in enumerate(ordered) if any(not s.schedule_anyway for s in g.constraints.spread)]
     if not counting:
         return ordered
     waits = [0] * len(ordered)  # how many other groups each group's spreads count, not yet placed
     counted_by: list[list[int]] = [[] for _ in ordered]
+    by_label: dict[tuple[str, str], list[int]] = {}  # (key, value) -> the groups carrying that label
+    for j, other in enumerate(ordered):
+        for pair in other.labels.items():
+            by_label.setdefault(pair, []).append(j)
+    everyone = range(len(ordered))
     for i, carrier in counting:
         selectors = {s.selector for s in carrier.constraints.spread if not s.schedule_anyway}
-        for j, other in enumerate(ordered):
+        candidates: set[int] = set()
+        for sel in selectors:
+            anchor = sel.anchor()
+            candidates.update(everyone if anchor is None else by_label.get(anchor, ()))
+        for j in sorted(candidates):
+            other = ordered[j]
             if j != i and other.namespace == carrier.namespace and any(sel.matches(other.labels) for sel in selectors):
                 waits[i] += 1
                 counted_by[j].append(i)
@@ -155,8 +165,8 @@ def _counted_first(ordered: list[Group]) -> list[Group]:
     while len(out) < len(ordered):
         if ready:
             i = heapq.heappop(ready)
-        else:  # a cycle: the largest group left goes next
-            i = next(k for k in range(len(ordered)) if not done[k])
+        else:  # a cycle: the group left waiting for the fewest others goes next (the largest of them)
+            i = min((k for k in range(len(ordered)) if not done[k]), key=lambda k: (waits[k], k))
         if done[i]:
             continue
         done[i] = True

@@ -95,7 +95,9 @@ class _Solver:
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> SchedulingResult:
         """Place every group; groups that fail are retried once (pod affinity may target pods
-        placed later), then with one preference relaxed at a time, as Karpenter does."""
+        placed later), then with one preference relaxed at a time, as Karpenter does. A group whose
+        required spreads count the pods of a group that failed waits for that group's next try
+        (spreads are checked where their pods end up: see ``groups.group_pods``)."""
         queue = group_pods(self.inp.pods, self.inp.preference_policy == "Ignore", self.inp)
         for group in queue:
             for pod in group.pods:
@@ -103,19 +105,19 @@ class _Solver:
         retried: set[int] = set()
         while queue:
             failed: list[tuple[Group, list[str], Reasons]] = []
+            # Pods other pods' spreads count that are tried again later: those spreads' carriers wait for them.
+            again: list[Group] = []
+            deferred: list[Group] = []
             for group in queue:
+                if again and _counts_any(group, again):
+                    deferred.append(group)
+                    again.append(group)
+                    continue
                 remaining, reasons = self._place_group(group, [p.key for p in group.pods])
-                while remaining and not group.constraints.affinity and self.topology.counted(group):
-                    # Other pods' spreads count these: relaxed at once, before those are placed (see
-                    # ``groups.group_pods``), not after them.
-                    relaxed = group.preferences.relax()
-                    if relaxed is None or group.error is not None:
-                        break
-                    group = regroup(group, [p for p in group.pods if p.key in set(remaining)], relaxed[0])
-                    self.group_of.update((p.key, group) for p in group.pods)
-                    remaining, reasons = self._place_group(group, remaining)
                 if remaining:
                     failed.append((group, remaining, reasons))
+                    if self.topology.counted(group):
+                        again.append(group)
             queue = []
             for group, remaining, reasons in failed:
                 left = [p for p in group.pods if p.key in set(remaining)]
@@ -133,6 +135,7 @@ class _Solver:
                     continue
                 for key in remaining:
                     self.unschedulable.append(UnschedulablePod(key, reasons))
+            queue += deferred
         self.unschedulable.sort(key=lambda u: u.pod)
         self.packer.merge_claims()
         return self._result()
@@ -307,6 +310,17 @@ class _Solver:
             ExistingPlacement(n.input.name, tuple(n.placed), n.input.in_flight) for n in self.nodes if n.placed
         )
         return SchedulingResult(plans, existing, tuple(self.unschedulable))
+
+
+def _counts_any(group: Group, others: list[Group]) -> bool:
+    """Does a required topology spread of the group count the pods of one of ``others``?"""
+    selectors = [s.selector for s in group.constraints.spread if not s.schedule_anyway]
+    return any(
+        other is not group
+        and other.namespace == group.namespace
+        and any(sel.matches(other.labels) for sel in selectors)
+        for other in others
+    )
 
 
 def solve(inp: SchedulingInput) -> SchedulingResult:

@@ -17,7 +17,7 @@ per NodeClaim (running pods, and pods placed during the solve). From those count
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -96,7 +96,7 @@ class Topology:
     (read, never changed here); NodeClaims are counted once ``register``ed."""
 
     def __init__(
-        self, pools: Sequence[Pool], nodes: Sequence[Node], claims: Sequence[Claim], pods: Iterable[PodInput]
+        self, pools: Sequence[Pool], nodes: Sequence[Node], claims: Sequence[Claim], pods: Sequence[PodInput]
     ) -> None:
         self.pools = pools
         self.nodes = nodes
@@ -116,6 +116,16 @@ class Topology:
         # existing nodes only; placements keep them current.
         counting: dict[tuple[str, bool, Selector, frozenset[str] | None], Tracker] = {}
         self.held: dict[tuple[Selector, str, int], HeldSpread] = {}
+        # Zone-like required spreads of groups placed so far: (spread, group uid) -> (the group, the domains its
+        # pods went to). Pods the spread counts may not push those domains beyond maxSkew (``_carried_room``).
+        self.carried: dict[tuple[TopologySpread, int], tuple[Group, set[str]]] = {}
+        # Group uid -> the entries of ``held`` / ``carried`` (how many there were then) whose selector picks it.
+        self._held_for: dict[int, list[HeldSpread]] = {}
+        self._carried_for: dict[int, tuple[int, list[tuple[TopologySpread, Group, set[str]]]]] = {}
+        # The pending pods, one of each namespace, labels and node affinity (``followers``).
+        self._pods = pods
+        self._kinds: dict[tuple[str, tuple[tuple[str, str], ...], tuple[Requirements, ...]], PodInput] = {}
+        self._kinds_by: dict[tuple[str, str], list[PodInput]] = {}
         for pending in pods:
             for spread in pending.spread:
                 namespaces = frozenset({pending.namespace})
@@ -142,6 +152,10 @@ class Topology:
                 counting, key=lambda k: (k[0], k[1], k[2].describe(), sorted(k[3] or ()), k[3] is None)
             )
         ]
+        # The rules of ``counting`` by a label their selector requires (None: any), to find a group's quickly.
+        self._counting_by: dict[tuple[str, str] | None, list[int]] = {}
+        for i, rule in enumerate(self.counting):
+            self._counting_by.setdefault(rule.tracker.selector.anchor(), []).append(i)
         self._domain_cache: dict[tuple[int, Requirements, str], frozenset[str]] = {}
 
     # -- counting --------------------------------------------------------------------------------
@@ -157,9 +171,18 @@ class Topology:
             self._group_trackers.clear()  # which trackers select which group: work it out again
         return tracker
 
+    def _counting_of(self, group: Group) -> list[Counted]:
+        """The rules of ``counting`` that may select the group (those whose selector names no label the group lacks),
+        in their order."""
+        found = set(self._counting_by.get(None, ()))
+        for pair in group.labels.items():
+            found.update(self._counting_by.get(pair, ()))
+        return [self.counting[i] for i in sorted(found)]
+
     def counted(self, group: Group) -> bool:
         """Does a required topology spread of pending pods count this group's pods?"""
-        if any(rule.tracker.selects(group.namespace, group.labels) for rule in self.counting if not rule.affinity):
+        rules = self._counting_of(group)
+        if any(not rule.affinity and rule.tracker.selects(group.namespace, group.labels) for rule in rules):
             return True
         return any(ns == group.namespace and selector.matches(group.labels) for selector, ns, _ in self.held)
 
@@ -196,10 +219,15 @@ class Topology:
             tracker.counts[tid] = tracker.counts.get(tid, 0) + count
         for term in group.required_anti_affinity():
             self.anti.append((term, group.namespace, target))
-        if self.held:
-            for spread in group.constraints.spread:
-                if spread.key == wk.LABEL_HOSTNAME and not spread.schedule_anyway:
-                    self.held[(spread.selector, group.namespace, spread.max_skew)].held.add(tid)
+        for spread in group.constraints.spread:
+            if spread.schedule_anyway:
+                continue
+            if spread.key == wk.LABEL_HOSTNAME:
+                self.held[(spread.selector, group.namespace, spread.max_skew)].held.add(tid)
+                continue
+            domain = target.domain(spread.key)
+            if domain is not None:
+                self.carried.setdefault((spread, group.uid), (group, set()))[1].add(domain)
         if not isinstance(target, Node) and (matching or group.constraints.spread or group.constraints.affinity):
             target.topology = True  # a NodeClaim holding pods some topology rule looks at
 
@@ -247,24 +275,11 @@ class Topology:
         cannot use still holds the minimum down under Ignore)."""
         honor_taints = spread is None or spread.honor_node_taints
         honor_affinity = spread is None or spread.honor_node_affinity
-        values: set[str] = set()
         if not honor_affinity:
             alternatives: tuple[Requirements, ...] = (Requirements(),)
         else:
             alternatives = group.requirements if spread is None else group.own_requirements
-        for alt in alternatives:
-            full = alt.add(extra) if len(extra) else alt
-            for pool in self.pools:
-                if pool.input.error:
-                    continue
-                if honor_taints and untolerated(group.tolerations, pool.input.taints, group.effects):
-                    continue
-                if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None and (
-                    pool.reserved_requirements is None
-                    or pool.reserved_requirements.compatible(full, ALLOW_UNDEFINED) is not None
-                ):
-                    continue
-                values |= self.pool_domains(pool, full, key)
+        values = set(self.new_node_domains(group, alternatives, extra, key, honor_taints))
         check = spread if spread is not None and self._filters(group, spread) else None
         for node in self.nodes:
             if node.input.leaving:
@@ -281,6 +296,27 @@ class Topology:
                     continue
                 values.add(domain)
         return frozenset(values)
+
+    def new_node_domains(
+        self, group: Group, alternatives: Sequence[Requirements], extra: Requirements, key: str, honor_taints: bool
+    ) -> set[str]:
+        """The values of ``key`` a new node of some NodePool may have under one of ``alternatives`` (and
+        ``extra``); NodePools whose taints the group does not tolerate count only unless ``honor_taints``."""
+        values: set[str] = set()
+        for alt in alternatives:
+            full = alt.add(extra) if len(extra) else alt
+            for pool in self.pools:
+                if pool.input.error:
+                    continue
+                if honor_taints and untolerated(group.tolerations, pool.input.taints, group.effects):
+                    continue
+                if pool.requirements.compatible(full, ALLOW_UNDEFINED) is not None and (
+                    pool.reserved_requirements is None
+                    or pool.reserved_requirements.compatible(full, ALLOW_UNDEFINED) is not None
+                ):
+                    continue
+                values |= self.pool_domains(pool, full, key)
+        return values
 
     def pool_domains(self, pool: Pool, alt: Requirements, key: str) -> frozenset[str]:
         cache_key = (id(pool), alt, key)
@@ -367,17 +403,20 @@ class Topology:
         extra, blocked_targets = self.inverse_anti_affinity(group)
         items: list[SplitItem] = [s for s in group.constraints.spread if s.key != wk.LABEL_HOSTNAME]
         items += [t for t in group.constraints.affinity if t.key != wk.LABEL_HOSTNAME]
+        me = (group.namespace, group.labels)
         if self.counting:
-            own = {item.key for item in items}
+            # The keys the group's own rules pin a domain of (an anti-affinity not selecting the group only
+            # keeps it out of some).
+            own = {i.key for i in items if not isinstance(i, AffinityTerm) or not i.anti or i.selects(*me)}
             counted = [
                 c
-                for c in self.counting
+                for c in self._counting_of(group)
                 if c.key != wk.LABEL_HOSTNAME and c.tracker.selects(group.namespace, group.labels)
             ]
             # Pods that must follow a self-affine group's first domain come first (their own rules then choose
             # within it); pods a spread counts only when their own rules leave the key open.
-            mine = {id(self.affinity_tracker(group, t)) for t in group.constraints.affinity if not t.anti}
-            near = [c for c in counted if c.affinity and id(c.tracker) not in mine]
+            mine = {(t.key, id(self.affinity_tracker(group, t))) for t in group.constraints.affinity if not t.anti}
+            near = [c for c in counted if c.affinity and (c.key, id(c.tracker)) not in mine]
             items = near + items + [c for c in counted if not c.affinity and c.key not in own]
         return self._split(group, pending, extra, items, 0, blocked_targets, place)
 
@@ -392,6 +431,12 @@ class Topology:
         place: Place,
     ) -> tuple[list[str], Reasons]:
         if index == len(items):
+            if self.carried:
+                room, why = self._carried_room(group, extra)
+                if room < len(pending):
+                    left, reasons = place(group, pending[:room], extra, blocked) if room > 0 else ([], {})
+                    reasons = {name: f"{why}; {r}" for name, r in reasons.items()} or all_pools(self.pools, why)
+                    return left + pending[room:], reasons
             return place(group, pending, extra, blocked)
         item = items[index]
         if isinstance(item, Counted):
@@ -401,6 +446,42 @@ class Topology:
         if item.anti:
             return self._split_anti(group, pending, extra, items, index, blocked, item, place)
         return self._split_affinity(group, pending, extra, items, index, blocked, item, place)
+
+    def _carried_room(self, group: Group, extra: Requirements) -> tuple[int, str]:
+        """How many of the group's pods may go to the domains ``extra`` pins, given the zone-like spreads of
+        groups placed earlier that count them: a domain holding such a spread's pods may rise to maxSkew above
+        its minimum (as that spread sees it), whoever the pods are (kube-scheduler checks each carrier against the
+        final count of its domain). The group's own spreads are its own to keep. (UNBOUNDED, "") when none binds."""
+        room, why = UNBOUNDED, ""
+        cached = self._carried_for.get(group.uid)
+        if cached is None or cached[0] != len(self.carried):
+            matching = [
+                (spread, carrier, domains)
+                for (spread, uid), (carrier, domains) in self.carried.items()
+                if uid != group.uid and group.namespace == carrier.namespace and spread.selector.matches(group.labels)
+            ]
+            cached = (len(self.carried), matching)
+            self._carried_for[group.uid] = cached
+        for spread, carrier, domains in cached[1]:
+            pin = extra.get(spread.key)
+            if pin is None or pin.complement or len(pin.values) != 1:
+                continue
+            (domain,) = pin.values
+            if domain not in domains:
+                continue
+            tracker = self.tracker(spread.selector, frozenset({carrier.namespace}))
+            counts = self.domain_counts(tracker, spread.key, carrier, spread)
+            universe = self.domains(carrier, NO_PINS, spread.key, spread)
+            few = bool(spread.min_domains and len(universe) < spread.min_domains)
+            floor = 0 if few else min((counts.get(d, 0) for d in universe), default=0)
+            left = max(0, floor + spread.max_skew - counts.get(domain, 0))
+            if left < room:
+                room = left
+                why = (
+                    f"topology spread on {spread.key} (maxSkew {spread.max_skew}, selector "
+                    f"{spread.selector.describe()}) of pods already placed in {domain} counts these pods there too"
+                )
+        return room, why
 
     def _pin(self, extra: Requirements, key: str, domain: str) -> Requirements:
         return extra.add(Requirements([Requirement(key, False, frozenset({domain}))]))
@@ -432,8 +513,9 @@ class Topology:
         few_domains = bool(spread.min_domains and len(domains) < spread.min_domains)
         if self_match:
             cap = (spread.max_skew, few_domains)
+            firm = frozenset(self.new_node_domains(group, group.requirements, extra, spread.key, True))
             pending, reasons = self._fill(
-                group, pending, extra, items, index, blocked, place, spread.key, counts, closed, cap
+                group, pending, extra, items, index, blocked, place, spread.key, counts, closed, cap, firm
             )
         else:
             # The pods do not count towards their own spread: all go to the emptiest domain.
@@ -472,11 +554,14 @@ class Topology:
         counts: dict[str, int],
         closed: set[str],
         cap: tuple[int, bool] | None,
+        firm: frozenset[str] = frozenset(),
     ) -> tuple[list[str], Reasons]:
         """Fill the domains of ``counts`` not ``closed`` towards an even level (water-filling), the pods counting
-        where they go; ``cap``: (maxSkew, fewer domains than minDomains) keeps each at most maxSkew above the final
+        where they go; ``cap``: (maxSkew, fewer domains than minDomains) keeps each at most maxSkew above the
         minimum. Each domain is first probed with one pod, so a domain that cannot take any closes before the
-        others are filled; then each gets its share at once. ``counts`` and ``closed`` are kept current."""
+        others are filled; then each gets its share at once. A domain's share counts on the others reaching
+        theirs only where a new node can be made (``firm``): other domains (only existing nodes serve them, and
+        they may fill up short of their share) count as they stand. ``counts`` and ``closed`` are kept current."""
         reasons: Reasons = {}
         probed: set[str] = set()
         while pending:
@@ -484,12 +569,13 @@ class Topology:
             if not open_domains:
                 break
             quotas = water_fill(counts, open_domains, len(pending))
-            floor = 0
-            if cap is not None and not cap[1]:
-                floor = min(counts[d] + quotas.get(d, 0) for d in counts)
+            due = {d: q for d, q in quotas.items() if d in firm}  # shares yet to come that will come
             progress = False
             for domain in sorted((d for d in open_domains if quotas[d]), key=lambda d: (counts[d], d)):
-                room = UNBOUNDED if cap is None else floor + cap[0] - counts[domain]
+                room = UNBOUNDED
+                if cap is not None:
+                    floor = 0 if cap[1] else min(counts[d] + due.get(d, 0) for d in counts)
+                    room = floor + cap[0] - counts[domain]
                 take = min(quotas[domain], room, len(pending), 1 if domain not in probed else UNBOUNDED)
                 if take <= 0:
                     continue
@@ -498,6 +584,8 @@ class Topology:
                 left, why = self._split(group, pending[:take], pinned, items, index + 1, blocked, place)
                 placed = take - len(left)
                 counts[domain] += placed
+                if domain in due:
+                    due[domain] -= placed
                 progress = progress or placed > 0
                 pending = left + pending[take:]
                 if left:
@@ -549,10 +637,7 @@ class Topology:
         that domain (kube-scheduler lets the first of them bind anywhere only while no pod matches: one of these
         bound elsewhere first would leave them pending). Before that, anywhere."""
         counts = self.domain_counts(item.tracker, item.key, group, None)
-        opened = sorted(
-            (d for d, n in counts.items() if n > 0 and _allows(group.requirements, NO_PINS, item.key, d)),
-            key=lambda d: (-counts[d], d),
-        )
+        opened = sorted((d for d, n in counts.items() if n > 0), key=lambda d: (-counts[d], d))
         if not opened:
             return self._split(group, pending, extra, items, index + 1, blocked, place)
         reasons: Reasons = {}
@@ -595,9 +680,16 @@ class Topology:
         # where their node affinity excludes, and makes a node on which they would stay pending.
         bootstrap = not counts_any(counts) and not undecided and tracker.selects(group.namespace, group.labels)
         if bootstrap:
-            # Self-affinity, no matching pod where the pods may go: they open one domain of their own.
+            # Self-affinity, no matching pod where the pods may go: they open one domain of their own, where every
+            # other pending pod the term selects may follow (see ``_split_near``) if there is one.
+            followers = self.followers(tracker)
             candidates = sorted(
-                d for d in self.domains(group, extra, term.key, None) if _allows(group.requirements, extra, term.key, d)
+                (
+                    d
+                    for d in self.domains(group, extra, term.key, None)
+                    if _allows(group.requirements, extra, term.key, d)
+                ),
+                key=lambda d: (not all(_allows(alts, NO_PINS, term.key, d) for alts in followers), d),
             )
         if not candidates:
             selector = tracker.selector.describe()
@@ -630,6 +722,18 @@ class Topology:
                 # Self-affinity without earlier pods: the first domain used is the domain.
                 break
         return pending, reasons
+
+    def followers(self, tracker: Tracker) -> set[tuple[Requirements, ...]]:
+        """The node affinity of the pending pods ``tracker`` selects."""
+        if not self._kinds:
+            for pod in self._pods:
+                kind = self._kinds.setdefault((pod.namespace, tuple(sorted(pod.labels.items())), pod.requirements), pod)
+                if kind is pod:
+                    for pair in pod.labels.items():
+                        self._kinds_by.setdefault(pair, []).append(pod)
+        anchor = tracker.selector.anchor()
+        kinds = self._kinds.values() if anchor is None else self._kinds_by.get(anchor, ())
+        return {pod.requirements for pod in kinds if tracker.selects(pod.namespace, pod.labels)}
 
     def _undecided(self, tracker: Tracker, key: str, group: Group, extra: Requirements) -> bool:
         """Is a pod ``tracker`` selects on a NodeClaim whose domain of ``key`` is not decided yet, and may it land
@@ -679,45 +783,54 @@ class Topology:
         return pending, reasons
 
     # -- hostname rules ---------------------------------------------------------------------------
-    def host_caps(self, group: Group) -> tuple[HostCaps, Tracker | None]:
-        """Per-node limits from hostname spread and anti-affinity: (tracker, limit, self-match),
-        and the tracker of a required hostname affinity term, if any."""
+    def host_caps(self, group: Group) -> tuple[HostCaps, list[Tracker]]:
+        """Per-node limits from hostname spread and anti-affinity: (tracker, limit, self-match, targets),
+        and the trackers of the group's hostname affinity terms (one for all its required terms)."""
         caps: HostCaps = []
         for spread in group.constraints.spread:
             if spread.key == wk.LABEL_HOSTNAME:
                 tracker = self.tracker(spread.selector, frozenset({group.namespace}))
                 caps.append((tracker, spread.max_skew, spread.selector.matches(group.labels), None))
-        for (selector, namespace, max_skew), entry in self.held.items():
+        if self.held:
+            held = self._held_for.get(group.uid)
+            if held is None:
+                held = [
+                    e for (sel, ns, _), e in self.held.items() if ns == group.namespace and sel.matches(group.labels)
+                ]
+                self._held_for[group.uid] = held
             # The nodes holding pods that carry a hostname spread: the pods it counts count there too.
-            if namespace == group.namespace and entry.held and selector.matches(group.labels):
-                caps.append((entry.tracker, max_skew, True, entry.held))
-        affinity: Tracker | None = None
+            caps.extend((entry.tracker, entry.max_skew, True, entry.held) for entry in held if entry.held)
+        affinity: list[Tracker] = []
         for term in group.constraints.affinity:
             if term.key != wk.LABEL_HOSTNAME:
                 continue
             tracker = self.affinity_tracker(group, term)
             if term.anti:
                 caps.append((tracker, 0, term.selects(group.namespace, group.labels), None))
-            else:
-                affinity = tracker  # (every required hostname term: one tracker of them all)
+            elif all(t is not tracker for t in affinity):
+                affinity.append(tracker)
         return caps, affinity
 
-    def hostname_affinity(self, group: Group, affinity: Tracker | None) -> tuple[set[int] | None, bool, str | None]:
-        """Where required hostname affinity (``affinity``, from ``host_caps``) lets the group go:
-        (the ids of the nodes and NodeClaims it may join, None for any; whether its pods must
-        share one new node of their own instead (self-affinity, no matching pod placed yet);
-        why it cannot go anywhere, or None). Pods that other pods' hostname self-affinity selects,
-        once those opened a node in this solve, may only join it (``_near_hosts``)."""
-        near = self._near_hosts(group)
-        if affinity is None:
-            return near, False, None
-        allowed = {tid for tid, n in affinity.counts.items() if n > 0}
-        if allowed:
-            return allowed if near is None else allowed & near, False, None
-        if affinity.selects(group.namespace, group.labels):
-            return near, near is None, None
-        selector = affinity.selector.describe()
-        return None, False, f"pod affinity on {wk.LABEL_HOSTNAME}: no pod matches {selector} on any node yet"
+    def hostname_affinity(self, group: Group, affinity: list[Tracker]) -> tuple[set[int] | None, bool, str | None]:
+        """Where hostname affinity (``affinity``, from ``host_caps``) lets the group go: (the ids of the
+        nodes and NodeClaims it may join, None for any; whether its pods must share one new node of
+        their own instead (self-affinity, no matching pod placed yet); why it cannot go anywhere, or
+        None). Every term holds: the nodes with pods each selects, or, for a term selecting the
+        group's own pods and nothing else yet, one node of their own. Pods that other pods' hostname
+        self-affinity selects, once those opened a node in this solve, may only join it
+        (``_near_hosts``)."""
+        allowed = self._near_hosts(group)
+        opening = False
+        for tracker in affinity:
+            hosts = {tid for tid, n in tracker.counts.items() if n > 0}
+            if hosts:
+                allowed = hosts if allowed is None else allowed & hosts
+            elif tracker.selects(group.namespace, group.labels):
+                opening = True
+            else:
+                selector = tracker.selector.describe()
+                return None, False, f"pod affinity on {wk.LABEL_HOSTNAME}: no pod matches {selector} on any node yet"
+        return allowed, opening and allowed is None, None
 
     def _near_hosts(self, group: Group) -> set[int] | None:
         """The nodes a group must join because pending pods whose required hostname affinity selects both
@@ -726,7 +839,8 @@ class Topology:
         for rule in self.counting:
             if rule.key != wk.LABEL_HOSTNAME or not rule.tracker.selects(group.namespace, group.labels):
                 continue
-            if any(self.affinity_tracker(group, t) is rule.tracker for t in group.constraints.affinity):
+            own = (t for t in group.constraints.affinity if t.key == rule.key and not t.anti)
+            if any(self.affinity_tracker(group, t) is rule.tracker for t in own):
                 continue  # the group's own term: its own rule decides
             hosts = {tid for tid, n in rule.tracker.counts.items() if n > 0}
             if hosts:
@@ -734,18 +848,19 @@ class Topology:
         return out
 
     def hostname_affinity_full(self, group: Group) -> str:
-        """Why pods held to some nodes by hostname affinity are left over once those nodes are full."""
-        affinity = self.host_caps(group)[1]
-        if affinity is None or not any(n > 0 for n in affinity.counts.values()):
+        """Why pods held to some nodes by hostname affinity are left over once those nodes took what they could."""
+        unable = "cannot take them (full, or ruled out by their other constraints)"
+        affinity = next((t for t in self.host_caps(group)[1] if any(n > 0 for n in t.counts.values())), None)
+        if affinity is None:
             return (
                 f"pods whose pod affinity on {wk.LABEL_HOSTNAME} selects these pods opened a node in this plan, and "
                 "these must join it (else kube-scheduler might bind them first elsewhere and leave those pending); "
-                "it has no room left"
+                f"it {unable}"
             )
         mutual = " (the pods select each other: all must share one node)"
         return (
-            f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with pods matching {affinity.selector.describe()} have no "
-            f"room left{mutual if affinity.selects(group.namespace, group.labels) else ''}"
+            f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with pods matching {affinity.selector.describe()} "
+            f"{unable}{mutual if affinity.selects(group.namespace, group.labels) else ''}"
         )
 
     @staticmethod

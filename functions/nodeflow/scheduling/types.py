@@ -61,6 +61,10 @@ class Selector:
                 return False
         return True
 
+    def anchor(self) -> tuple[str, str] | None:
+        """A label every pod it selects carries, if it names one: an index key (see ``topology.Topology``)."""
+        return self.match_labels[0] if self.match_labels else None
+
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.match_labels]
         parts += [f"{k} {op} [{', '.join(sorted(vals))}]" if vals else f"{k} {op}" for k, op, vals in self.expressions]

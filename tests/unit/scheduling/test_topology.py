@@ -8,7 +8,7 @@ from benchmarks.validate import check_result
 from nodeflow.api import labels as wk
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import solve
-from nodeflow.scheduling.taints import Taint
+from nodeflow.scheduling.taints import Taint, Toleration
 from nodeflow.scheduling.topology import water_fill
 from nodeflow.scheduling.types import (
     AffinityTerm,
@@ -342,6 +342,7 @@ def test_self_affine_zone_pods_wait_for_a_matching_pod_whose_zone_the_launch_dec
 # --- found by checking plans against kube-scheduler after launch (tests/unit/scheduling/kube_rules.py) ---------------
 
 WEB_IN = frozenset({"default"})
+TOLERATE_ALL = Toleration("", "Exists")
 
 
 def labelless(name: str) -> NodeInput:
@@ -406,15 +407,20 @@ def test_self_affinity_does_not_open_a_zone_another_rule_picked_while_a_match_ru
     assert all(zone_of(result, p.key) == "zone-a" for p in group if p.key not in {u.pod for u in result.unschedulable})
 
 
-def test_every_required_hostname_affinity_term_counts() -> None:
-    # Only the last hostname term was used: no pod matches app=other, so the pod cannot be placed.
-    terms = (AffinityTerm(HOST, Selector(match_labels=(("app", "other"),)), WEB_IN), AffinityTerm(HOST, DB, WEB_IN))
-    inp = SchedulingInput(
-        pods=(pod("db-0", "1", "1Gi", labels={"app": "db"}, affinity=terms),), nodepools=(pool("p", AMD),)
+def test_required_hostname_affinity_terms_need_one_pod_matching_them_all() -> None:
+    # kube-scheduler counts the pods that match every required term: a node with one pod for each term is no home.
+    a_sel, db_sel = Selector(match_labels=(("app", "a"),)), Selector(match_labels=(("tier", "db"),))
+    terms = (AffinityTerm(HOST, a_sel, WEB_IN), AffinityTerm(HOST, db_sel, WEB_IN))
+    both = NodeInput(
+        name="n1",
+        labels={ZONE: "zone-a", HOST: "n1", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
+        running=(RunningPod("default", {"app": "a"}), RunningPod("default", {"tier": "db"})),
     )
+    inp = SchedulingInput(pods=(pod("x", "1", "1Gi", affinity=terms),), nodepools=(pool("p", AMD),), nodes=(both,))
     result = solve(inp)
     assert after_launch(inp, result) == []
-    assert [u.pod for u in result.unschedulable] == ["default/db-0"]
+    assert [u.pod for u in result.unschedulable] == ["default/x"]
 
 
 def test_pods_a_self_affine_group_selects_join_the_zone_it_opened() -> None:
@@ -488,3 +494,164 @@ def test_a_cordoned_nodes_zone_still_holds_a_spreads_minimum() -> None:
     result = solve(inp)
     assert after_launch(inp, result) == []
     assert len(result.unschedulable) == 2
+
+
+def test_a_preferred_hostname_affinity_does_not_replace_the_required_one() -> None:
+    # Only the last hostname term counted: the preferred one (to a running web pod) hid the required one (to a pod
+    # that does not exist).
+    missing = Selector(match_labels=(("app", "missing"),))
+    terms = (AffinityTerm(HOST, missing, WEB_IN), AffinityTerm(HOST, APP, None, weight=50))
+    roomy_web = NodeInput(
+        name="w",
+        labels={ZONE: "zone-a", HOST: "w", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
+        running=(RunningPod("default", {"app": "web"}),),
+    )
+    inp = SchedulingInput(pods=(pod("x", "1", "1Gi", affinity=terms),), nodepools=(pool("p", AMD),), nodes=(roomy_web,))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["default/x"]
+
+
+def test_a_spreads_carriers_wait_for_the_pods_it_counts_that_are_tried_again() -> None:
+    # The web pods first fail (a preferred affinity to nothing) and are placed, relaxed, on a later pass: the
+    # carrier waits for them, else it takes zone-a (all empty) and they land there after it (2 against 0).
+    nothing = Selector(match_labels=(("app", "nothing"),))
+    only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
+    wanting = (AffinityTerm(HOST, nothing, WEB_IN, weight=50),)
+    carrier = pod("carrier", "2", "1Gi", labels={"app": "c"}, spread=(TopologySpread(ZONE, 1, APP),))
+    inp = SchedulingInput(pods=(carrier, *web(2, requirements=only_a, affinity=wanting)), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert zone_of(result, "default/carrier") == "zone-b"
+
+
+def test_spreads_that_count_each_other_go_before_a_third_that_counts_both() -> None:
+    # Two web groups' capacity-type spreads count each other (a cycle); the zone spread of a larger carrier (few
+    # domains for minDomains 4: minimum 0) counts both. The cycle is broken inside, not by placing the carrier first.
+    only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    ct = (TopologySpread(wk.LABEL_CAPACITY_TYPE, 1, APP),)
+    tolerating = tuple(
+        pod(f"t-{i}", "250m", "1Gi", labels={"app": "web"}, spread=ct, tolerations=(TOLERATE_ALL,)) for i in range(2)
+    )
+    plain = tuple(pod(f"u-{i}", "250m", "1Gi", labels={"app": "web"}, spread=ct) for i in range(2))
+    carrier = pod("carrier", "1", "1Gi", labels={"app": "c"}, spread=(TopologySpread(ZONE, 2, APP, min_domains=4),))
+    inp = SchedulingInput(pods=(carrier, *tolerating, *plain), nodepools=(only_a,))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["default/carrier"]
+
+
+def test_pods_a_placed_spread_counts_keep_its_domains_within_max_skew() -> None:
+    # Two web groups carry the same zone spread but see different zones (taints honored: only one tolerates the
+    # tainted NodePool of zone-b, where another pod opens a node). The second may not take zone-a to 2 while zone-b
+    # holds the first's minimum at 0.
+    spread = (TopologySpread(ZONE, 1, APP, honor_node_taints=True),)
+    tainted = pool("b", AMD, taints=(Taint("dedicated", "NoSchedule", "x"),))
+    only_a = pool("a", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    first = pod("first", "2", "1Gi", labels={"app": "web"}, spread=spread, tolerations=(TOLERATE_ALL,))
+    second = pod("second", "1", "1Gi", labels={"app": "web"}, spread=spread)
+    in_b = (Requirements([Requirement.create(ZONE, "In", ["zone-b"])]),)
+    other = pod("other", "3", "1Gi", requirements=in_b, tolerations=(TOLERATE_ALL,))
+    inp = SchedulingInput(pods=(first, second, other), nodepools=(only_a, tainted))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert zone_of(result, "default/first") == "zone-a"
+    assert [u.pod for u in result.unschedulable] == ["default/second"]
+
+
+def test_a_zone_only_existing_nodes_serve_counts_as_it_stands() -> None:
+    # zone-c has room for one pod on an existing node and no NodePool: zone-a may then hold two, not three (the
+    # share zone-c could not take counted as if it would come).
+    only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
+    c_node = NodeInput(
+        name="c",
+        labels={ZONE: "zone-c", HOST: "c", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 1000, "memory": 16 * GI, "pods": 110_000},
+    )
+    inp = SchedulingInput(pods=web(5, spread=(TopologySpread(ZONE, 1, APP),)), nodepools=(only_a,), nodes=(c_node,))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    on_claims = Counter(zone for c in result.node_claims for zone in c.zones for _ in c.pods)
+    assert on_claims == {"zone-a": 2}
+    assert [(e.name, len(e.pods)) for e in result.existing] == [("c", 1)]
+
+
+def test_pods_held_to_one_node_count_its_zone_as_it_stands() -> None:
+    # "web" opens the existing node in zone-a for its hostname self-affinity; the spread's pods (same labels) must
+    # join that node, so zone-b (a NodePool's) will get none of their share: zone-a already holds 2 = maxSkew.
+    host_term = (AffinityTerm(HOST, APP, WEB_IN),)
+    opener = pod("web-open", "100m", "1Gi", labels={"app": "web"}, affinity=host_term)
+    joiner = pod("web-join", "100m", "1Gi", labels={"app": "web"})
+    spread = (TopologySpread(ZONE, 2, APP),)
+    spreading = tuple(pod(f"s-{i}", "100m", "2Gi", labels={"app": "web"}, spread=spread) for i in range(3))
+    in_b = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-b"]))
+    a_node = NodeInput(
+        name="a",
+        labels={ZONE: "zone-a", HOST: "a", wk.LABEL_ARCH: "amd64"},
+        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
+    )
+    inp = SchedulingInput(pods=(opener, joiner, *spreading), nodepools=(in_b,), nodes=(a_node,))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert sorted(u.pod for u in result.unschedulable) == [p.key for p in spreading]
+
+
+def test_a_groups_own_anti_affinity_does_not_exempt_it_from_joining_the_node_a_self_affine_group_opened() -> None:
+    # The second group repels its own labels by zone; that term is not the opener's hostname term, so it must still
+    # join the opener's node (it cannot: it stays pending) rather than open a node elsewhere.
+    only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
+    opener = pod(
+        "open", "1", "1Gi", labels={"app": "web"}, affinity=(AffinityTerm(HOST, APP, WEB_IN),), requirements=only_a
+    )
+    apart = (AffinityTerm(ZONE, APP, WEB_IN, anti=True),)
+    other = pod("other", "500m", "1Gi", labels={"app": "web"}, affinity=apart)
+    inp = SchedulingInput(pods=(opener, other), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["default/other"]
+
+
+def test_an_anti_affinity_that_does_not_select_its_own_pods_leaves_them_to_the_spread_that_counts_them() -> None:
+    # The db pod's zone anti-affinity (to pods of another namespace) pins no zone: the spread counting it must
+    # still pin it, else its NodeClaim lands anywhere and the spread's pod may share zone-a with it.
+    db_sel = Selector(expressions=(("tier", "In", frozenset({"db"})),))
+    elsewhere = (AffinityTerm(ZONE, DB, frozenset({"other"}), anti=True),)
+    db_pod = pod("db", "250m", "2Gi", labels={"app": "db", "tier": "db"}, affinity=elsewhere)
+    spread = (TopologySpread(ZONE, 1, db_sel, min_domains=4),)
+    carrier = pod("carrier", "250m", "512Mi", labels={"app": "c", "tier": "db"}, spread=spread)
+    inp = SchedulingInput(pods=(db_pod, carrier), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert zone_of(result, "default/db") != zone_of(result, "default/carrier")
+
+
+def test_a_self_affine_group_opens_a_zone_the_pods_it_selects_can_follow_it_to() -> None:
+    # The other pod (same labels, no rules) can only run in zone-b: the group opens zone-b, not zone-a.
+    db_term = (AffinityTerm(ZONE, DB, None),)
+    opener = pod("db", "1", "2Gi", labels={"app": "db"}, affinity=db_term)
+    in_b = (Requirements([Requirement.create(ZONE, "In", ["zone-b"])]),)
+    follower = PodInput(
+        key="other/db", requests={"cpu": 1000, "memory": GI, "pods": 1000}, requirements=in_b, labels={"app": "db"}
+    )
+    inp = SchedulingInput(pods=(opener, follower), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert zone_of(result, "default/db") == zone_of(result, "other/db") == "zone-b"
+
+
+def test_a_pod_that_cannot_follow_a_self_affine_group_into_its_zone_waits() -> None:
+    # The group opens zone-a (only there may it run); the other pod (same labels) can only run in zone-b: bound
+    # first there, it would leave the group pending, so it waits for the next round (the group bound by then).
+    db_term = (AffinityTerm(ZONE, DB, None),)
+    in_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
+    opener = pod("db", "1", "2Gi", labels={"app": "db"}, affinity=db_term, requirements=in_a)
+    in_b = (Requirements([Requirement.create(ZONE, "In", ["zone-b"])]),)
+    follower = PodInput(
+        key="other/db", requests={"cpu": 1000, "memory": GI, "pods": 1000}, requirements=in_b, labels={"app": "db"}
+    )
+    inp = SchedulingInput(pods=(opener, follower), nodepools=(pool("p", AMD),))
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert [u.pod for u in result.unschedulable] == ["other/db"]
+    assert "must join them there" in result.unschedulable[0].reasons["p"]

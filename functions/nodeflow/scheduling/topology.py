@@ -81,7 +81,7 @@ class Counted:
     domain is not decided counts wherever the launch puts it (kube-scheduler counts it there after launch, where
     Karpenter's Topology.Record counts it nowhere), so a spread's pods are pinned to domains, the emptiest first.
     Pods that open a domain for their self-affinity are bound there only while no other pod matches them: one of
-    these bound elsewhere first would leave them pending, so these join the domain they opened (``_split_near``)."""
+    these bound elsewhere first would leave them pending, so these join the domain they opened (``_split_counted``)."""
 
     key: str
     tracker: Tracker
@@ -608,34 +608,20 @@ class Topology:
         item: Counted,
         place: Place,
     ) -> tuple[list[str], Reasons]:
-        """Pin the group's pods to the domains of a rule that counts them (``Counted``). Pods that fit in no domain
-        it has (a key no NodePool or node offers; for pod affinity, no domain holding matching pods) are placed
-        without it: they count nowhere, or do not matter where they go."""
-        if item.affinity:
-            return self._split_near(group, pending, extra, items, index, blocked, item, place)
-        domains = self.domains(group, extra, item.key, None)
-        if not domains:
-            return self._split(group, pending, extra, items, index + 1, blocked, place)
-        counts = dict.fromkeys(domains, 0)
-        for d, n in self.domain_counts(item.tracker, item.key, group, None).items():
-            if d in counts:
-                counts[d] = n
-        return self._fill(group, pending, extra, items, index, blocked, place, item.key, counts, set(), None)
-
-    def _split_near(
-        self,
-        group: Group,
-        pending: list[str],
-        extra: Requirements,
-        items: Sequence[SplitItem],
-        index: int,
-        blocked: set[int],
-        item: Counted,
-        place: Place,
-    ) -> tuple[list[str], Reasons]:
-        """Pods a self-affinity term of other pending pods selects, once those opened a domain in this solve: into
-        that domain (kube-scheduler lets the first of them bind anywhere only while no pod matches: one of these
-        bound elsewhere first would leave them pending). Before that, anywhere."""
+        """Pin the group's pods to the domains of a rule that counts them (``Counted``). A spread's: water-filled,
+        emptiest first; pods that fit in no domain it has (a key no NodePool or node offers) are placed without
+        it, as they count nowhere. A self-affinity term's, once its pods opened a domain in this solve: into that
+        domain (kube-scheduler lets the first of them bind anywhere only while no pod matches: one of these bound
+        elsewhere first would leave them pending), and pods that cannot go there wait; before that, anywhere."""
+        if not item.affinity:
+            domains = self.domains(group, extra, item.key, None)
+            if not domains:
+                return self._split(group, pending, extra, items, index + 1, blocked, place)
+            counts = dict.fromkeys(domains, 0)
+            for d, n in self.domain_counts(item.tracker, item.key, group, None).items():
+                if d in counts:
+                    counts[d] = n
+            return self._fill(group, pending, extra, items, index, blocked, place, item.key, counts, set(), None)
         counts = self.domain_counts(item.tracker, item.key, group, None)
         opened = sorted((d for d, n in counts.items() if n > 0), key=lambda d: (-counts[d], d))
         if not opened:
@@ -681,7 +667,7 @@ class Topology:
         bootstrap = not counts_any(counts) and not undecided and tracker.selects(group.namespace, group.labels)
         if bootstrap:
             # Self-affinity, no matching pod where the pods may go: they open one domain of their own, where every
-            # other pending pod the term selects may follow (see ``_split_near``) if there is one.
+            # other pending pod the term selects may follow (see ``_split_counted``) if there is one.
             followers = self.followers(tracker)
             candidates = sorted(
                 (

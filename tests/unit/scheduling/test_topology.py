@@ -246,6 +246,14 @@ def roomy(name: str, free_cpu: int) -> NodeInput:
     )
 
 
+def checked(inp: SchedulingInput) -> SchedulingResult:
+    """The plan, which must hold as kube-scheduler sees it after launch (and pass benchmarks/validate.py)."""
+    result = solve(inp)
+    assert after_launch(inp, result) == []
+    assert check_result(inp, result) == []
+    return result
+
+
 def hosts_of(result: SchedulingResult, keys: list[str]) -> Counter[str]:
     where = {k: f"nodeclaim-{i}" for i, c in enumerate(result.node_claims) for k in c.pods}
     where.update({k: e.name for e in result.existing for k in e.pods})
@@ -307,8 +315,7 @@ def test_pods_a_zone_spread_counts_are_pinned_to_zones_so_it_holds_after_launch(
     spread = (TopologySpread(ZONE, 1, APP),)
     loose = tuple(pod(f"loose-{i}", "3", "1Gi", labels={"app": "web"}) for i in range(2))
     inp = SchedulingInput(pods=web(2, spread=spread) + loose, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     for claim in result.node_claims:
         assert len(claim.zones) == 1, claim
     assert Counter(zone_of(result, p.key) for p in inp.pods) == {"zone-a": 2, "zone-b": 2}
@@ -320,8 +327,7 @@ def test_a_pinned_counted_pod_is_where_the_spread_sees_it() -> None:
     only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
     loose = (pod("loose", "3", "1Gi", labels={"app": "web"}, requirements=only_a),)
     inp = SchedulingInput(pods=web(3, spread=spread) + loose, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert Counter(zone_of(result, p.key) for p in inp.pods) == {"zone-a": 2, "zone-b": 2}
 
 
@@ -333,8 +339,7 @@ def test_self_affine_zone_pods_wait_for_a_matching_pod_whose_zone_the_launch_dec
     target = pod("target", "3", "1Gi", labels={"app": "db"})
     followers = tuple(pod(f"f-{i}", "1", "1Gi", labels={"app": "db"}, affinity=term) for i in range(2))
     inp = SchedulingInput(pods=(target, *followers), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert sorted(u.pod for u in result.unschedulable) == ["default/f-0", "default/f-1"]
     assert "the launch decides" in result.unschedulable[0].reasons["p"]
 
@@ -345,14 +350,15 @@ WEB_IN = frozenset({"default"})
 TOLERATE_ALL = Toleration("", "Exists")
 
 
+def empty(name: str, zone: str | None, cpu: int = 4000, **kwargs: object) -> NodeInput:
+    """A node with room (nothing requested yet), in ``zone`` (None: no zone label)."""
+    labels = {HOST: name, wk.LABEL_ARCH: "amd64", **({ZONE: zone} if zone else {})}
+    allocatable = {"cpu": cpu, "memory": 16 * GI, "pods": 110_000}
+    return NodeInput(name=name, labels=labels, allocatable=allocatable, **kwargs)  # type: ignore[arg-type]
+
+
 def labelless(name: str) -> NodeInput:
-    """A node with room and no zone label."""
-    return NodeInput(
-        name=name,
-        labels={HOST: name, wk.LABEL_ARCH: "amd64"},
-        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
-        requested={},
-    )
+    return empty(name, None)
 
 
 def test_contradicting_zone_rules_never_send_a_pod_to_a_node_without_a_zone() -> None:
@@ -364,8 +370,7 @@ def test_contradicting_zone_rules_never_send_a_pod_to_a_node_without_a_zone() ->
     x = pod("x", "500m", "1Gi", labels={"app": "x"}, affinity=terms)
     nodes = (node("a", "zone-a"), node("b", "zone-b", running), labelless("bare"))
     inp = SchedulingInput(pods=(x,), nodepools=(pool("p", AMD),), nodes=nodes)
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["default/x"]
 
 
@@ -377,8 +382,7 @@ def test_a_zone_selector_and_anti_affinity_that_exclude_each_other_leave_the_pod
         nodepools=(pool("p", AMD),),
         nodes=(node("a", "zone-a", (guard,)), labelless("bare")),
     )
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["default/web-0"]
 
 
@@ -390,8 +394,7 @@ def test_a_spread_counts_every_zone_its_pods_allow_not_only_the_one_another_rule
     spread = (TopologySpread(ZONE, 1, DB),)
     more = tuple(pod(f"more-{i}", "1", "1Gi", labels={"app": "db"}, spread=spread) for i in range(2))
     inp = SchedulingInput(pods=opener + more, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert sorted(u.pod for u in result.unschedulable) == ["default/more-0", "default/more-1"]
 
 
@@ -402,8 +405,7 @@ def test_self_affinity_does_not_open_a_zone_another_rule_picked_while_a_match_ru
     group = tuple(pod(f"db-{i}", "1", "1Gi", labels={"app": "db"}, affinity=db_term, spread=spread) for i in range(2))
     existing = node("a", "zone-a", (RunningPod("default", {"app": "db"}),))
     inp = SchedulingInput(pods=group, nodepools=(pool("p", AMD),), nodes=(existing,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert all(zone_of(result, p.key) == "zone-a" for p in group if p.key not in {u.pod for u in result.unschedulable})
 
 
@@ -411,15 +413,9 @@ def test_required_hostname_affinity_terms_need_one_pod_matching_them_all() -> No
     # kube-scheduler counts the pods that match every required term: a node with one pod for each term is no home.
     a_sel, db_sel = Selector(match_labels=(("app", "a"),)), Selector(match_labels=(("tier", "db"),))
     terms = (AffinityTerm(HOST, a_sel, WEB_IN), AffinityTerm(HOST, db_sel, WEB_IN))
-    both = NodeInput(
-        name="n1",
-        labels={ZONE: "zone-a", HOST: "n1", wk.LABEL_ARCH: "amd64"},
-        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
-        running=(RunningPod("default", {"app": "a"}), RunningPod("default", {"tier": "db"})),
-    )
+    both = empty("n1", "zone-a", running=(RunningPod("default", {"app": "a"}), RunningPod("default", {"tier": "db"})))
     inp = SchedulingInput(pods=(pod("x", "1", "1Gi", affinity=terms),), nodepools=(pool("p", AMD),), nodes=(both,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["default/x"]
 
 
@@ -430,8 +426,7 @@ def test_pods_a_self_affine_group_selects_join_the_zone_it_opened() -> None:
     opener = tuple(pod(f"db-{i}", "2", "1Gi", labels={"app": "db"}, affinity=db_term) for i in range(2))
     extra = tuple(pod(f"extra-{i}", "1", "1Gi", labels={"app": "db"}) for i in range(3))
     inp = SchedulingInput(pods=opener + extra, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert len({zone_of(result, p.key) for p in opener + extra}) == 1
 
 
@@ -441,8 +436,7 @@ def test_pods_a_self_affine_group_selects_join_the_node_it_opened() -> None:
     opener = tuple(pod(f"db-{i}", "1900m", "1Gi", labels={"app": "db"}, affinity=host_term) for i in range(2))
     extra = (pod("extra", "1", "1Gi", labels={"app": "db"}),)
     inp = SchedulingInput(pods=opener + extra, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert hosts_of(result, [p.key for p in opener + extra]) == {"nodeclaim-0": 3}
 
 
@@ -450,8 +444,7 @@ def test_self_affinity_and_self_anti_affinity_on_hostname_put_one_pod_per_node()
     terms = (AffinityTerm(HOST, DB, WEB_IN), AffinityTerm(HOST, DB, WEB_IN, anti=True))
     group = tuple(pod(f"db-{i}", "1", "1Gi", labels={"app": "db"}, affinity=terms) for i in range(2))
     inp = SchedulingInput(pods=group, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert len(result.unschedulable) == 1
 
 
@@ -465,8 +458,7 @@ def test_pods_another_hostname_spread_counts_do_not_pile_onto_its_nodes() -> Non
         pod(f"loose-{i}", "1", "1Gi", labels={"app": "db"}, spread=(TopologySpread(HOST, 2, DB),)) for i in range(1)
     )
     inp = SchedulingInput(pods=tight + loose, nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert hosts_of(result, ["default/tight-0", "default/loose-0"]) == {"nodeclaim-0": 1, "nodeclaim-1": 1}
 
 
@@ -476,23 +468,16 @@ def test_pods_a_spread_counts_are_placed_before_its_carriers() -> None:
     carrier = pod("carrier", "2", "1Gi", labels={"app": "c"}, spread=(TopologySpread(ZONE, 1, APP),))
     only_a = (Requirements([Requirement.create(ZONE, "In", ["zone-a"])]),)
     inp = SchedulingInput(pods=(carrier, *web(2, requirements=only_a)), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert zone_of(result, "default/carrier") == "zone-b"
 
 
 def test_a_cordoned_nodes_zone_still_holds_a_spreads_minimum() -> None:
     # kube-scheduler (and Karpenter) count the zone of a cordoned node: with zone-b at 0, zone-a takes one pod.
     only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
-    cordoned = NodeInput(
-        name="old",
-        labels={ZONE: "zone-b", HOST: "old", wk.LABEL_ARCH: "amd64"},
-        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
-        schedulable=False,
-    )
+    cordoned = empty("old", "zone-b", schedulable=False)
     inp = SchedulingInput(pods=web(3, spread=(TopologySpread(ZONE, 1, APP),)), nodepools=(only_a,), nodes=(cordoned,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert len(result.unschedulable) == 2
 
 
@@ -501,15 +486,9 @@ def test_a_preferred_hostname_affinity_does_not_replace_the_required_one() -> No
     # that does not exist).
     missing = Selector(match_labels=(("app", "missing"),))
     terms = (AffinityTerm(HOST, missing, WEB_IN), AffinityTerm(HOST, APP, None, weight=50))
-    roomy_web = NodeInput(
-        name="w",
-        labels={ZONE: "zone-a", HOST: "w", wk.LABEL_ARCH: "amd64"},
-        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
-        running=(RunningPod("default", {"app": "web"}),),
-    )
+    roomy_web = empty("w", "zone-a", running=(RunningPod("default", {"app": "web"}),))
     inp = SchedulingInput(pods=(pod("x", "1", "1Gi", affinity=terms),), nodepools=(pool("p", AMD),), nodes=(roomy_web,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["default/x"]
 
 
@@ -521,8 +500,7 @@ def test_a_spreads_carriers_wait_for_the_pods_it_counts_that_are_tried_again() -
     wanting = (AffinityTerm(HOST, nothing, WEB_IN, weight=50),)
     carrier = pod("carrier", "2", "1Gi", labels={"app": "c"}, spread=(TopologySpread(ZONE, 1, APP),))
     inp = SchedulingInput(pods=(carrier, *web(2, requirements=only_a, affinity=wanting)), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert zone_of(result, "default/carrier") == "zone-b"
 
 
@@ -537,8 +515,7 @@ def test_spreads_that_count_each_other_go_before_a_third_that_counts_both() -> N
     plain = tuple(pod(f"u-{i}", "250m", "1Gi", labels={"app": "web"}, spread=ct) for i in range(2))
     carrier = pod("carrier", "1", "1Gi", labels={"app": "c"}, spread=(TopologySpread(ZONE, 2, APP, min_domains=4),))
     inp = SchedulingInput(pods=(carrier, *tolerating, *plain), nodepools=(only_a,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["default/carrier"]
 
 
@@ -554,8 +531,7 @@ def test_pods_a_placed_spread_counts_keep_its_domains_within_max_skew() -> None:
     in_b = (Requirements([Requirement.create(ZONE, "In", ["zone-b"])]),)
     other = pod("other", "3", "1Gi", requirements=in_b, tolerations=(TOLERATE_ALL,))
     inp = SchedulingInput(pods=(first, second, other), nodepools=(only_a, tainted))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert zone_of(result, "default/first") == "zone-a"
     assert [u.pod for u in result.unschedulable] == ["default/second"]
 
@@ -564,14 +540,9 @@ def test_a_zone_only_existing_nodes_serve_counts_as_it_stands() -> None:
     # zone-c has room for one pod on an existing node and no NodePool: zone-a may then hold two, not three (the
     # share zone-c could not take counted as if it would come).
     only_a = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-a"]))
-    c_node = NodeInput(
-        name="c",
-        labels={ZONE: "zone-c", HOST: "c", wk.LABEL_ARCH: "amd64"},
-        allocatable={"cpu": 1000, "memory": 16 * GI, "pods": 110_000},
-    )
+    c_node = empty("c", "zone-c", cpu=1000)
     inp = SchedulingInput(pods=web(5, spread=(TopologySpread(ZONE, 1, APP),)), nodepools=(only_a,), nodes=(c_node,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     on_claims = Counter(zone for c in result.node_claims for zone in c.zones for _ in c.pods)
     assert on_claims == {"zone-a": 2}
     assert [(e.name, len(e.pods)) for e in result.existing] == [("c", 1)]
@@ -586,14 +557,9 @@ def test_pods_held_to_one_node_count_its_zone_as_it_stands() -> None:
     spread = (TopologySpread(ZONE, 2, APP),)
     spreading = tuple(pod(f"s-{i}", "100m", "2Gi", labels={"app": "web"}, spread=spread) for i in range(3))
     in_b = pool("p", AMD, Requirement.create(ZONE, "In", ["zone-b"]))
-    a_node = NodeInput(
-        name="a",
-        labels={ZONE: "zone-a", HOST: "a", wk.LABEL_ARCH: "amd64"},
-        allocatable={"cpu": 4000, "memory": 16 * GI, "pods": 110_000},
-    )
+    a_node = empty("a", "zone-a")
     inp = SchedulingInput(pods=(opener, joiner, *spreading), nodepools=(in_b,), nodes=(a_node,))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert sorted(u.pod for u in result.unschedulable) == [p.key for p in spreading]
 
 
@@ -607,8 +573,7 @@ def test_a_groups_own_anti_affinity_does_not_exempt_it_from_joining_the_node_a_s
     apart = (AffinityTerm(ZONE, APP, WEB_IN, anti=True),)
     other = pod("other", "500m", "1Gi", labels={"app": "web"}, affinity=apart)
     inp = SchedulingInput(pods=(opener, other), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["default/other"]
 
 
@@ -621,8 +586,7 @@ def test_an_anti_affinity_that_does_not_select_its_own_pods_leaves_them_to_the_s
     spread = (TopologySpread(ZONE, 1, db_sel, min_domains=4),)
     carrier = pod("carrier", "250m", "512Mi", labels={"app": "c", "tier": "db"}, spread=spread)
     inp = SchedulingInput(pods=(db_pod, carrier), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert zone_of(result, "default/db") != zone_of(result, "default/carrier")
 
 
@@ -635,8 +599,7 @@ def test_a_self_affine_group_opens_a_zone_the_pods_it_selects_can_follow_it_to()
         key="other/db", requests={"cpu": 1000, "memory": GI, "pods": 1000}, requirements=in_b, labels={"app": "db"}
     )
     inp = SchedulingInput(pods=(opener, follower), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert zone_of(result, "default/db") == zone_of(result, "other/db") == "zone-b"
 
 
@@ -651,7 +614,6 @@ def test_a_pod_that_cannot_follow_a_self_affine_group_into_its_zone_waits() -> N
         key="other/db", requests={"cpu": 1000, "memory": GI, "pods": 1000}, requirements=in_b, labels={"app": "db"}
     )
     inp = SchedulingInput(pods=(opener, follower), nodepools=(pool("p", AMD),))
-    result = solve(inp)
-    assert after_launch(inp, result) == []
+    result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["other/db"]
     assert "must join them there" in result.unschedulable[0].reasons["p"]

@@ -565,9 +565,13 @@ class Packer:
         """Add the group's pods to open NodeClaims (only to ``allowed`` ones, growing them if need be, when hostname
         affinity names them), in order; the rest is returned. ``whole`` > 0: the pods must share one node, so only
         the first NodeClaim that takes at least that many is used."""
-        # Zone / capacity-type pins of the group: a cheap first test before the resource check.
+        # Zone / capacity-type pins of the group (one value each): a cheap first test before the resource check.
         pins = (
-            [(k, next(iter(r.values))) for k, r in alts[0].items() if k in OFFERING_KEYS and r.operator == "In"]
+            [
+                (k, next(iter(r.values)))
+                for k, r in alts[0].items()
+                if k in OFFERING_KEYS and r.operator == "In" and len(r.values) == 1
+            ]
             if len(alts) == 1
             else []
         )

@@ -21,7 +21,7 @@ from nodeflow.scheduling.types import (
     TopologySpread,
 )
 
-from .fakes import GI, pod, pool
+from .fakes import GI, itype, pod, pool
 from .kube_rules import after_launch
 
 APP = Selector(match_labels=(("app", "web"),))
@@ -29,8 +29,8 @@ ZONE, HOST = wk.LABEL_ZONE, wk.LABEL_HOSTNAME
 AMD = Requirement.create(wk.LABEL_ARCH, "In", ["amd64"])
 
 
-def web(n: int, **kwargs: object) -> tuple[PodInput, ...]:
-    return tuple(pod(f"web-{i}", "1", "1Gi", labels={"app": "web"}, **kwargs) for i in range(n))
+def web(n: int, cpu: str = "1", **kwargs: object) -> tuple[PodInput, ...]:
+    return tuple(pod(f"web-{i}", cpu, "1Gi", labels={"app": "web"}, **kwargs) for i in range(n))
 
 
 def zone_of(result: SchedulingResult, key: str) -> str:
@@ -617,3 +617,17 @@ def test_a_pod_that_cannot_follow_a_self_affine_group_into_its_zone_waits() -> N
     result = checked(inp)
     assert [u.pod for u in result.unschedulable] == ["other/db"]
     assert "must join them there" in result.unschedulable[0].reasons["p"]
+
+
+def test_pods_allowed_several_zones_join_open_node_claims_in_any_of_them() -> None:
+    # The quick pre-check of open NodeClaims took one of the pods' zones (whichever a set iteration gave first)
+    # as if it were their only zone: NodeClaims in the others were passed over, and the plan followed the hash seed.
+    zones3 = ("zone-a", "zone-b", "zone-c")
+    types = (itype("m.large", 2, 8, 0.10, zones=zones3), itype("m.xlarge", 4, 16, 0.20, zones=zones3))
+    three = pool("p", AMD, Requirement.create(ZONE, "In", list(zones3)), instance_types=types)
+    big = web(3, spread=(TopologySpread(ZONE, 1, APP),), cpu="1500m")
+    anywhere = (Requirements([Requirement.create(ZONE, "In", list(zones3))]),)
+    small = tuple(pod(f"small-{i}", "250m", "1Gi", requirements=anywhere) for i in range(3))
+    inp = SchedulingInput(pods=big + small, nodepools=(three,))
+    result = checked(inp)
+    assert sorted(len(c.pods) for c in result.node_claims) == [2, 2, 2]

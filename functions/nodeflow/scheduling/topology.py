@@ -8,10 +8,16 @@ per NodeClaim (running pods, and pods placed during the solve). From those count
   offerings or enumerated values, eligible nodes, pinned NodeClaims) and its pods in each;
 * ``split_group``: the group's zone-like spread and pod (anti-)affinity rules, one after the
   other, each pinning a share of the pods to one domain (``water_fill`` levels spread shares);
-  the placement itself is the caller's ``place`` callback;
+  the placement itself is the caller's ``place`` callback. Other pending pods' rules that count
+  the group's pods (``Counted``: required spreads, self-affinity that opened a domain in this
+  solve) pin them too, and spreads of groups placed earlier cap the domains holding their
+  pods (``_carried_room``): the plan must hold as kube-scheduler sees it after launch,
+  whatever zone each launch picks and whichever pod binds first;
 * ``host_caps`` / ``cap`` / ``hostname_affinity``: per-node limits from hostname spread and
-  anti-affinity, and the nodes hostname affinity allows;
+  anti-affinity (also other pods' hostname spreads, ``HeldSpread``), and the nodes hostname
+  affinity allows;
 * ``inverse_anti_affinity``: where placed pods' required anti-affinity keeps a group out;
+  ``pinned``: node-affinity alternatives under topology pins, contradictions dropped;
 * ``record`` / ``register``: book placed pods so the counts stay current.
 """
 

@@ -490,6 +490,7 @@ def _node_input(
         nodepool=labels.get(wk.LABEL_NODEPOOL),
         schedulable=not node.spec.unschedulable and node.metadata.deletion_timestamp is None and not deleting,
         running=running,
+        leaving=node.metadata.deletion_timestamp is not None or deleting,
     )
 
 

@@ -323,7 +323,9 @@ class Simulator:
         closed: frozenset[str],
         limits: tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]] = ((), ()),
     ) -> SchedulingResult:
-        kept = tuple(n if n.name not in closed else dataclasses.replace(n, schedulable=False) for n in nodes)
+        kept = tuple(
+            n if n.name not in closed else dataclasses.replace(n, schedulable=False, leaving=True) for n in nodes
+        )
         if limits[0] or limits[1]:
             return solve(
                 dataclasses.replace(self.base, pods=pods, nodes=kept, ceilings=limits[0], group_limits=limits[1])

@@ -77,10 +77,12 @@ def place_on_nodes(
     caps: HostCaps,
     blocked: set[int],
     allowed: set[int] | None,
+    whole: int = 0,
 ) -> list[str]:
     """Put as many of the group's pending pods as fit on the nodes, in order; the rest is returned.
     ``caps`` are the hostname limits, ``blocked`` / ``allowed`` the node ids that anti-affinity
-    rules out / that hostname affinity permits (None: any)."""
+    rules out / that hostname affinity permits (None: any). ``whole`` > 0: the pods must share one
+    node (hostname self-affinity), so only the first node that takes at least that many is used."""
     for node in nodes:
         if not pending:
             break
@@ -100,13 +102,15 @@ def place_on_nodes(
         if group.host_ports:
             count = min(count, 0 if ports_conflict(group.host_ports, node.ports) else 1)
         take = min(count, len(pending))
-        if take <= 0:
+        if take <= 0 or take < whole:
             continue
         node.used = res.add(node.used, group.requests, take)
         node.ports |= group.host_ports
         node.placed.extend(pending[:take])
         topology.record(group, node, take)
         pending = pending[take:]
+        if whole:
+            break
     return pending
 
 

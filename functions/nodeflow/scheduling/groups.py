@@ -3,6 +3,7 @@ groups are tried largest first, as Karpenter's queue orders pods."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ class Group:
 
     def required_anti_affinity(self) -> tuple[AffinityTerm, ...]:
         return tuple(t for t in self.first.affinity if t.anti and t.weight == 0)
+
+    def required_affinity(self) -> tuple[AffinityTerm, ...]:
+        return tuple(t for t in self.first.affinity if not t.anti and t.weight == 0)
 
     def tolerates(self, taints: Iterable[Taint]) -> bool:
         """Do the group's pods tolerate these taints (for the effects they must tolerate now)?"""
@@ -123,7 +127,55 @@ def group_pods(pods: Sequence[PodInput], ignore_preferences: bool, inp: Scheduli
     for group in ordered:
         group.pods.sort(key=lambda p: p.key)
     ordered.sort(key=_size_order)
-    return ordered
+    return _counted_first(ordered)
+
+
+def _counted_first(ordered: list[Group]) -> list[Group]:
+    """Groups whose pods other groups' required topology spreads count go before those groups, largest first
+    otherwise (in a cycle, the group waiting for the fewest others goes first). A spread is checked, after launch,
+    against where its selector's pods end up, and kube-scheduler binds pods wherever they were put: a group placed
+    after the carriers could push a carrier's domain beyond maxSkew (Karpenter, ordering by size alone, can)."""
+    counting = [(i, g) for i, g in enumerate(ordered) if any(not s.schedule_anyway for s in g.constraints.spread)]
+    if not counting:
+        return ordered
+    waits = [0] * len(ordered)  # how many other groups each group's spreads count, not yet placed
+    counted_by: list[list[int]] = [[] for _ in ordered]
+    by_label: dict[tuple[str, str], list[int]] = {}  # (key, value) -> the groups carrying that label
+    for j, other in enumerate(ordered):
+        for pair in other.labels.items():
+            by_label.setdefault(pair, []).append(j)
+    everyone = range(len(ordered))
+    for i, carrier in counting:
+        selectors = {s.selector for s in carrier.constraints.spread if not s.schedule_anyway}
+        candidates: set[int] = set()
+        for sel in selectors:
+            anchor = sel.anchor()
+            candidates.update(everyone if anchor is None else by_label.get(anchor, ()))
+        for j in sorted(candidates):
+            other = ordered[j]
+            if j != i and other.namespace == carrier.namespace and any(sel.matches(other.labels) for sel in selectors):
+                waits[i] += 1
+                counted_by[j].append(i)
+    if not any(waits):
+        return ordered
+    ready = [i for i in range(len(ordered)) if waits[i] == 0]
+    heapq.heapify(ready)
+    done = [False] * len(ordered)
+    out: list[Group] = []
+    while len(out) < len(ordered):
+        if ready:
+            i = heapq.heappop(ready)
+        else:  # a cycle: the group left waiting for the fewest others goes next (the largest of them)
+            i = min((k for k in range(len(ordered)) if not done[k]), key=lambda k: (waits[k], k))
+        if done[i]:
+            continue
+        done[i] = True
+        out.append(ordered[i])
+        for k in counted_by[i]:
+            waits[k] -= 1
+            if waits[k] == 0 and not done[k]:
+                heapq.heappush(ready, k)
+    return out
 
 
 def _size_order(group: Group) -> tuple[int, int, int, str]:

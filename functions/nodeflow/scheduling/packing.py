@@ -597,7 +597,11 @@ class Packer:
         caps: HostCaps,
         blocked: set[int],
         allowed: set[int] | None,
+        whole: int = 0,
     ) -> list[str]:
+        """Add the group's pods to open NodeClaims (only to ``allowed`` ones, growing them if need be, when hostname
+        affinity names them), in order; the rest is returned. ``whole`` > 0: the pods must share one node, so only
+        the first NodeClaim that takes at least that many is used."""
         # Zone / capacity-type values the group allows: a cheap first test before the resource check (a NodeClaim
         # pinned to none of them is skipped). Every allowed value counts, not one of them taken as "the" pin.
         pins = (
@@ -618,6 +622,7 @@ class Packer:
             # left on old ones is small, and scanning tens of thousands per group is not.
             recent = self.open_claims[-_OPEN_WINDOW:]
             candidates = [c for c in recent if c.free[0] >= cpu and c.free[1] >= memory and c.free[2] > 0]
+        before = len(pending)
         for claim in candidates:
             if not pending:
                 break
@@ -644,7 +649,7 @@ class Packer:
             for alt in alts:
                 if claim.requirements.compatible(alt, ALLOW_UNDEFINED) is not None:
                     continue
-                take = self._add_to_claim(claim, group, alt, min(len(pending), cap), upsize)
+                take = self._add_to_claim(claim, group, alt, min(len(pending), cap), upsize, whole)
                 if take:
                     claim.pods.extend(pending[:take])
                     self.topology.record(group, claim, take)
@@ -652,6 +657,8 @@ class Packer:
                     free, least = claim.free, self.min_request
                     closed = closed or free[0] < least[0] or free[1] < least[1] or free[2] < least[2]
                     break
+            if whole and len(pending) < before:
+                break
         if closed:
             least = self.min_request
             self.open_claims = [
@@ -827,9 +834,11 @@ class Packer:
         self._max_alloc_cache[id(types)] = (types, most)
         return most
 
-    def _add_to_claim(self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False) -> int:
+    def _add_to_claim(
+        self, claim: Claim, group: Group, alt: Requirements, count: int, upsize: bool = False, least: int = 0
+    ) -> int:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
-        ``upsize``: pods that can only go here may move it onto a larger type)."""
+        ``upsize``: pods that can only go here may move it onto a larger type); none unless at least ``least``."""
         upsize = upsize or claim.upsize
         reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
         if reqs == claim.requirements:
@@ -845,7 +854,7 @@ class Packer:
         if group.host_ports:
             best = min(best, 1)
         take = min(best, count)
-        if take <= 0:
+        if take <= 0 or take < least:
             return 0
         used = res.add(claim.used, group.requests, take)
         strict = claim.pool.min_values and self.strict_min_values
@@ -883,7 +892,7 @@ class Packer:
         ``together``: as many of them as one node holds, on one node (pods with hostname affinity
         to each other, or a hostname spread's share of a new node)."""
         reasons: dict[str, list[str]] = {}
-        count = len(pending) if together else min(len(pending), cap)
+        count = min(len(pending), cap)
         denied = group.denied
         for alt_index, alt in enumerate(alts):
             for pool in self.pools:

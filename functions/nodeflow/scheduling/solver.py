@@ -61,7 +61,7 @@ from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, daemo
 from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
 from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.topology import UNBOUNDED, Topology, water_fill
+from nodeflow.scheduling.topology import UNBOUNDED, HostCaps, Topology, pinned, water_fill
 from nodeflow.scheduling.types import (
     ExistingPlacement,
     NodeClaimPlan,
@@ -114,7 +114,9 @@ class _Solver:
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> SchedulingResult:
         """Place every group; groups that fail are retried once (pod affinity may target pods
-        placed later), then with one preference relaxed at a time, as Karpenter does."""
+        placed later), then with one preference relaxed at a time, as Karpenter does. A group whose
+        required spreads count the pods of a group that failed waits for that group's next try
+        (spreads are checked where their pods end up: see ``groups.group_pods``)."""
         queue = group_pods(self.inp.pods, self.inp.preference_policy == "Ignore", self.inp)
         for group in queue:
             for pod in group.pods:
@@ -122,10 +124,19 @@ class _Solver:
         retried: set[int] = set()
         while queue:
             failed: list[tuple[Group, list[str], Reasons]] = []
+            # Pods other pods' spreads count that are tried again later: those spreads' carriers wait for them.
+            again: list[Group] = []
+            deferred: list[Group] = []
             for group in queue:
+                if again and _counts_any(group, again):
+                    deferred.append(group)
+                    again.append(group)
+                    continue
                 remaining, reasons = self._place_group(group, [p.key for p in group.pods])
                 if remaining:
                     failed.append((group, remaining, reasons))
+                    if self.topology.counted(group):
+                        again.append(group)
             queue = []
             for group, remaining, reasons in failed:
                 left = [p for p in group.pods if p.key in set(remaining)]
@@ -143,6 +154,7 @@ class _Solver:
                     continue
                 for key in remaining:
                     self.unschedulable.append(UnschedulablePod(key, reasons))
+            queue += deferred
         self.unschedulable.sort(key=lambda u: u.pod)
         self.packer.merge_claims()
         return self._result()
@@ -157,25 +169,28 @@ class _Solver:
     ) -> tuple[list[str], Reasons]:
         """Place pods of the group (pinned by ``extra``, kept off ``blocked``): existing nodes
         first, then open NodeClaims, then new ones; hostname rules limit each node."""
-        alts = tuple(alt.add(extra) for alt in group.requirements) if len(extra) else group.requirements
+        alts = pinned(group.requirements, extra)
+        if not alts:
+            why = f"its node affinity and pod topology rules leave no domain of {', '.join(sorted(extra))}"
+            return pending, all_pools(self.pools, why)
         caps, affinity = self.topology.host_caps(group)
         allowed, self_affinity, refusal = self.topology.hostname_affinity(group, affinity)
         if refusal is not None:
             return pending, all_pools(self.pools, refusal)
+        if self_affinity:
+            return self._place_together(group, pending, alts, caps, blocked)
         packer = self.packer
         pending = place_on_nodes(self.nodes, self.topology, group, pending, alts, caps, blocked, allowed)
         if pending:
             pending = packer.place_on_claims(group, pending, alts, caps, blocked, allowed)
         reasons: Reasons = {}
         if allowed is not None and pending:
-            return pending, all_pools(
-                self.pools, f"pod affinity on {wk.LABEL_HOSTNAME}: the nodes with matching pods have no room left"
-            )
+            return pending, all_pools(self.pools, self.topology.hostname_affinity_full(group))
         fresh = self.topology.cap(-1, caps)
-        grow = not self_affinity and not caps and not group.host_ports
+        grow = not caps and not group.host_ports
         # A hostname spread of maxSkew > 1 packs up to maxSkew pods on each new node (as Karpenter
         # fills a new NodeClaim), whatever count would be cheapest per pod.
-        pack = 1 < fresh < UNBOUNDED and not self_affinity
+        pack = 1 < fresh < UNBOUNDED
         while pending and fresh > 0:
             if grow and packer.few_nodes(group, alts, len(pending)):
                 # Pods for a few nodes at most: first see whether growing partly filled NodeClaims
@@ -184,21 +199,59 @@ class _Solver:
                 pending = packer.grow_claims(group, pending, alts, blocked)
                 continue
             share = pending[:fresh] if pack else pending
-            outcome = packer.new_claim(group, share, alts, fresh, together=self_affinity or pack)
+            outcome = packer.new_claim(group, share, alts, fresh, together=pack)
             if isinstance(outcome, dict):
                 reasons = outcome
                 break
             pending = pending[outcome:]
-            if self_affinity:
-                if pending:
-                    reasons = all_pools(
-                        self.pools,
-                        f"pod affinity on {wk.LABEL_HOSTNAME}: the pods must share one node and do not fit on one",
-                    )
-                break
         if pending and fresh == 0 and not reasons:
             reasons = all_pools(self.pools, f"pod anti-affinity or spread on {wk.LABEL_HOSTNAME} leaves no node for it")
         return pending, reasons
+
+    def _place_together(
+        self, group: Group, pending: list[str], alts: tuple[Requirements, ...], caps: HostCaps, blocked: set[int]
+    ) -> tuple[list[str], Reasons]:
+        """Place pods with required hostname affinity to each other, none of which is placed yet: all on one node.
+        kube-scheduler binds the first of them anywhere and every later one only next to it (as Karpenter's
+        TopologyGroup.nextDomainAffinity lets a self-affine group open a hostname only while it has no pod), so a
+        pod put on a second node would stay pending there. The first node that holds them all is used: an existing
+        node, an open NodeClaim, else a new NodeClaim sized for as many as one node holds; when no new NodeClaim can
+        be made, the first node or NodeClaim with room for some. The rest are unschedulable."""
+        count = len(pending)
+        left = self._on_one_target(group, pending, alts, caps, blocked, count)
+        if len(left) == count:
+            fresh = self.topology.cap(-1, caps)
+            outcome = self.packer.new_claim(group, pending, alts, fresh, together=True) if fresh > 0 else {}
+            if isinstance(outcome, int):
+                left = pending[outcome:]
+            else:
+                left = self._on_one_target(group, pending, alts, caps, blocked, 1)
+                if len(left) == count:
+                    why = f"pod anti-affinity or spread on {wk.LABEL_HOSTNAME} leaves no node for it"
+                    return pending, outcome or all_pools(self.pools, why)
+        if not left:
+            return left, {}
+        why = (
+            f"pod affinity on {wk.LABEL_HOSTNAME}: the pods select each other: all {count} must share one node, "
+            f"and the one they were given holds {count - len(left)}"
+        )
+        return left, all_pools(self.pools, why)
+
+    def _on_one_target(
+        self,
+        group: Group,
+        pending: list[str],
+        alts: tuple[Requirements, ...],
+        caps: HostCaps,
+        blocked: set[int],
+        least: int,
+    ) -> list[str]:
+        """The group's pods on the first existing node, else the first open NodeClaim, that takes at least
+        ``least`` of them; the rest are returned."""
+        left = place_on_nodes(self.nodes, self.topology, group, pending, alts, caps, blocked, None, least)
+        if len(left) < len(pending):
+            return left
+        return self.packer.place_on_claims(group, pending, alts, caps, blocked, None, least)
 
     # -- explanations ------------------------------------------------------------------------------
     def _where(self, key: str) -> str | None:
@@ -279,6 +332,17 @@ class _Solver:
             ExistingPlacement(n.input.name, tuple(n.placed), n.input.in_flight) for n in self.nodes if n.placed
         )
         return SchedulingResult(plans, existing, tuple(self.unschedulable))
+
+
+def _counts_any(group: Group, others: list[Group]) -> bool:
+    """Does a required topology spread of the group count the pods of one of ``others``?"""
+    selectors = [s.selector for s in group.constraints.spread if not s.schedule_anyway]
+    return any(
+        other is not group
+        and other.namespace == group.namespace
+        and any(sel.matches(other.labels) for sel in selectors)
+        for other in others
+    )
 
 
 def solve(inp: SchedulingInput) -> SchedulingResult:

@@ -62,6 +62,10 @@ class Selector:
                 return False
         return True
 
+    def anchor(self) -> tuple[str, str] | None:
+        """A label every pod it selects carries, if it names one: an index key (see ``topology.Topology``)."""
+        return self.match_labels[0] if self.match_labels else None
+
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.match_labels]
         parts += [f"{k} {op} [{', '.join(sorted(vals))}]" if vals else f"{k} {op}" for k, op, vals in self.expressions]
@@ -200,6 +204,10 @@ class NodeInput:
     in_flight: bool = False
     schedulable: bool = True
     running: tuple[RunningPod, ...] = ()  # labels and anti-affinity of the pods on it
+    # On its way out (being deleted, or a disruption candidate in a simulation): not schedulable, and its domains
+    # hold no topology spread's minimum (Karpenter leaves such nodes out of its state nodes). A node only cordoned
+    # still has its domains, as kube-scheduler counts them.
+    leaving: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from nodeflow.scheduling.types import (
 from .fakes import CATALOG, GI, ZONES
 from .fakes import pod as fake_pod
 from .fakes import pool as fake_pool
+from .kube_rules import after_launch, node_labels
 
 MI = GI // 1024
 GPU = wk.RESOURCE_NVIDIA_GPU
@@ -361,28 +362,6 @@ def assert_no_port_conflict(where: str, groups: Sequence[tuple[str, frozenset[Ho
         assert not clash, f"{name_a} and {name_b} both bind {clash[0]} on {where}"
 
 
-def node_labels(it: InstanceType, offering: Offering, claim: NodeClaimPlan, pool: NodePoolInput) -> dict[str, str]:
-    """The labels a node launched for this plan with this type and offering would carry.
-
-    Like Karpenter (``Requirements.Labels()``), the node also gets a value satisfying each of the
-    claim's requirements on a custom (not well-known) label: a pod's ``NotIn`` puts such a key on
-    the claim, and a later pod's ``In`` on the same key then narrows it to the value the node gets.
-    """
-    labels = {
-        **it.labels,
-        **pool.labels,
-        wk.LABEL_ZONE: offering.zone,
-        wk.LABEL_ZONE_ID: offering.zone_id,
-        wk.LABEL_CAPACITY_TYPE: offering.capacity_type,
-        wk.LABEL_NODEPOOL: pool.name,
-    }
-    for key, req in claim.requirements.items():
-        value = req.any_value()
-        if key not in labels and key not in wk.WELL_KNOWN_LABELS and value is not None:
-            labels[key] = value
-    return labels
-
-
 def claim_types(claim: NodeClaimPlan, pool: NodePoolInput) -> list[InstanceType]:
     by_name = {it.name: it for it in pool.instance_types}
     missing = [name for name in claim.instance_types if name not in by_name]
@@ -444,7 +423,7 @@ def check_claims(inp: SchedulingInput, result: SchedulingResult) -> None:
             offerings = allowed_offerings(it, reqs)
             assert offerings, f"{it.name} has no offering the claim allows: {claim}"
             for offering in offerings:
-                labels = node_labels(it, offering, claim, pool)
+                labels = node_labels(it, offering, claim.requirements, pool)
                 assert satisfied_by(labels, reqs), (it.name, offering, reqs)
                 assert satisfied_by(labels, pool.requirements), (it.name, offering, pool.requirements)
                 for key in claim.pods:
@@ -505,6 +484,15 @@ def test_every_pod_accounted_for_and_nothing_overcommitted(inp: SchedulingInput)
 @given(scheduling_inputs())
 def test_every_node_claim_is_sound_and_priced_cheapest_first(inp: SchedulingInput) -> None:
     check_claims(inp, solve(inp))
+
+
+@settings(PROPERTY_SETTINGS, max_examples=100)
+@given(scheduling_inputs())
+def test_every_plan_holds_after_launch(inp: SchedulingInput) -> None:
+    """kube-scheduler's rules in every launch outcome of every NodeClaim (``kube_rules``): node affinity, taints,
+    resources with the DaemonSets each outcome runs, host ports (these inputs carry no inter-pod rules; see
+    test_topology_properties for those)."""
+    assert after_launch(inp, solve(inp)) == []
 
 
 @settings(PROPERTY_SETTINGS, max_examples=150)

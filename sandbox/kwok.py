@@ -108,6 +108,8 @@ class _Pod:
     deletion: datetime | None
     host_network: bool
     spec: Mapping[str, Any]
+    pod_ip: str = ""  # kept once given: a pod's IP never changes
+    start_time: str = ""
 
 
 @dataclass(frozen=True)
@@ -463,6 +465,8 @@ class SimulatedKubelets:
                 deletion=_parse_time(deletion) if deletion else None,
                 host_network=bool(spec.get("hostNetwork")),
                 spec=spec,
+                pod_ip=str(status.get("podIP") or ""),
+                start_time=str(status.get("startTime") or ""),
             )
             self._pods.setdefault(node, {})[uid] = pod
             self._pod_node[uid] = node
@@ -485,7 +489,7 @@ class SimulatedKubelets:
             if not node.ready or pod.running or pod.terminal or pod.uid in self._busy:
                 return
             self._busy.add(pod.uid)
-            ip = node.host_ip if pod.host_network else self._allocate_ip()
+            ip = pod.pod_ip or (node.host_ip if pod.host_network else self._allocate_ip())
         self._submit(self._run_pod, pod, node.host_ip, ip)
 
     def _allocate_ip(self) -> str:
@@ -532,7 +536,7 @@ class SimulatedKubelets:
             "hostIPs": [{"ip": host_ip}] if host_ip else [],
             "podIP": pod_ip,
             "podIPs": [{"ip": pod_ip}] if pod_ip else [],
-            "startTime": stamp,
+            "startTime": pod.start_time or stamp,
             "conditions": conditions,
             "containerStatuses": containers,
         }

@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  export KUBECONFIG={plane.kubeconfig}")
         if kubectl is not None:
             print(f"  {kubectl} get nodes,pods -A   (a kubectl of the server's version)")
+        print(f"url: {plane.url}")
         print("pids: " + " ".join(f"{name}={child.pid}" for name, child in plane.processes.items()))
+        print("ports: " + " ".join(f"{name}={port}" for name, port in plane.ports.items()))
         print("Ctrl-C to stop.", flush=True)
         while not done.wait(1.0):
             for child in plane.processes.values():

@@ -99,18 +99,23 @@ class ClusterScope:
         return created
 
     def _remove(self, kind: Resource, name: str) -> None:
-        if kind == NAMESPACES:
+        try:
+            current = self.kube.get(kind, name)
+        except NotFound:
+            return
+        if kind == NAMESPACES:  # also when it is already Terminating: its pods may be stuck there
             with contextlib.suppress(KubeError):
                 self.kube.request(
                     "DELETE",
                     PODS.path(namespace=name),
                     body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
                 )
-        try:
-            self.kube.delete(kind, name, propagation_policy="Background")
-            current = self.kube.get(kind, name)
-        except NotFound:
-            return
+        if not current.get("metadata", {}).get("deletionTimestamp"):
+            try:
+                self.kube.delete(kind, name, propagation_policy="Background")
+                current = self.kube.get(kind, name)
+            except NotFound:
+                return
         if current.get("metadata", {}).get("finalizers"):
             with contextlib.suppress(NotFound):
                 self.kube.patch(kind, name, {"metadata": {"finalizers": None}})

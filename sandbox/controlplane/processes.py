@@ -150,7 +150,10 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """Nobody listens on ``port`` of 127.0.0.1: a server could bind it now (as servers do, with SO_REUSEADDR, so
+    connections of a dead process still in TIME_WAIT do not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -27,8 +27,10 @@ __all__ = [
     "UNREGISTERED_TAINT",
     "KubeletEvent",
     "SimulatedKubelet",
+    "cluster_instances",
     "mark_ready",
     "node_body",
+    "node_claim",
     "provider_id",
     "ready_condition",
 ]
@@ -71,6 +73,33 @@ def _ready_status(node: Mapping[str, Any]) -> str | None:
         if c.get("type") == "Ready":
             return str(c.get("status"))
     return None
+
+
+def node_claim(kube: KubeClient, name: str) -> dict[str, Any] | None:
+    """The NodeClaim ``name`` (None when the name is empty or the claim does not exist)."""
+    if not name:
+        return None
+    try:
+        return kube.get(NODE_CLAIMS, name)
+    except NotFound:
+        return None
+
+
+def cluster_instances(ec2: Any, cluster_name: str) -> Iterator[dict[str, Any]]:
+    """The EC2 instances of ``cluster_name`` launched for a NodeClaim (every state), all pages."""
+    filters = [
+        {"Name": f"tag:kubernetes.io/cluster/{cluster_name}", "Values": ["owned"]},
+        {"Name": "tag-key", "Values": [TAG_NODECLAIM]},
+    ]
+    kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
+    while True:
+        page = ec2.describe_instances(**kwargs)
+        for reservation in page.get("Reservations") or []:
+            yield from reservation.get("Instances") or []
+        token = page.get("NextToken")
+        if not token:
+            return
+        kwargs["NextToken"] = token
 
 
 def node_body(inst: Mapping[str, Any], claim: Mapping[str, Any], kubelet_version: str) -> dict[str, Any]:
@@ -269,7 +298,7 @@ class SimulatedKubelet:
     def step(self) -> None:
         """One reconcile pass over the cluster's instances and Nodes."""
         with self._lock:
-            instances = list(self._describe_instances())
+            instances = list(cluster_instances(self.ec2, self.cluster_name))
             nodes = {
                 str((n.get("spec") or {}).get("providerID")): n
                 for n in self.kube.list_items(NODES)
@@ -285,21 +314,6 @@ class SimulatedKubelet:
                     self._live(inst, node, now)
                 elif state in GONE_STATES and node is not None:
                     self._gone(inst, node, now)
-
-    def _describe_instances(self) -> Iterator[dict[str, Any]]:
-        filters = [
-            {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
-            {"Name": "tag-key", "Values": [TAG_NODECLAIM]},
-        ]
-        kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
-        while True:
-            page = self.ec2.describe_instances(**kwargs)
-            for reservation in page.get("Reservations") or []:
-                yield from reservation.get("Instances") or []
-            token = page.get("NextToken")
-            if not token:
-                return
-            kwargs["NextToken"] = token
 
     def _live(self, inst: Mapping[str, Any], node: Mapping[str, Any] | None, now: float) -> None:
         iid = inst["InstanceId"]
@@ -326,12 +340,7 @@ class SimulatedKubelet:
             self._mark_ready(node, track, now)
 
     def _claim(self, name: str) -> dict[str, Any] | None:
-        if not name:
-            return None
-        try:
-            return self.kube.get(NODE_CLAIMS, name)
-        except NotFound:
-            return None
+        return node_claim(self.kube, name)
 
     def _claim_startup_taints(self, name: str) -> list[dict[str, str]]:
         claim = self._claim(name) or {}

@@ -35,16 +35,25 @@ import ipaddress
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, STRATEGIC_MERGE_PATCH, KubeClient, Resource
+from nodeflow.kube.client import NODES, PODS, STRATEGIC_MERGE_PATCH, KubeClient, Resource
 from nodeflow.kube.errors import AlreadyExists, Conflict, NotFound
 from sandbox.informer import Informer
-from sandbox.kubelet import GONE_STATES, LIVE_STATES, TAG_NODECLAIM, mark_ready, node_body, provider_id
+from sandbox.kubelet import (
+    GONE_STATES,
+    LIVE_STATES,
+    TAG_NODECLAIM,
+    cluster_instances,
+    mark_ready,
+    node_body,
+    node_claim,
+    provider_id,
+)
 
 __all__ = ["LEASES", "NODE_LEASE_NAMESPACE", "SimulatedKubelets"]
 
@@ -250,24 +259,9 @@ class SimulatedKubelets:
                 if pod is not None and node_name in self._nodes:
                     self._submit(self._confirm_deletion, pod)
 
-    def _describe_instances(self) -> Iterator[dict[str, Any]]:
-        filters = [
-            {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
-            {"Name": "tag-key", "Values": [TAG_NODECLAIM]},
-        ]
-        kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
-        while True:
-            page = self.ec2.describe_instances(**kwargs)
-            for reservation in page.get("Reservations") or []:
-                yield from reservation.get("Instances") or []
-            token = page.get("NextToken")
-            if not token:
-                return
-            kwargs["NextToken"] = token
-
     def _reconcile_instances(self, now: float) -> None:
         live: dict[str, dict[str, Any]] = {}
-        for inst in self._describe_instances():
+        for inst in cluster_instances(self.ec2, self.cluster_name):
             state = (inst.get("State") or {}).get("Name", "")
             if state in LIVE_STATES:
                 live[inst["InstanceId"]] = inst
@@ -300,14 +294,6 @@ class SimulatedKubelets:
 
     # ------------------------------------------------------------------------------------------- registration
 
-    def _claim(self, name: str) -> dict[str, Any] | None:
-        if not name:
-            return None
-        try:
-            return self.kube.get(NODE_CLAIMS, name)
-        except NotFound:
-            return None
-
     def _start_kubelet(self, inst: Mapping[str, Any], now: float) -> None:
         iid = inst["InstanceId"]
         claim_name = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}.get(TAG_NODECLAIM, "")
@@ -315,7 +301,7 @@ class SimulatedKubelets:
         pid = provider_id(zone, iid)
         with self._lock:
             existing = next((n for n, c in self._node_cache.items() if c["providerID"] == pid), None)
-        claim = self._claim(claim_name)
+        claim = node_claim(self.kube, claim_name)
         startup = [dict(t) for t in ((claim or {}).get("spec") or {}).get("startupTaints") or []]
         stamp = _stamp(self.wall())
         if existing is not None:  # the kubelet (re)starts on an instance whose Node exists: it carries on with it

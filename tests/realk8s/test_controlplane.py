@@ -20,6 +20,7 @@ from nodeflow.kube.client import NODE_POOLS, PODS, Resource
 from nodeflow.kube.errors import Forbidden
 from sandbox.controlplane import IMPERSONATOR, KUBELET
 from sandbox.controlplane.processes import port_is_free, sweep_orphans
+from tests.functional.kube.conftest import node_pool
 from tests.kubeapi.impersonation import ClientImpersonation, acting_as
 from tests.kubeapi.rbac import UserInfo
 from tests.realk8s.fixtures import TestCluster
@@ -49,20 +50,7 @@ def test_rbac_decides_what_each_identity_may_do(cluster: TestCluster) -> None:
 
 
 def test_nodeflows_crds_are_served_with_their_schema(cluster: TestCluster) -> None:
-    name = cluster.name("pool")
-    pool = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
-                }
-            }
-        },
-    }
+    pool = node_pool(cluster.name("pool"))
     created = cluster.kube.create(NODE_POOLS, pool)
     assert created["spec"]["disruption"]["consolidateAfter"] == "0s"  # a schema default applied by the server
 

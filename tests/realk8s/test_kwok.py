@@ -10,14 +10,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, KubeClient, Resource
+from nodeflow.kube.client import NODES, PODS, KubeClient, Resource
 from nodeflow.kube.errors import Conflict, NotFound
 from sandbox.aws import AwsWorld, Clients
 from sandbox.controlplane import KUBELET
 from sandbox.kwok import LEASES, NODE_LEASE_NAMESPACE, SimulatedKubelets
+from tests.functional.sandbox.conftest import CLUSTER
+from tests.functional.sandbox.test_kubelet import create_claim, launch
 from tests.realk8s.fixtures import NODE_MONITOR_GRACE_PERIOD, TestCluster
 
-CLUSTER = "demo"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 LEASE_SECONDS = 4  # renewed every second: well inside the node lifecycle controller's grace period
 T = TypeVar("T")
@@ -32,43 +33,6 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0, ev
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
-
-
-def create_claim(kube: KubeClient, name: str, **spec: Any) -> None:
-    kube.create(
-        NODE_CLAIMS,
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general"}},
-            "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["general"]}],
-                **spec,
-            },
-        },
-    )
-    status = {
-        "capacity": {"cpu": "4", "memory": "15Gi", "pods": "58"},
-        "allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
-    }
-    kube.patch(NODE_CLAIMS, name, {"status": status}, subresource="status")
-
-
-def launch(world: AwsWorld, clients: Clients, claim: str) -> str:
-    tags = [
-        {"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"},
-        {"Key": "karpenter.sh/nodeclaim", "Value": claim},
-    ]
-    instance = clients.ec2.run_instances(
-        ImageId=world.amis["arm64"],
-        InstanceType="m7g.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        SubnetId=world.subnets["us-east-1b"],
-        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
-    )["Instances"][0]
-    return str(instance["InstanceId"])
 
 
 def taint_keys(node: dict[str, Any]) -> set[str]:
@@ -144,7 +108,7 @@ def test_a_deployment_runs_on_a_simulated_node_until_its_instance_is_gone(
 
     claim = cluster.name("general")
     create_claim(kube, claim)
-    instance = launch(world, clients, claim)
+    instance = launch(world, clients, claim)["InstanceId"]
     name = wait_for("the Node", lambda: kubelets.node_name(instance))
     node = kube.get(NODES, name)
     assert node["spec"]["providerID"].endswith(f"/{instance}")
@@ -222,7 +186,7 @@ def test_startup_taints_go_when_ready_a_node_that_fails_to_join_never_registers_
         kube, joins, startupTaints=[{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}]
     )
     create_claim(kube, fails)
-    good, bad = launch(world, clients, joins), launch(world, clients, fails)
+    good, bad = launch(world, clients, joins)["InstanceId"], launch(world, clients, fails)["InstanceId"]
     name = wait_for("the Node", lambda: kubelets.node_name(good))
     node = wait_for(  # reported Ready by the kubelet, then the daemon owning the startup taint removes it
         "Ready without the startup taint",

@@ -197,7 +197,10 @@ class SimulatedKubelets:
             informer.start()
         for informer in self._informers:
             if not informer.synced.wait(timeout):
-                raise TimeoutError(f"simulated kubelets: the {informer.resource.plural} watch did not sync")
+                self.stop()
+                raise TimeoutError(
+                    f"simulated kubelets: the {informer.resource.plural} watch did not sync: {informer.errors[-1:]}"
+                )
         self._thread = threading.Thread(target=self._loop, name=f"kwok-{self.cluster_name}", daemon=True)
         self._thread.start()
         return self

@@ -46,7 +46,7 @@ import yaml
 
 from sandbox.controlplane.binaries import REPO, Binaries, find_binaries
 from sandbox.controlplane.pki import Pki, make_pki
-from sandbox.controlplane.processes import Child, free_port, scratch_dir
+from sandbox.controlplane.processes import Child, free_ports, scratch_dir
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -62,6 +62,8 @@ KUBELET = "kubelet"
 IMPERSONATOR = "impersonator"
 IMPERSONATOR_ROLE = "nodeflow-test:impersonator"
 KUBELET_BINDING = "nodeflow-test:simulated-kubelets"
+START_ATTEMPTS = 3
+PORT_TAKEN = "address already in use"
 CONTROLLERS = "*,-node-ipam-controller,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller"
 
 
@@ -191,6 +193,8 @@ class ControlPlane:
     # --------------------------------------------------------------------------------------------- start
 
     def start(self) -> ControlPlane:
+        """Start (a no-op when started); a port taken by someone else between its choice and its use means one
+        more try with new ports."""
         if self.workdir is not None:
             return self
         began = time.monotonic()
@@ -198,33 +202,44 @@ class ControlPlane:
         if self.controllers:  # fail before starting anything when they are not available
             binaries.path("kube-controller-manager")
             binaries.path("kube-scheduler")
-        self._stopped.clear()
-        _register(self)
-        try:
-            self.workdir = scratch_dir()
-            self.pki = make_pki(self.workdir / "pki", service_ip=SERVICE_CIDR.rsplit(".", 1)[0] + ".1")
-            self._write_auth()
-            self._start_etcd()
-            self._start_apiserver()
-            self._wait_ready(began)
-            self.timings["apiserver_ready"] = time.monotonic() - began
-            if self.controllers:  # they need nothing below: start them first, they are up meanwhile
-                self._start_controllers()
-            kube = self.kube()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self._stopped.clear()
+            _register(self)
             try:
-                self._bootstrap(kube)
-                self._install_crds(kube)
-                self.timings["crds"] = time.monotonic() - began
-                if self.controllers:
-                    self._wait_default_service_account(kube, began)
-            finally:
-                kube.api_client.close()  # type: ignore[no-untyped-call]
-        except BaseException:
-            self.stop()
-            raise
+                self._start_once(began)
+                break
+            except ControlPlaneError as exc:
+                self.stop()
+                if PORT_TAKEN not in str(exc) or attempt == START_ATTEMPTS:
+                    raise
+                line = next(x for x in str(exc).splitlines() if PORT_TAKEN in x)
+                self.log(f"a port was taken meanwhile, starting again: {line.strip()[-200:]}")
+            except BaseException:
+                self.stop()
+                raise
         self.timings["ready"] = time.monotonic() - began
         self.log(f"control plane ready at {self.url} in {self.timings['ready']:.1f} s (kubeconfig {self.kubeconfig})")
         return self
+
+    def _start_once(self, began: float) -> None:
+        self.workdir = scratch_dir()
+        self.pki = make_pki(self.workdir / "pki", service_ip=SERVICE_CIDR.rsplit(".", 1)[0] + ".1")
+        self._write_auth()
+        self._start_etcd()
+        self._start_apiserver()
+        self._wait_ready(began)
+        self.timings["apiserver_ready"] = time.monotonic() - began
+        if self.controllers:  # they need nothing below: start them first, they are up meanwhile
+            self._start_controllers()
+        kube = self.kube()
+        try:
+            self._bootstrap(kube)
+            self._install_crds(kube)
+            self.timings["crds"] = time.monotonic() - began
+            if self.controllers:
+                self._wait_default_service_account(kube, began)
+        finally:
+            kube.api_client.close()  # type: ignore[no-untyped-call]
 
     def _write_auth(self) -> None:
         folder = self._dir() / "kubeconfigs"
@@ -264,8 +279,8 @@ class ControlPlane:
         return child
 
     def _start_etcd(self) -> None:
-        client, peer = free_port(), free_port()
-        self.ports.update(etcd=client, etcd_peer=peer)
+        client, peer, apiserver = free_ports(3)
+        self.ports.update(etcd=client, etcd_peer=peer, apiserver=apiserver)
         self._spawn(
             "etcd",
             [
@@ -284,8 +299,7 @@ class ControlPlane:
     def _start_apiserver(self) -> None:
         pki = self.pki
         assert pki is not None
-        port = free_port()
-        self.ports["apiserver"] = port
+        port = self.ports["apiserver"]
         self.url = f"https://127.0.0.1:{port}"
         self._write_kubeconfigs()
         self._spawn(

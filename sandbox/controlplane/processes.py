@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Child", "free_port", "port_is_free", "scratch_dir", "stop_all", "sweep_orphans"]
+__all__ = ["Child", "free_ports", "port_is_free", "scratch_dir", "stop_all", "sweep_orphans"]
 
 PR_SET_PDEATHSIG = 1
 SCRATCH_PREFIX = "nodeflow-cp-"
@@ -142,11 +142,17 @@ def stop_all() -> None:
 atexit.register(stop_all)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on now (the caller's child binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 nobody listens on now (the caller's children bind them a moment
+    later; someone else may be quicker, which the caller notices and retries)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def port_is_free(port: int) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -176,3 +177,21 @@ def test_a_failing_test_leaves_nothing_behind(tmp_path: Path) -> None:
     assert set(info["pids"]) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
     _assert_gone(info, timeout=1.0)
     assert not Path(info["workdir"]).exists()
+
+
+def test_a_port_taken_between_its_choice_and_its_use_means_another_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.controlplane import launcher
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        real = launcher.free_ports
+        answers = [[taken.getsockname()[1], *real(2)]]  # etcd's client port is someone else's
+        monkeypatch.setattr(launcher, "free_ports", lambda n: answers.pop() if answers else real(n))
+        logs: list[str] = []
+        plane = launcher.ControlPlane(crds=[], log=logs.append).start()
+        try:
+            assert plane.ports["etcd"] != taken.getsockname()[1]
+            assert any("a port was taken meanwhile" in m and "address already in use" in m for m in logs)
+        finally:
+            plane.stop()

@@ -87,7 +87,7 @@ def test_a_deployment_runs_on_a_simulated_node_until_its_instance_is_gone(
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
                     "spec": {
-                        "terminationGracePeriodSeconds": 2,
+                        "terminationGracePeriodSeconds": 3,
                         "containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}],
                     },
                 },
@@ -150,7 +150,7 @@ def test_a_deployment_runs_on_a_simulated_node_until_its_instance_is_gone(
     # A deleted pod goes when its grace period ends (not before); the ReplicaSet controller replaces it.
     victim = running[0]["metadata"]["name"]
     kube.delete(PODS, victim, ns)
-    time.sleep(1)
+    time.sleep(1)  # deletionTimestamp is the deletion time + the grace period, in whole seconds: at least 2 s away
     assert kube.get(PODS, victim, ns)["metadata"]["deletionTimestamp"]
 
     def gone() -> bool:

@@ -22,7 +22,18 @@ from typing import Any
 from nodeflow.kube.client import NODE_CLAIMS, NODES, STRATEGIC_MERGE_PATCH, KubeClient
 from nodeflow.kube.errors import Conflict, NotFound
 
-__all__ = ["DEFAULT_CAPACITY", "UNREGISTERED_TAINT", "KubeletEvent", "SimulatedKubelet", "provider_id"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "UNREGISTERED_TAINT",
+    "KubeletEvent",
+    "SimulatedKubelet",
+    "cluster_instances",
+    "mark_ready",
+    "node_body",
+    "node_claim",
+    "provider_id",
+    "ready_condition",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -62,6 +73,133 @@ def _ready_status(node: Mapping[str, Any]) -> str | None:
         if c.get("type") == "Ready":
             return str(c.get("status"))
     return None
+
+
+def node_claim(kube: KubeClient, name: str) -> dict[str, Any] | None:
+    """The NodeClaim ``name`` (None when the name is empty or the claim does not exist)."""
+    if not name:
+        return None
+    try:
+        return kube.get(NODE_CLAIMS, name)
+    except NotFound:
+        return None
+
+
+def cluster_instances(ec2: Any, cluster_name: str) -> Iterator[dict[str, Any]]:
+    """The EC2 instances of ``cluster_name`` launched for a NodeClaim (every state), all pages."""
+    filters = [
+        {"Name": f"tag:kubernetes.io/cluster/{cluster_name}", "Values": ["owned"]},
+        {"Name": "tag-key", "Values": [TAG_NODECLAIM]},
+    ]
+    kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
+    while True:
+        page = ec2.describe_instances(**kwargs)
+        for reservation in page.get("Reservations") or []:
+            yield from reservation.get("Instances") or []
+        token = page.get("NextToken")
+        if not token:
+            return
+        kwargs["NextToken"] = token
+
+
+def node_body(inst: Mapping[str, Any], claim: Mapping[str, Any], kubelet_version: str) -> dict[str, Any]:
+    """The Node a kubelet started from nodeflow's user data registers for ``inst``/``claim``: Ready=False."""
+    iid = inst["InstanceId"]
+    zone = (inst.get("Placement") or {}).get("AvailabilityZone", "")
+    ip = inst.get("PrivateIpAddress") or ""
+    name = inst.get("PrivateDnsName") or (f"ip-{ip.replace('.', '-')}.ec2.internal" if ip else iid)
+    claim_meta = claim.get("metadata") or {}
+    claim_spec = claim.get("spec") or {}
+    claim_status = claim.get("status") or {}
+    claim_labels: dict[str, str] = dict(claim_meta.get("labels") or {})
+    arch = claim_labels.get("kubernetes.io/arch") or _EC2_ARCH.get(inst.get("Architecture") or "", "amd64")
+    labels = {
+        **claim_labels,
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": arch,
+        "node.kubernetes.io/instance-type": inst.get("InstanceType", ""),
+        "topology.kubernetes.io/zone": zone,
+        "topology.kubernetes.io/region": zone[:-1] if zone else "",
+        "karpenter.sh/capacity-type": "spot" if inst.get("InstanceLifecycle") == "spot" else "on-demand",
+    }
+    taints: list[dict[str, str]] = []
+    for t in [*(claim_spec.get("taints") or []), *(claim_spec.get("startupTaints") or []), UNREGISTERED_TAINT]:
+        taint = _taint(t)
+        if _taint_id(taint) not in {_taint_id(x) for x in taints}:
+            taints.append(taint)
+    capacity = dict(claim_status.get("capacity") or DEFAULT_CAPACITY)
+    allocatable = dict(claim_status.get("allocatable") or capacity)
+    now = _now()
+    addresses = [{"type": "InternalIP", "address": ip}] if ip else []
+    addresses += [{"type": "InternalDNS", "address": name}, {"type": "Hostname", "address": name}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": provider_id(zone, iid), "taints": taints},
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "addresses": addresses,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "KubeletNotReady",
+                    "message": "container runtime network not ready: NetworkReady=false",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "nodeInfo": {
+                "architecture": arch,
+                "operatingSystem": "linux",
+                "kubeletVersion": kubelet_version,
+                "containerRuntimeVersion": "containerd://1.7.27",
+            },
+        },
+    }
+
+
+def ready_condition(stamp: str) -> dict[str, str]:
+    return {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+
+
+def mark_ready(kube: KubeClient, name: str, startup_taints: list[dict[str, str]]) -> bool:
+    """Report the Node Ready, then remove its startup taints as the daemons owning them would (a strategic merge
+    status patch, then a spec patch guarded by the resourceVersion read); False on a conflict (try again)."""
+    kube.patch(
+        NODES,
+        name,
+        {"status": {"conditions": [ready_condition(_now())]}},
+        subresource="status",
+        content_type=STRATEGIC_MERGE_PATCH,
+    )
+    startup = {_taint_id(t) for t in startup_taints}
+    if not startup:
+        return True
+    current = kube.get(NODES, name)
+    taints = (current.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if _taint_id(t) not in startup]
+    if len(kept) == len(taints):
+        return True
+    try:
+        kube.patch(
+            NODES,
+            name,
+            {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "spec": {"taints": kept}},
+        )
+    except Conflict:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -160,7 +298,7 @@ class SimulatedKubelet:
     def step(self) -> None:
         """One reconcile pass over the cluster's instances and Nodes."""
         with self._lock:
-            instances = list(self._describe_instances())
+            instances = list(cluster_instances(self.ec2, self.cluster_name))
             nodes = {
                 str((n.get("spec") or {}).get("providerID")): n
                 for n in self.kube.list_items(NODES)
@@ -176,21 +314,6 @@ class SimulatedKubelet:
                     self._live(inst, node, now)
                 elif state in GONE_STATES and node is not None:
                     self._gone(inst, node, now)
-
-    def _describe_instances(self) -> Iterator[dict[str, Any]]:
-        filters = [
-            {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
-            {"Name": "tag-key", "Values": [TAG_NODECLAIM]},
-        ]
-        kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
-        while True:
-            page = self.ec2.describe_instances(**kwargs)
-            for reservation in page.get("Reservations") or []:
-                yield from reservation.get("Instances") or []
-            token = page.get("NextToken")
-            if not token:
-                return
-            kwargs["NextToken"] = token
 
     def _live(self, inst: Mapping[str, Any], node: Mapping[str, Any] | None, now: float) -> None:
         iid = inst["InstanceId"]
@@ -217,12 +340,7 @@ class SimulatedKubelet:
             self._mark_ready(node, track, now)
 
     def _claim(self, name: str) -> dict[str, Any] | None:
-        if not name:
-            return None
-        try:
-            return self.kube.get(NODE_CLAIMS, name)
-        except NotFound:
-            return None
+        return node_claim(self.kube, name)
 
     def _claim_startup_taints(self, name: str) -> list[dict[str, str]]:
         claim = self._claim(name) or {}
@@ -230,62 +348,7 @@ class SimulatedKubelet:
 
     def node_body(self, inst: Mapping[str, Any], claim: Mapping[str, Any]) -> dict[str, Any]:
         """The Node a kubelet started from nodeflow's user data registers for ``inst``/``claim``."""
-        iid = inst["InstanceId"]
-        zone = (inst.get("Placement") or {}).get("AvailabilityZone", "")
-        ip = inst.get("PrivateIpAddress") or ""
-        name = inst.get("PrivateDnsName") or (f"ip-{ip.replace('.', '-')}.ec2.internal" if ip else iid)
-        claim_meta = claim.get("metadata") or {}
-        claim_spec = claim.get("spec") or {}
-        claim_status = claim.get("status") or {}
-        claim_labels: dict[str, str] = dict(claim_meta.get("labels") or {})
-        arch = claim_labels.get("kubernetes.io/arch") or _EC2_ARCH.get(inst.get("Architecture") or "", "amd64")
-        labels = {
-            **claim_labels,
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": arch,
-            "node.kubernetes.io/instance-type": inst.get("InstanceType", ""),
-            "topology.kubernetes.io/zone": zone,
-            "topology.kubernetes.io/region": zone[:-1] if zone else "",
-            "karpenter.sh/capacity-type": "spot" if inst.get("InstanceLifecycle") == "spot" else "on-demand",
-        }
-        taints: list[dict[str, str]] = []
-        for t in [*(claim_spec.get("taints") or []), *(claim_spec.get("startupTaints") or []), UNREGISTERED_TAINT]:
-            taint = _taint(t)
-            if _taint_id(taint) not in {_taint_id(x) for x in taints}:
-                taints.append(taint)
-        capacity = dict(claim_status.get("capacity") or DEFAULT_CAPACITY)
-        allocatable = dict(claim_status.get("allocatable") or capacity)
-        now = _now()
-        addresses = [{"type": "InternalIP", "address": ip}] if ip else []
-        addresses += [{"type": "InternalDNS", "address": name}, {"type": "Hostname", "address": name}]
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"providerID": provider_id(zone, iid), "taints": taints},
-            "status": {
-                "capacity": capacity,
-                "allocatable": allocatable,
-                "addresses": addresses,
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "False",
-                        "reason": "KubeletNotReady",
-                        "message": "container runtime network not ready: NetworkReady=false",
-                        "lastHeartbeatTime": now,
-                        "lastTransitionTime": now,
-                    }
-                ],
-                "nodeInfo": {
-                    "architecture": arch,
-                    "operatingSystem": "linux",
-                    "kubeletVersion": self.kubelet_version,
-                    "containerRuntimeVersion": "containerd://1.7.27",
-                },
-            },
-        }
+        return node_body(inst, claim, self.kubelet_version)
 
     def _register(self, inst: Mapping[str, Any], track: _Instance, claim_name: str, now: float) -> None:
         claim = self._claim(claim_name)
@@ -305,36 +368,8 @@ class SimulatedKubelet:
         self._event("registered", track, now)
 
     def _mark_ready(self, node: Mapping[str, Any], track: _Instance, now: float) -> None:
-        name = node["metadata"]["name"]
-        stamp = _now()
-        ready = {
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "message": "kubelet is posting ready status",
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-        self.kube.patch(
-            NODES, name, {"status": {"conditions": [ready]}}, subresource="status", content_type=STRATEGIC_MERGE_PATCH
-        )
-        startup = {_taint_id(t) for t in track.startup_taints}
-        if startup:
-            current = self.kube.get(NODES, name)
-            taints = (current.get("spec") or {}).get("taints") or []
-            kept = [t for t in taints if _taint_id(t) not in startup]
-            if len(kept) != len(taints):
-                try:
-                    self.kube.patch(
-                        NODES,
-                        name,
-                        {
-                            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                            "spec": {"taints": kept},
-                        },
-                    )
-                except Conflict:  # someone else wrote the node meanwhile: try again next step
-                    return
+        if not mark_ready(self.kube, node["metadata"]["name"], track.startup_taints):
+            return  # someone else wrote the node meanwhile: try again next step
         track.ready = True
         self._event("ready", track, now)
 

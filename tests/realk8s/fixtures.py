@@ -1,0 +1,101 @@
+"""Pytest fixtures for tests against the real control plane (sandbox/controlplane).
+
+- ``control_plane`` (session: one per xdist worker): etcd, kube-apiserver, kube-controller-manager and
+  kube-scheduler with nodeflow's CRDs. The node lifecycle controller is quick (``NODE_MONITOR_GRACE_PERIOD``,
+  ``NODE_MONITOR_PERIOD``), so a Node whose kubelet stops turns unreachable within seconds. Missing binaries are
+  an error, not a skip.
+- ``cluster_scope`` (session): the cluster-scoped kinds to reset between tests (``sandbox.controlplane.isolation``).
+- ``cluster`` (function): a ``TestCluster`` with a namespace of the test's own (and its ``default``
+  ServiceAccount, so pods are admitted at once) and unique names; whatever cluster-scoped objects and namespaces the
+  test created are deleted when it ends.
+
+In a conftest: ``from tests.realk8s.fixtures import cluster, cluster_scope, control_plane  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from nodeflow.kube.client import NAMESPACES, KubeClient, Resource
+from nodeflow.kube.errors import AlreadyExists
+from sandbox.controlplane import ADMIN, ControlPlane
+from sandbox.controlplane.isolation import ClusterScope
+
+NODE_MONITOR_GRACE_PERIOD = 8.0
+NODE_MONITOR_PERIOD = 1.0
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
+
+
+@dataclass
+class TestCluster:
+    """One test's view of the shared control plane."""
+
+    plane: ControlPlane
+    kube: KubeClient  # as the cluster admin
+    namespace: str
+    clients: list[KubeClient] = field(default_factory=list)
+
+    __test__ = False  # not a test class, whatever pytest thinks of its name
+
+    def name(self, prefix: str) -> str:
+        """A name no other test uses (DNS-1123)."""
+        return f"{prefix}-{secrets.token_hex(3)}"
+
+    def kube_as(self, identity: str) -> KubeClient:
+        """A client authenticated as one of the control plane's identities (closed after the test)."""
+        client = self.plane.kube(identity)
+        self.clients.append(client)
+        return client
+
+    def new_namespace(self, prefix: str = "t") -> str:
+        name = self.name(prefix)
+        self.kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        # The controller-manager creates it too, a moment later; pods are refused until it exists.
+        with contextlib.suppress(AlreadyExists):
+            self.kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "default"}}, namespace=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane(
+        controllers=True, node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD, node_monitor_period=NODE_MONITOR_PERIOD
+    )
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_scope(control_plane: ControlPlane) -> Iterator[ClusterScope]:
+    kube = control_plane.kube(ADMIN)
+    scope = ClusterScope(kube)
+    try:
+        yield scope
+    finally:
+        scope.close()
+        kube.api_client.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane, cluster_scope: ClusterScope, request: Any) -> Iterator[TestCluster]:
+    mark = cluster_scope.mark()
+    kube = control_plane.kube(ADMIN)
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-") or "t"
+    view = TestCluster(control_plane, kube, "")
+    view.namespace = view.new_namespace(slug)
+    try:
+        yield view
+    finally:
+        cluster_scope.reset(mark)
+        for client in [kube, *view.clients]:
+            client.api_client.close()  # type: ignore[no-untyped-call]

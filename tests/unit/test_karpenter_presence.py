@@ -16,7 +16,9 @@ def deployment(ready: int | None, replicas: int = 2, namespace: str = "kube-syst
     return {"metadata": {"namespace": namespace, "name": "karpenter"}, "spec": {"replicas": replicas}, "status": status}
 
 
-def lease(holder: str | None, renewed: timedelta | None, *, seconds: int | None = 15, name: str = LEASE_NAME) -> dict:
+def lease(
+    holder: str | None, renewed: timedelta | None, *, seconds: int | None = 15, name: str = LEASE_NAME
+) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if holder is not None:
         spec["holderIdentity"] = holder

@@ -118,13 +118,12 @@ def _code(exc: BaseException) -> str:
 
 
 def _readable(read: Callable[[], T]) -> T | Unreadable:
-    """``read()``, or ``Unreadable`` with the error of any AWS call it made (or of the local SDK)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    """``read()``, or ``Unreadable`` with the error of any AWS call it made. Anything else it raised is reported the
+    same way (a doctor that stops at one unreadable fact checks nothing else); its type names it."""
     try:
         return read()
-    except (ClientError, BotoCoreError) as exc:
-        return Unreadable(_error(exc))
+    except Exception as exc:
+        return Unreadable(_error(exc), _code(exc) or type(exc).__name__)
 
 
 def _pages(client: Any, operation: str, key: str, *, max_pages: int | None = None, **kwargs: Any) -> list[Any]:

@@ -102,9 +102,16 @@ class Status(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """A fact that could not be read; ``error`` says why (the API's error, naming the denied action if any)."""
+    """A fact that could not be read; ``error`` says why (the API's error, naming the denied action if any), ``code``
+    is the API's error code ("" when the fact is missing for another reason: the stack lacks an output)."""
 
     error: str
+    code: str = ""
+
+    @property
+    def denied(self) -> bool:
+        """The caller may not read it (AWS's AccessDenied / UnauthorizedOperation, Kubernetes' Forbidden)."""
+        return any(word in self.code for word in ("AccessDenied", "Unauthorized", "Forbidden"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +190,22 @@ def _check(check_id: str, status: Status, detail: str, action: str | None = None
     return Check(spec.id, spec.phase, spec.title, status, detail, action if status is not Status.OK else None)
 
 
-def _unreadable(check_id: str, fact: Unreadable, action: str) -> Check:
+def _unreadable(check_id: str, fact: Unreadable, permission: str) -> Check:
+    """A WARN saying why the check could not be made; the action grants ``permission`` when that was the reason."""
+    action = permission if fact.denied or not fact.code else f"resolve {fact.code} (above), then run doctor again"
     return _check(check_id, Status.WARN, f"could not be checked: {fact.error}", action)
+
+
+def _cluster_unreadable(check_id: str, fact: Unreadable, stack: StackInfo) -> Check:
+    if fact.code == "ResourceNotFoundException":
+        return _check(
+            check_id,
+            Status.WARN,
+            f"could not be checked: no EKS cluster {stack.cluster_name} in {stack.region} (stack output ClusterName)",
+            f"check that the stack was deployed for this cluster and region: aws eks describe-cluster --name "
+            f"{stack.cluster_name} --region {stack.region}",
+        )
+    return _unreadable(check_id, fact, f"allow eks:DescribeCluster on cluster {stack.cluster_name}")
 
 
 # =============================================================================================
@@ -479,6 +500,10 @@ def _ago(delta: timedelta) -> str:
     return f"{seconds // 86400} days"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _names(items: Iterable[str], limit: int = 5) -> str:
     items = list(items)
     shown = ", ".join(items[:limit])
@@ -488,7 +513,7 @@ def _names(items: Iterable[str], limit: int = 5) -> str:
 def auth_mode(cluster: ClusterFacts | Unreadable, stack: StackInfo) -> Check:
     cid = "cluster-auth-mode"
     if isinstance(cluster, Unreadable):
-        return _unreadable(cid, cluster, f"allow eks:DescribeCluster on cluster {stack.cluster_name}")
+        return _cluster_unreadable(cid, cluster, stack)
     mode = cluster.auth_mode
     fix = (
         f"aws eks update-cluster-config --name {stack.cluster_name} --region {stack.region} "
@@ -531,7 +556,7 @@ def _open_to_all(cidrs: Sequence[str]) -> bool:
 def endpoint_access(cluster: ClusterFacts | Unreadable, lambdas: LambdaFacts | Unreadable, stack: StackInfo) -> Check:
     cid = "endpoint-access"
     if isinstance(cluster, Unreadable):
-        return _unreadable(cid, cluster, f"allow eks:DescribeCluster on cluster {stack.cluster_name}")
+        return _cluster_unreadable(cid, cluster, stack)
     if isinstance(lambdas, Unreadable):
         return _unreadable(cid, lambdas, "allow lambda:GetFunctionConfiguration on the stack's functions")
     vpc_fix = (
@@ -1052,7 +1077,9 @@ def dlqs(found: Sequence[DlqFact] | Unreadable) -> Check:
         )
     if not found:
         return _check(cid, Status.WARN, "the stack has no dead-letter queue", "redeploy the stack (cdk deploy)")
-    return _check(cid, Status.OK, f"{len(found)} dead-letter queues empty ({_names((q.name for q in found), 6)})")
+    return _check(
+        cid, Status.OK, f"{_count(len(found), 'dead-letter queue')} empty ({_names((q.name for q in found), 6)})"
+    )
 
 
 def failed_executions(found: Sequence[ExecutionFact] | Unreadable) -> Check:
@@ -1116,7 +1143,7 @@ def stuck_node_claims(found: Sequence[NodeClaimFact] | Unreadable, now: datetime
             "the drain)",
             f"kubectl describe nodeclaim {first.name}",
         )
-    return _check(cid, Status.OK, f"{len(found)} NodeClaims, none stuck ({_ago(STUCK_AFTER)})")
+    return _check(cid, Status.OK, f"{_count(len(found), 'NodeClaim')}, none stuck ({_ago(STUCK_AFTER)})")
 
 
 def karpenter(found: KarpenterController | Unreadable) -> Check:

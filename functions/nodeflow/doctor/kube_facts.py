@@ -72,10 +72,12 @@ class ClusterUnreachable(Exception):
 
 
 def _readable(read: Callable[[], T]) -> T | Unreadable:
+    """``read()``, or ``Unreadable`` with the API server's error (anything else it raised too: a doctor that stops
+    at one unreadable fact checks nothing else; the error's type names it)."""
     try:
         return read()
-    except KubeError as exc:
-        return Unreadable(f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        return Unreadable(f"{type(exc).__name__}: {exc}", type(exc).__name__)
 
 
 def reachable(kube: KubeClient, where: str) -> None:

@@ -44,7 +44,7 @@ CRDS = {
 }
 AGENT = c.AgentFacts(True, 1, 1, {"CLUSTER_NAME": "shop", "WEBHOOK_URL": STACK.webhook_url or ""})
 NO_KARPENTER = KarpenterController(False, ("no Deployment labelled app.kubernetes.io/name=karpenter",))
-DENIED = Unreadable("GetRole: AccessDenied: not authorized to perform iam:GetRole")
+DENIED = Unreadable("GetRole: AccessDenied: not authorized to perform iam:GetRole", "AccessDenied")
 
 
 def healthy() -> c.Facts:
@@ -412,6 +412,25 @@ def test_unreadable_facts_are_warnings_that_say_why() -> None:
     assert len(unread) == len(c.CHECKS) - 1  # all but the webhook's probe (it answers or says why not)
     assert all(x.action for x in unread)
     assert report.exit_code == 0
+
+
+def test_an_unreadable_fact_says_what_to_do_by_why() -> None:
+    denied = verdict(replace(healthy(), spot_slr=DENIED), "spot-service-linked-role")
+    assert denied.action == "allow iam:GetRole on AWSServiceRoleForEC2Spot"
+    throttled = Unreadable("GetRole: Throttling: Rate exceeded", "Throttling")
+    check = verdict(replace(healthy(), spot_slr=throttled), "spot-service-linked-role")
+    assert (check.detail, check.action) == (
+        "could not be checked: GetRole: Throttling: Rate exceeded",
+        "resolve Throttling (above), then run doctor again",
+    )
+    gone = Unreadable("DescribeCluster: ResourceNotFoundException: No cluster found", "ResourceNotFoundException")
+    check = verdict(replace(healthy(), cluster=gone), "cluster-auth-mode")
+    assert (check.status, check.detail, check.action) == (
+        Status.WARN,
+        "could not be checked: no EKS cluster shop in eu-west-1 (stack output ClusterName)",
+        "check that the stack was deployed for this cluster and region: aws eks describe-cluster --name shop "
+        "--region eu-west-1",
+    )
 
 
 def test_node_pool_facts() -> None:

@@ -11,12 +11,11 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -33,7 +32,7 @@ from sandbox.kwok import SimulatedKubelets
 from tests.functional.doctor.stack import Aws, DoctorStack, accepted, deploy, healthy_answers
 from tests.functional.sandbox.test_kubelet import create_claim, launch
 from tests.realk8s.fixtures import TestCluster
-from tests.realk8s.test_kwok import register_as_nodeflow
+from tests.realk8s.test_kwok import register_as_nodeflow, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
 
@@ -42,18 +41,6 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("func
 DEPLOYMENTS = kube_facts.DEPLOYMENTS
 LEASES = kube_facts.LEASES
 CRDS = kube_facts.CRDS
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -315,27 +315,29 @@ def _trusts_ec2(document: Any) -> bool:
     return False
 
 
-def _role(iam: Any, name: str) -> RoleFact:
+def _found(get: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """``get()``'s answer, or None when IAM says there is no such entity."""
     from botocore.exceptions import ClientError
 
     try:
-        role = iam.get_role(RoleName=name)["Role"]
+        return get()
     except ClientError as exc:
         if _code(exc) == "NoSuchEntity":
-            return RoleFact(name, exists=False)
+            return None
         raise
+
+
+def _role(iam: Any, name: str) -> RoleFact:
+    role = _found(lambda: iam.get_role(RoleName=name)["Role"])
+    if role is None:
+        return RoleFact(name, exists=False)
     return RoleFact(name, exists=True, trusts_ec2=_trusts_ec2(role.get("AssumeRolePolicyDocument")))
 
 
 def _profile(iam: Any, name: str) -> ProfileFact:
-    from botocore.exceptions import ClientError
-
-    try:
-        profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
-    except ClientError as exc:
-        if _code(exc) == "NoSuchEntity":
-            return ProfileFact(name, exists=False)
-        raise
+    profile = _found(lambda: iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"])
+    if profile is None:
+        return ProfileFact(name, exists=False)
     return ProfileFact(name, exists=True, roles=tuple(str(r["RoleName"]) for r in profile.get("Roles") or ()))
 
 

@@ -745,23 +745,12 @@ def node_role(
             f"add ec2.amazonaws.com to the trust policy of {role.name} (aws iam update-assume-role-policy)",
         )
     lines = [f"node role {role.name} exists, trusted by ec2.amazonaws.com"]
-    profile = facts.stack_profile
-    if profile is not None:
-        if not profile.exists:
-            return _check(
-                cid,
-                Status.FAIL,
-                f"{lines[0]}; instance profile {profile.name} (stack output NodeInstanceProfileName) does not exist",
-                f"redeploy the stack: cdk deploy -c clusterName={stack.cluster_name}",
-            )
-        if role.name not in profile.roles:
-            return _check(
-                cid,
-                Status.FAIL,
-                f"{lines[0]}; instance profile {profile.name} holds {', '.join(profile.roles) or 'no role'}",
-                f"aws iam add-role-to-instance-profile --instance-profile-name {profile.name} --role-name {role.name}",
-            )
-        lines.append(f"instance profile {profile.name} holds it")
+    if facts.stack_profile is not None:
+        where = f"instance profile {facts.stack_profile.name} (stack output NodeInstanceProfileName)"
+        redeploy = f"redeploy the stack: cdk deploy -c clusterName={stack.cluster_name}"
+        if failed := _profile_problem(cid, facts.stack_profile, role.name, where, redeploy):
+            return failed
+        lines.append(f"instance profile {facts.stack_profile.name} holds it")
     for c in classes if not isinstance(classes, Unreadable) else ():
         if not c.name:
             continue
@@ -774,25 +763,29 @@ def node_role(
                 f"set spec.role: {role.name} in EC2NodeClass {c.name}",
             )
         if c.instance_profile is not None:
-            p = facts.class_profiles.get(c.instance_profile)
-            if p is None or not p.exists:
-                return _check(
-                    cid,
-                    Status.FAIL,
-                    f"EC2NodeClass {c.name}: instance profile {c.instance_profile} does not exist",
-                    f"create it with role {role.name}, or use spec.role: {role.name} in EC2NodeClass {c.name}",
-                )
-            if role.name not in p.roles:
-                return _check(
-                    cid,
-                    Status.FAIL,
-                    f"EC2NodeClass {c.name}: instance profile {p.name} holds {', '.join(p.roles) or 'no role'}, not "
-                    f"{role.name} (the only role nodeflow may pass)",
-                    f"aws iam add-role-to-instance-profile --instance-profile-name {p.name} --role-name {role.name} "
-                    "(after removing the other role)",
-                )
-            lines.append(f"EC2NodeClass {c.name} uses instance profile {p.name}")
+            profile = facts.class_profiles.get(c.instance_profile) or ProfileFact(c.instance_profile, False)
+            where = f"EC2NodeClass {c.name}: instance profile {c.instance_profile}"
+            create = f"create it with role {role.name}, or use spec.role: {role.name} in EC2NodeClass {c.name}"
+            if failed := _profile_problem(cid, profile, role.name, where, create):
+                return failed
+            lines.append(f"EC2NodeClass {c.name} uses instance profile {profile.name}")
     return _check(cid, Status.OK, "; ".join(lines))
+
+
+def _profile_problem(cid: str, profile: ProfileFact, role: str, where: str, create: str) -> Check | None:
+    """FAIL when ``profile`` does not exist (do ``create``) or does not hold ``role`` (the only one nodeflow may
+    pass); None when it is fine."""
+    if not profile.exists:
+        return _check(cid, Status.FAIL, f"{where} does not exist", create)
+    if role not in profile.roles:
+        return _check(
+            cid,
+            Status.FAIL,
+            f"{where} holds {', '.join(profile.roles) or 'no role'}, not {role} (the only role nodeflow may pass)",
+            f"aws iam add-role-to-instance-profile --instance-profile-name {profile.name} --role-name {role}"
+            + (" (after removing the other role)" if profile.roles else ""),
+        )
+    return None
 
 
 def _spot_pools(pools: Sequence[NodePoolFact] | Unreadable) -> list[str] | None:

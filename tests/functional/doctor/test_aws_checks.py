@@ -219,6 +219,16 @@ def test_vcpu_quotas(aws: Aws) -> None:
         Status.FAIL,
         "0 vCPUs: no spot node can launch, and NodePools spot launch spot",
     )
+    ec2_quota(aws, "L-1216C47A", 0)  # a new account's, before any increase
+    check = c.vcpu_quota(
+        "quota-on-demand-vcpus", aws_facts.vcpu_quota(aws, "L-1216C47A"), (ON_DEMAND,), "on-demand", "L-1216C47A"
+    )
+    assert check.status is Status.FAIL
+    ec2_quota(aws, "L-34B43A08", 640)
+    check = c.vcpu_quota(
+        "quota-spot-vcpus", aws_facts.vcpu_quota(aws, "L-34B43A08"), (ON_DEMAND, SPOT), "spot", "L-34B43A08"
+    )
+    assert (check.status, check.detail) == (Status.OK, "640 vCPUs, at least the NodePools' cpu limits (64)")
     aws.assert_answered()
 
 

@@ -335,6 +335,7 @@ def test_the_command_reports_every_check_and_exits_1_on_a_failure(cluster: TestC
     assert [x["id"] for x in report["checks"]] == [s.id for s in c.CHECKS]
     by_id = {x["id"]: x for x in report["checks"]}
     assert by_id["agent-running"]["status"] == "FAIL"
+    assert by_id["agent-running"]["detail"] == "Deployment nodeflow/nodeflow-agent does not exist"
     assert by_id["agent-running"]["action"].startswith("python -m nodeflow install-manifests --stack Nodeflow-demo")
     assert by_id["cluster-auth-mode"]["status"] == "WARN"  # moto has no EKS cluster "demo"
     assert by_id["cluster-auth-mode"]["detail"] == (

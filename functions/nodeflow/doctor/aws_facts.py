@@ -162,11 +162,17 @@ def read_stack(clients: Clients, name: str, region: str) -> StackResources:
         raise DoctorInputError(
             f"--stack: {name!r} has no output ClusterName (is it a nodeflow stack, deployed by cdk deploy?)"
         )
-    body = cfn.get_template(StackName=name).get("TemplateBody") or {}
+    try:
+        body = cfn.get_template(StackName=name).get("TemplateBody") or {}
+        summaries = _pages(cfn, "list_stack_resources", "StackResourceSummaries", StackName=name)
+    except ClientError as exc:
+        raise DoctorInputError(
+            f"--stack: {name!r}: its template and resources could not be read: {_error(exc)}"
+        ) from None
     template = json.loads(body) if isinstance(body, str) else body
     types = {str(r.get("Type", "")) for r in (template.get("Resources") or {}).values() if isinstance(r, Mapping)}
     resources: dict[str, list[tuple[str, str]]] = {}
-    for r in _pages(cfn, "list_stack_resources", "StackResourceSummaries", StackName=name):
+    for r in summaries:
         if r.get("PhysicalResourceId"):
             resources.setdefault(str(r["ResourceType"]), []).append(
                 (str(r["LogicalResourceId"]), str(r["PhysicalResourceId"]))

@@ -73,6 +73,24 @@ def test_an_unknown_or_foreign_stack_is_bad_input_naming_it(aws: Aws, clients: C
         read_stack(aws, "Other", "us-east-1")
 
 
+def test_a_stack_whose_resources_cannot_be_listed_is_bad_input_saying_why(aws: Aws, stack: DoctorStack) -> None:
+    cfn = aws.stub("cloudformation")
+    described = aws.moto("cloudformation").describe_stacks(StackName=stack.name)
+    cfn.add_response("describe_stacks", {"Stacks": described["Stacks"]}, {"StackName": stack.name})
+    cfn.add_client_error(
+        "get_template",
+        service_error_code="AccessDenied",
+        service_message="User: arn:aws:iam::123456789012:user/dev is not authorized to perform: "
+        "cloudformation:GetTemplate",
+    )
+    with pytest.raises(
+        DoctorInputError,
+        match=r"--stack: 'Nodeflow-demo': its template and resources could not be "
+        r"read: GetTemplate: AccessDenied: User: .* cloudformation:GetTemplate",
+    ):
+        read_stack(aws, stack.name, "us-east-1")
+
+
 # --- before install -------------------------------------------------------------------------------
 
 

@@ -157,7 +157,10 @@ MIN_BURST_VCPUS = 64  # below this a burst is a handful of nodes (new accounts s
 BURST_NODECLAIMS = 100  # NodeClaims launching at once that the StartExecution bucket and Lambda should absorb
 STUCK_AFTER = timedelta(minutes=20)  # registration TTL (15 min, nodeflow.lifecycle.registration) + cleanup
 FORWARDING_WINDOW = timedelta(hours=6)  # how far back the webhook's metric is read
-FORWARDING_FRESH = timedelta(minutes=15)  # a request accepted this recently: forwarding works
+FORWARDING_FRESH = timedelta(minutes=15)
+METRIC_PERIOD = timedelta(
+    minutes=1
+)  # the resolution the webhook's metric is read at  # a request accepted this recently: forwarding works
 # The agent re-sends every still-unschedulable pod each resync (300 s); with the metric's own delay, a pod pending
 # this long must have been forwarded within this long.
 FORWARDING_EXPECTED = timedelta(minutes=10)
@@ -618,37 +621,47 @@ def _subnet_fix(stack: StackInfo, name: str) -> str:
         )
     return (
         f"fix spec.subnetSelectorTerms of EC2NodeClass {name}, or tag the subnets it should select "
-        "(kubectl get ec2nodeclass " + name + " -o yaml)"
+        f"(kubectl get ec2nodeclass {name} -o yaml)"
     )
+
+
+class _Worst:
+    """One line per EC2NodeClass; the check's status is the worst line's, its action the first of the worst."""
+
+    _ORDER = (Status.OK, Status.WARN, Status.FAIL)
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.status = Status.OK
+        self.action: str | None = None
+
+    def add(self, status: Status, line: str, action: str | None = None) -> None:
+        self.lines.append(line)
+        if self._ORDER.index(status) > self._ORDER.index(self.status):
+            self.status, self.action = status, action
+
+    def check(self, check_id: str) -> Check:
+        return _check(check_id, self.status, "; ".join(self.lines) or "no EC2NodeClass", self.action)
+
+
+def _selected(c: NodeClassFact, stack: StackInfo) -> str:
+    return c.label if c.name else f"{c.label} {DISCOVERY_TAG}={stack.cluster_name}"
 
 
 def subnets(classes: Sequence[NodeClassFact] | Unreadable, stack: StackInfo) -> Check:
     cid = "subnets"
     if isinstance(classes, Unreadable):
         return _unreadable(cid, classes, "allow ec2:DescribeSubnets, and read EC2NodeClasses in the cluster")
-    lines: list[str] = []
-    worst = Status.OK
-    action: str | None = None
-
-    def note(status: Status, line: str, fix: str) -> None:
-        nonlocal worst, action
-        lines.append(line)
-        order = (Status.OK, Status.WARN, Status.FAIL)
-        if order.index(status) > order.index(worst):
-            worst, action = status, fix
-
+    verdict = _Worst()
     for c in classes:
-        what = c.label if c.name else f"{c.label} {DISCOVERY_TAG}={stack.cluster_name}"
+        what = _selected(c, stack)
         if isinstance(c.subnets, Unreadable):
-            note(Status.WARN, f"{what}: could not be read: {c.subnets.error}", "allow ec2:DescribeSubnets")
+            verdict.add(Status.WARN, f"{what}: could not be read: {c.subnets.error}", "allow ec2:DescribeSubnets")
             continue
         found = c.subnets
         if not found:
-            note(
-                Status.FAIL if c.name else Status.WARN,
-                f"{what}: selects no available subnet",
-                _subnet_fix(stack, c.name),
-            )
+            status = Status.FAIL if c.name else Status.WARN  # no EC2NodeClass yet: nothing is broken
+            verdict.add(status, f"{what}: selects no available subnet", _subnet_fix(stack, c.name))
             continue
         free = sum(s.free_ips for s in found)
         zones = sorted({s.zone for s in found})
@@ -656,9 +669,9 @@ def subnets(classes: Sequence[NodeClassFact] | Unreadable, stack: StackInfo) -> 
         full = [s.id for s in found if s.free_ips == 0]
         line = f"{what}: {len(found)} subnet(s) in {len(zones)} zone(s) ({', '.join(zones)}), {free} free IPs"
         if len(vpcs) > 1:
-            note(Status.FAIL, f"{line}, in {len(vpcs)} VPCs ({', '.join(vpcs)})", _subnet_fix(stack, c.name))
+            verdict.add(Status.FAIL, f"{line}, in {len(vpcs)} VPCs ({', '.join(vpcs)})", _subnet_fix(stack, c.name))
         elif free < MIN_FREE_IPS:
-            note(
+            verdict.add(
                 Status.WARN,
                 f"{line}: below {MIN_FREE_IPS}, a burst runs out of addresses"
                 + (f" (no free IP in {_names(full)})" if full else ""),
@@ -666,49 +679,47 @@ def subnets(classes: Sequence[NodeClassFact] | Unreadable, stack: StackInfo) -> 
                 f"{stack.cluster_name}), or free addresses",
             )
         else:
-            note(Status.OK, line + (f" (none free in {_names(full)})" if full else ""), "")
-    return _check(cid, worst, "; ".join(lines) or "no EC2NodeClass", action)
+            verdict.add(Status.OK, line + (f" (none free in {_names(full)})" if full else ""))
+    return verdict.check(cid)
 
 
 def security_groups(classes: Sequence[NodeClassFact] | Unreadable, stack: StackInfo) -> Check:
     cid = "security-groups"
     if isinstance(classes, Unreadable):
         return _unreadable(cid, classes, "allow ec2:DescribeSecurityGroups, and read EC2NodeClasses in the cluster")
-    lines: list[str] = []
-    fails: list[str] = []
-    warns: list[str] = []
+    verdict = _Worst()
     for c in classes:
-        what = c.label if c.name else f"{c.label} {DISCOVERY_TAG}={stack.cluster_name}"
+        what = _selected(c, stack)
         if isinstance(c.groups, Unreadable):
-            lines.append(f"{what}: could not be read: {c.groups.error}")
-            warns.append("allow ec2:DescribeSecurityGroups")
+            verdict.add(Status.WARN, f"{what}: could not be read: {c.groups.error}", "allow ec2:DescribeSecurityGroups")
             continue
         if not c.groups:
-            lines.append(f"{what}: selects no security group")
-            fix = (
-                f"fix spec.securityGroupSelectorTerms of EC2NodeClass {c.name}"
-                if c.name
-                else f"tag the nodes' security group: aws ec2 create-tags --resources SG --tags "
-                f"Key={DISCOVERY_TAG},Value={stack.cluster_name}"
-            )
-            (fails if c.name else warns).append(fix)
+            if c.name:
+                verdict.add(
+                    Status.FAIL,
+                    f"{what}: selects no security group",
+                    f"fix spec.securityGroupSelectorTerms of EC2NodeClass {c.name}",
+                )
+            else:
+                verdict.add(
+                    Status.WARN,
+                    f"{what}: selects no security group",
+                    f"tag the nodes' security group: aws ec2 create-tags --resources SG --tags "
+                    f"Key={DISCOVERY_TAG},Value={stack.cluster_name}",
+                )
             continue
         group_vpcs = {g.vpc_id for g in c.groups if g.vpc_id}
         subnet_vpcs = {s.vpc_id for s in c.subnets if s.vpc_id} if not isinstance(c.subnets, Unreadable) else set()
         ids = _names(g.id for g in c.groups)
         if subnet_vpcs and group_vpcs and group_vpcs != subnet_vpcs:
-            lines.append(
-                f"{what}: {ids} in {', '.join(sorted(group_vpcs))}, the subnets in {', '.join(sorted(subnet_vpcs))}"
+            verdict.add(
+                Status.FAIL,
+                f"{what}: {ids} in {', '.join(sorted(group_vpcs))}, the subnets in {', '.join(sorted(subnet_vpcs))}",
+                f"select security groups of the subnets' VPC in EC2NodeClass {c.name or '(the tag)'}",
             )
-            fails.append(f"select security groups of the subnets' VPC in EC2NodeClass {c.name or '(the tag)'}")
             continue
-        lines.append(f"{what}: {ids}")
-    detail = "; ".join(lines) or "no EC2NodeClass"
-    if fails:
-        return _check(cid, Status.FAIL, detail, fails[0])
-    if warns:
-        return _check(cid, Status.WARN, detail, warns[0])
-    return _check(cid, Status.OK, detail)
+        verdict.add(Status.OK, f"{what}: {ids}")
+    return verdict.check(cid)
 
 
 def _role_name(role: str) -> str:
@@ -1004,10 +1015,12 @@ def agent_forwarding(
                 )
             )
         created = activity.newest_node_created
-        if created is not None and now - created >= FORWARDING_EXPECTED:
+        # (a Node older than the metric's window was announced before it: the window cannot show that)
+        if created is not None and FORWARDING_EXPECTED <= now - created <= FORWARDING_WINDOW:
             must_since.append((created, f"Node {activity.newest_node} created {_ago(now - created)} ago"))
         for due, why in must_since:
-            if last is None or last < due:
+            # the metric's datapoint at ``last`` counts the minute that starts there
+            if last is None or last + METRIC_PERIOD <= due:
                 return _check(cid, Status.FAIL, f"{seen}, yet {why}", logs)
     if last is None:
         return _check(

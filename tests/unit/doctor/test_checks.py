@@ -305,6 +305,14 @@ def test_agent_forwarding() -> None:
     # ... and so is a Node created after the last accepted request.
     node = c.ClusterActivity(newest_node_created=NOW - timedelta(minutes=30), newest_node="ip-10-0-1-1")
     assert verdict(replace(idle, activity=node), "agent-forwarding").status is Status.FAIL
+    # ... unless a request was accepted in the minute it was created (the metric's datapoint starts the minute).
+    same_minute = replace(healthy(), forwarding=c.Forwarding(NOW - timedelta(minutes=30, seconds=40)))
+    assert verdict(replace(same_minute, activity=node), "agent-forwarding").status is Status.OK
+    # A Node older than the metric's window was announced before the window: not evidence of anything.
+    old_node = c.ClusterActivity(newest_node_created=NOW - timedelta(days=2), newest_node="ip-10-0-1-1")
+    assert verdict(replace(healthy(), forwarding=c.Forwarding(None), activity=old_node), "agent-forwarding").status is (
+        Status.WARN
+    )
     just_pending = c.ClusterActivity(unschedulable_since=NOW - timedelta(minutes=3), unschedulable_pod="shop/web-1")
     assert verdict(replace(idle, activity=just_pending), "agent-forwarding").status is Status.OK
     never = replace(healthy(), forwarding=c.Forwarding(None))

@@ -48,7 +48,9 @@ def add_parser(commands: Any) -> None:
     p = commands.add_parser(
         "doctor",
         help="check a cluster and account before installing nodeflow, and the installed nodeflow after",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1] if __doc__ else None,
+        description="Check whether the cluster and account are ready for nodeflow (before install) and whether the "
+        "installed nodeflow works (after): each check says OK, WARN or FAIL and, when not OK, the one thing to do. "
+        "Exit codes: 0 no FAIL, 1 a check failed, 2 bad input (unknown stack, unreachable cluster).",
     )
     p.add_argument("--stack", required=True, help="the nodeflow CloudFormation stack, e.g. Nodeflow-my-cluster")
     p.add_argument(

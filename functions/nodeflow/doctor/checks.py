@@ -904,8 +904,7 @@ def lambda_concurrency(account: AccountConcurrency | Unreadable, lambdas: Lambda
         f"{LAMBDA_CONCURRENCY_QUOTA} --desired-value N"
     )
     detail = (
-        f"account limit {account.limit}, {account.unreserved} unreserved (the stack reserves {reserved} for the "
-        "provisioner, disruption and webhook functions)"
+        f"account limit {account.limit}, {account.unreserved} unreserved (the stack's functions reserve {reserved})"
     )
     if account.limit < reserved + _LAMBDA_HEADROOM:
         return _check(cid, Status.FAIL, f"{detail}: too low for the stack's reservations", increase)

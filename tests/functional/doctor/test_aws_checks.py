@@ -282,8 +282,7 @@ def test_lambda_concurrency(aws: Aws, stack: DoctorStack) -> None:
     check = c.lambda_concurrency(aws_facts.account_concurrency(aws), lambdas)
     assert (check.status, check.detail) == (
         Status.OK,
-        "account limit 1000, 989 unreserved (the stack reserves 11 for the provisioner, disruption and webhook "
-        "functions)",
+        "account limit 1000, 989 unreserved (the stack's functions reserve 11)",
     )
     account_settings(aws, 100, 89)
     assert c.lambda_concurrency(aws_facts.account_concurrency(aws), lambdas).status is Status.FAIL

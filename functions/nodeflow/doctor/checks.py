@@ -58,6 +58,7 @@ __all__ = [
     "MIN_BURST_VCPUS",
     "MIN_FREE_IPS",
     "MIN_NODE_VCPUS",
+    "NOT_INSTALLED",
     "ON_DEMAND_VCPU_QUOTA",
     "SPOT_SLR",
     "SPOT_VCPU_QUOTA",
@@ -165,6 +166,7 @@ METRIC_PERIOD = timedelta(
 # this long must have been forwarded within this long.
 FORWARDING_EXPECTED = timedelta(minutes=10)
 EXECUTION_WINDOW = timedelta(hours=1)
+NOT_INSTALLED = "NotInstalled"  # Unreadable.code of a fact whose CRD is not installed (before install)
 _LAMBDA_HEADROOM = 100  # Lambda keeps at least 100 of the account's concurrency unreserved
 
 
@@ -195,7 +197,12 @@ def _check(check_id: str, status: Status, detail: str, action: str | None = None
 
 def _unreadable(check_id: str, fact: Unreadable, permission: str) -> Check:
     """A WARN saying why the check could not be made; the action grants ``permission`` when that was the reason."""
-    action = permission if fact.denied or not fact.code else f"resolve {fact.code} (above), then run doctor again"
+    if fact.code == NOT_INSTALLED:
+        action = "install nodeflow's CRDs first (see the crds check)"
+    elif fact.denied or not fact.code:
+        action = permission
+    else:
+        action = f"resolve {fact.code} (above), then run doctor again"
     return _check(check_id, Status.WARN, f"could not be checked: {fact.error}", action)
 
 

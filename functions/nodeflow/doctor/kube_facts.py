@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from nodeflow.doctor.checks import (
     AGENT_DEPLOYMENT,
     AGENT_NAMESPACE,
+    NOT_INSTALLED,
     AgentFacts,
     ClusterActivity,
     CrdFact,
@@ -207,8 +208,11 @@ def activity(kube: KubeClient) -> ClusterActivity | Unreadable:
 
 
 def node_claims(kube: KubeClient) -> tuple[NodeClaimFact, ...] | Unreadable:
-    def read() -> tuple[NodeClaimFact, ...]:
-        items = kube.list_items(NODE_CLAIMS, page_size=_PAGE)
+    def read() -> tuple[NodeClaimFact, ...] | Unreadable:
+        try:
+            items = kube.list_items(NODE_CLAIMS, page_size=_PAGE)
+        except NotFound:  # before install
+            return Unreadable(f"{NODE_CLAIMS.plural}.{NODE_CLAIMS.group} is not installed", NOT_INSTALLED)
         return tuple(f for f in (node_claim_fact(o) for o in items) if f is not None)
 
     return _readable(read)

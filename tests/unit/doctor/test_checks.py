@@ -431,6 +431,9 @@ def test_an_unreadable_fact_says_what_to_do_by_why() -> None:
         "could not be checked: GetRole: Throttling: Rate exceeded",
         "resolve Throttling (above), then run doctor again",
     )
+    before_install = Unreadable("nodeclaims.karpenter.sh is not installed", c.NOT_INSTALLED)
+    check = verdict(replace(healthy(), node_claims=before_install), "stuck-nodeclaims")
+    assert (check.status, check.action) == (Status.WARN, "install nodeflow's CRDs first (see the crds check)")
     gone = Unreadable("DescribeCluster: ResourceNotFoundException: No cluster found", "ResourceNotFoundException")
     check = verdict(replace(healthy(), cluster=gone), "cluster-auth-mode")
     assert (check.status, check.detail, check.action) == (

@@ -8,6 +8,8 @@ go or exactly why not (``nodeflow.explain_cli``).
 ``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
 ``governance -f PATH | --cluster`` prints the governance record (``nodeflow.governance.command``).
 ``decisions --stack NAME`` reads the stack's decision log (``nodeflow.decisions_cli``).
+``doctor --stack NAME`` checks the cluster and account before install and nodeflow after (``nodeflow.doctor_cli``;
+its exit code 1 means a check failed).
 Exit codes: 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or the stack) could not be had.
 """
 
@@ -19,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from nodeflow import decisions_cli
+from nodeflow import decisions_cli, doctor_cli
 from nodeflow.api.quantity import format_milli
 from nodeflow.aws.region import CATALOG_REGION_HELP, REGION_HELP
 from nodeflow.governance import command as governance_command
@@ -102,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         "-o", "--output-dir", dest="out_dir", help="the directory to write (default: cdk.out/install/STACK)"
     )
     decisions_cli.add_parser(commands)  # ``decisions --stack NAME``: nodeflow/decisions_cli.py
+    doctor_cli.add_parser(commands)  # ``doctor --stack NAME``: nodeflow/doctor_cli.py
     return parser
 
 
@@ -201,6 +204,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         return _install(args, out, err)
     if args.command == "decisions":
         return decisions_cli.run(args, out, err)
+    if args.command == "doctor":
+        return doctor_cli.run(args, out, err)
     return _run(args, out, err)
 
 

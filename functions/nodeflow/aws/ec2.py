@@ -75,6 +75,7 @@ __all__ = [
     "list_cluster_instances",
     "resolve_node_class",
     "resolve_placement_group",
+    "tag_filters",
     "terminate_instances",
 ]
 
@@ -232,7 +233,8 @@ def resolve_node_class(
     )
 
 
-def _tag_filters(tags: Mapping[str, str] | None) -> list[dict[str, Any]]:
+def tag_filters(tags: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """DescribeSubnets / DescribeSecurityGroups / ... filters for a selector term's tags (value "*": the key only)."""
     filters = []
     for key, value in (tags or {}).items():
         if value == "*":
@@ -251,7 +253,7 @@ def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[
 def _resolve_subnets(ec2: Any, terms: Sequence[Any]) -> tuple[Subnet, ...]:
     found: dict[str, Subnet] = {}
     for term in terms:
-        filters = [{"Name": "subnet-id", "Values": [term.id]}] if term.id else _tag_filters(term.tags)
+        filters = [{"Name": "subnet-id", "Values": [term.id]}] if term.id else tag_filters(term.tags)
         for s in _paginate(ec2, "describe_subnets", "Subnets", Filters=filters):
             if s.get("State", "available") != "available":
                 continue
@@ -273,7 +275,7 @@ def _resolve_security_groups(ec2: Any, terms: Sequence[Any]) -> tuple[SecurityGr
         elif term.name:
             filters = [{"Name": "group-name", "Values": [term.name]}]
         else:
-            filters = _tag_filters(term.tags)
+            filters = tag_filters(term.tags)
         for g in _paginate(ec2, "describe_security_groups", "SecurityGroups", Filters=filters):
             found[g["GroupId"]] = SecurityGroup(id=g["GroupId"], name=g.get("GroupName"))
     return tuple(sorted(found.values(), key=lambda g: g.id))
@@ -313,7 +315,7 @@ def capacity_reservation_queries(terms: Sequence[Any]) -> list[dict[str, Any]]:
             filters = list(active)
             if term.owner_id:
                 filters.append({"Name": "owner-id", "Values": [term.owner_id]})
-            filters.extend(_tag_filters(term.tags))
+            filters.extend(tag_filters(term.tags))
             if term.instance_match_criteria:
                 filters.append({"Name": "instance-match-criteria", "Values": [term.instance_match_criteria]})
             queries.append({"Filters": filters, "MaxResults": 1000})
@@ -422,7 +424,7 @@ def _image_query(term: AMISelectorTerm) -> dict[str, Any]:
         filters.append({"Name": "image-id", "Values": [term.id]})
     if term.name:
         filters.append({"Name": "name", "Values": [term.name]})
-    filters.extend(_tag_filters(term.tags))
+    filters.extend(tag_filters(term.tags))
     if term.owner:
         query["Owners"] = [term.owner]
     elif term.name and not term.id:

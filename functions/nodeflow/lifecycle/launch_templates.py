@@ -17,7 +17,8 @@ provider, garbage collection (every run):
   counted from the template's creation. That covers the templates of a live class nothing uses any more, those of a
   class deleted before it had the finalizer, and the current template of an idle class (the next launch makes it
   again). The grace keeps a template a Launch step has just made; a Launch step that found an older template and
-  loses it before its CreateFleet makes it again and repeats the call (``nodeflow.lifecycle.launch``).
+  loses it before its CreateFleet makes it again and repeats the call (``nodeflow.lifecycle.launch``). At most
+  ``DELETIONS_PER_RUN`` go per run, oldest first.
 
 Only the launch templates a provisioner of this cluster made are ever considered
 (``nodeflow.aws.ec2.list_launch_templates``: named ``nodeflow/...``, or ``karpenter.k8s.aws/...`` as Karpenter names
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -43,6 +44,7 @@ from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
 from nodeflow.kube.reports import Reports
 
 __all__ = [
+    "DELETIONS_PER_RUN",
     "TEMPLATE_GRACE",
     "LaunchTemplateDeps",
     "collect_launch_templates",
@@ -54,6 +56,9 @@ __all__ = [
 # Twice the Launch step's TimeoutSeconds (statemachines/launch.asl.json): a template made by a Launch step still running
 # is never deleted.
 TEMPLATE_GRACE = timedelta(minutes=10)
+# Unused templates deleted per run, oldest first: an account with thousands left from before (the quota is 5,000 per
+# region) is cleared over several runs, each well within gc's timeout and EC2's request rate.
+DELETIONS_PER_RUN = 200
 REASON_WAITING = "WaitingOnNodeClaimTermination"  # Karpenter's Event reason
 
 
@@ -102,6 +107,10 @@ def finalizer_patches(classes: Iterable[EC2NodeClass]) -> dict[str, dict[str, An
             meta = {"finalizers": [*have, wk.FINALIZER_EC2NODECLASS], "resourceVersion": nc.metadata.resource_version}
             out[nc.name] = {"metadata": meta}
     return out
+
+
+def _oldest(template: ec2x.LaunchTemplate) -> tuple[datetime, str]:
+    return (template.created or datetime.max.replace(tzinfo=UTC), template.name)
 
 
 def _delete(deps: LaunchTemplateDeps, template: ec2x.LaunchTemplate) -> bool:
@@ -179,5 +188,6 @@ def collect_launch_templates(
         if done:
             finalized.append(nc.name)
     handled = {nc.name for nc in deleting}  # a finalizing class's templates go with it, not before
-    deleted += [t.name for t in unused(templates, instances, now) if t.node_class not in handled and _delete(deps, t)]
+    stale = sorted((t for t in unused(templates, instances, now) if t.node_class not in handled), key=_oldest)
+    deleted += [t.name for t in stale[:DELETIONS_PER_RUN] if _delete(deps, t)]
     return {"deletedLaunchTemplates": sorted(deleted), "finalizedNodeClasses": finalized}

@@ -16,6 +16,8 @@ from nodeflow.aws.ec2 import (
     list_launch_templates,
 )
 from nodeflow.aws.errors import NotFound
+from nodeflow.kube.reports import Reports
+from nodeflow.lifecycle import launch_templates as lt
 from tests.functional.aws.conftest import CLUSTER
 from tests.functional.aws.test_ec2_launch import fleet_request, lt_spec
 
@@ -73,3 +75,49 @@ def test_a_fleet_naming_a_deleted_template_says_so(world: Any) -> None:
         create_fleet(world.ec2, fleet_request(world, name))
     assert is_launch_template_not_found(caught.value)
     assert not is_launch_template_not_found(NotFound("no such instance", code="InvalidInstanceID.NotFound"))
+
+
+class _RefusingOne:
+    """The EC2 client, but DeleteLaunchTemplate of ``refused`` answers UnauthorizedOperation (as IAM would)."""
+
+    def __init__(self, ec2: Any, refused: str) -> None:
+        self._ec2, self.refused = ec2, refused
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ec2, name)
+
+    def delete_launch_template(self, **kwargs: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        if kwargs.get("LaunchTemplateId") == self.refused:
+            error = {"Code": "UnauthorizedOperation", "Message": "You are not authorized to perform this operation."}
+            raise ClientError({"Error": error}, "DeleteLaunchTemplate")
+        return self._ec2.delete_launch_template(**kwargs)
+
+
+def test_a_run_deletes_the_oldest_unused_templates_up_to_its_limit_and_goes_on_past_a_refusal(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    names = {ensure_launch_template(world.ec2, lt_spec(world, node_pool=f"pool-{i}")) for i in range(4)}
+    _template(world, "untagged", {})
+    # oldest first (moto stamps creation times to the second: then by name)
+    order = sorted(list_launch_templates(world.ec2, CLUSTER), key=lambda t: (t.created, t.name))
+    assert {t.name for t in order} == names
+    refused = order[0]
+    logged: list[tuple[str, dict[str, Any]]] = []
+    deps = lt.LaunchTemplateDeps(
+        kube=None,  # type: ignore[arg-type]  # no EC2NodeClass: the API server is not asked
+        ec2=_RefusingOne(world.ec2, refused.id),
+        recorder=None,  # type: ignore[arg-type]
+        cluster_name=CLUSTER,
+        log=lambda message, extra: logged.append((message, extra)),
+    )
+    monkeypatch.setattr(lt, "DELETIONS_PER_RUN", 3)
+    later = max(t.created for t in order if t.created) + lt.TEMPLATE_GRACE
+
+    result = lt.collect_launch_templates(deps, [], [], [], later, Reports())
+    assert result == {"deletedLaunchTemplates": sorted([order[1].name, order[2].name]), "finalizedNodeClasses": []}
+    assert [(m, e["launchTemplate"]) for m, e in logged] == [("launch template not deleted", refused.name)]
+    assert {t.name for t in list_launch_templates(world.ec2, CLUSTER)} == {refused.name, order[3].name}
+    assert "untagged" in {t["LaunchTemplateName"] for t in world.ec2.describe_launch_templates()["LaunchTemplates"]}

@@ -67,7 +67,7 @@ __all__ = [
     "reserved_options",
 ]
 
-MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step (each one removes what ran out of capacity)
+MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step that each remove what ran out of capacity (+1: a remade template)
 _CAPACITY_ORDER = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
 # Label domains the kubelet may not set on itself (NodeRestriction), except the listed keys.
 _KUBELET_ALLOWED = frozenset(

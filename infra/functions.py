@@ -91,6 +91,7 @@ USES = frozenset(
         "ec2:read",
         "ec2:terminate",
         "ec2:status",
+        "ec2:launch-templates",
         "requeue",
         "dedup",
         "publish",
@@ -159,9 +160,10 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         "gc",
-        "Garbage collection: leaked instances and NodeClaims whose instance is gone, EC2NodeClass readiness",
+        "Garbage collection: leaked instances and NodeClaims whose instance is gone, EC2NodeClass readiness, "
+        "unused launch templates",
         timeout_seconds=110,
-        uses=("kube", "ec2:terminate", "requeue", "nodeclass", "watch:launch"),
+        uses=("kube", "ec2:terminate", "requeue", "nodeclass", "ec2:launch-templates", "watch:launch"),
         schedule_minutes=2,
     ),
     # The terminate workflow (statemachines/terminate.asl.json): one execution per node.
@@ -394,6 +396,8 @@ class Functions(Construct):
             statements += permissions.describe_instances()
         if "ec2:status" in uses:
             statements += permissions.describe_instance_status()
+        if "ec2:launch-templates" in uses:
+            statements += permissions.delete_launch_templates()
         if "requeue" in uses:
             environment["PROVISIONING_QUEUE_URL"] = queues["provisioning"].queue_url
             queues["provisioning"].grant_send_messages(role)

@@ -67,6 +67,10 @@ OWNED_REQUEST = (
     "request tags kubernetes.io/cluster/<cluster>=owned, eks:eks-cluster-name=<cluster>, karpenter.sh/nodepool"
 )
 OWNED_RESOURCE = "resource tags kubernetes.io/cluster/<cluster>=owned and karpenter.sh/nodepool"
+OWNED_TEMPLATE = (
+    "resource tags kubernetes.io/cluster/<cluster>=owned, eks:eks-cluster-name=<cluster>, karpenter.sh/nodepool and "
+    "karpenter.k8s.aws/ec2nodeclass"
+)
 IN_REGION = "aws:RequestedRegion = the stack's region"
 PROFILES = "instance profiles named <cluster>_* (this account)"
 CREATED = "fleet, instance, volume, network-interface, launch-template, spot-instances-request (this account, region)"
@@ -173,6 +177,16 @@ USE_GRANTS: Mapping[str, tuple[Grant, ...]] = {
         ),
     ),
     "ec2:status": (Grant("DescribeInstanceStatus", ("ec2:DescribeInstanceStatus",), "*", IN_REGION),),
+    # garbage collection: launch templates nothing uses any more, and those of deleted EC2NodeClasses
+    "ec2:launch-templates": (
+        Grant("DescribeLaunchTemplates", ("ec2:DescribeLaunchTemplates",), "*", IN_REGION),
+        Grant(
+            "DeleteOwnedLaunchTemplates",
+            ("ec2:DeleteLaunchTemplate",),
+            "launch templates (this account, region)",
+            OWNED_TEMPLATE,
+        ),
+    ),
     "requeue": (Grant("", ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"), "the provisioning queue"),),
     "publish": (Grant("", ("events:PutEvents",), "the nodeflow event bus"),),
     "webhook": (
@@ -357,7 +371,7 @@ def function_grants(
         keys.append("ec2:terminate")
     elif "ec2:read" in uses:
         keys.append("ec2:read")
-    keys += [u for u in ("ec2:status", "requeue", "publish", "webhook") if u in uses]
+    keys += [u for u in ("ec2:status", "ec2:launch-templates", "requeue", "publish", "webhook") if u in uses]
     grants: list[Grant] = [g for k in keys for g in USE_GRANTS[k]]
     grants += COMMON_GRANTS
     if spec.queue is not None:

@@ -5,7 +5,8 @@ Least privilege, modelled on Karpenter's controller policy:
 - EC2 writes (CreateFleet, RunInstances, CreateLaunchTemplate, CreateTags) only create resources that carry the
   cluster's ownership tags in the request (``kubernetes.io/cluster/<name>: owned``, ``eks:eks-cluster-name``,
   ``karpenter.sh/nodepool``), tags only at creation (``ec2:CreateAction``), and use only launch templates that
-  carry them; TerminateInstances only for instances that carry them. Subnets, security groups, images and
+  carry them; TerminateInstances only for instances that carry them, DeleteLaunchTemplate only for templates that
+  carry them and an EC2NodeClass's tag. Subnets, security groups, images and
   snapshots are read-only inputs and are not tag-conditioned (an EC2NodeClass may select any).
 - iam:PassRole only for the node role, only to EC2; instance profiles only under the cluster's name prefix and
   with the cluster's tags (``nodeflow.aws.ec2.instance_profile_name``).
@@ -276,6 +277,32 @@ class Permissions:
                 actions=actions("TerminateOwnedInstances"),
                 resources=[_ec2("instance")],
                 conditions=self._owned_resource,
+            ),
+        ]
+
+    def delete_launch_templates(self) -> list[iam.PolicyStatement]:
+        """List the cluster's launch templates and delete those a provisioner of the cluster made (by their tags:
+        the cluster's ownership tags, a NodePool's and an EC2NodeClass's, as ``nodeflow.aws.ec2.list_launch_templates``
+        selects them). A template of another cluster, or one without these tags, cannot be deleted."""
+        cluster = self.config.cluster_name
+        return [
+            iam.PolicyStatement(
+                sid="DescribeLaunchTemplates",
+                actions=actions("DescribeLaunchTemplates"),
+                resources=["*"],
+                conditions=self._region(),
+            ),
+            iam.PolicyStatement(
+                sid="DeleteOwnedLaunchTemplates",
+                actions=actions("DeleteOwnedLaunchTemplates"),
+                resources=[_ec2("launch-template")],
+                conditions={
+                    "StringEquals": {
+                        f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned",
+                        f"aws:ResourceTag/{TAG_EKS_CLUSTER}": cluster,
+                    },
+                    "StringLike": {f"aws:ResourceTag/{TAG_NODEPOOL}": "*", f"aws:ResourceTag/{TAG_NODECLASS}": "*"},
+                },
             ),
         ]
 

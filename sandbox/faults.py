@@ -10,7 +10,8 @@ is launched.
 It also applies EC2's ClientToken rules, which moto ignores: a CreateFleet with a token seen before
 and the same request gets the first answer again (no new instance; the answer of a call that found
 no capacity is replayed too, as EC2 created that fleet), and the same token with a different request
-fails with ``IdempotentParameterMismatch``. A throttled call records nothing.
+fails with ``IdempotentParameterMismatch``. A throttled call records nothing. It tags the instances it launches
+``aws:ec2launchtemplate:id`` / ``-version`` as EC2 does (moto's fleet path does not).
 
 ``deny(operation)`` makes CreateFleet, RunInstances or CreateLaunchTemplate answer ``UnauthorizedOperation`` (dry
 run or not) as EC2 does when the caller's IAM policy does not allow the call, until ``allow(operation)``; every
@@ -212,10 +213,27 @@ class Ec2Faults:
             del handler._get_param
         if errors:
             result.result["Errors"] = errors
+        _tag_with_templates(handler, result.result)
         launched = [(i.get("InstanceType"), i.get("InstanceIds")) for i in result.result.get("Instances", []) or []]
         with self._lock:
             self.calls.append({"overrides": asked, "outcome": "launched", "instances": launched, "errors": len(errors)})
         return result
+
+
+def _tag_with_templates(handler: Any, result: Mapping[str, Any]) -> None:
+    """EC2 tags every instance launched from a launch template ``aws:ec2launchtemplate:id`` and ``-version``; moto's
+    fleet path does not (its RunInstances does)."""
+    backend = handler.ec2_backend
+    for launched in result.get("Instances", []) or []:
+        spec = (launched.get("LaunchTemplateAndOverrides") or {}).get("LaunchTemplateSpecification") or {}
+        if not spec.get("LaunchTemplateId"):
+            continue
+        tags = {
+            "aws:ec2launchtemplate:id": spec["LaunchTemplateId"],
+            "aws:ec2launchtemplate:version": str(spec.get("Version", 1)),
+        }
+        for instance_id in launched.get("InstanceIds") or []:
+            backend.get_instance(instance_id).add_tags(tags)
 
 
 _AUTHORIZED_OPERATIONS = ("CreateFleet", "RunInstances", "CreateLaunchTemplate")

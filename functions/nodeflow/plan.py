@@ -366,7 +366,10 @@ def node_class_settings(node_class: EC2NodeClass) -> NodeClassSettings:
 
 def node_class_readiness(node_class: EC2NodeClass) -> tuple[str, str]:
     """("True" | "False" | "Unknown", message) of the EC2NodeClass's Ready condition. A condition written
-    for an older generation of the object (it was edited since) says nothing: "Unknown"."""
+    for an older generation of the object (it was edited since) says nothing: "Unknown". A class being deleted is
+    not ready, whatever its condition says (as Karpenter, which launches nothing from a terminating class)."""
+    if node_class.metadata.deletion_timestamp is not None:
+        return "False", f"EC2NodeClass {node_class.name!r} is being deleted"
     conditions = node_class.status.conditions if node_class.status is not None else None
     ready = next((c for c in conditions or () if c.type == "Ready"), None)
     if ready is None:

@@ -55,10 +55,6 @@ NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
         "hashed yet), its NodeClaims are re-stamped with the new hash; in the scenario the provisioner hashes the "
         "class before any NodeClaim exists"
     ),
-    ("nodeflow-nodeclasses", "karpenter.k8s.aws", "ec2nodeclasses", "patch"): (
-        "gc writes an EC2NodeClass's hash annotations when its spec changed since the provisioner last wrote them "
-        "(no class is edited in the scenario)"
-    ),
     ("nodeflow-launch", "karpenter.k8s.aws", "ec2nodeclasses/status", "patch"): (
         "the Launch step writes what it resolved when it differs from the status the provisioner or gc wrote "
         "(the class changed between them); in the scenario the provisioner resolved it first"

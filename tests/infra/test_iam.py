@@ -108,7 +108,15 @@ def test_ec2_writes_are_conditioned_on_the_cluster_tags(synthesized: Synthesized
             assert set(writes) == {"ec2:RunInstances", "ec2:CreateFleet"}  # read-only inputs of a launch
             continue
         equals = cond.get("StringEquals", {})
-        if "ec2:TerminateInstances" in writes or resources == [str(r) for r in resources if "launch-template" in r]:
+        if "ec2:DeleteLaunchTemplate" in writes:
+            assert writes == ["ec2:DeleteLaunchTemplate"], st
+            assert all("launch-template/*" in r for r in resources), st
+            assert equals == {owned_resource: "owned", "aws:ResourceTag/eks:eks-cluster-name": cluster}, st
+            assert cond["StringLike"] == {
+                "aws:ResourceTag/karpenter.sh/nodepool": "*",
+                "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
+            }
+        elif "ec2:TerminateInstances" in writes or resources == [str(r) for r in resources if "launch-template" in r]:
             assert equals.get(owned_resource) == "owned", st
             assert cond["StringLike"] == {"aws:ResourceTag/karpenter.sh/nodepool": "*"}
         else:
@@ -123,6 +131,36 @@ def test_ec2_writes_are_conditioned_on_the_cluster_tags(synthesized: Synthesized
         "ec2:CreateLaunchTemplate",
         "ec2:CreateTags",
         "ec2:TerminateInstances",
+        "ec2:DeleteLaunchTemplate",
+    }
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_only_gc_deletes_launch_templates_and_only_the_clusters_own(synthesized: Synthesized, which: str) -> None:
+    """ec2:DeleteLaunchTemplate: granted to the gc function alone, in one statement, on launch templates that carry
+    the cluster's ownership tags, a NodePool's and an EC2NodeClass's (what nodeflow.aws.ec2.list_launch_templates
+    selects); a template of another cluster or one without these tags cannot be deleted."""
+    cluster = synthesized.stacks[which].config.cluster_name
+    granted = {
+        s.suffix
+        for s in FUNCTIONS
+        if "ec2:DeleteLaunchTemplate" in _actions(_function_role_statements(synthesized, which, s.suffix))
+    }
+    assert granted == {"gc"}
+    (st,) = [st for st in _all_statements(synthesized, which) if "ec2:DeleteLaunchTemplate" in actions_of(st)]
+    assert st["Effect"] == "Allow"
+    assert actions_of(st) == ["ec2:DeleteLaunchTemplate"]
+    (resource,) = as_list(st["Resource"])
+    assert "launch-template/*" in str(resource)
+    assert st["Condition"] == {
+        "StringEquals": {
+            f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned",
+            "aws:ResourceTag/eks:eks-cluster-name": cluster,
+        },
+        "StringLike": {
+            "aws:ResourceTag/karpenter.sh/nodepool": "*",
+            "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
+        },
     }
 
 
@@ -255,6 +293,7 @@ def test_each_function_role_has_only_what_its_handler_calls(synthesized: Synthes
         == _actions(_function_role_statements(synthesized, "default", "cleanup"))
         | NODECLASS_ACTIONS
         | {"states:DescribeExecution"}  # launches that ended without cleaning up
+        | {"ec2:DescribeLaunchTemplates", "ec2:DeleteLaunchTemplate"}  # launch templates nothing uses
     )
     # launch: resolving its EC2NodeClass and launching (fleet)
     launch = _actions(_function_role_statements(synthesized, "default", "launch"))

@@ -31,6 +31,8 @@ ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-rel
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
 TAINT_UNREGISTERED = "karpenter.sh/unregistered"
 FINALIZER_TERMINATION = "karpenter.sh/termination"
+# On every EC2NodeClass (as Karpenter's AWS provider): kept until its NodeClaims and launch templates are gone.
+FINALIZER_EC2NODECLASS = "karpenter.k8s.aws/termination"
 # The time a terminating NodeClaim's drain ends: its deletionTimestamp + spec.terminationGracePeriod (RFC 3339).
 ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
 # A node being drained leaves external load balancers (Karpenter sets it to "karpenter").

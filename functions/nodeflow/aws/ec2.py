@@ -53,6 +53,7 @@ __all__ = [
     "FleetRequest",
     "FleetReservation",
     "InstanceInfo",
+    "LaunchTemplate",
     "LaunchTemplateSpec",
     "LaunchedInstance",
     "PlacementGroup",
@@ -64,15 +65,18 @@ __all__ = [
     "cluster_tags",
     "create_fleet",
     "create_fleet_input",
+    "delete_launch_template",
     "describe_capacity_reservations",
     "describe_instance_states",
     "dry_run_launch_authorization",
     "ensure_instance_profile",
     "ensure_launch_template",
     "instance_profile_name",
+    "is_launch_template_not_found",
     "launch_template_data",
     "launch_template_name",
     "list_cluster_instances",
+    "list_launch_templates",
     "resolve_node_class",
     "resolve_placement_group",
     "tag_filters",
@@ -85,7 +89,13 @@ TAG_NODEPOOL = "karpenter.sh/nodepool"
 TAG_NODECLAIM = "karpenter.sh/nodeclaim"
 TAG_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
 TAG_EKS_CLUSTER = "eks:eks-cluster-name"
+TAG_LAUNCH_TEMPLATE_ID = "aws:ec2launchtemplate:id"  # EC2 tags every instance launched from a template with it
 LAUNCH_TEMPLATE_PREFIX = "nodeflow/"
+# The names of the templates a provisioner of the cluster made: nodeflow's, and Karpenter's (left from before nodeflow)
+OWNED_LAUNCH_TEMPLATE_PREFIXES = (LAUNCH_TEMPLATE_PREFIX, "karpenter.k8s.aws/")
+LAUNCH_TEMPLATE_NOT_FOUND_CODES = frozenset(
+    {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
+)
 MAX_FLEET_OVERRIDES = 60
 _ARCH = {"x86_64": "amd64", "arm64": "arm64", "x86_64_mac": "amd64", "arm64_mac": "arm64"}
 _EC2_ARCH = {"amd64": "x86_64", "arm64": "arm64"}
@@ -773,6 +783,58 @@ def ensure_launch_template(ec2: Any, spec: LaunchTemplateSpec) -> str:
     except AlreadyExists:
         pass  # another launch created it first: same name means same configuration
     return name
+
+
+def is_launch_template_not_found(exc: BaseException) -> bool:
+    """Whether ``exc`` says a launch template the call named does not exist (any more)."""
+    return isinstance(exc, NotFound) and exc.code in LAUNCH_TEMPLATE_NOT_FOUND_CODES
+
+
+@dataclass(frozen=True)
+class LaunchTemplate:
+    """A launch template a provisioner of the cluster made (``list_launch_templates``)."""
+
+    id: str
+    name: str
+    node_class: str  # its karpenter.k8s.aws/ec2nodeclass tag
+    created: datetime | None
+
+
+def _owned_template(template: Mapping[str, Any], cluster_name: str) -> LaunchTemplate | None:
+    """``template`` (a DescribeLaunchTemplates item) when a provisioner of ``cluster_name`` made it: named as nodeflow
+    or Karpenter name theirs, and tagged with the cluster (``cluster_tags``), a NodePool and an EC2NodeClass."""
+    tags = {str(t.get("Key")): str(t.get("Value")) for t in template.get("Tags") or []}
+    name = str(template.get("LaunchTemplateName") or "")
+    owned = (
+        name.startswith(OWNED_LAUNCH_TEMPLATE_PREFIXES)
+        and all(tags.get(k) == v for k, v in cluster_tags(cluster_name).items())
+        and TAG_NODEPOOL in tags
+        and TAG_NODECLASS in tags
+    )
+    if not owned or not template.get("LaunchTemplateId"):
+        return None
+    return LaunchTemplate(str(template["LaunchTemplateId"]), name, tags[TAG_NODECLASS], template.get("CreateTime"))
+
+
+def list_launch_templates(ec2: Any, cluster_name: str) -> list[LaunchTemplate]:
+    """The launch templates a provisioner of ``cluster_name`` made (``_owned_template``), by name. Nothing else is
+    returned: a template of another cluster, or one without the ownership tags, is never a candidate for deletion."""
+    filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in cluster_tags(cluster_name).items()]
+    found = (
+        _owned_template(t, cluster_name)
+        for t in _paginate(ec2, "describe_launch_templates", "LaunchTemplates", Filters=filters)
+    )
+    return sorted((t for t in found if t is not None), key=lambda t: t.name)
+
+
+def delete_launch_template(ec2: Any, template: LaunchTemplate) -> bool:
+    """Delete ``template`` (by id); False when it was gone already."""
+    try:
+        with aws_errors():
+            ec2.delete_launch_template(LaunchTemplateId=template.id)
+    except NotFound:
+        return False
+    return True
 
 
 # =============================================================================================

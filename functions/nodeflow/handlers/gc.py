@@ -1,5 +1,6 @@
 """Lambda (scheduled): garbage collection — EC2NodeClass and NodePool status, launches whose CleanUp did not
-finish, leaked instances, NodeClaims whose instance is gone, Nodes left behind."""
+finish, leaked instances, NodeClaims whose instance is gone, Nodes left behind, launch templates nothing uses and
+deleted EC2NodeClasses (their finalizer)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="LeakedInstancesTerminated", unit="Count", value=len(result["terminatedInstances"]))
     metrics.add_metric(name="AbandonedNodeClaimsCleanedUp", unit="Count", value=len(result["abandonedNodeClaims"]))
     metrics.add_metric(name="LeftoverNodesDeleted", unit="Count", value=len(result["deletedNodes"]))
+    metrics.add_metric(name="LaunchTemplatesDeleted", unit="Count", value=len(result["deletedLaunchTemplates"]))
+    metrics.add_metric(name="NodeClassesFinalized", unit="Count", value=len(result["finalizedNodeClasses"]))
     metrics.add_metric(name="ReportWritesFailed", unit="Count", value=result["reportErrors"])
     logger.info("garbage collected", extra=result)
     return result

@@ -11,7 +11,8 @@ Conditions (operatorpkg style, lastTransitionTime kept while
 a condition's status does not change):
 
 - ``ValidationSucceeded``: False with the ``"field.path: rule"`` lines of an invalid NodePool,
-- ``NodeClassReady``: the referenced EC2NodeClass exists and its Ready condition is True,
+- ``NodeClassReady``: the referenced EC2NodeClass exists, is not being deleted (else False with Karpenter's
+  ``NodeClassTerminating``) and its Ready condition is True,
 - ``Ready``: both are True (root condition).
 """
 
@@ -164,6 +165,8 @@ def node_class_ready(ref_name: str | None, node_class: EC2NodeClass | None) -> t
         return "False", "NodeClassNotFound", f"EC2NodeClass {ref_name!r} not found"
     from nodeflow.plan import node_class_readiness  # not at the top: the step handlers would import the solver
 
+    if node_class.metadata.deletion_timestamp is not None:
+        return "False", "NodeClassTerminating", f"EC2NodeClass {ref_name!r} is terminating"
     status, message = node_class_readiness(node_class)
     if status == "Unknown":
         return "Unknown", "AwaitingReconciliation", message

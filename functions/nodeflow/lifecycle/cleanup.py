@@ -21,7 +21,9 @@ EC2NodeClasses, NodeClaims and Nodes:
   ``status.nodeName`` or providerID) and whose instance is gone is deleted;
 - stale nominations: each NodeClaim's ``nodeflow.io/nominated-pods`` annotation is pruned of the pods that are gone,
   finished or bound to a node that stays (``lifecycle/nominations.py``; the pods are listed only when a NodeClaim
-  carries nominations).
+  carries nominations);
+- launch templates: the EC2NodeClass finalizer, the templates of a deleted class, and those no live instance was
+  launched from past a grace period (``lifecycle/launch_templates.py``).
 """
 
 from __future__ import annotations
@@ -217,10 +219,9 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         # The NodeClaim its tag names owns it only while that NodeClaim points to no instance yet (launching).
         return claim is not None and _provider_id(claim) is None
 
+    instances = ec2x.list_cluster_instances(deps.ec2, deps.cluster_name)
     orphans = [
-        info.instance_id
-        for info in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name)
-        if not owned(info) and _age(now, info.launch_time) >= grace_seconds
+        info.instance_id for info in instances if not owned(info) and _age(now, info.launch_time) >= grace_seconds
     ]
     terminated = ec2x.terminate_instances(deps.ec2, orphans) if orphans else {}
 
@@ -264,7 +265,14 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
             is not None
         ):
             nodes_deleted.append(name)
+
+    # Launch templates nothing uses any more, and those of deleted EC2NodeClasses (with the classes' finalizer).
+    from nodeflow.lifecycle.launch_templates import LaunchTemplateDeps, collect_launch_templates
+
+    templates = LaunchTemplateDeps(deps.kube, deps.ec2, deps.recorder, deps.cluster_name, deps.log)
+    swept = collect_launch_templates(templates, snap.node_classes, snap.node_claims, instances, now, reports)
     return {
+        **swept,
         "terminatedInstances": sorted(terminated),
         "deletedNodeClaims": deleted,
         "abandonedNodeClaims": cleaned,

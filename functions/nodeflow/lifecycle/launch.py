@@ -5,7 +5,9 @@ Idempotent: a NodeClaim that already has a providerID, or whose instance exists 
 derived from the NodeClaim uid, the attempt and the request (``ec2.fleet_client_token``), so a
 fallback is a new request to EC2 and a repeated call the same one. Capacity errors mark the
 offerings unavailable (3 minutes, shared through DynamoDB) and the launch falls back to the remaining
-offerings; when none is left it raises ``NoCapacity``.
+offerings; when none is left it raises ``NoCapacity``. A launch template garbage collection deleted after this step
+found it (CreateFleet answers ``InvalidLaunchTemplateName.NotFoundException``) is made again and the call repeated,
+once, as Karpenter's AWS provider retries; a NodeClaim whose EC2NodeClass is being deleted is not launched.
 
 Reserved capacity (Karpenter's priority: reserved, then spot, then on-demand). A NodeClaim that allows
 ``karpenter.sh/capacity-type: reserved`` launches into one of its EC2NodeClass's capacity reservations when one
@@ -36,7 +38,7 @@ from nodeflow.api.block_devices import launched_block_device_mappings
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli, parse_quantity
 from nodeflow.aws import ec2 as ec2x
-from nodeflow.aws.errors import InsufficientCapacity, Offering
+from nodeflow.aws.errors import InsufficientCapacity, NotFound, Offering
 from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, bottlerocket_version, render_user_data
 from nodeflow.catalog.instancetypes import resolve_instance_types
@@ -65,7 +67,7 @@ __all__ = [
     "reserved_options",
 ]
 
-MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step (each one removes what ran out of capacity)
+MAX_ATTEMPTS = 4  # CreateFleet calls per Launch step that each remove what ran out of capacity (+1: a remade template)
 _CAPACITY_ORDER = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
 # Label domains the kubelet may not set on itself (NodeRestriction), except the listed keys.
 _KUBELET_ALLOWED = frozenset(
@@ -343,7 +345,10 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     subnets = {zone: s.id for zone, s in resolved.subnets_by_zone.items()}
     arches = {a.architecture for a in resolved.amis}
 
-    for attempt in range(MAX_ATTEMPTS):
+    attempt = 0  # this CreateFleet call (part of its ClientToken)
+    fallbacks = 0
+    remade = False  # a launch template gc deleted after this step found it was made again (once)
+    while fallbacks < MAX_ATTEMPTS:
         unavailable = deps.offerings.current(deps.now())
         types = resolve_instance_types(deps.catalog, settings, unavailable)
         reserved = reserved_options(
@@ -408,6 +413,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             context=_fleet_context(claim, node_class),
             reservations=tuple(fleet_reservations),
         )
+        attempt += 1
         try:
             instance = ec2x.create_fleet(deps.ec2, request)
         except InsufficientCapacity as exc:
@@ -415,6 +421,14 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
                 Offering(o["InstanceType"], o["AvailabilityZone"], capacity_type) for o in request.overrides()
             )
             deps.offerings.mark(offerings, deps.now(), reason=exc.code or "InsufficientInstanceCapacity")
+            fallbacks += 1
+            continue
+        except NotFound as exc:
+            # garbage collection deleted a template between ensure_launch_template and this call: the next pass
+            # makes it again (as Karpenter's one retry); a template still missing after that is an error
+            if remade or not ec2x.is_launch_template_not_found(exc):
+                raise
+            remade = True
             continue
         if instance.unavailable_offerings:
             deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
@@ -518,9 +532,12 @@ def _node_class(deps: LaunchDeps, claim: NodeClaim) -> EC2NodeClass:
     if ref.kind != "EC2NodeClass":
         raise LaunchFailed(f"NodeClaim {claim.name}: nodeClassRef kind {ref.kind!r} is not supported")
     try:
-        return EC2NodeClass.model_validate(deps.kube.get(EC2_NODE_CLASSES, ref.name))
+        node_class = EC2NodeClass.model_validate(deps.kube.get(EC2_NODE_CLASSES, ref.name))
     except kerr.NotFound:
         raise NodeClassNotReady(f"EC2NodeClass {ref.name!r} (NodeClaim {claim.name}) was not found") from None
+    if node_class.metadata.deletion_timestamp is not None:  # as Karpenter: a terminating class is not found
+        raise NodeClassNotReady(f"EC2NodeClass {ref.name!r} (NodeClaim {claim.name}) is being deleted")
+    return node_class
 
 
 def _instance_type(deps: LaunchDeps, claim: NodeClaim, name: str) -> InstanceType | None:

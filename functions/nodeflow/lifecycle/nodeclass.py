@@ -351,13 +351,17 @@ def reconcile_node_classes(
     reports: Reports | None = None,
 ) -> list[EC2NodeClass]:
     """``classes`` with fresh status: every one (``only_unknown=False``), or only those whose readiness at
-    their current generation is not known yet; and every one with its hash annotations (``write_hash``).
+    their current generation is not known yet; and every one with its hash annotations (``write_hash``). A class being
+    deleted is left as it is (as Karpenter, which only finalizes it: no instance profile or status is made for it).
     Each class on its own: one that cannot be resolved now (AWS unavailable, throttled) or whose status or hash the
     API server refuses keeps what it had (logged and counted in ``reports``); the next caller tries again."""
     reports = reports if reports is not None else Reports(log)
     out: list[EC2NodeClass] = []
     for nc in classes:
         name = f"EC2NodeClass/{nc.name}"
+        if nc.metadata.deletion_timestamp is not None:  # being deleted: only finalized (lifecycle/launch_templates.py)
+            out.append(nc)
+            continue
         if not (only_unknown and node_class_readiness(nc)[0] != "Unknown"):
             try:
                 nc = resolver.resolve(nc)[1]

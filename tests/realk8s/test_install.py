@@ -37,11 +37,11 @@ import yaml
 from nodeflow.handlers import install as handler_module
 from nodeflow.handlers import runtime
 from nodeflow.install import INSTALL_SELECTOR, StackOutputs, manifests, render, source_digest
-from nodeflow.installer import KEEP_ANNOTATION, KEEP_VALUE
+from nodeflow.installer import KEEP_ANNOTATION, KEEP_VALUE, InstallFailed, wait_for_access
 from nodeflow.kube.applyset import CRDS, KINDS, find_labelled, ref_of, resource_of
 from nodeflow.kube.client import NAMESPACES, NODE_CLAIMS, NODES, PODS, KubeClient
 from nodeflow.kube.errors import KubeError, NotFound
-from sandbox.controlplane import ADMIN, ControlPlane
+from sandbox.controlplane import ADMIN, ControlPlane, Identity
 from sandbox.controlplane.isolation import ClusterScope
 from sandbox.stepfunctions import LambdaContext
 
@@ -225,7 +225,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[tuple[ControlPlane, ClusterScope]]:
-    with ControlPlane(controllers=True, crds=[]) as started:
+    identities = {"installer": Identity("nodeflow-installer-role")}  # an access entry not honoured yet: no RBAC
+    with ControlPlane(controllers=True, crds=[], identities=identities) as started:
         kube = started.kube(ADMIN)
         scope = ClusterScope(kube)
         # CRDs outlive a test (deleting them takes seconds): the installer keeps them too; the one test that needs a
@@ -554,3 +555,138 @@ def test_hmac_mode_installs_the_agents_secret(cluster: Cluster, installer: Insta
     installer.ok("Update", old=installer.properties(HmacSecretArn=arn), physical=physical)
     with pytest.raises(NotFound):
         kube.get(resource_of("v1", "Secret"), "nodeflow-agent-hmac", "nodeflow")
+
+
+# --------------------------------------------------------------------------------------------- access, the cluster
+
+
+def test_the_install_waits_until_its_access_entry_is_honoured(cluster: Cluster) -> None:
+    """A new EKS access entry answers 401/403 for a few seconds: the installer retries, then gives up naming it."""
+    kube = cluster.plane.kube("installer")
+    bindings = resource_of("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
+    with pytest.raises(InstallFailed, match=r"^the install role cannot use the cluster's API after 1 s .*HTTP 403"):
+        wait_for_access(kube, time_left=lambda: 60.0, patience=1.0)
+    with pytest.raises(InstallFailed, match=r"InstallerAccessEntry\) is not honoured$"):
+        wait_for_access(kube, time_left=lambda: 60.0, patience=0.0)
+
+    def grant() -> None:
+        time.sleep(1.5)
+        cluster.kube.create(
+            bindings,
+            {
+                "metadata": {"name": cluster.name("installer")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [
+                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "nodeflow-installer-role"}
+                ],
+            },
+        )
+
+    granting = threading.Thread(target=grant)
+    granting.start()
+    started = time.monotonic()
+    wait_for_access(kube, time_left=lambda: 60.0)
+    granting.join()
+    assert 1.5 <= time.monotonic() - started < 10
+    kube.api_client.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
+def eks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's EKS, with the cluster's authentication mode settable (moto does not model accessConfig)."""
+    from moto import mock_aws
+
+    with mock_aws():
+        import boto3
+
+        yield boto3.client("eks", region_name=REGION)
+
+
+def eks_cluster(eks: Any, mode: str | None) -> None:
+    from moto.eks.models import eks_backends
+
+    eks.create_cluster(name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
+    if mode is not None:
+        eks_backends["123456789012"][REGION].clusters[CLUSTER].access_config = {"authenticationMode": mode}
+
+
+@pytest.mark.parametrize(
+    ("mode", "entries", "outcome"),
+    [
+        ("API_AND_CONFIG_MAP", True, "SUCCESS"),
+        ("API", True, "SUCCESS"),
+        ("CONFIG_MAP", True, "FAILED"),
+        ("CONFIG_MAP", False, "SUCCESS"),  # no access entries in the stack: aws-auth is fine
+        (None, True, "FAILED"),  # no such cluster
+    ],
+)
+def test_the_cluster_check_says_what_to_run_when_access_entries_cannot_work(
+    installer: Installer,
+    eks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    mode: str | None,
+    entries: bool,
+    outcome: str,
+) -> None:
+    lambda_env(monkeypatch, tmp_path / "unused.kubeconfig")
+    if mode is not None:
+        eks_cluster(eks, mode)
+    props = {"ServiceToken": "arn:x", "ClusterName": CLUSTER, "AccessEntries": "true" if entries else "false"}
+    body = installer.send("Create", props, resource_type=handler_module.CHECK_TYPE)
+    assert body["Status"] == outcome, body["Reason"]
+    if outcome == "SUCCESS":
+        assert body["Reason"] == f"cluster {CLUSTER} is ACTIVE, authentication mode {mode}"
+        assert body["PhysicalResourceId"] == f"nodeflow-cluster-check/{CLUSTER}"
+    elif mode is None:
+        assert body["Reason"] == (
+            f"EKS cluster {CLUSTER!r} was not found in {REGION}: check -c clusterName and the region you deploy to"
+        )
+    else:
+        assert body["Reason"].startswith(f"EKS cluster {CLUSTER!r} has authentication mode CONFIG_MAP")
+        assert (
+            f"aws eks update-cluster-config --name {CLUSTER} --region {REGION} "
+            "--access-config authenticationMode=API_AND_CONFIG_MAP" in body["Reason"]
+        )
+    deleted = installer.ok(
+        "Delete", props, physical=body["PhysicalResourceId"], resource_type=handler_module.CHECK_TYPE
+    )
+    assert deleted["Reason"] == "nothing to delete"
+
+
+def unreachable_kubeconfig(path: Path) -> Path:
+    """A cluster whose API server is gone (nothing listens on 127.0.0.1:1)."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
+                "current-context": "gone",
+            }
+        )
+    )
+    return path
+
+
+def test_destroy_after_the_cluster_was_deleted_goes_through(
+    installer: Installer, eks: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The API cannot be reached: with the EKS cluster gone there is nothing to remove; while it exists, Delete fails
+    (it cannot check for NodeClaims) rather than pretend."""
+    lambda_env(monkeypatch, unreachable_kubeconfig(tmp_path / "gone.kubeconfig"))
+    physical = f"nodeflow-install/{CLUSTER}"
+    gone = installer.ok("Delete", physical=physical)
+    assert gone["Reason"] == "the EKS cluster is gone: nothing to remove"
+    # Without a kubeconfig the function asks EKS for the endpoint first, which fails the same way.
+    monkeypatch.delenv("KUBECONFIG")
+    runtime.reset()
+    assert installer.ok("Delete", physical=physical)["Reason"] == "the EKS cluster is gone: nothing to remove"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone.kubeconfig"))
+    eks_cluster(eks, "API")
+    runtime.reset()
+    body = installer.send("Delete", physical=physical)
+    assert body["Status"] == "FAILED"
+    assert body["Reason"].startswith("the cluster's API cannot be reached to remove nodeflow: ")

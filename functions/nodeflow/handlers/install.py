@@ -44,6 +44,7 @@ CHECK_TYPE = "Custom::NodeflowClusterCheck"
 INSTALL_TYPE = "Custom::NodeflowInstall"
 RESPONSE_MARGIN_SECONDS = 20.0
 NOT_INSTALLED = "/not-installed"
+GONE = "the EKS cluster is gone: nothing to remove"
 
 
 def _log(message: str, extra: Mapping[str, Any]) -> None:
@@ -151,7 +152,15 @@ def _dispatch(request: Request, time_left: Callable[[], float]) -> tuple[str, st
     physical = request.physical_id or f"nodeflow-install/{cluster}"
     if physical.endswith(NOT_INSTALLED):
         return physical, "the install had failed: nothing to remove"
-    removed = uninstall(runtime().kube, cluster_exists=_cluster_exists, log=_log)
+    try:
+        kube = runtime().kube  # without clusterEndpoint, eks:DescribeCluster: fails once the cluster is deleted
+    except Exception:
+        if not _cluster_exists():
+            return physical, GONE
+        raise
+    removed = uninstall(kube, cluster_exists=_cluster_exists, log=_log)
+    if removed.get("cluster") == "gone":
+        return physical, GONE
     return physical, f"removed {len(removed['removed'])} objects (CRDs kept)"
 
 

@@ -38,7 +38,7 @@ from nodeflow.handlers import install as handler_module
 from nodeflow.handlers import runtime
 from nodeflow.install import INSTALL_SELECTOR, StackOutputs, manifests, render, source_digest
 from nodeflow.installer import KEEP_ANNOTATION, KEEP_VALUE, InstallFailed, wait_for_access
-from nodeflow.kube.applyset import CRDS, KINDS, find_labelled, ref_of, resource_of
+from nodeflow.kube.applyset import CRDS, KINDS, apply_all, find_labelled, ref_of, resource_of
 from nodeflow.kube.client import NAMESPACES, NODE_CLAIMS, NODES, PODS, KubeClient
 from nodeflow.kube.errors import KubeError, NotFound
 from sandbox.controlplane import ADMIN, ControlPlane, Identity
@@ -313,6 +313,36 @@ def test_first_install_then_the_same_again_changes_nothing(
         assert contained(doc, stored) == [], ref
         owners = {m["manager"] for m in stored["metadata"]["managedFields"] if m["operation"] == "Apply"}
         assert owners == OURS, ref
+
+
+def test_apply_returns_once_a_new_crd_is_served(cluster: Cluster) -> None:
+    """A custom resource can be created the moment the set that brings its CRD is applied."""
+    group = f"{cluster.name('w')}.example.test"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+    applied = apply_all(cluster.kube, [crd], field_manager="nodeflow-install", time_left=lambda: 30.0)
+    assert applied.created == [ref_of(crd)]
+    cluster.kube.request(
+        "POST",
+        f"/apis/{group}/v1/widgets",
+        body={"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "one"}},
+    )
 
 
 def test_bad_requests_are_answered_failed_with_the_field(cluster: Cluster, installer: Installer) -> None:

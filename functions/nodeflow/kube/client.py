@@ -120,16 +120,10 @@ class KubeClient:
         content_type: str | None = None,
     ) -> bytes:
         """Send one request; return the response body bytes of a 2xx, raise ``KubeError`` otherwise."""
-        return self._send(method, path, query=query, body=body, content_type=content_type)[1]
+        return self._send(method, path, query, body, content_type)[1]
 
     def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, Any]] = (),
-        body: Any = None,
-        content_type: str | None = None,
+        self, method: str, path: str, query: Sequence[tuple[str, Any]], body: Any, content_type: str | None
     ) -> tuple[int, bytes]:
         """(status, body bytes) of a 2xx answer; ``KubeError`` otherwise."""
         headers: dict[str, str] = {"Accept": "application/json"}
@@ -262,7 +256,7 @@ class KubeClient:
         if dry_run:
             query.append(("dryRun", "All"))
         path = resource.path(meta.get("name"), meta.get("namespace") if resource.namespaced else None)
-        status, data = self._send("PATCH", path, query=query, body=dict(body), content_type=APPLY_PATCH)
+        status, data = self._send("PATCH", path, query, dict(body), APPLY_PATCH)
         try:
             stored = json.loads(data) if data else {}
         except ValueError as exc:

@@ -18,6 +18,11 @@ process keep the bytes identical from run to run. The interpreter is ``NODEFLOW_
 one if it is 3.12, else ``python3.12`` on PATH or under pyenv (~/.pyenv/versions/3.12.*); with none, the bundle
 ships sources only and one warning says so (synth never fails for it).
 
+The in-cluster install's files (``nodeflow.install.source_files``: agent/manifests, the agent's code,
+infra/cluster/controller-rbac.yaml) live outside functions/; bundling copies them into ``nodeflow/_install/`` with
+the same layout, where the install function renders from them, and their digest is part of the asset's hash (so a
+changed manifest is a new asset, as a changed requirement is).
+
 Tests skip bundling (context ``aws:cdk:bundling-stacks: []``): the asset is then functions/ as is.
 """
 
@@ -135,6 +140,17 @@ def _copy_sources(output: Path) -> None:
             shutil.copy2(item, dest)
 
 
+def _copy_install_files(output: Path) -> None:
+    """The in-cluster install's files under nodeflow/_install/ (``nodeflow.install.BUNDLED_ROOT``)."""
+    from nodeflow.install import source_files
+
+    dest_root = output / "nodeflow" / "_install"
+    for rel in source_files(ROOT):
+        dest = dest_root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dest)
+
+
 def _python_version(executable: str) -> tuple[int, int] | None:
     try:
         done = subprocess.run(
@@ -229,6 +245,7 @@ def bundle(output_dir: str, requirements: Sequence[str]) -> None:
     out = Path(output_dir)
     _prune(out)
     _copy_sources(out)
+    _copy_install_files(out)
     _precompile(output_dir)
 
 
@@ -246,10 +263,13 @@ class LocalPipBundling:
 
 def code_asset() -> lambda_.Code:
     """The one code asset every function shares (handler ``nodeflow.handlers.<module>.handler``)."""
+    from nodeflow.install import source_digest
+
     requirements = lambda_requirements(REQUIREMENTS.read_text())
     digest = hashlib.sha256("\n".join([*requirements, *PIP_PLATFORM_ARGS]).encode()).hexdigest()[:16]
     # The Docker command mirrors the local one and, being part of the asset hash, makes the hash change with
-    # the requirements and pip's platform arguments (the source hash covers functions/ only).
+    # the requirements, pip's platform arguments and the install files (the source hash covers functions/ only).
+    # Local bundling always runs (try_bundle returns True), so the command is never run for the install files.
     docker_command = [
         "bash",
         "-c",
@@ -261,7 +281,7 @@ def code_asset() -> lambda_.Code:
         + " && PYTHONHASHSEED=0 python "
         + " ".join(COMPILEALL_ARGS)
         + " /asset-output"
-        + f" # requirements {digest}",
+        + f" # requirements {digest} install files {source_digest(ROOT)}",
     ]
     return lambda_.Code.from_asset(
         str(FUNCTIONS_DIR),

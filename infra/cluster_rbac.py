@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["CONTROLLER_RBAC", "EVENTS", "FUNCTION_GROUPS", "GROUPS", "SNAPSHOT", "groups_of"]
+__all__ = ["ACCESS_POLICIES", "CONTROLLER_RBAC", "EVENTS", "FUNCTION_GROUPS", "GROUPS", "SNAPSHOT", "groups_of"]
 
 CONTROLLER_RBAC = Path(__file__).resolve().parent / "cluster" / "controller-rbac.yaml"
 
@@ -52,6 +52,13 @@ FUNCTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "interruption": (EVENTS, "nodeflow-interruption"),
     "disruption": (SNAPSHOT, EVENTS, "nodeflow-disruption"),
     "replace": (EVENTS, "nodeflow-replace"),
+}
+
+
+# function suffix -> (EKS access policy of its access entry, when the stack creates it). Only the installer: it
+# installs the CRDs and the RBAC above, which no group can be bound for before they exist (infra/install.py).
+ACCESS_POLICIES: Mapping[str, tuple[str, str]] = {
+    "install": ("AmazonEKSClusterAdminPolicy", "clusterInstall (default with eksAccessEntries)"),
 }
 
 

@@ -39,6 +39,9 @@ CONTEXT_KEYS: Mapping[str, str] = {
     "nodeRoleName": "IAM role of the nodes (EC2NodeClass spec.role); default KarpenterNodeRole-<clusterName>",
     "createNodeRole": "true/false: create nodeRoleName with its instance profile (default true)",
     "eksAccessEntries": "true/false: create EKS access entries for the Lambda and node roles (default true)",
+    "clusterInstall": "true/false: cdk deploy also applies the in-cluster side (namespace, CRDs, RBAC, agent) and cdk "
+    "destroy removes it (default: eksAccessEntries); false: apply `python -m nodeflow install-manifests` yourself",
+    "installWaitSeconds": "seconds cdk deploy waits for the agent to roll out, 0-600 (default 300; 0: do not wait)",
     "webhookAuth": "iam (Function URL AWS_IAM, SigV4; default) or hmac (shared secret in Secrets Manager)",
     "webhookConcurrency": "reserved concurrency of the webhook function, 1-1000 (default 10): caps what a flood of "
     "requests can cost (in hmac mode its URL is public); more concurrent requests get 429 and the agent retries",
@@ -60,6 +63,8 @@ _GATE = r"[A-Za-z][A-Za-z0-9]*=(?i:true|false|t|f|1|0)"
 _GATES = re.compile(rf"^\s*{_GATE}\s*(,\s*{_GATE}\s*)*$")
 _ENDPOINT = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[\w./-]*)?$")
 WEBHOOK_CONCURRENCY_DEFAULT = 10
+INSTALL_WAIT_DEFAULT = 300
+INSTALL_WAIT_RANGE = (0, 600)  # within the install function's 900 s, with room for the apply itself
 WEBHOOK_CONCURRENCY_RANGE = (1, 1000)
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -147,6 +152,8 @@ class NodeflowConfig:
     node_role_name: str = ""
     create_node_role: bool = True
     eks_access_entries: bool = True
+    cluster_install: bool = True  # the stack applies the in-cluster side (infra/install.py)
+    install_wait_seconds: int = INSTALL_WAIT_DEFAULT
     webhook_auth: str = "iam"
     webhook_concurrency: int = WEBHOOK_CONCURRENCY_DEFAULT
     catalog_source: str = "aws"
@@ -205,6 +212,14 @@ class NodeflowConfig:
                     f"context nodeRoleName: required with a clusterName this long ({role_name!r} is over 64 characters)"
                 )
 
+        access_entries = _bool("eksAccessEntries", get("eksAccessEntries"), True)
+        cluster_install = _bool("clusterInstall", get("clusterInstall"), access_entries)
+        if cluster_install and not access_entries:
+            raise ConfigError(
+                "context clusterInstall: needs eksAccessEntries=true (the installer reaches the cluster through an EKS "
+                "access entry); with eksAccessEntries=false pass clusterInstall=false and apply install-manifests"
+            )
+
         return NodeflowConfig(
             cluster_name=cluster,
             cluster_endpoint=endpoint,
@@ -219,7 +234,11 @@ class NodeflowConfig:
             agent_role_arn=_matching("agentRoleArn", get("agentRoleArn"), _ROLE_ARN, "an IAM role ARN"),
             node_role_name=role_name,
             create_node_role=create_role,
-            eks_access_entries=_bool("eksAccessEntries", get("eksAccessEntries"), True),
+            eks_access_entries=access_entries,
+            cluster_install=cluster_install,
+            install_wait_seconds=_whole(
+                "installWaitSeconds", get("installWaitSeconds"), INSTALL_WAIT_DEFAULT, INSTALL_WAIT_RANGE
+            ),
             webhook_auth=_choice("webhookAuth", get("webhookAuth"), ("iam", "hmac")),
             webhook_concurrency=_whole(
                 "webhookConcurrency", get("webhookConcurrency"), WEBHOOK_CONCURRENCY_DEFAULT, WEBHOOK_CONCURRENCY_RANGE

@@ -24,6 +24,9 @@ needs, nothing else:
     publish           events:PutEvents on the nodeflow bus; EVENT_BUS_NAME
     decisions         write the decision log (BatchWriteItem on its table); DECISION_TABLE_NAME, DECISION_LOG_TTL_DAYS
     webhook           WEBHOOK_AUTH, AGENT_PRINCIPAL_ARNS, and in hmac mode the secret (WEBHOOK_HMAC_SECRET_ARN)
+    install           the custom resources' function (infra/install.py): eks:DescribeCluster (the cluster check),
+                      CLUSTER_ENDPOINT, CLUSTER_CA_DATA; its cluster access (an EKS access entry) and the HMAC
+                      secret's read are granted by infra/install.py when the stack installs in the cluster
     start:<workflow>  states:StartExecution on that state machine; <WORKFLOW>_STATE_MACHINE_ARN
     watch:<workflow>  states:DescribeExecution on its executions (``start_workflow`` retries after a failure; gc
                       looks for launches that ended without cleaning up); <WORKFLOW>_STATE_MACHINE_ARN
@@ -97,6 +100,7 @@ USES = frozenset(
         "publish",
         "webhook",
         "decisions",
+        "install",
     }
 )
 
@@ -224,6 +228,12 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         uses=("kube", "start:terminate", "watch:terminate"),
     ),
     FunctionSpec(
+        "install",
+        "cdk deploy/destroy in the cluster: check it, apply namespace, CRDs, RBAC and agent, remove them",
+        timeout_seconds=900,  # the agent's rollout is waited for up to installWaitSeconds (<= 600)
+        uses=("install",),
+    ),
+    FunctionSpec(
         "webhook",
         "Ingress: accept the agent's signed events and put them on the bus",
         timeout_seconds=30,
@@ -348,12 +358,15 @@ class Functions(Construct):
         statements: list[iam.PolicyStatement] = []
         table = data.table
         uses = set(spec.uses)
-        if "kube" in uses:
-            statements += permissions.cluster_read()
+        if "install" in uses:
+            statements += permissions.describe_cluster()
+        if uses & {"kube", "install"}:
+            if "kube" in uses:
+                statements += permissions.cluster_read()
             if config.cluster_endpoint is not None and config.cluster_ca is not None:
                 environment["CLUSTER_ENDPOINT"] = config.cluster_endpoint
                 environment["CLUSTER_CA_DATA"] = config.cluster_ca
-            if config.kubernetes_version is not None:
+            if config.kubernetes_version is not None and "kube" in uses:
                 environment["KUBERNETES_VERSION"] = config.kubernetes_version
         if "catalog" in uses:
             environment["CATALOG_SOURCE"] = config.catalog_source

@@ -39,6 +39,7 @@ WORKFLOWS_SOURCE = Path(__file__).resolve().parent / "workflows.py"
 WHEN_DESCRIBE_CLUSTER = "clusterEndpoint not given (read from eks:DescribeCluster)"
 WHEN_AWS_CATALOG = "catalogSource: aws (the default)"
 WHEN_HMAC = "webhookAuth: hmac"
+WHEN_INSTALL_HMAC = "webhookAuth: hmac with clusterInstall (the installer copies the secret into the cluster)"
 WHEN_VPC = "lambdaVpcId given"
 
 
@@ -197,6 +198,17 @@ USE_GRANTS: Mapping[str, tuple[Grant, ...]] = {
             when=WHEN_HMAC,
         ),
     ),
+    # The custom resources' function (infra/install.py): the cluster check, always; the agent's HMAC secret, which
+    # it applies as a Secret. Its access to the cluster is an EKS access entry, not IAM.
+    "install": (
+        Grant("DescribeCluster", ("eks:DescribeCluster",), "the cluster"),
+        Grant(
+            "",
+            ("secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"),
+            "the webhook's HMAC secret",
+            when=WHEN_INSTALL_HMAC,
+        ),
+    ),
 }
 
 # Every function: X-Ray traces, its own log group; in a VPC, Lambda's managed ENI policy.
@@ -258,6 +270,7 @@ class StackOptions:
     aws_catalog: bool = True
     hmac: bool = False
     vpc: bool = False
+    cluster_install: bool = True
 
     def keeps(self, grant: Grant) -> bool:
         return {
@@ -265,6 +278,7 @@ class StackOptions:
             WHEN_DESCRIBE_CLUSTER: self.read_cluster_from_eks,
             WHEN_AWS_CATALOG: self.aws_catalog,
             WHEN_HMAC: self.hmac,
+            WHEN_INSTALL_HMAC: self.hmac and self.cluster_install,
             WHEN_VPC: self.vpc,
         }[grant.when]
 
@@ -371,7 +385,7 @@ def function_grants(
         keys.append("ec2:terminate")
     elif "ec2:read" in uses:
         keys.append("ec2:read")
-    keys += [u for u in ("ec2:status", "ec2:launch-templates", "requeue", "publish", "webhook") if u in uses]
+    keys += [u for u in ("ec2:status", "ec2:launch-templates", "requeue", "publish", "webhook", "install") if u in uses]
     grants: list[Grant] = [g for k in keys for g in USE_GRANTS[k]]
     grants += COMMON_GRANTS
     if spec.queue is not None:

@@ -99,8 +99,10 @@ class Permissions:
 
     def cluster_read(self) -> list[iam.PolicyStatement]:
         """eks:DescribeCluster: the API endpoint and CA, when the context did not give them."""
-        if not self.config.read_cluster_from_eks:
-            return []
+        return self.describe_cluster() if self.config.read_cluster_from_eks else []
+
+    def describe_cluster(self) -> list[iam.PolicyStatement]:
+        """eks:DescribeCluster on this cluster only."""
         return [
             iam.PolicyStatement(
                 sid="DescribeCluster",

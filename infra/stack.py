@@ -8,6 +8,7 @@ iam        permissions by capability, the node role, the agent's role
 functions  the Lambdas, their roles, triggers (SQS, schedule, Function URL), EKS access entries
 workflows  the state machines from statemachines/*.asl.json
 monitoring the dashboard and alarms
+install    the cluster check and the in-cluster install (custom resources), the installer's access entry
 nag        cdk-nag AwsSolutions checks and the acknowledged findings, each with its reason
 """
 
@@ -24,6 +25,7 @@ from infra.data import Data
 from infra.events import Events
 from infra.functions import Functions
 from infra.iam import AgentRole, NodeRole, Permissions, node_access_entry
+from infra.install import ClusterInstall
 from infra.monitoring import Monitoring
 from infra.nag import acknowledge_findings, add_checks
 from infra.queues import Queues
@@ -67,6 +69,15 @@ class NodeflowStack(Stack):
             machines=self.workflows.machines,
         )
         self._outputs()
+        self.install = ClusterInstall(
+            self,
+            "Install",
+            config=config,
+            functions=self.functions,
+            agent_role_arn=self.agent.role_arn,
+            pod_identity=self.agent.created,
+        )
+        self.install.depend_on_the_rest()
         acknowledge_findings(self)
 
     def _outputs(self) -> None:

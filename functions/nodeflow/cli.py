@@ -215,7 +215,7 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botocore.exceptions import BotoCoreError
 
     from nodeflow.aws.region import NoRegion, aws_session
-    from nodeflow.install import InstallError, read_stack, render
+    from nodeflow.install import HMAC_SECRET, NAMESPACE, InstallError, read_stack, render
 
     try:
         session = aws_session(args.region)
@@ -236,8 +236,8 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"wrote {kustomization.parent}/ (cluster {outputs.cluster_name}, auth {outputs.auth_mode})", file=out)
     if outputs.hmac_secret_arn:
         print(
-            "hmac mode: create the agent's secret first: kubectl -n nodeflow create secret generic "
-            'nodeflow-agent-hmac --from-literal=secret="$(aws secretsmanager get-secret-value --secret-id '
+            f"hmac mode: create the agent's secret first: kubectl -n {NAMESPACE} create secret generic "
+            f'{HMAC_SECRET} --from-literal=secret="$(aws secretsmanager get-secret-value --secret-id '
             f'{outputs.hmac_secret_arn} --query SecretString --output text)"',
             file=out,
         )

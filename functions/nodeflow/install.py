@@ -1,23 +1,30 @@
-"""``python -m nodeflow install-manifests --stack NAME``: the in-cluster half of an install, from the stack's outputs.
+"""The in-cluster half of an install, rendered ONCE for both ways of applying it.
 
-Reads the deployed stack (CloudFormation DescribeStacks and GetTemplate) and writes a kustomization directory
-that ``kubectl apply -k DIR`` installs in a valid order (kustomize sorts the namespace and the CRDs first):
+``manifests(values)`` is the list of objects: the namespace, the CRDs (NodePool, NodeClaim, EC2NodeClass,
+NodeOverlay, NodeflowPolicy), ``infra/cluster/controller-rbac.yaml`` (the Lambdas' groups), the agent (ServiceAccount,
+read-only RBAC, its code as a ConfigMap, Deployment, NetworkPolicy, Service), every value filled in: the webhook URL,
+the cluster name, the region, the auth mode (``hmac`` when the stack has the HMAC secret), the agent's identity (EKS
+Pod Identity when the stack made the association, else the IRSA annotation with ``AgentRoleArn``). Every object
+carries the label ``INSTALL_LABEL``: it is how the stack's installer finds what it applied (to prune and remove it).
 
-- ``namespace.yaml``, ``crds/`` (NodePool, NodeClaim, EC2NodeClass, NodeOverlay, NodeflowPolicy),
-  ``controller-rbac.yaml`` (the Lambdas' groups), ``agent/`` (ServiceAccount, read-only RBAC, Deployment,
-  NetworkPolicy), copied from the repository;
-- every value filled in: the webhook URL, the cluster name, the region, the auth mode (``hmac`` when the stack
-  has the HMAC secret), the agent's identity (EKS Pod Identity when the stack made the association, else the
-  IRSA annotation with ``AgentRoleArn``);
-- no image to build: the agent (standard library only) runs from the stock ``AGENT_IMAGE`` with its code in a
-  ConfigMap that ``configMapGenerator`` makes from ``agent-code/`` (its name carries a hash of the code, so new
-  code rolls the Deployment).
+Two consumers, the same objects:
 
-Not part of the pure core: this module reads files and calls AWS (only when run).
+- ``cdk deploy`` applies them to the cluster from the stack's custom resource (``nodeflow.installer``, run by the
+  ``install`` Lambda, which carries these files in its code asset: ``infra/bundling.py``);
+- ``python -m nodeflow install-manifests --stack NAME`` (``read_stack`` + ``render``) writes them as a kustomization
+  directory for GitOps (``kubectl apply -k DIR``; kustomize sorts the namespace and the CRDs first). It has no
+  generator: what kustomize builds is exactly ``manifests()`` (tests/realk8s/test_install.py compares them).
+
+No image to build: the agent (standard library only) runs from the stock ``AGENT_IMAGE`` with its code in the
+ConfigMap ``nodeflow-agent-code-<hash of the code>`` (new code, new name: the Deployment rolls).
+
+Not part of the pure core: this module reads files and calls AWS (``read_stack``, only when run).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shutil
 from collections.abc import Mapping
@@ -27,16 +34,47 @@ from typing import Any
 
 import yaml
 
-__all__ = ["AGENT_IMAGE", "CODE_CONFIGMAP", "InstallError", "StackOutputs", "read_stack", "render"]
+__all__ = [
+    "AGENT_IMAGE",
+    "CODE_CONFIGMAP",
+    "HMAC_SECRET",
+    "INSTALL_LABEL",
+    "INSTALL_SELECTOR",
+    "NAMESPACE",
+    "InstallError",
+    "StackOutputs",
+    "hmac_secret",
+    "install_root",
+    "manifests",
+    "read_stack",
+    "render",
+    "source_digest",
+    "source_files",
+]
 
-ROOT = Path(__file__).resolve().parents[2]
+#: Where the install's files are in a checkout (agent/, infra/cluster/), and in the Lambda's code asset, which
+#: carries them under nodeflow/_install/ with the same layout (infra/bundling.py).
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUNDLED_ROOT = Path(__file__).resolve().parent / "_install"
 #: A stock image: the agent needs nothing but the Python standard library (same base as agent/Dockerfile).
 AGENT_IMAGE = "python:3.12.8-slim-bookworm"
 CODE_CONFIGMAP = "nodeflow-agent-code"
 CODE_DIR = "/opt/nodeflow"
+NAMESPACE = "nodeflow"
+#: On every object of the install: the stack's installer lists by it to prune what a new version no longer has and
+#: to remove the install. (A GitOps tool may use it the same way.)
+INSTALL_LABEL = "nodeflow.io/install"
+INSTALL_LABEL_VALUE = "nodeflow"
+INSTALL_SELECTOR = f"{INSTALL_LABEL}={INSTALL_LABEL_VALUE}"
+#: The Secret the agent reads its HMAC secret from in hmac mode (agent/manifests/30-deployment.yaml), key ``secret``.
+HMAC_SECRET = "nodeflow-agent-hmac"
 _IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 _POD_IDENTITY_TYPE = "AWS::EKS::PodIdentityAssociation"
 _REQUIRED_OUTPUTS = ("ClusterName", "WebhookUrl", "AgentRoleArn")
+_MANIFESTS = Path("agent") / "manifests"
+_RBAC = Path("infra") / "cluster" / "controller-rbac.yaml"
+_CODE = Path("agent") / "nodeflow_agent"
+_NAMESPACE_FILE = _MANIFESTS / "00-namespace.yaml"
 
 
 class InstallError(Exception):
@@ -96,6 +134,37 @@ def read_stack(cloudformation: Any, stack: str, region: str) -> StackOutputs:
     )
 
 
+def install_root() -> Path:
+    """The folder holding agent/ and infra/cluster/: the code asset's copy in Lambda, else the checkout."""
+    return BUNDLED_ROOT if BUNDLED_ROOT.is_dir() else REPO_ROOT
+
+
+def source_files(root: Path | None = None) -> list[Path]:
+    """The files the install is rendered from, relative to ``root``, in a fixed order (InstallError naming the
+    first one missing)."""
+    base = install_root() if root is None else root
+    for needed in (_NAMESPACE_FILE, _MANIFESTS / "crds", _RBAC, _CODE / "__main__.py"):
+        if not (base / needed).exists():
+            raise InstallError(f"{base / needed} is missing: run install-manifests from a nodeflow checkout")
+    files = [
+        *sorted((base / _MANIFESTS).glob("*.yaml")),
+        *sorted((base / _MANIFESTS / "crds").glob("*.yaml")),
+        base / _RBAC,
+        *sorted((base / _CODE).glob("*.py")),
+    ]
+    return [f.relative_to(base) for f in files]
+
+
+def source_digest(root: Path | None = None) -> str:
+    """A digest of every file ``source_files`` names (path and content): the stack passes the synthesized one to
+    its installer, which renders only from files with the same digest."""
+    base = install_root() if root is None else root
+    digest = hashlib.sha256()
+    for rel in source_files(base):
+        digest.update(rel.as_posix().encode() + b"\0" + (base / rel).read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
 def _documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
@@ -115,7 +184,7 @@ def _service_account(doc: dict[str, Any], outputs: StackOutputs) -> dict[str, An
     return doc
 
 
-def _deployment(doc: dict[str, Any], outputs: StackOutputs) -> dict[str, Any]:
+def _deployment(doc: dict[str, Any], outputs: StackOutputs, code_configmap: str) -> dict[str, Any]:
     pod = doc["spec"]["template"]["spec"]
     (container,) = [c for c in pod["containers"] if c["name"] == "agent"]
     container["image"] = AGENT_IMAGE
@@ -135,80 +204,104 @@ def _deployment(doc: dict[str, Any], outputs: StackOutputs) -> dict[str, Any]:
     mounts = [m for m in container.get("volumeMounts") or () if m["name"] != "code"]
     container["volumeMounts"] = [*mounts, {"name": "code", "mountPath": f"{CODE_DIR}/nodeflow_agent", "readOnly": True}]
     volumes = [v for v in pod.get("volumes") or () if v["name"] != "code"]
-    pod["volumes"] = [*volumes, {"name": "code", "configMap": {"name": CODE_CONFIGMAP, "defaultMode": 0o444}}]
+    pod["volumes"] = [*volumes, {"name": "code", "configMap": {"name": code_configmap, "defaultMode": 0o444}}]
     return doc
 
 
-def _check_filled(text: str, where: str) -> None:
-    if "REPLACE_ME" in text:
+def _code_configmap(root: Path) -> dict[str, Any]:
+    """The agent's modules as a ConfigMap named after a hash of their names and contents."""
+    data = {p.name: p.read_text() for p in sorted((root / _CODE).glob("*.py"))}
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{CODE_CONFIGMAP}-{digest}",
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/name": "nodeflow-agent", "app.kubernetes.io/part-of": "nodeflow"},
+        },
+        "data": data,
+    }
+
+
+def _check_filled(docs: list[dict[str, Any]], where: str) -> None:
+    if "REPLACE_ME" in json.dumps(docs):
         raise InstallError(f"{where}: a REPLACE_ME placeholder is left (the renderer does not know that field)")
 
 
-def render(outputs: StackOutputs, out_dir: Path, root: Path = ROOT) -> Path:
-    """Write the kustomization directory for ``outputs`` into ``out_dir`` (replaced if it exists); returns the
-    path of its kustomization.yaml."""
-    manifests = root / "agent" / "manifests"
-    rbac = root / "infra" / "cluster" / "controller-rbac.yaml"
-    code = root / "agent" / "nodeflow_agent"
-    for needed in (manifests / "00-namespace.yaml", manifests / "crds", rbac, code / "__main__.py"):
-        if not needed.exists():
-            raise InstallError(f"{needed} is missing: run install-manifests from a nodeflow checkout")
+def _labelled(doc: dict[str, Any]) -> dict[str, Any]:
+    doc.setdefault("metadata", {})
+    doc["metadata"]["labels"] = {**(doc["metadata"].get("labels") or {}), INSTALL_LABEL: INSTALL_LABEL_VALUE}
+    return doc
+
+
+def _files(outputs: StackOutputs, root: Path) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(kustomization-relative path, its objects), in a valid apply order."""
+    source_files(root)  # every file is there
+    files: list[tuple[str, list[dict[str, Any]]]] = [("namespace.yaml", _documents(root / _NAMESPACE_FILE))]
+    for crd in sorted((root / _MANIFESTS / "crds").glob("*.yaml")):
+        files.append((f"crds/{crd.name}", _documents(crd)))
+    files.append(("controller-rbac.yaml", _documents(root / _RBAC)))
+    code = _code_configmap(root)
+    files.append(("agent/code-configmap.yaml", [code]))
+    for source in sorted((root / _MANIFESTS).glob("*.yaml")):
+        if source == root / _NAMESPACE_FILE:
+            continue
+        docs = [
+            _service_account(d, outputs)
+            if d.get("kind") == "ServiceAccount"
+            else _deployment(d, outputs, code["metadata"]["name"])
+            if d.get("kind") == "Deployment"
+            else d
+            for d in _documents(source)
+        ]
+        _check_filled(docs, str(source.relative_to(root)))
+        files.append((f"agent/{source.name}", docs))
+    return [(path, [_labelled(d) for d in docs]) for path, docs in files]
+
+
+def hmac_secret(value: str) -> dict[str, Any]:
+    """The agent's HMAC secret as the Secret it mounts (hmac mode): the stack's installer applies it from Secrets
+    Manager; a GitOps install creates it (install-manifests prints the command)."""
+    return _labelled(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": HMAC_SECRET,
+                "namespace": NAMESPACE,
+                "labels": {"app.kubernetes.io/name": "nodeflow-agent", "app.kubernetes.io/part-of": "nodeflow"},
+            },
+            "type": "Opaque",
+            "data": {"secret": base64.b64encode(value.encode()).decode()},
+        }
+    )
+
+
+def manifests(outputs: StackOutputs, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every object of the install for ``outputs``, in a valid apply order (the namespace, the CRDs, the RBAC, the
+    agent's code before its Deployment)."""
+    return [doc for _, docs in _files(outputs, install_root() if root is None else root) for doc in docs]
+
+
+def render(outputs: StackOutputs, out_dir: Path, root: Path | None = None) -> Path:
+    """Write ``manifests(outputs)`` as a kustomization directory into ``out_dir`` (replaced if it exists); returns
+    the path of its kustomization.yaml."""
+    files = _files(outputs, install_root() if root is None else root)
     if out_dir.exists():
         if not (out_dir / "kustomization.yaml").exists() and any(out_dir.iterdir()):
             raise InstallError(f"-o: {out_dir} exists and is not a rendered kustomization; not overwriting it")
         shutil.rmtree(out_dir)
-    (out_dir / "crds").mkdir(parents=True)
-    (out_dir / "agent").mkdir()
-    (out_dir / "agent-code").mkdir()
     header = f"# Rendered by `python -m nodeflow install-manifests --stack {outputs.stack}`; do not edit.\n"
-
-    resources = ["namespace.yaml"]
-    shutil.copyfile(manifests / "00-namespace.yaml", out_dir / "namespace.yaml")
-    for crd in sorted((manifests / "crds").glob("*.yaml")):
-        shutil.copyfile(crd, out_dir / "crds" / crd.name)
-        resources.append(f"crds/{crd.name}")
-    shutil.copyfile(rbac, out_dir / "controller-rbac.yaml")
-    resources.append("controller-rbac.yaml")
-    for source in sorted(manifests.glob("*.yaml")):
-        if source.name == "00-namespace.yaml":
-            continue
-        docs = _documents(source)
-        kinds = {d.get("kind") for d in docs}
-        if "ServiceAccount" in kinds or "Deployment" in kinds:
-            docs = [
-                _service_account(d, outputs)
-                if d.get("kind") == "ServiceAccount"
-                else _deployment(d, outputs)
-                if d.get("kind") == "Deployment"
-                else d
-                for d in docs
-            ]
-            text = _dump(docs, header)
-        else:
-            text = source.read_text()
-        _check_filled(text, str(source.relative_to(root)))
-        (out_dir / "agent" / source.name).write_text(text)
-        resources.append(f"agent/{source.name}")
-
-    files = []
-    for module in sorted(code.glob("*.py")):
-        shutil.copyfile(module, out_dir / "agent-code" / module.name)
-        files.append(f"agent-code/{module.name}")
+    for rel, docs in files:
+        path = out_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_dump(docs, header))
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         # kustomize orders the output itself (Namespace, CRDs, RBAC, ConfigMap, Deployment...).
-        "resources": resources,
-        "configMapGenerator": [
-            {
-                "name": CODE_CONFIGMAP,
-                "namespace": "nodeflow",
-                "files": files,
-                "options": {
-                    "labels": {"app.kubernetes.io/name": "nodeflow-agent", "app.kubernetes.io/part-of": "nodeflow"}
-                },
-            }
-        ],
+        "resources": [rel for rel, _ in files],
     }
     path = out_dir / "kustomization.yaml"
     path.write_text(header + yaml.safe_dump(kustomization, sort_keys=False, width=120))

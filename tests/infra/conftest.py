@@ -1,5 +1,6 @@
-"""One synth per test run: the app with two stacks, the default one (only clusterName given) and one with every
-context key set, checked by cdk-nag, bundling skipped. Tests read the cloud assembly's JSON files."""
+"""One synth per test run: the app with three stacks, the default one (only clusterName given), one with every
+context key set and a small hmac one, checked by cdk-nag, bundling skipped. Tests read the cloud assembly's JSON
+files."""
 
 from __future__ import annotations
 
@@ -36,12 +37,14 @@ FULL_CONTEXT: Mapping[str, Any] = {
     "alarmTopicArn": "arn:aws:sns:us-east-1:111122223333:nodeflow-alarms",
     "featureGates": "NodeRepair=true",
 }
+# hmac mode with the in-cluster install: the installer copies the agent's secret into the cluster.
+HMAC_CONTEXT: Mapping[str, Any] = {"clusterName": "hmac", "webhookAuth": "hmac", "installWaitSeconds": "0"}
 
 
 @dataclass
 class Synthesized:
     outdir: Path
-    stacks: dict[str, Any]  # "default" | "full" -> NodeflowStack
+    stacks: dict[str, Any]  # "default" | "full" | "hmac" -> NodeflowStack
     error: str | None  # synth failure (cdk-nag findings), else None
     _templates: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -78,7 +81,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     context = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
     app = cdk.App(outdir=str(outdir), context={**context, "aws:cdk:bundling-stacks": []})
     stacks = {}
-    for which, context in (("default", DEFAULT_CONTEXT), ("full", FULL_CONTEXT)):
+    for which, context in (("default", DEFAULT_CONTEXT), ("full", FULL_CONTEXT), ("hmac", HMAC_CONTEXT)):
         config = NodeflowConfig.from_mapping(context)
         stacks[which] = NodeflowStack(app, config.stack_name, config=config)
     add_checks(app)

@@ -66,6 +66,14 @@ def test_bundle_prunes_runtime_packages_and_adds_the_sources(tmp_path: Path, mon
     assert sorted(p.name for p in out.iterdir()) == ["nodeflow", "pydantic"]
     assert (out / "nodeflow" / "handlers" / "provisioner.py").is_file()
     assert not list(out.rglob("__pycache__"))
+    # The in-cluster install's files, where the install function renders from them (nodeflow.install.BUNDLED_ROOT),
+    # the same ones the template's SourceDigest was computed from.
+    from nodeflow.install import source_digest, source_files
+
+    bundled = out / "nodeflow" / "_install"
+    assert source_files(bundled) == source_files(ROOT)
+    assert source_digest(bundled) == source_digest(ROOT)
+    assert (bundled / "agent" / "manifests" / "crds" / "karpenter.sh_nodepools.yaml").is_file()
 
 
 def test_a_pip_failure_says_how_to_fix_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,12 +36,12 @@ def test_every_acknowledged_finding_has_a_reason(synthesized: Synthesized) -> No
     }
     assert sqs3 == {
         f"{stack}/Queues/{name}DeliveryDlq/Resource"
-        for stack in ("Nodeflow-demo", "Nodeflow-prod-east")
+        for stack in ("Nodeflow-demo", "Nodeflow-prod-east", "Nodeflow-hmac")
         for name in ("Events", "Schedules")
     }
 
 
-@pytest.mark.parametrize("which", ["default", "full"])
+@pytest.mark.parametrize("which", ["default", "full", "hmac"])
 def test_cfn_lint_is_clean(synthesized: Synthesized, which: str) -> None:
     from cfnlint.api import ManualArgs, lint_file
 

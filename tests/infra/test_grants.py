@@ -20,6 +20,7 @@ def _options(synthesized: Synthesized, which: str) -> StackOptions:
         aws_catalog=config.catalog_source == "aws",
         hmac=config.webhook_auth == "hmac",
         vpc=config.lambda_vpc_id is not None,
+        cluster_install=config.cluster_install,
     )
 
 

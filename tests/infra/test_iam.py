@@ -276,6 +276,7 @@ EXPECTED_ACTIONS = {
         "sqs:GetQueueAttributes",
     },
     "replace": {"eks:DescribeCluster", "states:StartExecution", "states:DescribeExecution"},
+    "install": {"eks:DescribeCluster"},  # the cluster check; its cluster access is an EKS access entry
 }
 BASE = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 

@@ -75,6 +75,10 @@ def load_permissions(root: Path = REPO_ROOT) -> Permissions:
         agent_roles, _ = _roles(root / "agent" / "manifests" / "20-rbac.yaml")
         kubernetes = {
             "functionGroups": {k: list(v) for k, v in sorted(cluster_rbac.FUNCTION_GROUPS.items())},
+            "accessPolicies": {
+                k: {"policy": policy, "when": when}
+                for k, (policy, when) in sorted(getattr(cluster_rbac, "ACCESS_POLICIES", {}).items())
+            },
             "groups": dict(sorted(cluster_rbac.GROUPS.items())),
             "clusterRoles": sorted(cluster_roles, key=lambda r: r["name"]),
             "roles": sorted(roles, key=lambda r: (r["namespace"], r["name"])),

@@ -30,6 +30,7 @@ name unless said otherwise):
       pods no PDB and no do-not-disrupt covers: a count)
   permissions  available, error, lambdas[] {function, description, uses[], statements[] {sid, actions[],
       resources, condition, when}, unknownUses[]}, kubernetes {functionGroups {function: [group]},
+      accessPolicies {function: {policy, when}} (EKS access policies instead of groups: the installer),
       clusterRoles[] {name, rules[] {apiGroups, resources, verbs}}, roles[] {namespace, name, rules[]},
       agent {clusterRoles[]}}
 """
@@ -735,6 +736,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
             ("Function", "Groups"), [(fn, groups) for fn, groups in sorted(kube.get("functionGroups", {}).items())]
         )
         out.append("")
+        policies = sorted(kube.get("accessPolicies", {}).items())
+        if policies:
+            out += _table(
+                ("Function", "EKS access policy", "When"), [(fn, p["policy"], p["when"]) for fn, p in policies]
+            )
+            out.append("")
         rule_rows = []
         for role in kube.get("clusterRoles", []):
             for rule in role["rules"]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 __all__ = [
+    "APPLY_PATCH",
     "CONFIG_MAPS",
     "DAEMON_SETS",
     "EC2_NODE_CLASSES",
@@ -48,6 +49,7 @@ __all__ = [
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply (a JSON body is YAML)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,12 @@ class KubeClient:
         content_type: str | None = None,
     ) -> bytes:
         """Send one request; return the response body bytes of a 2xx, raise ``KubeError`` otherwise."""
+        return self._send(method, path, query, body, content_type)[1]
+
+    def _send(
+        self, method: str, path: str, query: Sequence[tuple[str, Any]], body: Any, content_type: str | None
+    ) -> tuple[int, bytes]:
+        """(status, body bytes) of a 2xx answer; ``KubeError`` otherwise."""
         headers: dict[str, str] = {"Accept": "application/json"}
         if body is not None:
             # The REST layer json.dumps()es the body for every JSON content type.
@@ -142,7 +150,7 @@ class KubeClient:
             raise from_exception(exc) from exc
         if not 200 <= response.status <= 299:
             raise from_response(response.status, data, response.headers)
-        return data
+        return int(response.status), data
 
     def request(
         self,
@@ -230,6 +238,30 @@ class KubeClient:
         content_type: str = MERGE_PATCH,
     ) -> dict[str, Any]:
         return self.request("PATCH", resource.path(name, namespace, subresource), body=patch, content_type=content_type)
+
+    def apply(
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> tuple[bool, dict[str, Any]]:
+        """Server-side apply ``body`` (named by its metadata) as ``field_manager``: the object is created when absent,
+        and fields this manager applied before but ``body`` no longer has are removed. ``force`` takes over fields
+        another manager set. Returns (created, the object as stored)."""
+        meta = body.get("metadata") or {}
+        query: list[tuple[str, Any]] = [("fieldManager", field_manager), ("force", "true" if force else "false")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        path = resource.path(meta.get("name"), meta.get("namespace") if resource.namespaced else None)
+        status, data = self._send("PATCH", path, query, dict(body), APPLY_PATCH)
+        try:
+            stored = json.loads(data) if data else {}
+        except ValueError as exc:
+            raise Unavailable(f"PATCH {path}: response is not JSON: {data[:200]!r}") from exc
+        return status == 201, stored
 
     def replace(
         self, resource: Resource, name: str, body: Mapping[str, Any], *, namespace: str | None = None

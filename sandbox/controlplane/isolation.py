@@ -10,8 +10,9 @@ per kind, in parallel) and the namespaces that exist; ``created_since(mark)`` fi
 
 1. the workload controllers (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
    ReplicationControllers), so nothing creates pods any more;
-2. pods, with grace period 0 (no kubelet may be left to confirm a graceful deletion), again until none created
-   since the mark is left (a ReplicaSet controller's create in flight lands after step 1);
+2. pods, with grace period 0 (no kubelet may be left to confirm a graceful deletion) and their finalizers
+   cleared, again until none created since the mark is left (a ReplicaSet controller's create in flight lands
+   after step 1);
 3. every other object; then its finalizers are cleared (no controller of ours may be left to clear them; once
    an object is being deleted nobody can add one);
 4. namespaces created since the mark: deleted (Terminating: the API server refuses every create in them from
@@ -22,7 +23,7 @@ per kind, in parallel) and the namespaces that exist; ``created_since(mark)`` fi
 
 Kinds are found by discovery once (preferred version of every group, with list and delete), less those the API
 server itself allocates or reconciles (service IPs and CIDRs, API Priority and Fairness objects, the APIService
-registrations).
+registrations) and events.k8s.io Events (the core Events under another API).
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ from nodeflow.kube.errors import Conflict, KubeError, NotFound, from_exception, 
 __all__ = ["ClusterScope", "Mark"]
 
 SKIPPED_GROUPS = ("flowcontrol.apiserver.k8s.io", "apiregistration.k8s.io")
-SKIPPED = {("networking.k8s.io", "ipaddresses"), ("networking.k8s.io", "servicecidrs"), ("", "componentstatuses")}
+SKIPPED = {
+    ("networking.k8s.io", "ipaddresses"),
+    ("networking.k8s.io", "servicecidrs"),
+    ("", "componentstatuses"),
+    ("events.k8s.io", "events"),  # the core Events, seen through another API
+}
 WORKLOADS = {
     ("apps", "deployments"),
     ("apps", "replicasets"),
@@ -175,8 +181,11 @@ class ClusterScope:
         list(self._pool.map(fn, jobs))
 
     def _force_pod(self, namespace: str, name: str) -> None:
-        with contextlib.suppress(NotFound):
-            self.kube.request("DELETE", PODS.path(name, namespace), body=FORCE)
+        try:
+            current = self.kube.request("DELETE", PODS.path(name, namespace), body=FORCE)
+        except NotFound:
+            return
+        self._clear_finalizers(PODS, name, namespace, current)
 
     def _remove(self, job: tuple[Resource, Key]) -> None:
         kind, (namespace, name) = job

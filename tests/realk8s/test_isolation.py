@@ -96,7 +96,8 @@ def test_reset_deletes_what_was_created_since_the_mark_and_nothing_else(
             raise AssertionError(f"{kind.plural}/{name} survived the reset")
         except NotFound:
             pass
-    assert cluster_scope.created_since(mark) == {}  # nothing left, nothing recreated
+    left = cluster_scope.created_since(mark)  # nothing left, nothing recreated, but what controllers tell of it:
+    assert {k.plural for k in left} <= {"events"}  # kube-scheduler's late FailedScheduling about a deleted pod
     assert len(kube.list_items(CRDS)) == 5  # nodeflow's, installed before the mark
     kube.create(NAMESPACES, {"metadata": {"name": ns}})  # its name is free again at once
     cluster_scope.reset(mark)

@@ -13,9 +13,13 @@ from typing import Any
 
 from sandbox.controlplane.facade import RealKubeAPI, wait_for
 
-__all__ = ["TEMPLATE_HASH", "pod_keys", "replica_set", "running", "unschedulable"]
+__all__ = ["NO_SCHEDULER", "TEMPLATE_HASH", "pod_keys", "replica_set", "running", "unschedulable"]
 
 TEMPLATE_HASH = "7d4b9c"
+#: ``spec.schedulerName`` of pods whose scheduling status a test seeds itself: no scheduler of that name runs, so
+#: kube-scheduler neither binds them nor rewrites their ``PodScheduled`` condition (nodeflow, as Karpenter, looks at
+#: the condition, not at the scheduler's name).
+NO_SCHEDULER = "nodeflow-test-no-scheduler"
 
 
 def replica_set(

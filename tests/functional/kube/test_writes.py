@@ -1,4 +1,4 @@
-"""Writes against the test API server: NodeClaims, node operations, finalizers, evictions, deletes."""
+"""Writes against the real API server: NodeClaims, node operations, finalizers, evictions, deletes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from nodeflow.kube import client as kc
 from nodeflow.kube import writes
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import AlreadyExists, TooManyRequests
-from tests.functional.kube.conftest import RUNNING, create_pod, node, node_claim, pod
+from tests.functional.kube.conftest import RUNNING, create_node, create_pod, node, node_claim, pod
 
 DISRUPTED = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
 
@@ -61,7 +61,7 @@ def test_patch_node_claim_status_uses_the_status_subresource(kube: KubeClient, s
 
 
 def test_taints_add_and_remove_idempotently(kube: KubeClient, server: Any) -> None:
-    kube.create(kc.NODES, node("node-a"))
+    create_node(kube, node("node-a"))  # its not-ready taint lifted: the taints compared below are the test's
     startup = Taint(key="example.com/startup", value="x", effect="NoExecute")
     writes.add_taints(kube, "node-a", [startup])
     n = writes.add_taints(kube, "node-a", [DISRUPTED])

@@ -132,6 +132,8 @@ class LocalNodeflow:
     kubelet_ready_after: float = 0.0
     kubelet_skip: Callable[[str], bool] | None = None
     kubelet_interval: float = 0.1  # how often the simulated kubelets look at EC2 (and the imitation's scheduler)
+    # real cluster: seconds a deleted pod's containers take to exit on SIGTERM (None: its whole grace period)
+    container_stop_seconds: float | None = 1.0
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
     rbac: bool = True  # the API server enforces the RBAC manifests; handlers act as their functions' groups
 
@@ -280,6 +282,7 @@ class LocalNodeflow:
             ready_after=self.kubelet_ready_after,
             skip=self.kubelet_skip,
             instance_interval=self.kubelet_interval,
+            container_stop_seconds=self.container_stop_seconds,
             lease_duration=40 if grace is None else max(1, int(grace / 2)),
         ).start()
 

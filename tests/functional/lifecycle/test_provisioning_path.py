@@ -13,6 +13,7 @@ import pytest
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
 from sandbox.controlplane.facade import RealKubeAPI
+from sandbox.controlplane.proxy import Fault
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import demo_node_pools
@@ -373,3 +374,30 @@ def test_a_bad_step_input_fails_the_execution_with_the_field_named(local: LocalN
     with pytest.raises(RuntimeError, match="nodeClaim"):
         local.invoke("launch", {"nodeClaim": "Bad_Name"})
     assert live_instances(local) == []
+
+
+def test_a_500_on_nodeclaim_create_is_redelivered_and_provisions_once(local: LocalNodeflow) -> None:
+    """Through the control plane's fault proxy: the API server 'fails' the first NodeClaim create with a 500; the
+    batch fails, SQS redelivers it, and the second run creates each NodeClaim once; the pods end up Running."""
+    pending(local, "web", 2)
+    local.send_pending(["default/web"])
+    batch = local.receive_batch()
+    injected: list[str] = []
+
+    def first_create_fails(method: str, path: str, query: dict[str, str]) -> Fault | None:
+        if method == "POST" and path == "/apis/karpenter.sh/v1/nodeclaims" and not injected:
+            injected.append(path)
+            return Fault.internal()
+        return None
+
+    local.kube_server.before_request = first_create_fails
+    with pytest.raises(RuntimeError, match="etcdserver: request timed out"):
+        local.provision(batch)
+    assert claims(local) == []
+    result = local.provision(batch)["result"]  # the redelivery
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"] * len(result["nodeClaimsCreated"])
+    assert len(claims(local)) == len(result["nodeClaimsCreated"]) == len(live_instances(local))
+    creates = [e for e in local.kube_server.exchanges if e.method == "POST" and e.path == injected[0]]
+    assert [(e.status, e.injected) for e in creates] == [(500, True)] + [(201, False)] * len(claims(local))
+    running(local.kube_server, "web", 2)

@@ -80,7 +80,7 @@ class Fault(Exception):
         message: str = "",
         *,
         details: Mapping[str, Any] | None = None,
-        retry_after: float | None = None,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(message or reason)
         self.code = code
@@ -121,7 +121,7 @@ class Fault(Exception):
         return cls(409, "Conflict", message)
 
     @classmethod
-    def too_many_requests(cls, retry_after: float = 1, message: str = "injected: too many requests") -> Fault:
+    def too_many_requests(cls, retry_after: int = 1, message: str = "injected: too many requests") -> Fault:
         return cls(429, "TooManyRequests", message, retry_after=retry_after)
 
     @classmethod
@@ -294,20 +294,20 @@ class _Handler(BaseHTTPRequestHandler):
         watch = is_watch(path, query)
         if action is None and watch and proxy.expired(query.get("resourceVersion", "")):
             action = Fault.gone("too old resource version: the history before it was compacted")
+        # each exchange is logged before its answer goes out: a client that has its answer finds it logged
         if isinstance(action, Fault):
-            self._answer_fault(action, watch)
             record(action.code, True, action.message)
+            self._answer_fault(action, watch)
             return
         if isinstance(action, Drop):
+            record(0, True, "dropped")
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            record(0, True, "dropped")
             return
         if isinstance(action, Delay):
             time.sleep(action.seconds)
-        status, message = self._forward(path, raw_query, body, action if watch else None)
-        record(status, False, message)
+        self._forward(path, raw_query, body, action if watch else None, record)
 
     def _answer_fault(self, fault: Fault, watch: bool) -> None:
         if watch and fault.code == 410:  # an expired watch: 200, one ERROR event, the end
@@ -322,11 +322,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(fault.code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        if fault.retry_after is not None:
-            self.send_header(
-                "Retry-After",
-                str(int(fault.retry_after) if fault.retry_after == int(fault.retry_after) else fault.retry_after),
-            )
+        if fault.retry_after is not None:  # whole seconds, as HTTP has them
+            self.send_header("Retry-After", str(int(fault.retry_after)))
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
@@ -335,7 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _forward(self, path: str, raw_query: str, body: bytes, watch_action: Action | None) -> tuple[int, str]:
+    def _forward(
+        self, path: str, raw_query: str, body: bytes, watch_action: Action | None, record: Callable[..., None]
+    ) -> None:
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]  # repeats kept
         if body:
             headers.append(("Content-Length", str(len(body))))
@@ -358,22 +357,20 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in response.getheaders():
             if key.lower() not in HOP_BY_HOP:
                 self.send_header(key, value)
-        message = ""
         if not streaming:
             data = response.read()
+            record(response.status, False, _status_message(data) if response.status >= 400 else "")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
             self.wfile.flush()
-            if response.status >= 400:
-                message = _status_message(data)
             if response.will_close:
                 self.upstream.close()
-            return response.status, message
+            return
+        record(response.status, False)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._relay(response, watch_action)
-        return response.status, message
 
     def _relay(self, response: http.client.HTTPResponse, action: Action | None) -> None:
         """Copy a streaming answer piece by piece; ``CutWatch``/``ExpireWatch`` end it early."""

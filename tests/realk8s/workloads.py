@@ -81,4 +81,21 @@ def running(
         up = [p for p in pods if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") == "Running"]
         return pods if len(pods) == count == len(up) else None
 
-    return wait_for(f"{count} running pods of {namespace}/{name}", check, timeout)
+    try:
+        return wait_for(f"{count} running pods of {namespace}/{name}", check, timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; they are: {_describe(_pods(kube, name, namespace))}") from None
+
+
+def _describe(pods: list[dict[str, Any]]) -> str:
+    """Each pod's node, phase and scheduling verdict (for a wait that timed out)."""
+    out = []
+    for p in pods:
+        scheduled = next(
+            (c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+        )
+        out.append(
+            f"{p['metadata']['name']} on {p['spec'].get('nodeName') or '-'} {(p.get('status') or {}).get('phase')} "
+            f"{scheduled.get('status')}/{scheduled.get('reason')}: {scheduled.get('message')}"
+        )
+    return "; ".join(out)

@@ -425,12 +425,28 @@ class RealKubeAPI:
         self.discovery.refresh()
         return stored
 
+    def _check_decodable(self, rt: Resource, namespace: str | None, body: Mapping[str, Any]) -> None:
+        """A built-in object the API server could not decode from etcd must never get there: its watch cache for
+        the kind breaks for good (every LIST then waits 3 s for it and falls back to etcd). A dry-run create decodes
+        the body as storage would: a 400 is a decoding error (validation would be a 422, and does not matter)."""
+        meta = {k: v for k, v in body["metadata"].items() if k not in ("uid", "creationTimestamp", "generation")}
+        try:
+            self.kube.request(
+                "POST", rt.path(namespace=namespace), query=[("dryRun", "All")], body={**body, "metadata": meta}
+            )
+        except KubeError as exc:
+            if exc.status == 400:
+                raise ValueError(
+                    f"store_bypassing_admission: the API server cannot decode {rt.kind} {meta.get('name')} "
+                    f"({exc.message}); no Kubernetes version could have stored it"
+                ) from exc
+
     def store_bypassing_admission(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Write ``obj`` straight into etcd, as an older CRD's validation or server version would have let it be
         stored: no admission, no validation, no defaulting on the way in (the API server applies a custom
         resource's schema defaults when it reads it). ``status`` is kept. An existing object is replaced (its uid
-        and creationTimestamp kept). Returns the object as the API server serves it; ValueError when the server
-        cannot decode it (an object no Kubernetes could have stored: its key is removed again)."""
+        and creationTimestamp kept). Returns the object as the API server serves it; ValueError, and nothing
+        written, when the server cannot decode it (an object no Kubernetes could have stored)."""
         rt, namespace, name = self._locate(obj)
         if not name:
             raise ValueError("store_bypassing_admission: metadata.name is required")
@@ -449,6 +465,8 @@ class RealKubeAPI:
         if namespace is not None:
             meta["namespace"] = namespace
         body = {**obj, "apiVersion": rt.api_version, "kind": rt.kind, "metadata": meta}
+        if not custom:
+            self._check_decodable(rt, namespace, body)
         self.etcd.put(key, json.dumps(body).encode())
         try:
             return self.kube.get(rt, name, namespace)

@@ -429,11 +429,9 @@ class RealKubeAPI:
         """A built-in object the API server could not decode from etcd must never get there: its watch cache for
         the kind breaks for good (every LIST then waits 3 s for it and falls back to etcd). A dry-run create decodes
         the body as storage would: a 400 is a decoding error (validation would be a 422, and does not matter)."""
-        meta = {k: v for k, v in body["metadata"].items() if k not in ("uid", "creationTimestamp", "generation")}
+        meta = body["metadata"]  # all of it is decoded (a creationTimestamp "yesterday" is not a time), then reset
         try:
-            self.kube.request(
-                "POST", rt.path(namespace=namespace), query=[("dryRun", "All")], body={**body, "metadata": meta}
-            )
+            self.kube.request("POST", rt.path(namespace=namespace), query=[("dryRun", "All")], body=dict(body))
         except KubeError as exc:
             if exc.status == 400:
                 raise ValueError(

@@ -253,13 +253,18 @@ def test_store_bypassing_admission_serves_what_the_crd_refuses(
     assert kube.list_items(resource) == []
 
 
-def test_an_object_no_server_could_decode_is_refused(real_kube: RealKubeAPI) -> None:
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "undecodable"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "lots"}}}]},
-    }
+@pytest.mark.parametrize(
+    ("spec", "meta"),
+    [
+        ({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "lots"}}}]}, {}),
+        ({"containers": [{"name": "c", "image": "x"}]}, {"creationTimestamp": "yesterday"}),
+    ],
+    ids=["quantity", "time"],
+)
+def test_an_object_no_server_could_decode_is_refused(
+    real_kube: RealKubeAPI, spec: dict[str, Any], meta: dict[str, Any]
+) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "undecodable", **meta}, "spec": spec}
     with pytest.raises(ValueError, match="cannot decode Pod undecodable"):
         real_kube.store_bypassing_admission(pod)
     # Never written: once in etcd, even for a moment, the API server's pod cache stays broken and every later

@@ -13,6 +13,7 @@ from nodeflow.kube import client as kc
 from nodeflow.kube import writes
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import AlreadyExists, TooManyRequests
+from sandbox.controlplane.facade import wait_for
 from tests.functional.kube.conftest import RUNNING, create_node, create_pod, node, node_claim, pod
 
 DISRUPTED = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
@@ -181,6 +182,11 @@ def test_eviction_blocked_by_a_pdb_is_too_many_requests(kube: KubeClient) -> Non
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
         },
         namespace="default",
+    )
+    # the disruption controller computes the budget's status a moment later; until then nothing may be evicted
+    wait_for(
+        "the budget's status",
+        lambda: (kube.get(kc.PDBS, "web", "default").get("status") or {}).get("disruptionsAllowed") == 1,
     )
     assert writes.evict(kube, "default", "web-0") is True  # 2 healthy, 1 needed: allowed
     with pytest.raises(TooManyRequests) as blocked:

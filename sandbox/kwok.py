@@ -6,7 +6,9 @@ What each simulated kubelet does, seen from the API server:
 
 - Registers the Node ``sandbox.kubelet.node_body`` describes (providerID, the NodeClaim's labels and taints plus
   ``karpenter.sh/unregistered``, capacity and allocatable, Ready=False, no pressure) ``register_after`` seconds after
-  the instance is first seen, and creates its Lease in ``kube-node-lease`` (owned by the Node, so it goes with it).
+  the instance is first seen and once the NodeClaim has the capacity the Launch step computed (a real instance
+  takes longer to boot than that write; a Node with a default capacity would mislead kube-scheduler), and creates
+  its Lease in ``kube-node-lease`` (owned by the Node, so it goes with it).
   Registration is once per kubelet: a Node deleted under a running kubelet is not registered again (as a real kubelet
   does), until the instance restarts.
 - ``ready_after`` seconds later, reports Ready=True and removes the NodeClaim's startup taints (the daemons owning
@@ -314,6 +316,10 @@ class SimulatedKubelets:
             if now - self._first_seen[iid] < self.register_after:
                 return
             if claim is None or (self.skip is not None and self.skip(claim_name)):
+                return
+            if not (claim.get("status") or {}).get("allocatable"):
+                # A real instance boots for tens of seconds, long after the Launch step wrote the NodeClaim's
+                # capacity; the Node reports the machine's (here: the capacity Launch computed), never a default.
                 return
             body = node_body(inst, claim, self.kubelet_version)
             body["status"]["conditions"] += [

@@ -1,8 +1,18 @@
 """nodeflow running locally: the moto account (VPC, table, queue, Lambdas, the real launch state
-machine), the Kubernetes API server, the handlers dispatched in-process, a simulated kubelet.
+machine), the Kubernetes API server, the handlers dispatched in-process, simulated kubelets.
 
 Used by the functional tests of the provisioning path and by ``make demo``. Handlers read their
 settings from the environment exactly as in Lambda; ``LocalNodeflow`` sets it (and restores it).
+
+Two clusters, chosen by what ``kube_server`` is:
+
+- a real control plane (``sandbox.controlplane.facade.RealKubeAPI``, its controllers running): the simulated
+  kubelets of ``sandbox.kwok`` register the Nodes and run the pods; the real kube-scheduler binds pods, the real
+  controllers run ReplicaSets, PDB status, garbage collection and node lifecycle. Handlers reach the API server
+  through the facade's fault proxy; with ``rbac`` they authenticate with a token that may only impersonate, and
+  each invocation impersonates its function's groups against the install's ClusterRoles.
+- tests/kubeapi's imitation (``KubeAPIServer``): ``sandbox.kubelet`` and ``sandbox.scheduler`` play the kubelet and
+  the scheduler. Kept only until every test directory has moved to the real control plane; then this path goes.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from sandbox.esm import SqsEventSource
 from sandbox.faults import Ec2Faults
 from sandbox.function_url import Caller, FunctionUrlServer
 from sandbox.kubelet import SimulatedKubelet
+from sandbox.kwok import SimulatedKubelets
 from sandbox.scheduler import SimulatedScheduler
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
@@ -112,7 +123,7 @@ class LocalNodeflow:
     (or against a ThreadedMotoServer through ``clients``); stop with ``stop()``."""
 
     clients: Clients | Any
-    kube_server: Any  # tests.kubeapi.KubeAPIServer
+    kube_server: Any  # sandbox.controlplane.facade.RealKubeAPI (or, until it goes, tests.kubeapi.KubeAPIServer)
     cluster_name: str = "demo"
     region: str = "us-east-1"
     wait_scale: float = 0.001
@@ -120,14 +131,16 @@ class LocalNodeflow:
     kubelet_register_after: float = 0.0
     kubelet_ready_after: float = 0.0
     kubelet_skip: Callable[[str], bool] | None = None
-    kubelet_interval: float = 0.1  # how often the simulated kubelet and scheduler look (seconds)
+    kubelet_interval: float = 0.1  # how often the simulated kubelets look at EC2 (and the imitation's scheduler)
+    # real cluster: seconds a deleted pod's containers take to exit on SIGTERM (None: its whole grace period)
+    container_stop_seconds: float | None = 1.0
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
     rbac: bool = True  # the API server enforces the RBAC manifests; handlers act as their functions' groups
 
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
-    kubelet: SimulatedKubelet = field(init=False)
-    scheduler: SimulatedScheduler = field(init=False)
+    kubelet: SimulatedKubelets | SimulatedKubelet = field(init=False)
+    scheduler: SimulatedScheduler | None = field(default=None, init=False)  # the imitation's; None: kube-scheduler
     faults: Ec2Faults = field(init=False)
     launch_arn: str = field(init=False)
     terminate_arn: str = field(init=False)
@@ -147,6 +160,19 @@ class LocalNodeflow:
     def function_name(self, suffix: str) -> str:
         return f"nodeflow-{self.cluster_name}-{suffix}"
 
+    @property
+    def real(self) -> bool:
+        """The cluster is a real control plane (else tests/kubeapi's imitation)."""
+        from sandbox.controlplane.facade import RealKubeAPI
+
+        return isinstance(self.kube_server, RealKubeAPI)
+
+    def _handler_token(self) -> dict[str, str]:
+        """The token of the handlers' kubeconfig: with RBAC, one that may only impersonate."""
+        if not self.rbac:
+            return {}
+        return {"token": self.kube_server.impersonator_token if self.real else LAMBDA_KUBE_TOKEN}
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> LocalNodeflow:
@@ -160,9 +186,7 @@ class LocalNodeflow:
         self.clients = as_clients(self.clients, self.region)
         self.world = build_world(self.clients, cluster_name=self.cluster_name, region=self.region)
         self._tmp = tempfile.TemporaryDirectory(prefix="nodeflow-local-")
-        kubeconfig = self.kube_server.write_kubeconfig(
-            Path(self._tmp.name) / "kubeconfig", **({"token": LAMBDA_KUBE_TOKEN} if self.rbac else {})
-        )
+        kubeconfig = self.kube_server.write_kubeconfig(Path(self._tmp.name) / "kubeconfig", **self._handler_token())
         arns = create_functions(self.world, self.clients, [self.function_name(s) for s in FUNCTIONS])
         self.launch_arn = create_state_machine(
             self.world,
@@ -225,6 +249,9 @@ class LocalNodeflow:
         self._aborts = stopped_executions_stay_aborted()
         self._aborts.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
+        if self.real:
+            self._start_kubelets()
+            return self
         self.kubelet = SimulatedKubelet(
             KubeClient(self.kube_server.api_client()),
             self.clients.ec2,
@@ -238,6 +265,26 @@ class LocalNodeflow:
             self.kubelet_interval
         )
         return self
+
+    def _start_kubelets(self) -> None:
+        """The simulated kubelets of the real cluster, as the kubelets' identity, straight to the API server (not
+        through the proxy: their traffic is not the code under test's). Their Leases outlive the node lifecycle
+        controller's grace period twice over."""
+        from sandbox.controlplane import KUBELET
+
+        plane = self.kube_server.plane
+        grace = plane.node_monitor_grace_period
+        self.kubelet = SimulatedKubelets(
+            plane.kube(KUBELET),
+            self.clients.ec2,
+            self.cluster_name,
+            register_after=self.kubelet_register_after,
+            ready_after=self.kubelet_ready_after,
+            skip=self.kubelet_skip,
+            instance_interval=self.kubelet_interval,
+            container_stop_seconds=self.container_stop_seconds,
+            lease_duration=40 if grace is None else max(1, int(grace / 2)),
+        ).start()
 
     def stop(self) -> None:
         """Stop everything: first the workflow executions still running (they would go on calling the handlers,
@@ -254,7 +301,7 @@ class LocalNodeflow:
             lambda: self.event_source.stop() if self.event_source else None,
             lambda: self.interruption_source.stop() if self.interruption_source else None,
             lambda: self.function_url.stop() if self.function_url else None,
-            lambda: self.scheduler.stop(),
+            lambda: self.scheduler.stop() if self.scheduler else None,
             lambda: self.kubelet.stop(),
             lambda: self.faults.uninstall(),
             lambda: self._scaler.__exit__(None, None, None),
@@ -278,7 +325,7 @@ class LocalNodeflow:
             raise RuntimeError(f"Step Functions engine threads still running after stop(): {stuck}")
         if denied:
             raise PermissionError(
-                "the test API server denied requests (infra/cluster/controller-rbac.yaml, infra/cluster_rbac.py):\n  "
+                "the API server denied requests (infra/cluster/controller-rbac.yaml, infra/cluster_rbac.py):\n  "
                 + "\n  ".join(dict.fromkeys(d.describe() for d in denied))
             )
 
@@ -321,11 +368,16 @@ class LocalNodeflow:
 
         agent = ROOT / "agent" / "manifests"
         account = yaml.safe_load((agent / "10-serviceaccount.yaml").read_text())["metadata"]
-        tokens = Tokens()
-        tokens.add(LAMBDA_KUBE_TOKEN, UserInfo("nodeflow-sandbox-lambda", (AUTHENTICATED,)), impersonate=True)
-        tokens.add(AGENT_KUBE_TOKEN, service_account_user(account["namespace"], account["name"]))
-        self.kube_server.enable_rbac(Authorizer.from_files(CONTROLLER_RBAC, agent / "20-rbac.yaml"), tokens)
-        (Path(self._tmp.name) / "agent-token").write_text(AGENT_KUBE_TOKEN)
+        if self.real:  # the install's ClusterRoles are applied (RealKubeAPI.start); the agent gets a bound token
+            self.kube_server.enable_rbac()
+            agent_token = self.kube_server.service_account_token(account["namespace"], account["name"])
+        else:
+            tokens = Tokens()
+            tokens.add(LAMBDA_KUBE_TOKEN, UserInfo("nodeflow-sandbox-lambda", (AUTHENTICATED,)), impersonate=True)
+            tokens.add(AGENT_KUBE_TOKEN, service_account_user(account["namespace"], account["name"]))
+            self.kube_server.enable_rbac(Authorizer.from_files(CONTROLLER_RBAC, agent / "20-rbac.yaml"), tokens)
+            agent_token = AGENT_KUBE_TOKEN
+        (Path(self._tmp.name) / "agent-token").write_text(agent_token)
         ClientImpersonation.install()
         users = {self.function_name(s): UserInfo(self.function_name(s), g) for s, g in FUNCTION_GROUPS.items()}
         self.dispatch.invocation_context = lambda name: acting_as(users[name]) if name in users else nullcontext()

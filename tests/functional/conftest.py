@@ -1,5 +1,7 @@
 """Fixtures shared by the functional tests: fake AWS credentials for moto, one test Kubernetes API server with
-Karpenter's CRDs per session (tests reset it before use), and the metrics the handlers publish."""
+Karpenter's CRDs per session (tests reset it before use), the real control plane (one per worker, started by the
+first test that asks for ``real_kube``; a directory migrated to it overrides ``kube_server`` with ``real_kube``:
+tests/realk8s/README.md), and the metrics the handlers publish."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.realk8s.fixtures import control_plane, real_kube, real_kube_server  # noqa: F401 (the real control plane)
 
 if TYPE_CHECKING:
     from tests.kubeapi import KubeAPIServer

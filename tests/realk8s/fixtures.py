@@ -4,12 +4,18 @@
   kube-scheduler with nodeflow's CRDs. The node lifecycle controller is quick (``NODE_MONITOR_GRACE_PERIOD``,
   ``NODE_MONITOR_PERIOD``), so a Node whose kubelet stops turns unreachable within seconds. Missing binaries are
   an error, not a skip.
-- ``cluster_scope`` (session): the cluster-scoped kinds to reset between tests (``sandbox.controlplane.isolation``).
+- ``real_kube_server`` (session): a ``RealKubeAPI`` over it (``sandbox.controlplane.facade``): the fault proxy,
+  the install's RBAC applied, the baseline marked.
+- ``real_kube`` (function): that facade, reset first (what earlier tests created is deleted, the proxy's log and
+  hook cleared). A directory migrated from tests/kubeapi overrides its ``kube_server`` fixture with it
+  (tests/realk8s/README.md).
+- ``cluster_scope`` (session): the kinds to reset between tests (``sandbox.controlplane.isolation``).
 - ``cluster`` (function): a ``TestCluster`` with a namespace of the test's own (and its ``default``
-  ServiceAccount, so pods are admitted at once) and unique names; whatever cluster-scoped objects and namespaces the
-  test created are deleted when it ends.
+  ServiceAccount, so pods are admitted at once) and unique names; whatever the test created is deleted when it
+  ends.
 
-In a conftest: ``from tests.realk8s.fixtures import cluster, cluster_scope, control_plane  # noqa: F401``.
+In a conftest: ``from tests.realk8s.fixtures import cluster, cluster_scope, control_plane  # noqa: F401`` (and
+``real_kube, real_kube_server``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import pytest
 from nodeflow.kube.client import NAMESPACES, KubeClient, Resource
 from nodeflow.kube.errors import AlreadyExists
 from sandbox.controlplane import ADMIN, ControlPlane
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.controlplane.isolation import ClusterScope
 
 NODE_MONITOR_GRACE_PERIOD = 8.0
@@ -76,14 +83,24 @@ def control_plane() -> Iterator[ControlPlane]:
 
 
 @pytest.fixture(scope="session")
-def cluster_scope(control_plane: ControlPlane) -> Iterator[ClusterScope]:
-    kube = control_plane.kube(ADMIN)
-    scope = ClusterScope(kube)
+def real_kube_server(control_plane: ControlPlane) -> Iterator[RealKubeAPI]:
+    facade = RealKubeAPI(control_plane).start()
     try:
-        yield scope
+        yield facade
     finally:
-        scope.close()
-        kube.api_client.close()  # type: ignore[no-untyped-call]
+        facade.stop()
+
+
+@pytest.fixture
+def real_kube(real_kube_server: RealKubeAPI) -> RealKubeAPI:
+    real_kube_server.reset()
+    return real_kube_server
+
+
+@pytest.fixture(scope="session")
+def cluster_scope(real_kube_server: RealKubeAPI) -> ClusterScope:
+    assert real_kube_server.scope is not None
+    return real_kube_server.scope
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""Isolation between tests sharing one control plane (sandbox/controlplane/isolation.py): what a test created
-outside its namespace is deleted after it, finalizers and pods on kubelet-less Nodes included; the rest stays."""
+"""Isolation between tests sharing one control plane (sandbox/controlplane/isolation.py): what a test created is
+deleted after it (cluster-scoped objects, its namespaces at once, what it made in namespaces that were there,
+workloads before their pods), finalizers and pods on kubelet-less Nodes included; the rest stays."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from nodeflow.kube.client import NAMESPACES, NODE_CLAIMS, NODES, PODS, Resource
 from nodeflow.kube.errors import AlreadyExists, NotFound
 from sandbox.controlplane import ControlPlane
+from sandbox.controlplane.facade import wait_for
 from sandbox.controlplane.isolation import ClusterScope
 from tests.realk8s.fixtures import TestCluster
 
@@ -20,6 +22,10 @@ def test_the_test_gets_a_namespace_of_its_own_ready_for_pods(cluster: TestCluste
     assert cluster.namespace.startswith("test-the-test-gets-a-namespace")
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
     assert cluster.kube.create(PODS, pod, namespace=cluster.namespace)["spec"]["serviceAccountName"] == "default"
+
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 
 
 def test_reset_deletes_what_was_created_since_the_mark_and_nothing_else(
@@ -48,28 +54,51 @@ def test_reset_deletes_what_was_created_since_the_mark_and_nothing_else(
             Resource("", "v1", "serviceaccounts", "ServiceAccount", True), {"metadata": {"name": "default"}}, ns
         )
     # A pod bound to a Node without a kubelet: a graceful deletion would never complete.
-    kube.create(
-        PODS, {"metadata": {"name": "p"}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}, ns
-    )
+    pod = {"metadata": {"name": "p"}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}
+    kube.create(PODS, pod, ns)
     kube.create(CLUSTER_ROLES, {"metadata": {"name": role}, "rules": []})
+    # In a namespace that was there: a bound pod, a budget, and a Deployment whose ReplicaSet makes pods.
+    kube.create(PODS, {**pod, "metadata": {"name": f"iso-pod-{suffix}"}}, "default")
+    kube.create(PDBS, {"metadata": {"name": f"iso-pdb-{suffix}"}, "spec": {"maxUnavailable": 1}}, "default")
+    labels = {"app": f"iso-{suffix}"}
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    kube.create(
+        DEPLOYMENTS,
+        {
+            "metadata": {"name": f"iso-web-{suffix}"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+        },
+        "default",
+    )
+    wait_for(
+        "the Deployment's pods",
+        lambda: len(kube.list_items(PODS, namespace="default", label_selector=f"app=iso-{suffix}")) == 2,
+    )
 
     created = cluster_scope.created_since(mark)
-    assert {k.plural: sorted(v) for k, v in created.items()} == {
+    assert {k.plural: sorted(v) for k, v in created.items() if not k.namespaced} == {
         "nodes": [node],
         "nodeclaims": [claim],
         "namespaces": [ns],
         "clusterroles": [role],
     }
+    by_kind = {k.plural: v for k, v in created.items() if k.namespaced}
+    assert f"default/iso-pod-{suffix}" in by_kind["pods"]
+    assert len([p for p in by_kind["pods"] if p.startswith(f"default/iso-web-{suffix}-")]) == 2
+    assert by_kind["poddisruptionbudgets"] == [f"default/iso-pdb-{suffix}"]
+    assert by_kind["deployments"] == [f"default/iso-web-{suffix}"]
+    assert not any(name.startswith(f"{ns}/") for names in by_kind.values() for name in names)  # its namespace is
+
     cluster_scope.reset(mark)
-    for kind, name in ((NODES, node), (NODE_CLAIMS, claim), (CLUSTER_ROLES, role)):
+    for kind, name in ((NODES, node), (NODE_CLAIMS, claim), (CLUSTER_ROLES, role), (NAMESPACES, ns)):
         try:
             kube.get(kind, name)
             raise AssertionError(f"{kind.plural}/{name} survived the reset")
         except NotFound:
             pass
-    assert kube.list_items(PODS, namespace=ns) == []  # force-deleted
-    with contextlib.suppress(NotFound):
-        assert kube.get(NAMESPACES, ns)["status"]["phase"] == "Terminating"
-    assert set(cluster_scope.created_since(mark)) <= {NAMESPACES}  # the namespace controller may not be done yet
+    left = cluster_scope.created_since(mark)  # nothing left, nothing recreated, but what controllers tell of it:
+    assert {k.plural for k in left} <= {"events"}  # kube-scheduler's late FailedScheduling about a deleted pod
     assert len(kube.list_items(CRDS)) == 5  # nodeflow's, installed before the mark
+    kube.create(NAMESPACES, {"metadata": {"name": ns}})  # its name is free again at once
+    cluster_scope.reset(mark)
     kube.api_client.close()  # type: ignore[no-untyped-call]

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from nodeflow.kube.client import NODES, PODS, KubeClient, Resource
+from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, KubeClient, Resource
 from nodeflow.kube.errors import Conflict, NotFound
 from sandbox.aws import AwsWorld, Clients
 from sandbox.controlplane import KUBELET
@@ -210,3 +210,35 @@ def test_startup_taints_go_when_ready_a_node_that_fails_to_join_never_registers_
     with pytest.raises(NotFound):
         kube.get(NODES, name)
     assert [e.kind for e in kubelets.events if e.node == name] == ["registered", "ready", "deleted"]
+
+
+def test_a_node_registers_with_the_capacity_launch_computed_never_a_default(
+    cluster: TestCluster, world: AwsWorld, clients: Clients, kubelets: SimulatedKubelets
+) -> None:
+    """The instance is up before the Launch step wrote its NodeClaim's capacity: its kubelet registers only then,
+    with that capacity (a Node of the sandbox's 2-CPU default made kube-scheduler leave pods nodeflow had planned
+    onto it Pending: 'Insufficient cpu')."""
+    kube = cluster.kube
+    claim = cluster.name("general")
+    kube.create(
+        NODE_CLAIMS,
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": claim, "labels": {"karpenter.sh/nodepool": "general"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["general"]}],
+            },
+        },
+    )
+    instance = launch(world, clients, claim)["InstanceId"]
+    time.sleep(1)  # several EC2 polls
+    assert kubelets.node_name(instance) is None
+    status = {
+        "capacity": {"cpu": "4", "memory": "16Gi", "pods": "58"},
+        "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "58"},
+    }
+    kube.patch(NODE_CLAIMS, claim, {"status": status}, subresource="status")
+    name = wait_for("the Node", lambda: kubelets.node_name(instance))
+    assert kube.get(NODES, name)["status"]["allocatable"]["cpu"] == "3920m"

@@ -1,25 +1,29 @@
-"""Fixtures: the test Kubernetes API server with Karpenter's CRDs, clients, and object factories."""
+"""Fixtures: the real control plane with nodeflow's CRDs (``RealKubeAPI``, reset before each test), clients
+through its fault proxy, and object factories."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from nodeflow.kube.client import PODS, KubeClient
-
-if TYPE_CHECKING:
-    from tests.kubeapi import KubeAPIServer
+from nodeflow.kube.client import DAEMON_SETS, NODES, PODS, KubeClient, Resource
+from sandbox.controlplane.facade import RealKubeAPI, wait_for
+from tests.realk8s.workloads import NO_SCHEDULER
 
 
 @pytest.fixture
-def server(kube_server: KubeAPIServer) -> KubeAPIServer:
-    kube_server.reset()
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
+
+
+@pytest.fixture
+def server(kube_server: RealKubeAPI) -> RealKubeAPI:
     return kube_server
 
 
 @pytest.fixture
-def api(server: KubeAPIServer) -> Any:
+def api(server: RealKubeAPI) -> Any:
     return server.api_client()
 
 
@@ -127,6 +131,8 @@ def pod(
     }
     if node_name:
         spec["nodeName"] = node_name
+    else:  # its scheduling status is the test's to seed: kube-scheduler leaves it alone
+        spec["schedulerName"] = NO_SCHEDULER
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -140,6 +146,47 @@ RUNNING = {
     "phase": "Running",
     "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
 }
+
+
+def create_node(kube: KubeClient, body: dict[str, Any]) -> dict[str, Any]:
+    """Create a Node reporting Ready and wait for the node lifecycle controller to lift the
+    ``node.kubernetes.io/not-ready`` taint the API server adds to every new Node (tens of milliseconds): for tests
+    that compare a Node's taints."""
+    name = body["metadata"]["name"]
+    kube.create(NODES, body)
+
+    def settled() -> dict[str, Any] | None:
+        got = kube.get(NODES, name)
+        return None if any(t["key"] == "node.kubernetes.io/not-ready" for t in got["spec"].get("taints") or []) else got
+
+    return wait_for(f"Node {name} without the not-ready taint", settled)
+
+
+REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+
+
+def create_owned_pod(kube: KubeClient, body: dict[str, Any], kind: str, status: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as the pod of a real ReplicaSet or DaemonSet named after it (the garbage collector deletes a pod whose
+    owner does not exist). A ReplicaSet of one replica adopts the pod (created first, so it makes none of its own);
+    a DaemonSet for no node owns it from its creation (the controller leaves pods not bound to a node alone)."""
+    meta = body["metadata"]
+    ns, name = meta.get("namespace", "default"), meta["name"]
+    meta["labels"] = {**meta.get("labels", {}), "owned-pod": name}
+    template = {"metadata": {"labels": meta["labels"]}, "spec": body["spec"]}
+    owner: dict[str, Any] = {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"owned-pod": name}}}}
+    if kind == "ReplicaSet":
+        create_pod(kube, body)
+        kube.create(REPLICA_SETS, {**owner, "spec": {**owner["spec"], "replicas": 1, "template": template}}, ns)
+        wait_for(
+            f"ReplicaSet {name} to adopt its pod", lambda: kube.get(PODS, name, ns)["metadata"].get("ownerReferences")
+        )
+    else:
+        template["spec"] = {**body["spec"], "nodeSelector": {"nodeflow-test/no-such-node": "true"}}
+        made = kube.create(DAEMON_SETS, {**owner, "spec": {**owner["spec"], "template": template}}, ns)
+        ref = {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": made["metadata"]["uid"], "controller": True}
+        meta["ownerReferences"] = [ref]
+        create_pod(kube, body)
+    return kube.patch(PODS, name, {"status": status}, namespace=ns, subresource="status")
 
 
 def create_pod(kube: KubeClient, body: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:

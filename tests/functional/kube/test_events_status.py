@@ -17,7 +17,13 @@ T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def _events(kube: KubeClient, namespace: str = "default") -> list[dict[str, Any]]:
-    return kube.list_items(kc.EVENTS, namespace=namespace)
+    """nodeflow's Events (a real cluster has others: kube-scheduler's FailedScheduling, the node lifecycle
+    controller's RegisteredNode, the API server's own)."""
+    return [
+        e
+        for e in kube.list_items(kc.EVENTS, namespace=namespace)
+        if (e.get("source") or {}).get("component") == "karpenter"
+    ]
 
 
 def test_events_are_deduplicated_with_counts(kube: KubeClient) -> None:

@@ -1,4 +1,4 @@
-"""`python -m nodeflow governance --cluster` against the test API server: the cluster seeded with
+"""`python -m nodeflow governance --cluster` against the real API server: the cluster seeded with
 examples/governance gives the record the manifests give (policies listed from the cluster too)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from nodeflow.cli import main
 
 if TYPE_CHECKING:
-    from tests.kubeapi import KubeAPIServer
+    from sandbox.controlplane.facade import RealKubeAPI
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "governance"
@@ -27,7 +27,7 @@ def _record(*argv: str) -> dict[str, Any]:
     return json.loads(out.getvalue())  # type: ignore[no-any-return]
 
 
-def test_cluster_record_matches_the_manifests(server: KubeAPIServer, tmp_path: Path) -> None:
+def test_cluster_record_matches_the_manifests(server: RealKubeAPI, tmp_path: Path) -> None:
     docs = [d for f in sorted(EXAMPLE.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
     for doc in sorted(docs, key=lambda d: d["kind"] != "Namespace"):  # namespaces first
         server.create(doc)

@@ -1,5 +1,5 @@
 """Garbage collection prunes each NodeClaim's nodeflow.io/nominated-pods annotation of the pods deleted or bound to a
-node that stays (lifecycle/nominations.py), against the test API server (issue 26, item 18: the kept demo cluster
+node that stays (lifecycle/nominations.py), against the real API server (issue 26, item 18: the kept demo cluster
 named deleted pods there)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The provisioner's Nominated events are rate-limited as Karpenter's are (a token bucket of 5 a second, burst 10,
 dropping what does not fit): a burst of pods does not turn into one API write per pod before provision() returns.
-Against the test API server and moto's Step Functions."""
+Against the real control plane and moto's Step Functions."""
 
 from __future__ import annotations
 
@@ -12,27 +12,36 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from benchmarks.provisioning_scale import node_class, node_pool, pod
+from tests.realk8s.workloads import NO_SCHEDULER
 
 if TYPE_CHECKING:
     from nodeflow.lifecycle.provisioner import ProvisionResult
-    from tests.kubeapi import KubeAPIServer
+    from sandbox.controlplane.facade import RealKubeAPI
 
 REGION = "us-east-1"
 PODS = 40
 
 
+def _pending_pod(i: int) -> dict[str, Any]:
+    """The benchmark's pending pod ``i``, without its made-up ReplicaSet (the garbage collector deletes a pod whose
+    owner does not exist) and out of kube-scheduler's hands (its Unschedulable status is seeded)."""
+    body = pod(i // 10, i, None)
+    del body["metadata"]["ownerReferences"]
+    body["spec"]["schedulerName"] = NO_SCHEDULER
+    return body
+
+
 @pytest.fixture
-def world(aws_env: None, kube_server: KubeAPIServer) -> Iterator[dict[str, Any]]:
+def world(aws_env: None, kube_server: RealKubeAPI) -> Iterator[dict[str, Any]]:
     import boto3
     from moto import mock_aws
 
-    kube_server.reset()
     kube_server.create(node_class())
     kube_server.create(node_pool())
     for ns in range(10):
         kube_server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
     for i in range(PODS):
-        kube_server.create(pod(i // 10, i, None))
+        kube_server.create(_pending_pod(i))
     with mock_aws():
         sfn = boto3.client("stepfunctions", region_name=REGION)
         arn = sfn.create_state_machine(

@@ -1,5 +1,5 @@
-"""Each object's report (status, conditions, Events) stands on its own (``nodeflow.kube.reports``): a write the test
-API server refuses (a NodePool stored before a CRD rule: 422) or fails (500, 409, 403) is logged and counted, and
+"""Each object's report (status, conditions, Events) stands on its own (``nodeflow.kube.reports``): a write the API
+server refuses (422) or fails (500, 409, 403), injected through the control plane's proxy, is logged and counted, and
 every other object's status and Events are still written (issue 26, item 8)."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from nodeflow.kube.status import update_node_pool_statuses
 from nodeflow.lifecycle.cleanup import CleanupDeps, collect_garbage
 from nodeflow.lifecycle.disruption import DisruptionDeps, mark_conditions, record_pod_events
 from nodeflow.lifecycle.nodeclass import reconcile_status
+from sandbox.controlplane.proxy import Fault
 from tests.functional.kube.conftest import node, node_claim, node_pool
-from tests.kubeapi.cluster import APIError
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 STATUS = "/apis/karpenter.sh/v1/{}/{}/status"
@@ -48,7 +48,10 @@ def _seed(kube: KubeClient, server: Any) -> None:
     kube.create(kc.NODE_POOLS, node_pool("b-orphan", node_class="missing"))
 
 
-def test_a_refused_status_write_keeps_every_other_node_pools_status_and_event(kube: KubeClient, server: Any) -> None:
+def test_an_invalid_node_pool_still_gets_its_status_and_event(kube: KubeClient, server: Any) -> None:
+    """A real API server validates only the status on a /status write (tests/kubeapi validated the whole object and
+    refused it): the NodePool stored before its CRD's rule gets its ValidationSucceeded=False condition, the
+    orphan its NodeClassReady=False, both their Events, and nothing is logged as not written."""
     _seed(kube, server)
     logged: list[tuple[str, dict[str, Any]]] = []
     recorder = EventRecorder(kube, clock=lambda: T0)
@@ -59,16 +62,18 @@ def test_a_refused_status_write_keeps_every_other_node_pools_status_and_event(ku
     orphan = kube.get(kc.NODE_POOLS, "b-orphan")
     assert _conditions(orphan)["NodeClassReady"] == ("False", "NodeClassNotFound")
     assert _events(kube, "b-orphan") == [("Warning", "NodeClassNotReady")]
-    # the invalid NodePool's status is refused by the API server: logged and counted; its Event is still recorded
-    assert "status" not in kube.get(kc.NODE_POOLS, "a-invalid")
+    invalid = kube.get(kc.NODE_POOLS, "a-invalid")
+    assert _conditions(invalid)["ValidationSucceeded"] == ("False", "ValidationFailed")
+    assert "spec.template.spec.nodeClassRef" in next(
+        c["message"] for c in invalid["status"]["conditions"] if c["type"] == "ValidationSucceeded"
+    )
     assert _events(kube, "a-invalid") == [("Warning", "ValidationFailed")]
-    ((message, extra),) = logged
-    assert (message, extra["object"]) == ("NodePool status not written", "NodePool/a-invalid")
-    assert extra["error"].startswith("Invalid: ")
-    assert "spec.template.spec.nodeClassRef: Required value" in extra["error"]
+    assert logged == []
 
 
-@pytest.mark.parametrize(("code", "reason"), [(500, "InternalError"), (409, "Conflict"), (403, "Forbidden")])
+@pytest.mark.parametrize(
+    ("code", "reason"), [(500, "InternalError"), (409, "Conflict"), (403, "Forbidden"), (422, "Invalid")]
+)
 def test_a_failed_status_write_is_counted_and_the_others_are_written(
     kube: KubeClient, server: Any, code: int, reason: str
 ) -> None:
@@ -77,7 +82,7 @@ def test_a_failed_status_write_is_counted_and_the_others_are_written(
 
     def refuse(method: str, path: str, query: dict[str, str]) -> None:
         if method == "PATCH" and path == STATUS.format("nodepools", "b-second"):
-            raise APIError(code, reason, f"injected {code}")
+            raise Fault(code, reason, f"injected {code}")
 
     server.before_request = refuse
     reports = Reports()
@@ -144,7 +149,7 @@ def test_node_claim_conditions_and_timers_are_written_claim_by_claim(kube: KubeC
 
     def refuse(method: str, path: str, query: dict[str, str]) -> None:
         if method == "PATCH" and path == STATUS.format("nodeclaims", "node-b-claim"):
-            raise APIError(500, "InternalError", "injected 500")
+            raise Fault.internal("injected 500")
 
     server.before_request = refuse
     logged: list[Any] = []
@@ -178,9 +183,9 @@ def test_garbage_collection_goes_on_past_a_refused_event_or_deletion(
     def refuse(method: str, path: str, query: dict[str, str]) -> None:
         if method == "POST" and path == "/api/v1/namespaces/default/events" and not refused:
             refused.append(path)
-            raise APIError(500, "InternalError", "injected 500")
+            raise Fault.internal("injected 500")
         if method == "DELETE" and path == "/apis/karpenter.sh/v1/nodeclaims/node-b-claim":
-            raise APIError(500, "InternalError", "injected 500")
+            raise Fault.internal("injected 500")
 
     server.before_request = refuse
     logged: list[Any] = []

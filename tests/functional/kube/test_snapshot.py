@@ -1,4 +1,4 @@
-"""take_snapshot against the test API server: models, the pending-pod filter, the LIST bound."""
+"""take_snapshot against the real API server: models, the pending-pod filter, the LIST bound."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.snapshot import KINDS, is_pending, take_snapshot
 from nodeflow.kube.writes import delete
 from nodeflow.plan import ClusterState
+from sandbox.controlplane.facade import RealKubeAPI
+from sandbox.controlplane.proxy import Fault
 from tests.functional.kube.conftest import (
     RUNNING,
     UNSCHEDULABLE,
+    create_owned_pod,
     create_pod,
     node,
     node_claim,
@@ -20,7 +23,6 @@ from tests.functional.kube.conftest import (
     node_pool,
     pod,
 )
-from tests.kubeapi import KubeAPIServer
 
 
 def _seed_pending_cases(kube: KubeClient) -> None:
@@ -35,9 +37,10 @@ def _seed_pending_cases(kube: KubeClient) -> None:
         pod("scheduled-false-other-reason"),
         {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]},
     )
-    create_pod(kube, pod("daemon", owner=("DaemonSet", "fluentbit")), UNSCHEDULABLE)
-    create_pod(kube, pod("replica", owner=("ReplicaSet", "web-123")), UNSCHEDULABLE)
-    create_pod(kube, pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}), UNSCHEDULABLE)
+    create_owned_pod(kube, pod("daemon"), "DaemonSet", UNSCHEDULABLE)
+    create_owned_pod(kube, pod("replica"), "ReplicaSet", UNSCHEDULABLE)
+    # a kubelet's mirror pod (always bound: a real API server refuses one without a node)
+    create_pod(kube, pod("mirror", node_name="node-a", annotations={"kubernetes.io/config.mirror": "abc"}), RUNNING)
     create_pod(kube, pod("preempting"), {**UNSCHEDULABLE, "nominatedNodeName": "node-a"})
     create_pod(kube, pod("failed"), {**UNSCHEDULABLE, "phase": "Failed"})
     terminating = pod("terminating")
@@ -142,7 +145,11 @@ def test_snapshot_holds_every_kind_as_our_models(kube: KubeClient, server: Any) 
     assert state.pods == snap.pods
     assert state.node_pools == snap.node_pools
     provisioning = snap.provisioning_state()
-    assert [p.name for p in provisioning.pods] == ["web-1"]
+    # the real DaemonSet controller may already have made fluentbit's pod for node-a (bound, so kept: its
+    # requests are node-a's load); the only pending pod is web-1
+    assert [p.name for p in provisioning.pods if not p.name.startswith("fluentbit-")] == ["web-1"]
+    assert all(p.spec.node_name == "node-a" for p in provisioning.pods if p.name.startswith("fluentbit-"))
+    assert [p.name for p in snap.pending] == ["web-1"]
 
 
 def test_one_list_per_kind_never_a_get_per_pod(kube: KubeClient, server: Any) -> None:
@@ -178,7 +185,7 @@ def test_concurrent_listing_gives_the_same_snapshot(kube: KubeClient) -> None:
     assert [p.key for p in parallel.pending] == [p.key for p in serial.pending]
 
 
-def test_an_invalid_object_is_reported_not_fatal(kube: KubeClient, server: KubeAPIServer) -> None:
+def test_an_invalid_object_is_reported_not_fatal(kube: KubeClient, server: RealKubeAPI) -> None:
     kube.create(kc.NODE_POOLS, node_pool("good"))
     bad = node_pool("bad")
     # Karpenter's CEL rule: the nodepool label is restricted. The API server refuses it on create, so it is
@@ -205,14 +212,12 @@ def test_a_kind_whose_crd_is_missing_lists_empty(kube: KubeClient) -> None:
 
 
 def test_transient_errors_are_retried(kube: KubeClient, server: Any) -> None:
-    from tests.kubeapi import APIError
-
     failures = {"left": 2}
 
     def flaky(method: str, path: str, query: dict[str, str]) -> None:
         if path == "/api/v1/nodes" and failures["left"]:
             failures["left"] -= 1
-            raise APIError(503, "ServiceUnavailable", "etcd is busy")
+            raise Fault(503, "ServiceUnavailable", "etcd is busy")
 
     kube.create(kc.NODES, node("node-a"))
     server.before_request = flaky

@@ -13,7 +13,7 @@ from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import Forbidden, Invalid
 from nodeflow.kube.snapshot import take_snapshot
-from tests.kubeapi import KubeAPIServer
+from sandbox.controlplane.facade import RealKubeAPI
 
 NOW = datetime(2026, 11, 25, 5, 30, tzinfo=UTC)
 
@@ -82,14 +82,14 @@ def test_no_crd_or_no_grant_means_no_policies(kube: KubeClient) -> None:
         assert snap.missing_kinds == ("NodeflowPolicy",)
 
 
-def test_the_crd_refuses_what_it_can(kube: KubeClient, server: KubeAPIServer) -> None:
+def test_the_crd_refuses_what_it_can(kube: KubeClient, server: RealKubeAPI) -> None:
     with pytest.raises(Invalid, match="set 'namespaces' and/or 'namespaceSelector'"):
         kube.create(kc.NODEFLOW_POLICIES, policy("open", nodePoolAccess=[{"nodePools": ["gpu"]}]))
     assert server.objects("nodeflow.io/v1alpha1", "NodeflowPolicy") == []
 
 
 def test_the_provisioner_reports_an_invalid_policy_and_a_missing_crd_once(
-    kube: KubeClient, server: KubeAPIServer
+    kube: KubeClient, server: RealKubeAPI
 ) -> None:
     from nodeflow.kube.events import EventRecorder
     from nodeflow.lifecycle import policy_status

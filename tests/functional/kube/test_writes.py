@@ -1,4 +1,4 @@
-"""Writes against the test API server: NodeClaims, node operations, finalizers, evictions, deletes."""
+"""Writes against the real API server: NodeClaims, node operations, finalizers, evictions, deletes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from nodeflow.kube import client as kc
 from nodeflow.kube import writes
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import AlreadyExists, TooManyRequests
-from tests.functional.kube.conftest import RUNNING, create_pod, node, node_claim, pod
+from sandbox.controlplane.facade import wait_for
+from tests.functional.kube.conftest import RUNNING, create_node, create_pod, node, node_claim, pod
 
 DISRUPTED = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
 
@@ -61,7 +62,7 @@ def test_patch_node_claim_status_uses_the_status_subresource(kube: KubeClient, s
 
 
 def test_taints_add_and_remove_idempotently(kube: KubeClient, server: Any) -> None:
-    kube.create(kc.NODES, node("node-a"))
+    create_node(kube, node("node-a"))  # its not-ready taint lifted: the taints compared below are the test's
     startup = Taint(key="example.com/startup", value="x", effect="NoExecute")
     writes.add_taints(kube, "node-a", [startup])
     n = writes.add_taints(kube, "node-a", [DISRUPTED])
@@ -181,6 +182,11 @@ def test_eviction_blocked_by_a_pdb_is_too_many_requests(kube: KubeClient) -> Non
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
         },
         namespace="default",
+    )
+    # the disruption controller computes the budget's status a moment later; until then nothing may be evicted
+    wait_for(
+        "the budget's status",
+        lambda: (kube.get(kc.PDBS, "web", "default").get("status") or {}).get("disruptionsAllowed") == 1,
     )
     assert writes.evict(kube, "default", "web-0") is True  # 2 healthy, 1 needed: allowed
     with pytest.raises(TooManyRequests) as blocked:

@@ -1,5 +1,6 @@
 """Pending pods become initialized nodes through the real launch workflow; every fault ends with
-the right NodeClaims, no duplicate instance and no leaked instance."""
+the right NodeClaims, no duplicate instance and no leaked instance. On the real control plane: the pods are a
+ReplicaSet's that kube-scheduler found no node for, and the pods it binds to the new nodes run."""
 
 from __future__ import annotations
 
@@ -11,9 +12,23 @@ import pytest
 
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
+from sandbox.controlplane.facade import RealKubeAPI
+from sandbox.controlplane.proxy import Fault
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+from tests.functional.lifecycle.conftest import demo_node_pools
+from tests.realk8s.workloads import replica_set, running, unschedulable
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
+
+
+def pending(local: LocalNodeflow, name: str, replicas: int, cpu: str = "1", memory: str = "2Gi") -> list[str]:
+    """A ReplicaSet's pods kube-scheduler found no node for (their keys)."""
+    local.apply([replica_set(name, replicas, cpu, memory)])
+    return unschedulable(local.kube_server, name, replicas)
 
 
 def claims(local: LocalNodeflow) -> list[dict[str, Any]]:
@@ -37,7 +52,7 @@ def live_instances(local: LocalNodeflow) -> list[dict[str, Any]]:
 
 
 def test_pending_pods_become_initialized_nodes(local: LocalNodeflow, capfd: pytest.CaptureFixture[str]) -> None:
-    local.apply(pending_pods("web", 6, cpu="1", memory="2Gi"))
+    pending(local, "web", 6, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
     result = local.provision()["result"]
     assert result["pendingPods"] == 6
@@ -102,6 +117,10 @@ def test_pending_pods_become_initialized_nodes(local: LocalNodeflow, capfd: pyte
     assert {s["zone"] for s in node_class["status"]["subnets"]} == set(local.world.subnets)
     assert condition(node_class, "Ready") == "True"
 
+    # kube-scheduler binds the pods to the new nodes, where they run
+    pods = running(local.kube_server, "web", 6)
+    assert {p["spec"]["nodeName"] for p in pods} <= {c["status"]["nodeName"] for c in by_name.values()}
+
     # what the console shows: one readable trace per NodeClaim
     trace = local.trace(done[0]["executionArn"])
     names = [v.name for v in trace.states]
@@ -111,7 +130,7 @@ def test_pending_pods_become_initialized_nodes(local: LocalNodeflow, capfd: pyte
 
 
 def test_same_batch_twice_provisions_once(local: LocalNodeflow) -> None:
-    local.apply(pending_pods("api", 4, cpu="2", memory="4Gi"))
+    pending(local, "api", 4, cpu="2", memory="4Gi")
     local.send_pending(["default/api"], event_id="e-1")
     batch = local.receive_batch()
     first = local.provision(batch)["result"]
@@ -125,7 +144,7 @@ def test_same_batch_twice_provisions_once(local: LocalNodeflow) -> None:
 
 
 def test_new_batch_does_not_reprovision_nominated_pods(local: LocalNodeflow) -> None:
-    local.apply(pending_pods("api", 3, cpu="1", memory="1Gi"))
+    pending(local, "api", 3, cpu="1", memory="1Gi")
     local.send_pending(["default/api"])
     first = local.provision()["result"]
     local.send_pending(["default/api"])  # the agent reports the same pods again, a new event id
@@ -139,7 +158,7 @@ def test_capacity_errors_mark_offerings_unavailable_and_launch_elsewhere(
     make_local: Callable[..., LocalNodeflow],
 ) -> None:
     local = make_local()
-    local.apply(pending_pods("batch", 1, cpu="1", memory="1Gi"))
+    pending(local, "batch", 1, cpu="1", memory="1Gi")
     # The first CreateFleet finds its 8 cheapest instance types out of capacity in every zone.
     local.send_pending(["default/batch"])
     batch = local.receive_batch()
@@ -190,7 +209,7 @@ def test_a_nodepool_without_capacity_type_launches_spot_then_on_demand(
     # once every spot offering is out of capacity the launch falls back to on-demand.
     local = make_local()
     local.apply([_without_capacity_type(next(p for p in demo_node_pools() if p["metadata"]["name"] == "default"))])
-    local.apply(pending_pods("batch", 1, cpu="1", memory="1Gi"))
+    pending(local, "batch", 1, cpu="1", memory="1Gi")
     local.send_pending(["default/batch"])
     if spot_exhausted:
         local.faults.exhaust(
@@ -215,7 +234,7 @@ def test_a_nodepool_without_capacity_type_launches_spot_then_on_demand(
 
 
 def test_no_capacity_anywhere_deletes_the_claim_and_requeues_its_pods(local: LocalNodeflow) -> None:
-    local.apply(pending_pods("batch", 2, cpu="1", memory="1Gi"))
+    keys = pending(local, "batch", 2, cpu="1", memory="1Gi")
     local.send_pending(["default/batch"])
     original = local.dispatch.handlers[local.function_name("launch")]
 
@@ -236,16 +255,14 @@ def test_no_capacity_anywhere_deletes_the_claim_and_requeues_its_pods(local: Loc
     assert requeued
     body = json.loads(requeued[0]["body"])
     assert body["detail-type"] == "NodeClaim Deleted"
-    assert sorted(body["detail"]["pods"]) == sorted(
-        f"default/{p['metadata']['name']}" for p in pending_pods("batch", 2)
-    )
+    assert sorted(body["detail"]["pods"]) == keys
     trace = local.trace(done[0]["executionArn"])
     assert [v.name for v in trace.states][-2:] == ["CleanUp", "LaunchFailed"]
 
 
 def test_ec2_throttling_is_retried_without_a_second_instance(make_local: Callable[..., LocalNodeflow]) -> None:
     local = make_local(env={"AWS_MAX_ATTEMPTS": "1"})  # no botocore retries: the workflow's Retry must act
-    local.apply(pending_pods("web", 1))
+    pending(local, "web", 1)
     local.faults.throttle_next = 2
     local.send_pending(["default/web"])
     local.provision()
@@ -260,7 +277,7 @@ def test_ec2_throttling_is_retried_without_a_second_instance(make_local: Callabl
 
 def test_node_that_never_registers_is_terminated_after_the_ttl(make_local: Callable[..., LocalNodeflow]) -> None:
     local = make_local(env={"REGISTRATION_TTL_SECONDS": "1"}, kubelet_skip=lambda claim: True, wait_scale=0.01)
-    local.apply(pending_pods("web", 1))
+    pending(local, "web", 1)
     local.send_pending(["default/web"])
     local.provision()
     done = local.wait_for_executions(timeout=30)
@@ -279,7 +296,7 @@ def test_a_handler_raising_mid_flow_cleans_up(make_local: Callable[..., LocalNod
     local = make_local(kubelet_ready_after=60.0)
     name = local.function_name(step)
     local.dispatch.register(name, flaky(local.dispatch.handlers[name], times=100))
-    local.apply(pending_pods("web", 1))
+    pending(local, "web", 1)
     local.send_pending(["default/web"])
     local.provision()
     done = local.wait_for_executions()
@@ -296,7 +313,7 @@ def test_a_transient_handler_error_is_retried(make_local: Callable[..., LocalNod
     local = make_local()
     name = local.function_name("register")
     local.dispatch.register(name, flaky(local.dispatch.handlers[name], times=1, error=lambda: Transient("api 503")))
-    local.apply(pending_pods("web", 1))
+    pending(local, "web", 1)
     local.send_pending(["default/web"])
     local.provision()
     done = local.wait_for_executions()
@@ -307,7 +324,7 @@ def test_a_transient_handler_error_is_retried(make_local: Callable[..., LocalNod
 def test_garbage_collection(local: LocalNodeflow) -> None:
     from datetime import timedelta
 
-    local.apply(pending_pods("web", 1))
+    pending(local, "web", 1)
     local.send_pending(["default/web"])
     local.provision()
     local.wait_for_executions()
@@ -339,7 +356,7 @@ def test_garbage_collection(local: LocalNodeflow) -> None:
 
 
 def test_unreadable_messages_are_dropped_and_the_rest_provisions(local: LocalNodeflow) -> None:
-    local.apply(pending_pods("web", 2))
+    pending(local, "web", 2)
     bad = [{"messageId": "m-bad-1", "body": "not json"}, {"messageId": "m-bad-2", "body": "[1, 2]"}]
     only_bad = local.provision(bad)
     assert only_bad["batchItemFailures"] == []
@@ -357,3 +374,30 @@ def test_a_bad_step_input_fails_the_execution_with_the_field_named(local: LocalN
     with pytest.raises(RuntimeError, match="nodeClaim"):
         local.invoke("launch", {"nodeClaim": "Bad_Name"})
     assert live_instances(local) == []
+
+
+def test_a_500_on_nodeclaim_create_is_redelivered_and_provisions_once(local: LocalNodeflow) -> None:
+    """Through the control plane's fault proxy: the API server 'fails' the first NodeClaim create with a 500; the
+    batch fails, SQS redelivers it, and the second run creates each NodeClaim once; the pods end up Running."""
+    pending(local, "web", 2)
+    local.send_pending(["default/web"])
+    batch = local.receive_batch()
+    injected: list[str] = []
+
+    def first_create_fails(method: str, path: str, query: dict[str, str]) -> Fault | None:
+        if method == "POST" and path == "/apis/karpenter.sh/v1/nodeclaims" and not injected:
+            injected.append(path)
+            return Fault.internal()
+        return None
+
+    local.kube_server.before_request = first_create_fails
+    with pytest.raises(RuntimeError, match="etcdserver: request timed out"):
+        local.provision(batch)
+    assert claims(local) == []
+    result = local.provision(batch)["result"]  # the redelivery
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done] == ["SUCCEEDED"] * len(result["nodeClaimsCreated"])
+    assert len(claims(local)) == len(result["nodeClaimsCreated"]) == len(live_instances(local))
+    creates = [e for e in local.kube_server.exchanges if e.method == "POST" and e.path == injected[0]]
+    assert [(e.status, e.injected) for e in creates] == [(500, True)] + [(201, False)] * len(claims(local))
+    running(local.kube_server, "web", 2)

@@ -533,3 +533,17 @@ def test_the_readme_lists_every_alarm(synthesized: Synthesized) -> None:
     }
     assert "ReportWritesFailed" in ids
     assert {i for i in ids if f"`{i}`" not in listed} == set()
+
+
+def test_the_stack_carries_the_release_as_a_tag_and_an_output(synthesized: Synthesized) -> None:
+    from infra.stack import VERSION_TAG
+    from nodeflow import __version__
+
+    assert synthesized.template()["Outputs"]["Version"]["Value"] == __version__
+    assert synthesized.stacks["default"].tags.tag_values()[VERSION_TAG] == __version__
+    (table,) = (
+        t
+        for t in synthesized.resources("default", "AWS::DynamoDB::Table").values()
+        if "decisions" not in t["Properties"]["TableName"]
+    )
+    assert {"Key": VERSION_TAG, "Value": __version__} in table["Properties"]["Tags"]  # and its resources

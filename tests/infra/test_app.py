@@ -547,3 +547,10 @@ def test_the_stack_carries_the_release_as_a_tag_and_an_output(synthesized: Synth
         if "decisions" not in t["Properties"]["TableName"]
     )
     assert {"Key": VERSION_TAG, "Value": __version__} in table["Properties"]["Tags"]  # and its resources
+
+
+def test_every_alarm_is_explained_in_the_docs(synthesized: Synthesized) -> None:
+    page = (ROOT / "docs" / "operations" / "alarms.md").read_text()
+    alarms = set(synthesized.stacks["default"].monitoring.alarms) | set(synthesized.stacks["full"].monitoring.alarms)
+    assert len(alarms) >= 15
+    assert {a for a in alarms if f"`{a}`" not in page} == set()

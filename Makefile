@@ -39,7 +39,7 @@ test: lint typecheck unit
 
 # The documentation site into site/ (strict: a broken link or anchor fails; tests/docs builds it too).
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 # Regenerate the reference pages (CLI, CRD fields, metrics, settings, events, parity) from the code;
 # tests/docs/test_reference.py fails while they are stale.

@@ -49,9 +49,16 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "reference" / "crds" / "index.html").exists()
 
 
-@pytest.mark.parametrize(
-    "path", sorted(p.relative_to(ROOT).as_posix() for p in [ROOT / "README.md", *DOCS.rglob("*.md")])
-)
+USER_FACING = [
+    ROOT / "README.md",
+    ROOT / "CHANGELOG.md",
+    *(ROOT / "agent").glob("*.md"),
+    *DOCS.rglob("*.md"),
+    *(ROOT / "examples").rglob("*.yaml"),
+]
+
+
+@pytest.mark.parametrize("path", sorted(p.relative_to(ROOT).as_posix() for p in USER_FACING))
 def test_no_internal_work_item_or_outside_path(path: str) -> None:
     """What a user reads names no internal work item ("issue 19") and no file outside the repository."""
     text = (ROOT / path).read_text()

@@ -28,12 +28,19 @@ RUNNABLE = [
     for match in gen_docs.RUNNABLE.finditer(path.read_text())
     for command, shown in gen_docs.commands(match.group(2))
 ]
+EXCERPTS = [
+    (path.relative_to(ROOT).as_posix(), command, shown)
+    for path in files()
+    for match in gen_docs.EXCERPT.finditer(path.read_text())
+    for command, shown in gen_docs.commands(match.group(2))
+]
 
 
 def test_the_docs_have_examples_of_each_kind() -> None:
     kinds = {e.obj["kind"] for e in CRD_EXAMPLES}
     assert {"NodePool", "EC2NodeClass", "NodeflowPolicy"} <= kinds
-    assert len(RUNNABLE) >= 2
+    assert len(RUNNABLE) >= 5
+    assert EXCERPTS
 
 
 @pytest.mark.parametrize("example", CRD_EXAMPLES, ids=lambda e: e.id)
@@ -58,3 +65,22 @@ def test_the_crd_check_refuses_a_bad_example() -> None:
 @pytest.mark.parametrize(("where", "command", "shown"), RUNNABLE, ids=[f"{w}:{c}" for w, c, _ in RUNNABLE])
 def test_a_runnable_example_prints_what_the_page_shows(where: str, command: str, shown: str) -> None:
     assert gen_docs.run(command) == shown, f"{where}: `{command}` prints something else: run `make docs-reference`"
+
+
+def _in_order(shown: list[str], printed: list[str]) -> list[str]:
+    """The shown lines not found in ``printed`` after the previous one (empty: all there, in order)."""
+    rest = iter(printed)
+    return [line for line in shown if not any(line == out for out in rest)]
+
+
+@pytest.mark.parametrize(("where", "command", "shown"), EXCERPTS, ids=[f"{w}:{c}" for w, c, _ in EXCERPTS])
+def test_an_excerpt_shows_lines_of_the_output_in_order(where: str, command: str, shown: str) -> None:
+    lines = [line.rstrip() for line in shown.splitlines() if line.strip() != "..."]
+    assert lines
+    assert _in_order(lines, [line.rstrip() for line in gen_docs.run(command).splitlines()]) == [], where
+
+
+def test_an_excerpt_check_notices_a_line_out_of_order() -> None:
+    assert _in_order(["a", "c"], ["a", "b", "c"]) == []
+    assert _in_order(["c", "a"], ["a", "b", "c"]) == ["a"]
+    assert _in_order(["x"], ["a"]) == ["x"]

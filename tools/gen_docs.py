@@ -61,10 +61,20 @@ def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argpars
 
 
 def cli_page() -> str:
-    os.environ["COLUMNS"] = str(HELP_WIDTH)  # argparse wraps help at the terminal's width: fix it
     from nodeflow.cli import _parser
 
-    parser = _parser()
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(HELP_WIDTH)  # argparse wraps help at the terminal's width: fix it
+    try:
+        return _cli_text(_parser())
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+
+
+def _cli_text(parser: argparse.ArgumentParser) -> str:
     out = [HEADER.format(source="the argument parser (functions/nodeflow/cli.py)"), "# Command line\n\n"]
     out.append(
         "`python -m nodeflow` (from a checkout: `.venv/bin/python -m nodeflow`) is one command per task. Exit "

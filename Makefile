@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit demo bench bench-all catalog synth install-manifests clean
+.PHONY: test lint typecheck unit docs docs-reference demo bench bench-all catalog synth install-manifests clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,15 @@ unit: $(STAMP) node_modules/.package-lock.json
 
 test: lint typecheck unit
 
+# The documentation site into site/ (strict: a broken link or anchor fails; tests/docs builds it too).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+# Regenerate the reference pages (CLI, CRD fields, metrics, settings, events, parity) from the code;
+# tests/docs/test_reference.py fails while they are stale.
+docs-reference: $(STAMP)
+	$(PY) tools/gen_docs.py
+
 demo: $(STAMP)
 	$(PY) -m sandbox.demo $(if $(KEEP),--keep)
 
@@ -63,4 +72,4 @@ install-manifests: $(STAMP)
 	$(PY) -m nodeflow install-manifests --stack $(STACK) $(if $(REGION),--region $(REGION)) $(if $(OUT),-o $(OUT))
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules site

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import App, CfnOutput, Stack
+from aws_cdk import App, CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.bundling import code_asset
@@ -30,8 +30,12 @@ from infra.monitoring import Monitoring
 from infra.nag import acknowledge_findings, add_checks
 from infra.queues import Queues
 from infra.workflows import Workflows
+from nodeflow import __version__
 
-__all__ = ["NodeflowStack", "build"]
+__all__ = ["VERSION_TAG", "NodeflowStack", "build"]
+
+#: The tag naming the nodeflow release a stack was deployed from (also the output ``Version``).
+VERSION_TAG = "nodeflow:version"
 
 
 class NodeflowStack(Stack):
@@ -40,6 +44,7 @@ class NodeflowStack(Stack):
             scope, construct_id, description=f"nodeflow: just-in-time nodes for {config.cluster_name}", **kwargs
         )
         self.config = config
+        Tags.of(self).add(VERSION_TAG, __version__)  # on the stack and every resource that takes tags
         self.data = Data(self, "Data", config=config)
         self.queues = Queues(self, "Queues", config=config)
         self.events = Events(self, "Events", config=config, queues=self.queues)
@@ -81,6 +86,7 @@ class NodeflowStack(Stack):
         acknowledge_findings(self)
 
     def _outputs(self) -> None:
+        CfnOutput(self, "Version", value=__version__, description="the nodeflow release this stack was deployed from")
         CfnOutput(self, "ClusterName", value=self.config.cluster_name)
         CfnOutput(self, "TableName", value=self.data.table.table_name)
         CfnOutput(

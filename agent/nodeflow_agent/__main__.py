@@ -43,6 +43,7 @@ class Agent:
         metrics.gauge("nodeflow_agent_events_coalesced_total", lambda: buffer.coalesced)
         metrics.gauge("nodeflow_agent_events_dropped_total", lambda: buffer.dropped, reason="overflow")
         metrics.gauge("nodeflow_agent_ready", lambda: 0 if self.readiness() else 1)
+        metrics.set("nodeflow_agent_build_info", 1, version=__version__)
         # Karpenter's cluster-state gauges (karpenter_*), LISTed when scraped, at most every CLUSTER_METRICS_SECONDS
         self.cluster_metrics = ClusterMetrics(
             self._kube_client(), min_interval=settings.cluster_metrics_seconds, page_size=settings.list_page_size

@@ -29,6 +29,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "nodeflow_agent_watch_errors_total": ("counter", "Watch or list failures (connection, HTTP), by resource."),
     "nodeflow_agent_known_objects": ("gauge", "Objects whose compact state the agent keeps, by resource."),
     "nodeflow_agent_ready": ("gauge", "1 when the agent is ready (all watchers listed, sender healthy)."),
+    "nodeflow_agent_build_info": ("gauge", "Always 1; its label version is the agent's (and nodeflow's) version."),
 }
 
 

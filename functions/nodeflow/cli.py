@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from nodeflow import decisions_cli, doctor_cli
+from nodeflow import __version__, decisions_cli, doctor_cli
 from nodeflow.api.quantity import format_milli
 from nodeflow.aws.region import CATALOG_REGION_HELP, REGION_HELP
 from nodeflow.governance import command as governance_command
@@ -41,6 +41,7 @@ EXIT_INPUT = 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nodeflow", description="nodeflow: Karpenter v1 on Lambda")
+    parser.add_argument("--version", action="version", version=f"nodeflow {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     plan = commands.add_parser(
         "plan",

@@ -3,8 +3,8 @@ decision log of a deployed stack (its table is the stack's ``DecisionTableName``
 
 Prints the records newest first: time (UTC), kind, NodePools, pods, summary; ``-o json`` prints a JSON list of
 records (``nodeflow.governance.decisions.Decision.to_json``: time, kind, id, run, nodePools, summary, podCount,
-pods, policy, detail). AWS access as the SDK finds it (AWS_PROFILE / --profile, AWS_REGION / --region,
-AWS_ENDPOINT_URL for a local moto server such as the demo's).
+pods, policy, detail, version: the nodeflow release that wrote it). AWS access as the SDK finds it (AWS_PROFILE /
+--profile, AWS_REGION / --region, AWS_ENDPOINT_URL for a local moto server such as the demo's).
 
 ``--since`` reads no further back than the log keeps records: the stack's ``DecisionLogTtlDays`` output
 (``decisionLogTtlDays``; a stack without it: the default, 90 days); an earlier ``--since`` is clamped to it, and the

@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from nodeflow import __version__
+
 __all__ = [
     "AGENT_IMAGE",
     "CODE_CONFIGMAP",
@@ -41,6 +43,7 @@ __all__ = [
     "INSTALL_LABEL",
     "INSTALL_SELECTOR",
     "NAMESPACE",
+    "VERSION_LABEL",
     "InstallError",
     "StackOutputs",
     "hmac_secret",
@@ -58,6 +61,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_ROOT = Path(__file__).resolve().parent / "_install"
 #: A stock image: the agent needs nothing but the Python standard library (same base as agent/Dockerfile).
 AGENT_IMAGE = "python:3.12.8-slim-bookworm"
+#: The agent Deployment's and pods' label naming the nodeflow release (the agent's code comes with the stack).
+VERSION_LABEL = "app.kubernetes.io/version"
 CODE_CONFIGMAP = "nodeflow-agent-code"
 CODE_DIR = "/opt/nodeflow"
 NAMESPACE = "nodeflow"
@@ -185,6 +190,8 @@ def _service_account(doc: dict[str, Any], outputs: StackOutputs) -> dict[str, An
 
 
 def _deployment(doc: dict[str, Any], outputs: StackOutputs, code_configmap: str) -> dict[str, Any]:
+    for meta in (doc["metadata"], doc["spec"]["template"]["metadata"]):  # which release runs, for kubectl -L
+        meta["labels"] = {**(meta.get("labels") or {}), VERSION_LABEL: __version__}
     pod = doc["spec"]["template"]["spec"]
     (container,) = [c for c in pod["containers"] if c["name"] == "agent"]
     container["image"] = AGENT_IMAGE

@@ -270,7 +270,9 @@ def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monke
     code, out, err = _cli("--stack", stack, "--now", now, "--pod", world["stray"], "-o", "json")
     assert (code, err) == (0, "")
     (record,) = json.loads(out)
-    assert list(record) == ["time", "kind", "id", "run", "nodePools", "summary", "podCount", "pods", "policy", "detail"]
+    assert list(record) == [
+        *("time", "kind", "id", "run", "nodePools", "summary", "podCount", "pods", "policy", "detail", "version")
+    ]
     assert record["kind"] == "unschedulable"
     assert record["pods"] == [world["stray"]]
     assert record["time"] == "2026-03-01T12:00:00.000Z"

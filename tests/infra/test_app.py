@@ -519,12 +519,11 @@ def test_report_writes_failed_alarms_on_the_metric_the_handlers_publish(synthesi
         assert ("AlarmActions" in alarm) == (which == "full")
 
 
-def test_the_readme_lists_every_alarm(synthesized: Synthesized) -> None:
-    """The README's alarm list (Deploying, **Alarms**) names each alarm the stacks create, by its construct id."""
+def test_the_docs_explain_every_alarm(synthesized: Synthesized) -> None:
+    """The Alarms page (docs/operations/alarms.md) names each alarm the stacks create, by its construct id."""
     import aws_cdk as cdk
 
-    readme = (ROOT / "README.md").read_text()
-    listed = readme.split("**Alarms**", 1)[1].split("\n\n", 1)[0]
+    page = (ROOT / "docs" / "operations" / "alarms.md").read_text()
     ids = {
         c.node.id
         for which in ("default", "full")
@@ -532,4 +531,18 @@ def test_the_readme_lists_every_alarm(synthesized: Synthesized) -> None:
         if isinstance(c, cdk.aws_cloudwatch.Alarm)
     }
     assert "ReportWritesFailed" in ids
-    assert {i for i in ids if f"`{i}`" not in listed} == set()
+    assert {i for i in ids if f"`{i}`" not in page} == set()
+
+
+def test_the_stack_carries_the_release_as_a_tag_and_an_output(synthesized: Synthesized) -> None:
+    from infra.stack import VERSION_TAG
+    from nodeflow import __version__
+
+    assert synthesized.template()["Outputs"]["Version"]["Value"] == __version__
+    assert synthesized.stacks["default"].tags.tag_values()[VERSION_TAG] == __version__
+    (table,) = (
+        t
+        for t in synthesized.resources("default", "AWS::DynamoDB::Table").values()
+        if "decisions" not in t["Properties"]["TableName"]
+    )
+    assert {"Key": VERSION_TAG, "Value": __version__} in table["Properties"]["Tags"]  # and its resources

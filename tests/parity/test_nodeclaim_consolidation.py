@@ -18,7 +18,7 @@ UPSTREAM = "pkg/controllers/nodeclaim/disruption/consolidation_test.go"
 NOT_EXPRESSIBLE: dict[str, str] = {
     "Underutilized / should ignore NodeClaims not managed by this instance of Karpenter": (
         "NodeClaims of another cloud provider's node class next to nodeflow's: nodeflow is the only "
-        "provisioner of the cluster (DESIGN) and judges every NodeClaim of its NodePools"
+        "provisioner of the cluster by design and judges every NodeClaim of its NodePools"
     ),
 }
 

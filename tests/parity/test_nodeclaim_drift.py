@@ -36,7 +36,7 @@ UPSTREAM = "pkg/controllers/nodeclaim/disruption/drift_test.go"
 NOT_EXPRESSIBLE: dict[str, str] = {
     "Drift / should ignore drift for NodeClaims not managed by this instance of Karpenter": (
         "NodeClaims of another cloud provider's node class next to nodeflow's: nodeflow is the only "
-        "provisioner of the cluster (DESIGN) and judges every NodeClaim of its NodePools"
+        "provisioner of the cluster by design and judges every NodeClaim of its NodePools"
     ),
     "Drift / should detect static drift before cloud provider drift": (
         "which drift rule is reported is not in disrupt's output (the reason is Drifted either way); "

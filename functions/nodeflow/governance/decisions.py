@@ -24,6 +24,8 @@ Kinds (``Decision.kind``):
                     (``kubectl delete nodeclaim``, its NodePool deleted, another controller): not nodeflow's decision
                     and not AWS's, as Karpenter's termination controller treats it
 
+Every record names the nodeflow release that made it (``version``; empty in records written before versions).
+
 DynamoDB layout (its own table, ``<prefix>-decisions``; every item expires ``ttl`` = time + TTL days):
 
     record      pk "DECISION#<yyyy-mm-dd>#<shard>"  sk "<time>#<id>"   the whole record (``body``: JSON)
@@ -50,6 +52,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from nodeflow import __version__
 from nodeflow.scheduling.types import (
     NO_NODEPOOL,
     NodeClaimPlan,
@@ -159,6 +162,7 @@ class Decision:
     pod_count: int = 0  # pods in all
     policy: tuple[str, ...] = ()  # the reasons that name a policy
     detail: Mapping[str, Any] = field(default_factory=dict)  # kind-specific, JSON
+    version: str = __version__  # the nodeflow release that made the decision ("" in records written before versions)
 
     def __post_init__(self) -> None:
         if self.at.tzinfo is None:
@@ -192,6 +196,7 @@ class Decision:
             "pods": list(self.pods),
             "policy": list(self.policy),
             "detail": dict(self.detail),
+            "version": self.version,
         }
 
     @staticmethod
@@ -208,6 +213,7 @@ class Decision:
                 pod_count=int(data.get("podCount", 0)),
                 policy=tuple(str(p) for p in data.get("policy") or ()),
                 detail=dict(data.get("detail") or {}),
+                version=str(data.get("version", "")),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:  # a year-1 time with an offset: overflow
             raise DecisionError(f"decision record: {exc}") from None

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import nodeflow_agent
 from tests.functional.agent.conftest import AGENT_DIR, Agent, Webhook, wait_for
 from tests.functional.agent.objects import node, unschedulable_pod
 from tests.kubeapi import KubeAPIServer
@@ -77,6 +78,7 @@ def test_health_endpoints_and_metrics(kube: KubeAPIServer, webhook: Webhook, sta
         assert f"# TYPE {name} " in text
     assert 'nodeflow_agent_events_observed_total{kind="NodeReady"} 1' in text
     assert 'nodeflow_agent_relists_total{cause="start",resource="pods"} 1' in text
+    assert f'nodeflow_agent_build_info{{version="{nodeflow_agent.__version__}"}} 1' in text
     wait_for(lambda: agent.metric("nodeflow_agent_events_sent_total") >= 1, what="sent counter")
     assert agent.metric("nodeflow_agent_ready") == 1
     logs = agent.log_lines("listed")

@@ -90,7 +90,8 @@ def value_type(value: Any) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number" if isinstance(value, float) else "integer"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
+    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    return names.get(type(value), "null")
 
 
 def _walk(schema: dict[str, Any], value: Any, old: Any, path: str, out: list[Violation]) -> None:

@@ -341,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
         crd_rt = cluster.resource_type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         assert crd_rt is not None
         crd = cluster.get(crd_rt, None, rt.crd_name)
-        version = next((v for v in crd["spec"]["versions"] if v["name"] == rt.version), {})
+        version: dict[str, Any] = next((v for v in crd["spec"]["versions"] if v["name"] == rt.version), {})
         schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
         unknown = unknown_fields(body, schema)
         if unknown:

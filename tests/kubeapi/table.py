@@ -278,11 +278,12 @@ def to_table(rt: ResourceType, objects: list[Obj], list_meta: Obj, now: datetime
             for c in printer
         ]
 
-        def row(obj: Obj, now: datetime) -> list[Cell]:
+        def crd_row(obj: Obj, now: datetime) -> list[Cell]:
             return [obj["metadata"]["name"]] + [
                 _cell(jsonpath(obj, c["jsonPath"]), c.get("type", "string"), now) for c in printer
             ]
 
+        row: Row = crd_row
     else:
         columns, row = BUILTIN_COLUMNS.get((rt.group, rt.plural), ([_NAME, _col("Age")], _default_row))
     return {

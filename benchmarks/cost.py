@@ -1,0 +1,762 @@
+"""What running nodeflow costs (issue 28): the AWS requests one node's life makes, measured, priced for a month.
+
+    .venv/bin/python -m benchmarks.cost [--quick] [--sizes 10,100,1000] [--replaced-per-day 0.1]
+        [--pods-per-node-per-day 20] [--nodes-per-run N:B,...] [--no-scale] [--json]
+
+1. Count, for real (``sandbox.nodeflow.LocalNodeflow``: the handlers in-process against moto, the real launch and
+   terminate state machines executing, the test API server, the simulated kubelet and scheduler; the real agent as a
+   subprocess posting to the webhook's Function URL, EventBridge rules to the queues, SQS mappings invoking the
+   provisioner, interruption and disruption functions as deployed), phase by phase:
+
+   launch      pending pods -> agent -> webhook -> bus -> provisioner -> launch workflow (launch, register,
+               initialize) -> Node Ready -> pods bound (and the disruption rounds their events trigger)
+   scheduled   each scheduled function (disruption, gc, interruption) invoked as its schedule does, per invocation,
+               at one node and again at ``--burst`` + 0 nodes (how their duration grows with the cluster)
+   pod         a pod replaced on the node (deleted, its replacement bound): per pod
+   terminate   the node's pods deleted, consolidateAfter elapsed -> an Empty decision -> terminate workflow (taint,
+               drain, terminate, finalize) -> the instance's state-change events (shutting-down, terminated) on the
+               interruption queue
+   burst       ``--burst`` nodes launched by one provisioner run (launch batching)
+   resync      the agent's periodic resync with nothing pending (per resync round)
+
+   What is counted, per function and phase: Lambda invocations and their in-process wall time (a proxy for billed
+   duration: the handler's time, rounded up to the millisecond; the memory is the synthesized stack's), Step
+   Functions state transitions as Standard workflows bill them (StateEntered plus retries, from the execution
+   history) and the history's bytes (the vended logs of level ALL with execution data), DynamoDB write and read
+   request units of each call (``cost_model.billed_units``: dedup records, idempotency, the unavailable-offerings
+   cache, the decision log), EventBridge events put, SQS requests, messages the rules deliver and batches the
+   mappings take, the bytes each handler writes to stdout (its logs and EMF metrics: CloudWatch Logs ingestion) and
+   the distinct custom metrics of the EMF records.
+2. Scale: the disruption round at ``--sizes`` nodes (``benchmarks.disruption_lambda`` in a subprocess, its
+   fragmented cluster with 10 pods per node: a consolidation candidate every round, so an upper bound).
+3. Price (``benchmarks.cost_model``): a month of a cluster of each size under the stated churn, next to Karpenter's
+   controller (the chart's 2 replicas of 1 vCPU / 1 GiB) on an m7g.large share and on Fargate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import contextvars
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (str(ROOT / "functions"), str(ROOT)):
+    if extra not in sys.path:
+        sys.path.insert(0, extra)
+
+from benchmarks import cost_model  # noqa: E402
+from benchmarks.cost_model import KARPENTER, PRICES, PRICES_AS_OF, Churn, StackFacts  # noqa: E402
+
+REGION = "us-east-1"
+CLUSTER = "demo"  # examples/demo's EC2NodeClass selects the sandbox's subnets by this name
+SCALE = 0.01  # Step Functions waits and the kubelet's delays, scaled alike (as benchmarks.provisioning)
+BOOT_SECONDS = 50.0
+READY_SECONDS = 20.0
+SCHEDULED_EVENT = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}
+QUEUES = ("provisioning", "disruption", "interruption")
+CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("nodeflow_cost_function", default=None)
+
+
+# ================================================================== counting
+
+
+class Tally:
+    """Counts of one phase: ``{key: number}`` or ``{key: {function or queue: number}}``."""
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self.data: dict[str, Any] = json.loads(json.dumps(data or {}))
+
+    def add(self, key: str, value: float, sub: str | None = None) -> None:
+        if sub is None:
+            self.data[key] = self.data.get(key, 0) + value
+        else:
+            inner = self.data.setdefault(key, {})
+            inner[sub] = inner.get(sub, 0) + value
+
+    def plus(self, other: Tally) -> Tally:
+        out = Tally(self.data)
+        for key, value in other.data.items():
+            if isinstance(value, dict):
+                for sub, v in value.items():
+                    out.add(key, v, sub)
+            else:
+                out.add(key, value)
+        return out
+
+    def per(self, units: float) -> Tally:
+        def scaled(v: Any) -> Any:
+            return {k: scaled(x) for k, x in v.items()} if isinstance(v, dict) else v / units
+
+        return Tally({k: scaled(v) for k, v in self.data.items()})
+
+    def get(self, key: str, sub: str | None = None) -> float:
+        value = self.data.get(key, 0)
+        if isinstance(value, dict):
+            return float(value.get(sub, 0)) if sub is not None else float(sum(value.values()))
+        return float(value)
+
+
+def _metric_keys(record: Mapping[str, Any]) -> list[str]:
+    """The custom metrics an EMF record publishes: namespace, name and dimension values, one per dimension set."""
+    out = []
+    for directive in (record.get("_aws") or {}).get("CloudWatchMetrics") or []:
+        for dims in directive.get("Dimensions") or [[]]:
+            labels = ",".join(f"{d}={record.get(d)}" for d in sorted(dims))
+            out += [f"{directive.get('Namespace')}/{m.get('Name')}{{{labels}}}" for m in directive.get("Metrics", [])]
+    return out
+
+
+class _Stdout(io.TextIOBase):
+    """sys.stdout (and the Powertools logger's stream) during the measurement: a handler's writes are counted for
+    its function (complete lines: bytes plus CloudWatch's per-event overhead; EMF records parsed for their metrics);
+    everything else goes through to the real stdout."""
+
+    def __init__(self, target: TextIO, meter: Meter) -> None:
+        self.target = target
+        self.meter = meter
+        self._partial = threading.local()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        fn = CURRENT.get()
+        if fn is None:
+            return self.target.write(s)
+        text = getattr(self._partial, "text", "") + s
+        *lines, self._partial.text = text.split("\n")
+        for line in lines:
+            self.meter.log_line(fn, line)
+        return len(s)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+class Meter:
+    """Installs the counting (a botocore hook for the handlers' API calls, stdout capture, the invoking function in
+    a context variable that thread pools carry) and files what it sees under the current phase."""
+
+    def __init__(self, local: Any, sources: Mapping[str, Any]) -> None:
+        self.local = local
+        self.sources = dict(sources)
+        self.phase = "setup"
+        self.tallies: dict[str, Tally] = {}
+        self.metrics: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self._invocations = 0
+        self._batches = dict.fromkeys(self.sources, 0)
+        self._executions: set[str] = set()
+        self._undo: list[Callable[[], None]] = []
+
+    # --- what is seen as it happens
+
+    def _tally(self) -> Tally:
+        return self.tallies.setdefault(self.phase, Tally())
+
+    def log_line(self, fn: str, line: str) -> None:
+        with self._lock:
+            t = self._tally()
+            t.add("logBytes", len(line.encode()) + 1 + cost_model.LOG_EVENT_OVERHEAD, fn)
+            if line.startswith('{"_aws"'):
+                t.add("emfRecords", 1, fn)
+                with contextlib.suppress(ValueError):
+                    self.metrics.setdefault(self.phase, set()).update(_metric_keys(json.loads(line)))
+
+    def api_call(self, fn: str, service: str, operation: str, params: Any, response: Any) -> None:
+        units = cost_model.billed_units(service, operation, params, response)
+        with self._lock:
+            t = self._tally()
+            t.add("apiCalls", 1, f"{service}:{operation}")
+            for key, value in units.items():
+                t.add(key, value)
+            if service == "events" and operation == "PutEvents":
+                for e in params.get("Entries") or []:
+                    t.add("eventKinds", 1, str(e.get("DetailType")))
+
+    # --- install / uninstall
+
+    def install(self) -> Meter:
+        from botocore.client import BaseClient
+
+        from nodeflow.handlers.common import logger
+
+        meter = self
+        real_call = BaseClient.__dict__["_make_api_call"]
+
+        def _make_api_call(client: Any, operation: str, params: Any) -> Any:
+            fn = CURRENT.get()
+            if fn is None:
+                return real_call(client, operation, params)
+            response = None
+            try:
+                response = real_call(client, operation, params)
+                return response
+            finally:
+                meter.api_call(fn, client.meta.service_model.service_name, operation, params, response)
+
+        BaseClient._make_api_call = _make_api_call  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(BaseClient, "_make_api_call", real_call))
+
+        real_submit = concurrent.futures.ThreadPoolExecutor.submit
+
+        def submit(pool: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+            return real_submit(pool, contextvars.copy_context().run, fn, *args, **kwargs)
+
+        concurrent.futures.ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(concurrent.futures.ThreadPoolExecutor, "submit", real_submit))
+
+        proxy = _Stdout(sys.stdout, self)
+        real_stdout = sys.stdout
+        sys.stdout = proxy
+        self._undo.append(lambda: setattr(sys, "stdout", real_stdout))
+        for handler in logging.getLogger(logger.name).handlers:
+            if isinstance(handler, logging.StreamHandler):
+                old = handler.setStream(proxy)
+                self._undo.append(lambda h=handler, s=old: h.setStream(s))
+        logger.setLevel("INFO")  # as deployed (POWERTOOLS_LOG_LEVEL=INFO, infra/functions.py)
+
+        dispatch = self.local.dispatch
+        inner = dispatch.invocation_context
+        prefix = f"nodeflow-{self.local.cluster_name}-"
+
+        @contextlib.contextmanager
+        def around(name: str) -> Iterator[None]:
+            token = CURRENT.set(name.removeprefix(prefix))
+            try:
+                with inner(name) if inner is not None else contextlib.nullcontext():
+                    yield
+            finally:
+                CURRENT.reset(token)
+
+        dispatch.invocation_context = around
+        self._undo.append(lambda: setattr(dispatch, "invocation_context", inner))
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # --- phases
+
+    def begin(self, phase: str) -> None:
+        """File what finished since the last call (invocations, mapping batches, executions) under the current
+        phase, then count under ``phase``."""
+        self.collect()
+        self.phase = phase
+
+    def collect(self) -> None:
+        from sandbox.stepfunctions import execution_trace
+
+        prefix = f"nodeflow-{self.local.cluster_name}-"
+        invocations = self.local.dispatch.invocations
+        fresh, self._invocations = invocations[self._invocations :], len(invocations)
+        with self._lock:
+            self._collect(fresh, prefix, execution_trace)
+
+    def _collect(self, fresh: Sequence[Any], prefix: str, execution_trace: Callable[[Any, str], Any]) -> None:
+        t = self._tally()
+        for inv in fresh:
+            fn = inv.function_name.removeprefix(prefix)
+            t.add("invocations", 1, fn)
+            t.add("seconds", inv.duration, fn)
+            t.add("billedSeconds", max(1, -(-inv.duration * 1000 // 1)) / 1000, fn)
+            if inv.error:
+                t.add("errors", 1, fn)
+            result = inv.result.get("result") if isinstance(inv.result, dict) else None
+            if fn == "disruption" and isinstance(result, dict) and result.get("command"):
+                t.add("commands", 1)
+        for queue, source in self.sources.items():
+            batches = source.snapshot()
+            for b in batches[self._batches[queue] :]:
+                t.add("batches", 1, queue)
+                t.add("messages", len(b.records), queue)
+            self._batches[queue] = len(batches)
+        sfn = self.local.clients.sfn
+        for arn in (self.local.launch_arn, self.local.terminate_arn, self.local.replace_arn):
+            for e in _executions(sfn, arn):
+                if e["executionArn"] in self._executions or e["status"] == "RUNNING":
+                    continue
+                self._executions.add(e["executionArn"])
+                trace = execution_trace(sfn, e["executionArn"])
+                workflow = arn.rsplit(":", 1)[-1].removeprefix(prefix)
+                t.add("executions", 1, workflow)
+                t.add("transitions", trace.transitions + sum(v.retries for v in trace.states))
+                t.add("historyBytes", sum(len(json.dumps(ev, default=str)) for ev in _history(sfn, e["executionArn"])))
+
+    def tally(self, *phases: str) -> Tally:
+        out = Tally()
+        for p in phases:
+            out = out.plus(self.tallies.get(p, Tally()))
+        return out
+
+
+def _executions(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    return [e for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn) for e in page["executions"]]
+
+
+def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=arn)
+    return [e for page in pages for e in page["events"]]
+
+
+# ================================================================== the cluster's life
+
+
+def _wait(predicate: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError(f"benchmarks.cost: timed out after {timeout:.0f} s waiting for {what}")
+
+
+def settle(local: Any, quiet: float, timeout: float = 180.0) -> None:
+    """Wait until nothing has been invoked for ``quiet`` seconds, no workflow runs and the route queues are empty
+    (the agent's batches, the mappings and the workflows all done)."""
+    sqs, sfn = local.clients.sqs, local.clients.sfn
+    urls = local.world.queue_urls()
+    arns = (local.launch_arn, local.terminate_arn, local.replace_arn)
+
+    def busy() -> bool:
+        for url in urls.values():
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+            )["Attributes"]
+            if any(int(v) for v in attrs.values()):
+                return True
+        return any(sfn.list_executions(stateMachineArn=a, statusFilter="RUNNING")["executions"] for a in arns)
+
+    deadline = time.monotonic() + timeout
+    seen, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        count = len(local.dispatch.invocations)
+        if count != seen or busy():
+            seen, since = count, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"benchmarks.cost: the sandbox did not settle within {timeout:.0f} s")
+
+
+def _pods(kube: Any) -> list[dict[str, Any]]:
+    return [p for p in kube.objects("v1", "Pod", "default") if not p["metadata"].get("deletionTimestamp")]
+
+
+def _claims(kube: Any) -> list[dict[str, Any]]:
+    return list(kube.objects("karpenter.sh/v1", "NodeClaim"))
+
+
+def _all_bound(kube: Any, prefix: str, count: int) -> bool:
+    pods = [p for p in _pods(kube) if p["metadata"]["name"].startswith(prefix)]
+    return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
+
+
+def _delete_pod(kube: Any, name: str) -> None:
+    kube.cluster.delete(kube.resource_for("v1", "Pod"), "default", name)
+
+
+def _plain_pod(name: str, node_shape: Mapping[str, str]) -> dict[str, Any]:
+    """A replacement pod as a Deployment's controller creates it (Pending; the scheduler places it)."""
+    from tests.functional.lifecycle.conftest import pending_pods
+
+    (pod,) = pending_pods(name, 1, cpu=node_shape["cpu"], memory=node_shape["memory"])
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def _scheduled(local: Any, meter: Meter, phase: str, runs: int, quiet: float) -> None:
+    for fn in ("disruption", "gc", "interruption"):
+        meter.begin(f"{phase}:{fn}")
+        for _ in range(runs):
+            local.invoke(fn, SCHEDULED_EVENT)
+        settle(local, quiet)
+
+
+def _later_for(fn: str, clock: Callable[[], datetime], ahead: timedelta) -> Callable[[], datetime]:
+    """The handlers' clock, ``ahead`` for function ``fn`` only (its consolidateAfter elapses without waiting; the
+    webhook, which refuses requests signed 5 minutes from its clock, keeps the real time)."""
+    return lambda: clock() + ahead if CURRENT.get() == fn else clock()
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, quiet: float = 1.0) -> dict[str, Any]:
+    """Run the phases (module docstring) once; the per-unit tallies as JSON (``cost_model.monthly``'s input)."""
+    from moto import mock_aws
+
+    from nodeflow.handlers import runtime
+    from sandbox.agent import AgentProcess
+    from sandbox.aws import MOCK_CONFIG, Clients
+    from sandbox.esm import SqsEventSource
+    from sandbox.nodeflow import LAUNCH_SUBSTITUTIONS, REPLACE_SUBSTITUTIONS, TERMINATE_SUBSTITUTIONS, LocalNodeflow
+    from tests.fixtures.aws_events import STATE_CHANGE, variant
+    from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+    from tests.kubeapi import KubeAPIServer
+    from tests.kubeapi.crds import karpenter_crds
+
+    shape = {"cpu": "500m", "memory": "1Gi"}
+    apart = {  # one burst pod per node: the burst launches ``burst`` nodes from one provisioner run
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "burst"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    env = {
+        "AWS_ACCESS_KEY_ID": "cost",
+        "AWS_SECRET_ACCESS_KEY": "cost",
+        "AWS_SESSION_TOKEN": "cost",
+        "AWS_DEFAULT_REGION": REGION,
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+        "POWERTOOLS_METRICS_DISABLED": "false",  # the EMF records are part of the bill
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    kube = KubeAPIServer().start()
+    try:
+        for crd in karpenter_crds():
+            kube.register_crd(crd)
+        with _environment(env), mock_aws(config=MOCK_CONFIG):
+            local = LocalNodeflow(
+                Clients(region=REGION),
+                kube,
+                cluster_name=CLUSTER,
+                wait_scale=SCALE,
+                kubelet_register_after=BOOT_SECONDS * SCALE,
+                kubelet_ready_after=READY_SECONDS * SCALE,
+                kubelet_interval=2 * SCALE,
+                env={"POWERTOOLS_LOG_LEVEL": "INFO"},
+            )
+            with local:
+                pools = demo_node_pools()
+                for pool in pools:
+                    pool.get("spec", {}).pop("limits", None)
+                local.apply(pools)
+                local.start_webhook()
+                local.start_event_source()
+                local.start_interruption_source()
+                disruption = SqsEventSource(  # the disruption function's mapping as deployed: 10 a batch, no window
+                    local.clients.sqs,
+                    local.world.disruption_queue_url,
+                    f"arn:aws:sqs:{REGION}:{local.world.account_id}:nodeflow-{CLUSTER}-disruption",
+                    lambda event: local.invoke("disruption", event),
+                    batch_size=10,
+                    window_seconds=0.0,
+                ).start()
+                meter = Meter(
+                    local,
+                    {"provisioning": local.event_source, "interruption": local.interruption_source, "disruption": disruption},
+                ).install()
+                agent = AgentProcess(local.agent_env()).start()
+                try:
+                    agent.wait_ready()
+                    settle(local, quiet)
+                    for fn in ("disruption", "gc", "interruption"):  # warm (the schedules keep them warm)
+                        local.invoke(fn, SCHEDULED_EVENT)
+                    settle(local, quiet)
+
+                    # ---- launch: one node for ``pods`` pending pods
+                    meter.begin("launch")
+                    local.apply(pending_pods("app", pods, **shape))
+                    _wait(lambda: _all_bound(kube, "app-", pods), "the pods bound to a launched node")
+                    settle(local, quiet)
+                    (claim,) = _claims(kube)
+                    instance_id = claim["status"]["providerID"].rsplit("/", 1)[-1]
+                    node = claim["status"]["nodeName"]
+
+                    # ---- scheduled functions at one node
+                    _scheduled(local, meter, "scheduled", runs, quiet)
+
+                    # ---- pods replaced on the node, one after the other
+                    meter.begin("pod")
+                    local.scheduler.place_pending = True
+                    for i in range(churn):
+                        on_node = sorted(p["metadata"]["name"] for p in _pods(kube) if p["spec"].get("nodeName") == node)
+                        _delete_pod(kube, on_node[0])
+                        local.apply([_plain_pod(f"churn{i:03d}", shape)])
+                        _wait(lambda i=i: _all_bound(kube, f"churn{i:03d}-", 1), "a replacement pod bound")
+                        settle(local, quiet)
+                    local.scheduler.place_pending = False
+
+                    # ---- terminate: the node emptied, consolidateAfter elapsed, the Empty decision, the workflow
+                    meter.begin("terminate")
+                    rt = runtime.runtime()
+                    clock = rt.clock
+                    rt.clock = _later_for("disruption", clock, timedelta(minutes=5))
+                    for p in _pods(kube):
+                        _delete_pod(kube, p["metadata"]["name"])
+                    settle(local, quiet)
+                    if _claims(kube) and not local.terminate_executions():  # the schedule's next round decides
+                        local.invoke("disruption", SCHEDULED_EVENT)
+                    _wait(lambda: not _claims(kube), "the NodeClaim terminated")
+                    settle(local, quiet)
+                    for state in ("shutting-down", "terminated"):  # EC2 puts these on the default bus
+                        local.send_aws_event(variant(STATE_CHANGE, instance_id=instance_id, detail={"state": state}))
+                    settle(local, quiet)
+                    rt.clock = clock
+
+                    # ---- a burst: ``burst`` nodes from one provisioner run
+                    meter.begin("burst")
+                    local.apply(pending_pods("burst", burst, cpu="1", memory="1Gi", affinity=apart))
+                    _wait(lambda: _all_bound(kube, "burst-", burst), "the burst's pods bound", timeout=300)
+                    settle(local, quiet)
+
+                    # ---- the agent's resync with nothing pending; the scheduled functions at ``burst`` nodes
+                    agent.stop()
+                    agent = AgentProcess(local.agent_env(RESYNC_SECONDS="1")).start()
+                    agent.wait_ready()
+                    meter.begin("restart")  # the new agent's first LIST announces everything once: not counted
+                    settle(local, quiet)
+                    meter.begin("resync")
+                    started = time.monotonic()
+                    time.sleep(3.5)
+                    settle(local, quiet)
+                    resync_rounds = (time.monotonic() - started) / 1.0
+                    _scheduled(local, meter, "scheduledLarge", runs, quiet)
+                    meter.begin("done")
+                finally:
+                    agent.stop()
+                    disruption.stop()
+                    meter.uninstall()
+                large = len(_claims(kube))
+    finally:
+        kube.stop()
+
+    lifecycle = meter.tally("launch", "terminate")
+    workflow_fns = sorted({*LAUNCH_SUBSTITUTIONS.values(), *TERMINATE_SUBSTITUTIONS.values(), *REPLACE_SUBSTITUTIONS.values()})
+    metrics = sorted(set().union(*(m for p, m in meter.metrics.items() if p not in ("setup", "restart"))))
+    return {
+        "launch": meter.tally("launch").data,
+        "terminate": meter.tally("terminate").data,
+        "lifecycle": lifecycle.data,
+        "pod": meter.tally("pod").per(churn).data,
+        "scheduled": {fn: meter.tally(f"scheduled:{fn}").per(runs).data for fn in ("disruption", "gc", "interruption")},
+        "scheduledLarge": {
+            fn: meter.tally(f"scheduledLarge:{fn}").per(runs).data for fn in ("disruption", "gc", "interruption")
+        },
+        "burst": meter.tally("burst").data,
+        "burstNodes": burst,
+        "resync": meter.tally("resync").per(resync_rounds).data,
+        "clusterNodes": {"small": 1, "large": large},
+        "podsPerNode": pods,
+        "metrics": metrics,
+        "workflowFunctions": workflow_fns,
+        "errors": {p: t.data.get("errors", {}) for p, t in meter.tallies.items() if t.data.get("errors")},
+    }
+
+
+# ================================================================== the stack, the scale
+
+
+def stack_facts() -> StackFacts:
+    """Synthesize the default stack (clusterName only; no bundling) and read what the bill depends on."""
+    import tempfile
+
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    import aws_cdk as cdk
+
+    from infra.config import NodeflowConfig
+    from infra.stack import NodeflowStack
+    from nodeflow.handlers.runtime import Settings
+
+    with tempfile.TemporaryDirectory(prefix="nodeflow-cost-") as out:
+        context = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
+        app = cdk.App(outdir=out, context={**context, "aws:cdk:bundling-stacks": []})
+        config = NodeflowConfig.from_mapping({"clusterName": CLUSTER})
+        NodeflowStack(app, config.stack_name, config=config)
+        app.synth()
+        template = json.loads((Path(out) / f"{config.stack_name}.template.json").read_text())
+    return facts_from_template(template, Settings.__dataclass_fields__["disruption_validation_seconds"].default)
+
+
+def facts_from_template(template: Mapping[str, Any], validation_default: Any) -> StackFacts:
+    resources = template["Resources"]
+    prefix = f"nodeflow-{CLUSTER}-"
+    names = {
+        lid: r["Properties"]["FunctionName"].removeprefix(prefix)
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function"
+    }
+    memory, validation = {}, float(validation_default)
+    for lid, suffix in names.items():
+        props = resources[lid]["Properties"]
+        if props.get("Architectures", ["x86_64"]) != ["arm64"]:
+            raise ValueError(f"{suffix}: priced as arm64, synthesized as {props.get('Architectures')}")
+        memory[suffix] = int(props.get("MemorySize", 128))
+        variables = (props.get("Environment") or {}).get("Variables") or {}
+        if suffix == "disruption" and "DISRUPTION_VALIDATION_SECONDS" in variables:
+            validation = float(variables["DISRUPTION_VALIDATION_SECONDS"])
+    schedules: dict[str, float] = {}
+    for r in resources.values():
+        if r["Type"] != "AWS::Scheduler::Schedule":
+            continue
+        props = r["Properties"]
+        expression = props["ScheduleExpression"]  # rate(N minute[s])
+        count, unit = expression.removeprefix("rate(").removesuffix(")").split()
+        per_hour = {"minute": 60.0, "minutes": 60.0, "hour": 1.0, "hours": 1.0}[unit] / float(count)
+        target = props["Target"]["Arn"]["Fn::GetAtt"][0]
+        schedules[names[target]] = schedules.get(names[target], 0.0) + per_hour
+    count = lambda kind: sum(1 for r in resources.values() if r["Type"] == kind)  # noqa: E731
+    return StackFacts(
+        memory_mb=memory,
+        schedules_per_hour=schedules,
+        queue_mappings=count("AWS::Lambda::EventSourceMapping"),
+        alarms=count("AWS::CloudWatch::Alarm"),
+        dashboards=count("AWS::CloudWatch::Dashboard"),
+        secrets=count("AWS::SecretsManager::Secret"),
+        validation_seconds=validation,
+        in_vpc=any("VpcConfig" in resources[lid]["Properties"] for lid in names),
+    )
+
+
+def disruption_scale(sizes: Sequence[int]) -> dict[str, float]:
+    """The disruption round's wall seconds at each size: ``benchmarks.disruption_lambda`` (2 invocations, the second
+    one's total: warm, NodeClaim conditions already written) in a subprocess, 10 pods per node."""
+    from benchmarks.all import last_json
+
+    out: dict[str, float] = {}
+    for n in sizes:
+        args = [sys.executable, "-m", "benchmarks.disruption_lambda", "--nodes", str(n), "--pods", str(10 * n)]
+        done = subprocess.run(
+            [*args, "--invocations", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=900, check=True
+        )
+        rows = last_json(done.stdout)
+        out[str(n)] = next(r["value"] for r in rows if r["case"].startswith("invocation 2") and r["metric"] == "total wall")
+    return out
+
+
+# ================================================================== the report
+
+
+def report(measured: Mapping[str, Any], facts: StackFacts, churn: Churn, sizes: Sequence[int], scale: Mapping[str, float]) -> dict[str, Any]:
+    rows = [cost_model.monthly(n, measured, facts, churn, scale) for n in sizes]
+    karpenter = cost_model.ec2_share(KARPENTER)
+    agent = cost_model.ec2_share(cost_model.agent_sizing())
+    return {
+        "measured": measured,
+        "facts": facts.to_json(),
+        "scale": dict(scale),
+        "churn": {"replacedPerDay": churn.replaced_per_day, "podsPerNodePerDay": churn.pods_per_node_per_day},
+        "prices": {k: {"usd": v.usd, "per": v.per, "source": v.source} for k, v in PRICES.items()},
+        "pricesAsOf": PRICES_AS_OF,
+        "table": rows,
+        "karpenter": karpenter,
+        "agent": agent,
+    }
+
+
+def _money(v: float) -> str:
+    return f"{v:,.2f}"
+
+
+def render(out: Mapping[str, Any]) -> str:
+    m, k, a = out["measured"], out["karpenter"], out["agent"]
+    life = m["lifecycle"]
+    wf = set(m["workflowFunctions"])
+    inv = life.get("invocations", {})
+    lines = [
+        "Measured per node lifecycle (launch + terminate, "
+        f"{m['podsPerNode']} pods): Lambda invocations "
+        + ", ".join(f"{fn} {n:g}" for fn, n in sorted(inv.items()))
+        + f"; workflow steps {sum(n for fn, n in inv.items() if fn in wf):g}; "
+        f"state transitions {life.get('transitions', 0):g}; DynamoDB WRU {life.get('writeUnits', 0):g} "
+        f"RRU {life.get('readUnits', 0):g}; EventBridge events {life.get('events', 0):g}; "
+        f"disruption rounds its events triggered {inv.get('disruption', 0):g} (decisions {life.get('commands', 0):g})",
+        "Per pod replaced: " + ", ".join(f"{fn} {n:.2f}" for fn, n in sorted(m["pod"].get("invocations", {}).items()))
+        + f" invocations; {m['pod'].get('events', 0):.2f} events",
+        "Per scheduled invocation (1 node / "
+        f"{m['clusterNodes']['large']} nodes): "
+        + ", ".join(
+            f"{fn} {m['scheduled'][fn].get('billedSeconds', {}).get(fn, 0):.3f} / "
+            f"{m['scheduledLarge'][fn].get('billedSeconds', {}).get(fn, 0):.3f} s"
+            for fn in ("disruption", "gc", "interruption")
+        ),
+        f"Burst: {m['burstNodes']} nodes from {m['burst'].get('invocations', {}).get('provisioner', 0):g} "
+        "provisioner run(s)",
+        f"Custom metrics seen: {len(m['metrics'])}; errors: {m['errors'] or 'none'}",
+        "",
+        "| nodes | lifecycles / day | Lambda | Step Functions | DynamoDB | EventBridge + SQS | CloudWatch + X-Ray "
+        "| agent pod | nodeflow total | Karpenter on m7g.large share | Karpenter on Fargate |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in out["table"]:
+        u = row["usd"]
+        total = row["total"] + a["ec2Monthly"]
+        lines.append(
+            f"| {row['nodes']:,} | {row['usage']['lifecyclesPerDay']:g} | {_money(u['Lambda'])} "
+            f"| {_money(u['Step Functions'])} | {_money(u['DynamoDB'])} | {_money(u['EventBridge'] + u['SQS'])} "
+            f"| {_money(u['CloudWatch'] + u['X-Ray'])} | {_money(a['ec2Monthly'])} | **{_money(total)}** "
+            f"| {_money(k['ec2Monthly'])} | {_money(k['fargateMonthly'])} |"
+        )
+    lines.append(
+        f"USD a month (730 h), us-east-1 list prices as of {out['pricesAsOf']}; churn: "
+        f"{out['churn']['replacedPerDay']:.0%} of the nodes replaced a day, {out['churn']['podsPerNodePerDay']:g} pods "
+        "replaced a day per node."
+    )
+    return "\n".join(lines)
+
+
+def _batches(text: str) -> dict[int, float]:
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        nodes, _, batch = part.partition(":")
+        out[int(nodes)] = float(batch)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smallest phases (2 pods, 2 replaced, 1 run, burst of 3)")
+    parser.add_argument("--sizes", default="10,100,1000", help="cluster sizes of the table (nodes)")
+    parser.add_argument("--replaced-per-day", type=float, default=0.10, help="fraction of nodes replaced a day")
+    parser.add_argument("--pods-per-node-per-day", type=float, default=20.0, help="pods replaced a day per node")
+    parser.add_argument("--nodes-per-run", default="", help="N:B,... nodes one provisioner run launches at size N")
+    parser.add_argument("--no-scale", action="store_true", help="skip the disruption round at --sizes")
+    parser.add_argument("--json", action="store_true", help="also print everything as JSON, last")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    facts = stack_facts()
+    if args.quick:
+        measured = measure(pods=2, churn=2, runs=1, burst=3, quiet=0.8)
+    else:
+        measured = measure()
+    scale = {} if args.no_scale else disruption_scale(sizes)
+    churn = Churn(args.replaced_per_day, args.pods_per_node_per_day, _batches(args.nodes_per_run))
+    out = report(measured, facts, churn, sizes, scale)
+    print(render(out))
+    if args.json:
+        print(json.dumps(out, indent=1, sort_keys=True, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,9 +14,12 @@ What this module decides (each rule is stated next to its code):
   concurrency 1): rounds per second ``lambda / (exp(-lambda d) + lambda d)`` for arrivals ``lambda`` (Poisson)
   and a round of ``d`` seconds, each round absorbing what arrived while it ran: ``lambda`` when idle, ``1 / d``
   when busy.
-- Durations grow with the cluster: the disruption round measured at each size (``scale``) is added to the
-  handler's measured duration (an upper bound); the provisioner run is charged the same growth (it snapshots and
-  solves the cluster too); gc and interruption grow linearly between the two cluster sizes the sandbox measured.
+- Durations grow with the cluster: the disruption round measured at each size (``scale``: CPU seconds of the
+  invocation and of the API server it waited on, so a loaded benchmark machine does not inflate it) minus the
+  same at one node is added to the measured duration of every function that reads the whole cluster (disruption,
+  provisioner, gc, interruption): an upper bound for the last three, which read less than a disruption round.
+- The agent resyncs every ``AGENT_RESYNC_SECONDS`` (its default): each round is charged what one measured
+  resync round with nothing pending cost.
 - Cold starts: a function invoked less than once per ``WARM_INTERVAL_MINUTES`` pays its INIT each time, bounded
   by the handler import budget (``benchmarks.imports.TARGET_SECONDS``).
 - Free tiers are left out (every request is priced); so are storage (logs kept a month, DynamoDB items with TTLs,
@@ -26,17 +29,16 @@ What this module decides (each rule is stated next to its code):
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "AGENT_MANIFEST",
-    "billed_units",
-    "item_bytes",
     "DAYS_PER_MONTH",
     "EC2_PRICES",
     "HOURS_PER_MONTH",
@@ -46,9 +48,13 @@ __all__ = [
     "Churn",
     "Price",
     "StackFacts",
+    "billed_units",
     "disruption_rounds_per_second",
+    "item_bytes",
     "monthly",
     "pod_share",
+    "sqs_requests",
+    "unit_figures",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +72,8 @@ PLATFORM_LOG = (
     "XRAY TraceId: 1-6745f3a2-0a1b2c3d4e5f60718293a4b5\tSegmentId: 0a1b2c3d4e5f6071\tSampled: true\t\n"
 )
 LOG_EVENT_OVERHEAD = 26  # bytes CloudWatch Logs counts per log event on top of its message
+AGENT_RESYNC_SECONDS = 300.0  # agent/nodeflow_agent/config.py: resync_seconds' default
+CLUSTER_WIDE = ("disruption", "provisioner", "gc", "interruption")  # their duration grows with the cluster
 ESM_IDLE_POLLERS = 5  # long-polling ReceiveMessage loops an idle SQS event-source mapping keeps (20 s each)
 LONG_POLL_SECONDS = 20.0
 
@@ -85,20 +93,36 @@ PRICES: Mapping[str, Price] = {
         0.0000133334, "GB-second, arm64 (first 7.5 billion GB-s a month)", "https://aws.amazon.com/lambda/pricing/"
     ),
     "lambda_request": Price(0.20 / 1e6, "request", "https://aws.amazon.com/lambda/pricing/"),
-    "sfn_transition": Price(0.025 / 1e3, "state transition, Standard", "https://aws.amazon.com/step-functions/pricing/"),
-    "ddb_write_unit": Price(0.625 / 1e6, "write request unit, on-demand", "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
-    "ddb_read_unit": Price(0.125 / 1e6, "read request unit, on-demand", "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
+    "sfn_transition": Price(
+        0.025 / 1e3, "state transition, Standard", "https://aws.amazon.com/step-functions/pricing/"
+    ),
+    "ddb_write_unit": Price(
+        0.625 / 1e6, "write request unit, on-demand", "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+    ),
+    "ddb_read_unit": Price(
+        0.125 / 1e6, "read request unit, on-demand", "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+    ),
     "eventbridge_event": Price(1.00 / 1e6, "custom event (64 KB chunk)", "https://aws.amazon.com/eventbridge/pricing/"),
-    "scheduler_invocation": Price(1.00 / 1e6, "EventBridge Scheduler invocation", "https://aws.amazon.com/eventbridge/pricing/"),
+    "scheduler_invocation": Price(
+        1.00 / 1e6, "EventBridge Scheduler invocation", "https://aws.amazon.com/eventbridge/pricing/"
+    ),
     "sqs_request": Price(0.40 / 1e6, "request (64 KB chunk), standard queue", "https://aws.amazon.com/sqs/pricing/"),
-    "logs_gb": Price(0.50, "GB ingested, CloudWatch Logs standard (Lambda logs)", "https://aws.amazon.com/cloudwatch/pricing/"),
-    "vended_logs_gb": Price(0.50, "GB ingested, vended logs first 10 TB (Step Functions)", "https://aws.amazon.com/cloudwatch/pricing/"),
+    "logs_gb": Price(
+        0.50, "GB ingested, CloudWatch Logs standard (Lambda logs)", "https://aws.amazon.com/cloudwatch/pricing/"
+    ),
+    "vended_logs_gb": Price(
+        0.50, "GB ingested, vended logs first 10 TB (Step Functions)", "https://aws.amazon.com/cloudwatch/pricing/"
+    ),
     "metric_month": Price(0.30, "custom metric a month (first 10,000)", "https://aws.amazon.com/cloudwatch/pricing/"),
     "alarm_month": Price(0.10, "standard-resolution alarm a month", "https://aws.amazon.com/cloudwatch/pricing/"),
     "dashboard_month": Price(3.00, "dashboard a month", "https://aws.amazon.com/cloudwatch/pricing/"),
     "xray_trace": Price(5.00 / 1e6, "trace recorded", "https://aws.amazon.com/xray/pricing/"),
-    "secret_month": Price(0.40, "secret a month (webhookAuth=hmac only)", "https://aws.amazon.com/secrets-manager/pricing/"),
-    "fargate_vcpu_hour": Price(0.04048, "vCPU-hour, Linux/x86 (EKS pods run x86)", "https://aws.amazon.com/fargate/pricing/"),
+    "secret_month": Price(
+        0.40, "secret a month (webhookAuth=hmac only)", "https://aws.amazon.com/secrets-manager/pricing/"
+    ),
+    "fargate_vcpu_hour": Price(
+        0.04048, "vCPU-hour, Linux/x86 (EKS pods run x86)", "https://aws.amazon.com/fargate/pricing/"
+    ),
     "fargate_gb_hour": Price(0.004445, "GB-hour, Linux/x86", "https://aws.amazon.com/fargate/pricing/"),
 }
 EC2_PRICES = ROOT / "functions" / "nodeflow" / "catalog" / "data" / "ec2-ondemand-prices-us-east-1.json"
@@ -114,10 +138,15 @@ class ControllerSizing:
     source: str
 
 
-# Karpenter v1.14.1: charts/karpenter/values.yaml deploys 2 replicas; the getting-started guide installs it with
-# controller.resources requests (and limits) of cpu=1, memory=1Gi (scripts/step08-apply-helm-chart.sh).
+# Karpenter v1.14.1: charts/karpenter/values.yaml deploys ``replicas: 2`` and leaves ``controller.resources`` empty,
+# its comment suggesting requests and limits of cpu 1 and memory 1Gi; the getting-started scripts set exactly
+# those (website/.../getting-started-with-karpenter/scripts/step08-apply-helm-chart.sh).
 KARPENTER = ControllerSizing(
-    2, 1.0, 1.0, "aws/karpenter-provider-aws v1.14.1 charts/karpenter/values.yaml (replicas: 2) + getting-started"
+    2,
+    1.0,
+    1.0,
+    "aws/karpenter-provider-aws v1.14.1: charts/karpenter/values.yaml (replicas: 2; resources: the commented "
+    "cpu 1 / memory 1Gi) and the getting-started step08-apply-helm-chart.sh (--set controller.resources...)",
 )
 AGENT_MANIFEST = ROOT / "agent" / "manifests" / "30-deployment.yaml"
 
@@ -161,7 +190,12 @@ def pod_share(cpu: float, memory_gib: float, instance: Mapping[str, float]) -> f
 def fargate_hourly(cpu: float, memory_gib: float) -> float:
     """A pod on Fargate: its requests plus Fargate's 256 MiB, rounded up to a Fargate size (0.25 vCPU with 0.5, 1
     or 2 GB; 0.5 vCPU with 1-4 GB; 1 vCPU with 2-8 GB; 2 vCPU with 4-16 GB, 1 GB steps)."""
-    sizes = ((0.25, (0.5, 1.0, 2.0)), (0.5, (1.0, 2.0, 3.0, 4.0)), (1.0, tuple(range(2, 9))), (2.0, tuple(range(4, 17))))
+    sizes = (
+        (0.25, (0.5, 1.0, 2.0)),
+        (0.5, (1.0, 2.0, 3.0, 4.0)),
+        (1.0, tuple(range(2, 9))),
+        (2.0, tuple(range(4, 17))),
+    )
     need = memory_gib + FARGATE_POD_OVERHEAD_GIB
     for vcpu, memories in sizes:
         if vcpu >= cpu:
@@ -188,6 +222,35 @@ def _per(tally: Mapping[str, Any], key: str, fn: str | None = None) -> float:
     return float(value)
 
 
+PLATFORM_LOG_BYTES = len(PLATFORM_LOG.encode()) + PLATFORM_LOG_LINES * LOG_EVENT_OVERHEAD  # per invocation
+
+
+def sqs_requests(rate: Callable[[str], float]) -> float:
+    """SQS requests from a tally's counts (``rate(key)``): the handlers' own (SendMessage to requeue, ...), one
+    SendMessage per message a rule (or the agent's bus) delivered, and a ReceiveMessage plus a DeleteMessageBatch
+    per batch a mapping took."""
+    return rate("sqsRequests") + rate("messages") + 2 * rate("batches")
+
+
+def unit_figures(tally: Mapping[str, Any], facts: StackFacts) -> dict[str, float]:
+    """One measured unit (a node's lifecycle, a pod replaced, ...) as the quantities AWS bills, with no modelling:
+    invocations, GB-seconds (billed seconds x the function's memory), state transitions, DynamoDB request units,
+    EventBridge events, SQS requests (``sqs_requests``) and CloudWatch Logs bytes (the handlers' lines and the
+    platform's per invocation)."""
+    invocations = _per(tally, "invocations")
+    billed = tally.get("billedSeconds", {})
+    return {
+        "lambdaRequests": invocations,
+        "lambdaGbSeconds": sum(float(v) * facts.memory_mb.get(fn, 512) / 1024 for fn, v in billed.items()),
+        "stateTransitions": _per(tally, "transitions"),
+        "writeUnits": _per(tally, "writeUnits"),
+        "readUnits": _per(tally, "readUnits"),
+        "events": _per(tally, "events"),
+        "sqsRequests": sqs_requests(lambda key: _per(tally, key)),
+        "logBytes": _per(tally, "logBytes") + invocations * PLATFORM_LOG_BYTES,
+    }
+
+
 def _grow(scale: Mapping[str, float], nodes: int) -> float:
     """The disruption round's measured wall seconds at ``nodes`` (interpolated between measured sizes, linear
     beyond the largest); 0 when nothing was measured."""
@@ -196,7 +259,7 @@ def _grow(scale: Mapping[str, float], nodes: int) -> float:
         return 0.0
     if nodes <= points[0][0]:
         return points[0][1] * nodes / points[0][0]
-    for (n0, v0), (n1, v1) in zip(points, points[1:], strict=False):
+    for (n0, v0), (n1, v1) in itertools.pairwise(points):
         if nodes <= n1:
             return v0 + (v1 - v0) * (nodes - n0) / (n1 - n0)
     if len(points) == 1:
@@ -213,17 +276,21 @@ def monthly(
     scale: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """One month of a cluster of ``nodes``: usage by kind and USD by line, from ``measured`` (``benchmarks.cost``'s
-    JSON: ``lifecycle``, ``launch``, ``pod``, ``scheduled`` {function: per-invocation tally}, ``burst`` and
-    ``burstNodes``, ``clusterNodes`` {"small", "large"} and ``scheduledLarge``) and ``scale`` (nodes -> round s)."""
+    JSON: ``lifecycle``, ``launch``, ``pod``, ``resync`` (one agent resync round), ``scheduled`` {function:
+    per-invocation tally}, ``burst`` and ``burstNodes``, ``clusterNodes`` {"small"}) and ``scale`` (nodes -> the
+    disruption round's seconds at that size). ``Churn(0, 0)`` gives an idle cluster."""
     scale = scale or {}
     lifecycle, pod, burst = measured["lifecycle"], measured["pod"], measured["burst"]
-    scheduled, scheduled_large = measured["scheduled"], measured["scheduledLarge"]
-    small, large = measured["clusterNodes"]["small"], measured["clusterNodes"]["large"]
+    scheduled, resync = measured["scheduled"], measured.get("resync", {})
     hour = 3600.0
     lifecycles_h = nodes * churn.replaced_per_day / 24
     pods_h = nodes * churn.pods_per_node_per_day / 24
+    resyncs_h = hour / AGENT_RESYNC_SECONDS
     batch = churn.batch(nodes)
-    growth = max(0.0, _grow(scale, nodes) - _grow(scale, small)) if scale else 0.0
+    growth = max(0.0, _grow(scale, nodes) - _grow(scale, measured["clusterNodes"]["small"]))
+
+    def grown(fn: str) -> float:
+        return growth if fn in CLUSTER_WIDE else 0.0
 
     # ---- Lambda: invocations and billed seconds an hour, per function
     calls: dict[str, float] = {}
@@ -233,31 +300,31 @@ def monthly(
         calls[fn] = calls.get(fn, 0.0) + n
         seconds[fn] = seconds.get(fn, 0.0) + s
 
-    event_driven = set(lifecycle.get("invocations", {})) | set(pod.get("invocations", {}))
+    driven = ((lifecycle, lifecycles_h), (pod, pods_h), (resync, resyncs_h))  # measured tally, times an hour
+    event_driven = {fn for tally, _ in driven for fn in tally.get("invocations", {})}
     for fn in sorted(event_driven - {"disruption", "provisioner"}):
-        add(fn, lifecycles_h * _per(lifecycle, "invocations", fn), lifecycles_h * _per(lifecycle, "billedSeconds", fn))
-        add(fn, pods_h * _per(pod, "invocations", fn), pods_h * _per(pod, "billedSeconds", fn))
+        for tally, times in driven:
+            n = times * _per(tally, "invocations", fn)
+            add(fn, n, times * _per(tally, "billedSeconds", fn) + n * grown(fn))
     # provisioner: the launch run is shared by ``batch`` nodes; its duration interpolated between one node and the
-    # measured burst, plus the snapshot's growth with the cluster; the other runs (a NodeClaim deleted) as measured
+    # measured burst, plus the growth with the cluster; its other runs (a NodeClaim deleted, a replacement pod
+    # briefly unschedulable) as measured at one node, plus the growth
     launch_runs = _per(measured["launch"], "invocations", "provisioner")
     one = _per(measured["launch"], "billedSeconds", "provisioner") / max(1.0, launch_runs)
     burst_nodes = float(measured["burstNodes"])
     many = _per(burst, "billedSeconds", "provisioner") / max(1.0, _per(burst, "invocations", "provisioner"))
     per_run = one + (many - one) * (batch - 1) / max(1.0, burst_nodes - 1) + growth
-    other_runs = _per(lifecycle, "invocations", "provisioner") - launch_runs + _per(pod, "invocations", "provisioner")
+    other_runs = sum(times * _per(tally, "invocations", "provisioner") for tally, times in driven)
+    other_runs -= lifecycles_h * launch_runs
     add("provisioner", lifecycles_h * launch_runs / batch, lifecycles_h * launch_runs / batch * per_run)
-    add("provisioner", lifecycles_h * other_runs, lifecycles_h * other_runs * (one + growth))
-    # scheduled functions: their rate, their duration at this size (gc and interruption linear in the nodes)
-    for fn, rate in facts.schedules_per_hour.items():
-        if fn == "disruption":
-            continue
-        s0 = _per(scheduled.get(fn, {}), "billedSeconds", fn)
-        s1 = _per(scheduled_large.get(fn, {}), "billedSeconds", fn)
-        slope = max(0.0, (s1 - s0) / (large - small)) if large > small else 0.0
-        add(fn, rate, rate * (s0 + slope * (nodes - small)))
+    add("provisioner", other_runs, other_runs * (one + growth))
+    # scheduled functions: their rate, their duration at one node plus the growth
+    for fn, per_hour in facts.schedules_per_hour.items():
+        if fn != "disruption":
+            add(fn, per_hour, per_hour * (_per(scheduled.get(fn, {}), "billedSeconds", fn) + grown(fn)))
     # disruption: the schedule and every burst of cluster-change messages, rounds of the size's duration
     round_s = _per(scheduled.get("disruption", {}), "billedSeconds", "disruption") + growth
-    bursts_h = lifecycles_h * _per(lifecycle, "batches", "disruption") + pods_h * _per(pod, "batches", "disruption")
+    bursts_h = sum(times * _per(tally, "batches", "disruption") for tally, times in driven)
     arrivals = (bursts_h + facts.schedules_per_hour.get("disruption", 0.0)) / hour
     rounds_h = disruption_rounds_per_second(arrivals, round_s) * hour
     commands_h = lifecycles_h * _per(lifecycle, "commands")
@@ -273,18 +340,12 @@ def monthly(
     # ---- everything else, per hour
     def rate(key: str) -> float:
         per_scheduled = sum(_per(scheduled.get(fn, {}), key) * r for fn, r in facts.schedules_per_hour.items())
-        return lifecycles_h * _per(lifecycle, key) + pods_h * _per(pod, key) + per_scheduled
+        return sum(times * _per(tally, key) for tally, times in driven) + per_scheduled
 
     transitions_h = rate("transitions")
     executions_h = rate("executions")
-    messages_h = rate("messages")
-    sqs_h = (
-        rate("sqsRequests")  # the handlers' own (SendMessage to requeue, ...)
-        + messages_h  # each message a rule (or the agent's bus) delivered: one SendMessage
-        + 2 * rate("batches")  # each batch a mapping took: ReceiveMessage + DeleteMessageBatch
-        + facts.queue_mappings * ESM_IDLE_POLLERS * hour / LONG_POLL_SECONDS  # idle long polls
-    )
-    log_bytes_h = rate("logBytes") + requests_h * (len(PLATFORM_LOG.encode()) + PLATFORM_LOG_LINES * LOG_EVENT_OVERHEAD)
+    sqs_h = sqs_requests(rate) + facts.queue_mappings * ESM_IDLE_POLLERS * hour / LONG_POLL_SECONDS  # + idle polls
+    log_bytes_h = rate("logBytes") + requests_h * PLATFORM_LOG_BYTES
     workflow_fns = set(measured.get("workflowFunctions", ()))
     traced_h = sum(min(n, hour + 0.05 * max(0.0, n - hour)) for fn, n in calls.items() if fn not in workflow_fns)
     usage = {
@@ -417,9 +478,9 @@ def _chunks(size: int) -> float:
     return float(max(1, math.ceil(size / 65536)))
 
 
-def billed_units(service: str, operation: str, params: Mapping[str, Any], response: Mapping[str, Any] | None) -> dict[
-    str, float
-]:
+def billed_units(
+    service: str, operation: str, params: Mapping[str, Any], response: Mapping[str, Any] | None
+) -> dict[str, float]:
     """What one API call made by a handler is billed as: DynamoDB write and read request units (an update or delete
     is charged for its key and new values: the stored item's size is not known here), EventBridge custom events
     (64 KB chunks of each entry), SQS requests (64 KB chunks of a call's payload), Secrets Manager API calls.

@@ -734,8 +734,11 @@ def _money(v: float) -> str:
     return f"{v:,.2f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "l") -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: int | None = None) -> list[str]:
+    """A Markdown table; columns 2 to ``numeric`` (all but the first by default) right-aligned."""
+    right = len(header) - 1 if numeric is None else numeric - 1
+    marks = ["---"] + ["---:"] * right + ["---"] * (len(header) - 1 - right)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
@@ -814,6 +817,7 @@ def render(out: Mapping[str, Any]) -> str:
     lines += _table(
         ["item", "USD", "per", "source"],
         [[key, f"{p['usd']:.10g}", p["per"], p["source"]] for key, p in out["prices"].items()],
+        numeric=2,
     )
     lines.append("")
     lines.append(f"EC2: {a['priceFile']}")

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit demo bench bench-all catalog synth install-manifests clean
+.PHONY: test lint typecheck unit demo bench bench-all bench-cost catalog synth install-manifests clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ bench: $(STAMP)
 # ARGS="--only plan_scale,imports", ARGS="--pin 1" to run each on one core).
 bench-all: $(STAMP)
 	$(PY) -m benchmarks.all $(ARGS)
+
+# What running nodeflow costs (docs/cost.md): measured on the local control plane and moto, priced for 10, 100 and
+# 1,000 nodes, written into docs/cost.md (~7 min; ARGS=--quick: a smoke run, ~2 min, docs/cost.md untouched).
+bench-cost: $(STAMP)
+	$(PY) -m benchmarks.cost $(if $(ARGS),$(ARGS),--markdown docs/cost.md)
 
 # Regenerate the bundled offline catalog snapshot (from moto's copy of real DescribeInstanceTypes data).
 catalog: $(STAMP)

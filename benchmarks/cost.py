@@ -503,8 +503,9 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     local.apply([replica_set("app", pods, **shape)])
                     _wait(lambda: _running(kube, "app", pods), "the pods running on a launched node", timeout=180)
                     settle(local, quiet)
-                    (claim,) = _claims(kube)
-                    instance_id = claim["status"]["providerID"].rsplit("/", 1)[-1]
+                    # one node, or more when the agent's reports reached the provisioner in separate runs: the
+                    # lifecycle is counted per node launched
+                    instance_ids = [c["status"]["providerID"].rsplit("/", 1)[-1] for c in _claims(kube)]
 
                     # ---- scheduled functions at one node
                     _scheduled(local, meter, "scheduled", runs, quiet)
@@ -523,7 +524,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
 
                         _wait(replaced, "a replacement pod running")
                         settle(local, quiet)
-                    replaced_claims = len(_claims(kube)) - 1  # a replacement that found no room launched a node
+                    replaced_claims = len(_claims(kube)) - len(instance_ids)  # a replacement launched a node
 
                     # ---- terminate: the workload scaled to zero, consolidateAfter elapsed (the disruption
                     # function's clock only), the Empty decision, the terminate workflow, the instance's events
@@ -539,7 +540,9 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     _wait(lambda: not _claims(kube), "the NodeClaim terminated", timeout=180)
                     settle(local, quiet)
                     for state in ("shutting-down", "terminated"):  # EC2 puts these on the default bus
-                        local.send_aws_event(variant(STATE_CHANGE, instance_id=instance_id, detail={"state": state}))
+                        for instance_id in instance_ids:
+                            event = variant(STATE_CHANGE, instance_id=instance_id, detail={"state": state})
+                            local.send_aws_event(event)
                     settle(local, quiet)
                     rt.clock = clock
 
@@ -571,14 +574,16 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
         kube.stop()
         plane.stop()
 
-    lifecycle = meter.tally("launch", "terminate")
+    nodes = len(instance_ids)
+    lifecycle = meter.tally("launch", "terminate").per(nodes)
     workflow_fns = sorted(
         {*LAUNCH_SUBSTITUTIONS.values(), *TERMINATE_SUBSTITUTIONS.values(), *REPLACE_SUBSTITUTIONS.values()}
     )
     metrics = sorted(set().union(*(m for p, m in meter.metrics.items() if p not in ("setup", "restart"))))
     return {
-        "launch": meter.tally("launch").data,
-        "terminate": meter.tally("terminate").data,
+        "launch": meter.tally("launch").per(nodes).data,
+        "terminate": meter.tally("terminate").per(nodes).data,
+        "lifecycleNodes": nodes,
         "lifecycle": lifecycle.data,
         "pod": meter.tally("pod").per(churn).data,
         "scheduled": {fn: meter.tally(f"scheduled:{fn}").per(runs).data for fn in ("disruption", "gc", "interruption")},
@@ -750,7 +755,11 @@ def render(out: Mapping[str, Any]) -> str:
     """The report as Markdown: what docs/cost.md shows between its markers."""
     m, k, a, churn = out["measured"], out["karpenter"], out["agent"], out["churn"]
     headers = [h for _, h, *_ in COLUMNS]
-    lines = [f"#### Measured per unit ({m['podsPerNode']} pods a node; 1-node cluster)", ""]
+    lines = [
+        f"#### Measured per unit (a ReplicaSet of {m['podsPerNode']} pods: {m['lifecycleNodes']} node(s) launched "
+        "for it, the lifecycle divided among them)",
+        "",
+    ]
     lines += _table(["unit", *headers], [[label, *_cells(f)] for label, f in out["units"].items()])
     lines += ["", "#### An idle hour (no churn: the schedules, the agent's resyncs, the idle queue polls)", ""]
     lines += _table(["nodes", *headers], [[f"{h['nodes']:,}", *_cells(h)] for h in out["idleHour"]])

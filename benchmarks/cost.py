@@ -1,22 +1,23 @@
 """What running nodeflow costs (issue 28): the AWS requests one node's life makes, measured, priced for a month.
 
     .venv/bin/python -m benchmarks.cost [--quick] [--sizes 10,100,1000] [--replaced-per-day 0.1]
-        [--pods-per-node-per-day 20] [--nodes-per-run N:B,...] [--no-scale] [--json]
+        [--pods-per-node-per-day 20] [--nodes-per-run N:B,...] [--no-scale] [--markdown docs/cost.md] [--json]
 
-1. Count, for real (``sandbox.nodeflow.LocalNodeflow``: the handlers in-process against moto, the real launch and
-   terminate state machines executing, the test API server, the simulated kubelet and scheduler; the real agent as a
+1. Count, for real (``sandbox.nodeflow.LocalNodeflow`` on the real control plane of ``sandbox.controlplane``:
+   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, with ``sandbox.kwok``'s simulated kubelets; the
+   handlers in-process against moto, the real launch and terminate state machines executing; the real agent as a
    subprocess posting to the webhook's Function URL, EventBridge rules to the queues, SQS mappings invoking the
    provisioner, interruption and disruption functions as deployed), phase by phase:
 
-   launch      pending pods -> agent -> webhook -> bus -> provisioner -> launch workflow (launch, register,
-               initialize) -> Node Ready -> pods bound (and the disruption rounds their events trigger)
-   scheduled   each scheduled function (disruption, gc, interruption) invoked as its schedule does, per invocation,
-               at one node and again at ``--burst`` + 0 nodes (how their duration grows with the cluster)
-   pod         a pod replaced on the node (deleted, its replacement bound): per pod
-   terminate   the node's pods deleted, consolidateAfter elapsed -> an Empty decision -> terminate workflow (taint,
-               drain, terminate, finalize) -> the instance's state-change events (shutting-down, terminated) on the
-               interruption queue
-   burst       ``--burst`` nodes launched by one provisioner run (launch batching)
+   launch      a ReplicaSet kube-scheduler finds no node for -> agent -> webhook -> bus -> provisioner -> launch
+               workflow (launch, register, initialize) -> Node Ready -> pods running (and the disruption rounds
+               their events trigger); per node launched
+   scheduled   each scheduled function (disruption, gc, interruption) invoked as its schedule does, at one node
+   pod         a pod of the node deleted, the ReplicaSet's replacement bound by kube-scheduler: per pod
+   terminate   the ReplicaSet scaled to zero, consolidateAfter elapsed (the disruption function's clock moved on,
+               nothing else's) -> an Empty decision -> terminate workflow (taint, drain, terminate, finalize) -> the
+               instance's state-change events (shutting-down, terminated) on the interruption queue; per node
+   burst       ``burst`` nodes launched by one provisioner run (launch batching)
    resync      the agent's periodic resync with nothing pending (per resync round)
 
    What is counted, per function and phase: Lambda invocations and their in-process wall time (a proxy for billed
@@ -28,9 +29,11 @@
    mappings take, the bytes each handler writes to stdout (its logs and EMF metrics: CloudWatch Logs ingestion) and
    the distinct custom metrics of the EMF records.
 2. Scale: the disruption round at ``--sizes`` nodes (``benchmarks.disruption_lambda`` in a subprocess, its
-   fragmented cluster with 10 pods per node: a consolidation candidate every round, so an upper bound).
-3. Price (``benchmarks.cost_model``): a month of a cluster of each size under the stated churn, next to Karpenter's
-   controller (the chart's 2 replicas of 1 vCPU / 1 GiB) on an m7g.large share and on Fargate.
+   fragmented cluster with 10 pods per node: a consolidation candidate every round, so an upper bound), in CPU
+   seconds of the function and the API server.
+3. Price (``benchmarks.cost_model``): a month of a cluster of each size under the stated churn, and idle, next to
+   Karpenter's controller (the chart's 2 replicas of 1 vCPU / 1 GiB) on an m7g.large share and on Fargate.
+   ``--markdown`` writes the tables into docs/cost.md between its markers.
 """
 
 from __future__ import annotations
@@ -323,16 +326,6 @@ def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
 # ================================================================== the cluster's life
 
 
-def _wait(predicate: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(f"benchmarks.cost: timed out after {timeout:.0f} s waiting for {what}")
-
-
 def settle(local: Any, quiet: float, timeout: float = 180.0) -> None:
     """Wait until nothing has been invoked for ``quiet`` seconds, no workflow runs and the route queues are empty
     (the agent's batches, the mappings and the workflows all done)."""
@@ -427,7 +420,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
     from sandbox.agent import AgentProcess
     from sandbox.aws import MOCK_CONFIG, Clients
     from sandbox.controlplane import ControlPlane
-    from sandbox.controlplane.facade import RealKubeAPI
+    from sandbox.controlplane.facade import RealKubeAPI, wait_for
     from sandbox.esm import SqsEventSource
     from sandbox.nodeflow import LAUNCH_SUBSTITUTIONS, REPLACE_SUBSTITUTIONS, TERMINATE_SUBSTITUTIONS, LocalNodeflow
     from tests.fixtures.aws_events import STATE_CHANGE, variant
@@ -501,7 +494,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     # ---- launch: a ReplicaSet of ``pods`` pods kube-scheduler finds no node for -> one node
                     meter.begin("launch")
                     local.apply([replica_set("app", pods, **shape)])
-                    _wait(lambda: _running(kube, "app", pods), "the pods running on a launched node", timeout=180)
+                    wait_for("the pods running on a launched node", lambda: _running(kube, "app", pods), 180)
                     settle(local, quiet)
                     # one node, or more when the agent's reports reached the provisioner in separate runs: the
                     # lifecycle is counted per node launched
@@ -522,7 +515,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                                 p["metadata"]["name"] for p in _pods(kube, "app")
                             }
 
-                        _wait(replaced, "a replacement pod running")
+                        wait_for("a replacement pod running", replaced, 120)
                         settle(local, quiet)
                     replaced_claims = len(_claims(kube)) - len(instance_ids)  # a replacement launched a node
 
@@ -533,11 +526,11 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     clock = rt.clock
                     rt.clock = _later_for("disruption", clock, timedelta(minutes=5))
                     _scale(kube, "app", 0)
-                    _wait(lambda: not kube.list_items("v1", "Pod", "default"), "the pods gone")
+                    wait_for("the pods gone", lambda: not kube.list_items("v1", "Pod", "default"), 120)
                     settle(local, quiet)
                     if _claims(kube) and not local.terminate_executions():  # the schedule's next round decides
                         local.invoke("disruption", SCHEDULED_EVENT)
-                    _wait(lambda: not _claims(kube), "the NodeClaim terminated", timeout=180)
+                    wait_for("the NodeClaims terminated", lambda: not _claims(kube), 180)
                     settle(local, quiet)
                     for state in ("shutting-down", "terminated"):  # EC2 puts these on the default bus
                         for instance_id in instance_ids:
@@ -549,7 +542,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     # ---- a burst: ``burst`` nodes from one provisioner run
                     meter.begin("burst")
                     local.apply([replica_set("burst", burst, cpu="1", memory="1Gi", affinity=apart)])
-                    _wait(lambda: _running(kube, "burst", burst), "the burst's pods running", timeout=300)
+                    wait_for("the burst's pods running", lambda: _running(kube, "burst", burst), 300)
                     settle(local, quiet)
 
                     # ---- the agent's resync with nothing pending (a new agent resyncing every second)
@@ -558,7 +551,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     agent = AgentProcess(local.agent_env(RESYNC_SECONDS="1")).start()
                     agent.wait_ready()
                     meter.begin("restart")  # the new agent's first LIST announces everything once: not counted
-                    _wait(lambda: _invocations(local, "webhook") > posted, "the new agent's first events")
+                    wait_for("the new agent's first events", lambda: _invocations(local, "webhook") > posted, 120)
                     settle(local, quiet)
                     meter.begin("resync")
                     started = time.monotonic()

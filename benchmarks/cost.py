@@ -445,6 +445,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }
     warnings.filterwarnings("ignore", message="No application metrics to publish")
+    load_before = os.getloadavg()[0]
     plane = ControlPlane(controllers=True).start()  # etcd, kube-apiserver, controller-manager, kube-scheduler
     kube = RealKubeAPI(plane).start()
     try:
@@ -585,6 +586,8 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
         "resync": meter.tally("resync").per(resync_rounds).data,
         "clusterNodes": {"small": 1},
         "podsPerNode": pods,
+        "loadAverage": [round(load_before, 1), round(os.getloadavg()[0], 1)],  # the 1-minute figure, before / after
+        "cpus": os.cpu_count(),
         "nodesLaunchedByChurn": replaced_claims,
         "metrics": metrics,
         "workflowFunctions": workflow_fns,
@@ -754,6 +757,12 @@ def render(out: Mapping[str, Any]) -> str:
         "",
     ]
     lines += _table(["unit", *headers], [[label, *_cells(f)] for label, f in out["units"].items()])
+    lines += [
+        "",
+        "Lambda seconds are the handlers' wall time in-process on the benchmark machine (load average "
+        f"{m['loadAverage'][0]:g} before, {m['loadAverage'][1]:g} after, on {m['cpus']} CPUs): an upper bound, higher "
+        "the busier the machine.",
+    ]
     lines += ["", "#### An idle hour (no churn: the schedules, the agent's resyncs, the idle queue polls)", ""]
     lines += _table(["nodes", *headers], [[f"{h['nodes']:,}", *_cells(h)] for h in out["idleHour"]])
     scale = out["scale"]
@@ -839,6 +848,19 @@ def write_markdown(path: Path, text: str, command: str) -> None:
     path.write_text(f"{head}{BEGIN}\n\nMade by `{command}`.\n\n{text}\n\n{END}{tail}")
 
 
+def _command(argv: Sequence[str]) -> str:
+    """The command line that made the figures, without the options that only say where they go."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--markdown":
+            skip = True
+        elif arg != "--json" and not arg.startswith("--markdown="):
+            kept.append(arg)
+    return " ".join([".venv/bin/python -m benchmarks.cost", *kept])
+
+
 def _batches(text: str) -> dict[int, float]:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -873,8 +895,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     print(f"\n(took {out['seconds']:.0f} s; errors: {measured['errors'] or 'none'})")
     if args.markdown is not None:
-        command = "python -m benchmarks.cost" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
-        write_markdown(args.markdown, text, command.replace(f" --markdown {args.markdown}", ""))
+        write_markdown(args.markdown, text, _command(argv if argv is not None else sys.argv[1:]))
     if args.json:
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
     return 1 if measured["errors"] else 0

@@ -180,3 +180,8 @@ def test_quick_run_counts_one_node_life_through_both_workflows() -> None:
     assert row["total"] > 0
     assert "| nodes | nodes replaced / day |" in done.stdout
     json.dumps(out)  # all of it serializable
+
+
+def test_the_command_written_into_the_doc_leaves_out_where_the_figures_go() -> None:
+    argv = ["--sizes", "10,100", "--markdown", "docs/cost.md", "--json", "--markdown=x.md"]
+    assert cost._command(argv) == ".venv/bin/python -m benchmarks.cost --sizes 10,100"

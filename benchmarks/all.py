@@ -92,7 +92,7 @@ def _governance(data: Any) -> list[dict[str, Any]]:
 
 def _cost(data: Any) -> list[dict[str, Any]]:
     rows = [
-        {"case": f"{r['nodes']} nodes", "metric": "nodeflow USD a month", "value": r["total"]} for r in data["table"]
+        {"case": f"{r['nodes']} nodes", "metric": "nodeflow USD a month", "value": r["nodeflow"]} for r in data["table"]
     ]
     karpenter = data["karpenter"]["ec2Monthly"]
     return [*rows, {"case": "any size", "metric": "Karpenter USD a month", "value": karpenter}]

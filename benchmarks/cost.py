@@ -715,6 +715,11 @@ def report(
         hour = {k: usage[k] / cost_model.HOURS_PER_MONTH for k, *_ in COLUMNS if k in usage}
         hour["logBytes"] = usage["logGb"] * 1e9 / cost_model.HOURS_PER_MONTH
         idle_hours.append({"nodes": n, **hour})
+    agent = cost_model.ec2_share(cost_model.agent_sizing())
+    table = [cost_model.monthly(n, measured, facts, churn, scale) for n in sizes]
+    idle_table = [cost_model.monthly(n, measured, facts, idle, scale) for n in sizes]
+    for row in (*table, *idle_table):  # the AWS services plus the agent pod: what nodeflow costs
+        row["nodeflow"] = row["total"] + agent["ec2Monthly"]
     return {
         "measured": measured,
         "facts": facts.to_json(),
@@ -724,10 +729,10 @@ def report(
         "pricesAsOf": PRICES_AS_OF,
         "units": {label: cost_model.unit_figures(_at(measured, path), facts) for label, path in UNITS},
         "idleHour": idle_hours,
-        "table": [cost_model.monthly(n, measured, facts, churn, scale) for n in sizes],
-        "idleTable": [cost_model.monthly(n, measured, facts, idle, scale) for n in sizes],
+        "table": table,
+        "idleTable": idle_table,
         "karpenter": {**cost_model.ec2_share(KARPENTER), "sizing": KARPENTER.source},
-        "agent": cost_model.ec2_share(cost_model.agent_sizing()),
+        "agent": agent,
     }
 
 
@@ -793,8 +798,8 @@ def render(out: Mapping[str, Any]) -> str:
                 _money(u["EventBridge"] + u["SQS"]),
                 _money(u["CloudWatch"] + u["X-Ray"]),
                 _money(a["ec2Monthly"]),
-                f"**{_money(row['total'] + a['ec2Monthly'])}**",
-                _money(idle["total"] + a["ec2Monthly"]),
+                f"**{_money(row['nodeflow'])}**",
+                _money(idle["nodeflow"]),
                 _money(k["ec2Monthly"]),
                 _money(k["fargateMonthly"]),
             ]

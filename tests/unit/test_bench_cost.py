@@ -177,7 +177,7 @@ def test_quick_run_counts_one_node_life_through_both_workflows() -> None:
     assert out["measured"]["errors"] == {}
     (row,) = out["table"]
     assert row["nodes"] == 10
-    assert row["total"] > 0
+    assert row["nodeflow"] > row["total"] > 0  # the agent pod on top of the AWS services
     assert "| nodes | nodes replaced / day |" in done.stdout
     json.dumps(out)  # all of it serializable
 
@@ -185,3 +185,14 @@ def test_quick_run_counts_one_node_life_through_both_workflows() -> None:
 def test_the_command_written_into_the_doc_leaves_out_where_the_figures_go() -> None:
     argv = ["--sizes", "10,100", "--markdown", "docs/cost.md", "--json", "--markdown=x.md"]
     assert cost._command(argv) == ".venv/bin/python -m benchmarks.cost --sizes 10,100"
+
+
+def test_bench_all_lists_nodeflow_with_its_agent_pod_and_karpenter() -> None:
+    from benchmarks import all as bench_all
+
+    data = {"table": [{"nodes": 10, "total": 2.0, "nodeflow": 3.5}], "karpenter": {"ec2Monthly": 59.5}}
+    assert bench_all._cost(data) == [
+        {"case": "10 nodes", "metric": "nodeflow USD a month", "value": 3.5},
+        {"case": "any size", "metric": "Karpenter USD a month", "value": 59.5},
+    ]
+    assert "cost" in bench_all.NAMES

@@ -446,9 +446,11 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
     }
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     load_before = os.getloadavg()[0]
-    plane = ControlPlane(controllers=True).start()  # etcd, kube-apiserver, controller-manager, kube-scheduler
-    kube = RealKubeAPI(plane).start()
+    plane = ControlPlane(controllers=True)  # etcd, kube-apiserver, controller-manager, kube-scheduler
+    kube = None
     try:
+        plane.start()
+        kube = RealKubeAPI(plane).start()
         with _environment(env), mock_aws(config=MOCK_CONFIG):
             local = LocalNodeflow(
                 Clients(region=REGION),
@@ -565,7 +567,8 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
                     disruption.stop()
                     meter.uninstall()
     finally:
-        kube.stop()
+        if kube is not None:
+            kube.stop()
         plane.stop()
 
     nodes = len(instance_ids)

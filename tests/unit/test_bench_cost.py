@@ -152,7 +152,7 @@ def test_docs_cost_md_has_the_markers() -> None:
 
 def test_quick_run_counts_one_node_life_through_both_workflows() -> None:
     """``python -m benchmarks.cost --quick`` at its smallest: the run completes, and one node's lifecycle went through
-    the launch workflow and the terminate workflow once each, every function of both invoked, no function erred."""
+    the launch workflow and the terminate workflow once each, their functions invoked, no function erred."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.cost", "--quick", "--no-scale", "--sizes", "10", "--json"],
         cwd=ROOT,
@@ -165,9 +165,10 @@ def test_quick_run_counts_one_node_life_through_both_workflows() -> None:
     out = last_json(done.stdout)
     life = out["measured"]["lifecycle"]
     assert life["executions"] == {"launch": 1, "terminate": 1}
-    for fn in ("provisioner", "launch", "register", "initialize", "taint", "drain", "terminate", "finalize"):
+    # (Initialize too, unless Register found the node ready and initialized it itself: launch.asl.json)
+    for fn in ("provisioner", "launch", "register", "taint", "drain", "terminate", "finalize"):
         assert life["invocations"].get(fn, 0) >= 1, (fn, life["invocations"])
-    assert life["commands"] == 1  # the one Empty decision
+    assert 0 < life["commands"] <= 1  # an Empty decision (one may cover every node launched)
     assert life["invocations"]["interruption"] >= 1  # EC2's state-change events reached the interruption queue
     assert life["transitions"] > 0
     assert life["writeUnits"] > 0

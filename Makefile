@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit docs docs-reference demo bench bench-all catalog synth install-manifests clean
+.PHONY: test lint typecheck unit docs docs-reference demo bench bench-all bench-cost catalog synth install-manifests clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,10 +52,15 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/solver.py
 
-# Every benchmark under benchmarks/, one table with the issue 18 targets (~15 min; ARGS=--quick: a smoke run,
+# Every benchmark under benchmarks/, one table with the issue 18 targets (~15 min, +6-9 for cost; ARGS=--quick: a smoke run,
 # ARGS="--only plan_scale,imports", ARGS="--pin 1" to run each on one core).
 bench-all: $(STAMP)
 	$(PY) -m benchmarks.all $(ARGS)
+
+# What running nodeflow costs (docs/cost.md): measured on the local control plane and moto, priced for 10, 100 and
+# 1,000 nodes, written into docs/cost.md (6-9 min; ARGS=--quick: a smoke run, 2-3 min, docs/cost.md untouched).
+bench-cost: $(STAMP)
+	$(PY) -m benchmarks.cost $(if $(ARGS),$(ARGS),--markdown docs/cost.md)
 
 # Regenerate the bundled offline catalog snapshot (from moto's copy of real DescribeInstanceTypes data).
 catalog: $(STAMP)

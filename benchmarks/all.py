@@ -63,6 +63,7 @@ class Bench:
     quick: tuple[str, ...]  # arguments for --quick
     rows: Callable[[Any], list[dict[str, Any]]]  # its JSON -> [{case, metric, value}]
     json_flag: bool = True
+    min_timeout: float = 0.0  # seconds it is given at least, whatever --timeout (one that starts a control plane)
 
 
 def _plain(data: Any) -> list[dict[str, Any]]:
@@ -87,6 +88,14 @@ def _governance(data: Any) -> list[dict[str, Any]]:
         rows.append({"case": f"{pods} pods", "metric": "roomy / none", "value": row["roomy/none"]})
         rows.append({"case": f"{pods} pods", "metric": "decision records build", "value": row["decisionLog"]["build"]})
     return rows
+
+
+def _cost(data: Any) -> list[dict[str, Any]]:
+    rows = [
+        {"case": f"{r['nodes']} nodes", "metric": "nodeflow USD a month", "value": r["nodeflow"]} for r in data["table"]
+    ]
+    karpenter = data["karpenter"]["ec2Monthly"]
+    return [*rows, {"case": "any size", "metric": "Karpenter USD a month", "value": karpenter}]
 
 
 def _solver_parity(data: Any) -> list[dict[str, Any]]:
@@ -139,6 +148,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("interruption", (), ("--nodes", "1", "--pods-per-node", "2"), _plain),
     Bench("ingress", ("--trials", "5", "--burst", "100"), ("--trials", "2", "--burst", "20"), _plain),
     Bench("agent", ("--pods", "2000"), ("--pods", "300"), _plain),
+    Bench("cost", (), ("--quick", "--sizes", "10,100"), _cost, min_timeout=600.0),
     Bench(
         "snapshot", ("--repeat", "2"), ("--pods", "300", "--nodes", "30", "--pending", "20", "--repeat", "1"), _plain
     ),
@@ -253,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         print(f"... {bench.name}", file=sys.stderr, end="", flush=True)
         cpu = _children_cpu()
-        got, took = run_one(bench, args.quick, args.pin, logs, timeout)
+        got, took = run_one(bench, args.quick, args.pin, logs, max(timeout, bench.min_timeout))
         print(f" {took:.1f} s wall, {_children_cpu() - cpu:.1f} s CPU", file=sys.stderr, flush=True)
         rows += got
     mode = "quick (smoke sizes: targets are for the full sizes)" if args.quick else "full"

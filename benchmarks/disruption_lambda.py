@@ -197,6 +197,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ("conditions wall", phases.wall.get("conditions", 0.0)),
                 ("total wall", total_wall),
                 ("total CPU", total_cpu),
+                ("server CPU", server_cpu),  # the API server's CPU the invocation waited on (benchmarks.cost)
             ):
                 rows.append({"case": case, "metric": metric, "value": round(value, 3)})
         parent.send("stop")

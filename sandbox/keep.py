@@ -1,29 +1,23 @@
 """``make demo KEEP=1``: after the scenario, keep the local cluster up for kubectl until interrupted.
 
-The API server, the moto server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's
-Function URL; garbage collection every ``GC_SECONDS``, as its schedule runs it in AWS) stay as the scenario left
-them; a fresh agent watches the API server again, so pods created with kubectl are provisioned as in the scenario:
-the simulated scheduler binds those that fit a node, and the ones that fit none are marked Unschedulable
-(``mark_unschedulable``), as kube-scheduler does. A kubeconfig for the API
-server is written and announced on a line ``KUBECONFIG=<path>``; SIGINT or SIGTERM ends the wait (the caller then
-tears everything down).
+The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), the simulated kubelets, the moto
+server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's Function URL; garbage
+collection every ``GC_SECONDS``, as its schedule runs it in AWS) stay as the scenario left them; a fresh agent
+watches the API server again. So the cluster behaves as a real one with nodeflow installed: a Deployment scaled up
+makes pods, kube-scheduler binds those that fit a node and marks the others Unschedulable, and the agent forwards
+those to the provisioner.
 
-The API server enforces the CRDs' CEL rules (x-kubernetes-validations) as a real one does: ``kubectl create`` of an
-invalid NodePool or EC2NodeClass is refused with the rule's message.
-
-kubectl sends no credentials to a plain-http server, so its requests come as ``system:anonymous``; the demo cluster
-lets that user do anything (``KUBECTL_ACCESS``, added to the RBAC the server enforces), as a throwaway local
-cluster may.
+kubectl gets the cluster admin's kubeconfig (a bearer token in ``system:masters``, TLS with the control plane's own
+CA), announced on a line ``KUBECONFIG=<path>``: RBAC, admission, CEL rules, protobuf, watches, events and
+impersonation (``auth can-i --as``) are the real API server's. SIGINT or SIGTERM ends the wait (the caller then
+tears everything down, the kubeconfig with it).
 """
 
 from __future__ import annotations
 
 import signal
-import tempfile
 import threading
 import time
-from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
@@ -31,74 +25,8 @@ from typing import Any, TextIO
 #: NodeClaims whose instance is gone deleted, EC2NodeClass and NodePool status kept current
 GC_SECONDS = 30.0
 
-#: granted before the kubeconfig is announced: kubectl (anonymous over http) may do anything in the demo cluster
-KUBECTL_ACCESS: list[dict[str, Any]] = [
-    {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": "nodeflow-demo-kubectl"},
-        "rules": [
-            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-            {"nonResourceURLs": ["*"], "verbs": ["*"]},
-        ],
-    },
-    {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": "nodeflow-demo-kubectl"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "nodeflow-demo-kubectl"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}],
-    },
-]
 
-
-def grant_kubectl_access(kube: Any) -> None:
-    """Add ``KUBECTL_ACCESS`` to the API server's RBAC authorizer (when it enforces RBAC)."""
-    from tests.kubeapi.rbac import Authorizer
-
-    if kube.rbac is None:
-        return
-    extra = Authorizer(KUBECTL_ACCESS)
-    kube.rbac.roles.update(extra.roles)
-    kube.rbac.bindings.extend(extra.bindings)
-
-
-def mark_unschedulable(kube: Any, now: datetime, after: float = 1.0) -> list[str]:
-    """kube-scheduler's part for pods created with kubectl: a pending, unbound pod that no node took within ``after``
-    seconds (the simulated scheduler places the ones that fit) gets PodScheduled=False/Unschedulable, which the agent
-    forwards to the provisioner. Returns the pods marked (namespace/name)."""
-    import kubernetes.client
-
-    marked: list[str] = []
-    api = kube.api_client()
-    try:
-        core = kubernetes.client.CoreV1Api(api)
-        for pod in kube.objects("v1", "Pod"):
-            meta, status = pod["metadata"], pod.get("status") or {}
-            created = datetime.strptime(meta["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-            if (
-                (pod.get("spec") or {}).get("nodeName")
-                or meta.get("deletionTimestamp")
-                or status.get("phase", "Pending") != "Pending"
-                or any(c.get("type") == "PodScheduled" for c in status.get("conditions") or [])
-                or (now - created).total_seconds() < after
-            ):
-                continue
-            condition = {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "no node fits the pod (nodeflow demo scheduler)",
-                "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {"conditions": [condition]}})
-            marked.append(f"{meta['namespace']}/{meta['name']}")
-    finally:
-        api.close()
-    return marked
-
-
-def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None:
+def keep_running(local: Any, out: TextIO) -> None:
     """Announce ``KUBECONFIG=<path>`` and block until SIGINT/SIGTERM (must run in the main thread)."""
     from sandbox.agent import AgentProcess
 
@@ -108,28 +36,24 @@ def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    tmp = None
-    if kubeconfig is None:
-        tmp = tempfile.TemporaryDirectory(prefix="nodeflow-demo-")
-        kubeconfig = str(Path(tmp.name) / "kubeconfig")
     agent = AgentProcess(local.agent_env(BATCH_MAX_WAIT="0.1")).start()
     try:
         agent.wait_ready()
-        grant_kubectl_access(local.kube_server)
-        local.kube_server.cluster.cel_validation = True  # the default; kubectl users get a real server's refusals
-        path = local.kube_server.write_kubeconfig(kubeconfig)
+        path = local.kube_server.plane.kubeconfig  # the admin's, straight to the API server (TLS)
         print(
-            "\nKEEP=1: the cluster stays up (API server, moto, Lambdas on their triggers, agent); try\n"
-            f"  kubectl --kubeconfig {path} get nodepools,nodeclaims,ec2nodeclasses,nodes\n"
+            "\nKEEP=1: the cluster stays up (control plane, simulated kubelets, moto, Lambdas on their triggers, "
+            "agent); try\n"
+            f"  export KUBECONFIG={path}\n"
+            "  kubectl get nodepools,nodeclaims,ec2nodeclasses,nodes\n"
+            "  kubectl -n shop scale deploy api --replicas=8 && kubectl -n shop rollout status deploy api\n"
+            "  kubectl get events -A    kubectl describe nodepool default    "
+            "kubectl auth can-i delete nodes --as=system:serviceaccount:nodeflow:nodeflow-agent\n"
             "Ctrl-C (SIGINT) or SIGTERM stops it.",
             file=out,
         )
         print(f"KUBECONFIG={path}", file=out, flush=True)
-        local.scheduler.place_pending = True  # pods that fit existing nodes are bound to them
         collected = time.monotonic()
         while not stop.wait(0.5):
-            for key in mark_unschedulable(local.kube_server, datetime.now(UTC)):
-                print(f"pod {key}: Unschedulable (no node fits) - the agent forwards it to the provisioner", file=out)
             if time.monotonic() - collected >= GC_SECONDS:  # EventBridge Scheduler's part (moto never fires it)
                 collected = time.monotonic()
                 try:
@@ -142,5 +66,3 @@ def keep_running(local: Any, out: TextIO, kubeconfig: str | None = None) -> None
         agent.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if tmp is not None:
-            tmp.cleanup()

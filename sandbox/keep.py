@@ -25,6 +25,18 @@ from typing import Any, TextIO
 #: NodeClaims whose instance is gone deleted, EC2NodeClass and NodePool status kept current
 GC_SECONDS = 30.0
 
+#: what the demo suggests trying (tests/e2e runs each of them against the kept cluster); ``# yes``/``# no``: the
+#: answer of ``auth can-i``
+TRY = (
+    "kubectl get nodepools,nodeclaims,ec2nodeclasses,nodes",
+    "kubectl -n shop scale deploy api --replicas=6",
+    "kubectl -n shop rollout status deploy api --timeout=2m",
+    "kubectl get events -A",
+    "kubectl describe nodepool default",
+    "kubectl auth can-i list pods --as=system:serviceaccount:nodeflow:nodeflow-agent  # yes",
+    "kubectl auth can-i create nodeclaims --as=system:serviceaccount:nodeflow:nodeflow-agent  # no",
+)
+
 
 def keep_running(local: Any, out: TextIO) -> None:
     """Announce ``KUBECONFIG=<path>`` and block until SIGINT/SIGTERM (must run in the main thread)."""
@@ -42,13 +54,9 @@ def keep_running(local: Any, out: TextIO) -> None:
         path = local.kube_server.plane.kubeconfig  # the admin's, straight to the API server (TLS)
         print(
             "\nKEEP=1: the cluster stays up (control plane, simulated kubelets, moto, Lambdas on their triggers, "
-            "agent); try\n"
-            f"  export KUBECONFIG={path}\n"
-            "  kubectl get nodepools,nodeclaims,ec2nodeclasses,nodes\n"
-            "  kubectl -n shop scale deploy api --replicas=8 && kubectl -n shop rollout status deploy api\n"
-            "  kubectl get events -A    kubectl describe nodepool default    "
-            "kubectl auth can-i delete nodes --as=system:serviceaccount:nodeflow:nodeflow-agent\n"
-            "Ctrl-C (SIGINT) or SIGTERM stops it.",
+            "agent); kubectl works as on any cluster, e.g.:\n"
+            + "\n".join(f"  {line}" for line in (f"export KUBECONFIG={path}", *TRY))
+            + "\nCtrl-C (SIGINT) or SIGTERM stops it.",
             file=out,
         )
         print(f"KUBECONFIG={path}", file=out, flush=True)

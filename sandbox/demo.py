@@ -101,12 +101,8 @@ def _wait(predicate: Callable[[], Any], timeout: float) -> Any:
 
 
 def run(out: TextIO = sys.stdout, *, wait_scale: float = 0.01, keep: bool = False) -> int:
-    from nodeflow.catalog.offline import load_offline
-    from sandbox.aws import moto_server
     from sandbox.controlplane import ControlPlane
     from sandbox.controlplane.binaries import BinariesNotFound
-    from sandbox.controlplane.facade import RealKubeAPI
-    from sandbox.nodeflow import LocalNodeflow
 
     # Everything AWS is the local moto server: fake credentials, never a real account.
     for key, value in (("AWS_ACCESS_KEY_ID", "demo"), ("AWS_SECRET_ACCESS_KEY", "demo"), ("AWS_SESSION_TOKEN", "demo")):
@@ -130,47 +126,79 @@ def run(out: TextIO = sys.stdout, *, wait_scale: float = 0.01, keep: bool = Fals
     except BinariesNotFound as exc:
         print(f"nodeflow demo: no Kubernetes control plane binaries.\n{exc}", file=out)
         return 2
-    version = binaries.source
     print(
         "nodeflow demo: moto server + a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, "
-        f"kube-scheduler from {version}) + simulated kubelets, one process\n",
+        f"kube-scheduler from {binaries.source}) + simulated kubelets, one process\n",
         file=out,
         flush=True,
     )
     try:
-        plane.start()
-        kube = RealKubeAPI(plane).start()
-        print(f"control plane ready in {plane.timings['ready']:.1f} s at {plane.url}", file=out, flush=True)
-        try:
-            with moto_server() as server:
-                local = LocalNodeflow(
-                    server.clients(),
-                    kube,
-                    endpoint_url=server.url,
-                    wait_scale=wait_scale,
-                    kubelet_register_after=0.2,
-                    kubelet_ready_after=0.2,
-                    env={"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"},
-                )
-                # The Lambdas' Karpenter metrics are CloudWatch EMF records printed to stdout (CloudWatch Logs in
-                # AWS): counted here instead of filling the demo's output.
-                metrics = _MetricRecords(sys.stdout)
-                with local, contextlib.redirect_stdout(metrics):
-                    code = _scenario(local, out, started, load_offline("us-east-1"))
-                    print(
-                        f"metrics: the Lambdas wrote {metrics.records} CloudWatch EMF records under Karpenter's metric "
-                        "names (in AWS: CloudWatch Logs -> metrics in the nodeflow namespace)",
-                        file=out,
-                    )
-                    if keep:  # make demo KEEP=1: the cluster stays up for kubectl until SIGINT/SIGTERM
-                        from sandbox.keep import keep_running
-
-                        keep_running(local, out)
-                    return code
-        finally:
-            kube.stop()
+        return _with_cluster(plane, _starting(plane), out, started, wait_scale=wait_scale, keep=keep)
     finally:
         plane.stop()
+
+
+def _starting(plane: Any) -> Callable[[], None]:
+    """``plane.start()`` on a thread, so the moto server and the Lambdas are set up meanwhile; the function returned
+    waits for it and raises what it raised."""
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            plane.start()
+        except BaseException as exc:  # re-raised by the caller
+            failed.append(exc)
+
+    thread = threading.Thread(target=start, name="control-plane-start", daemon=True)
+    thread.start()
+
+    def started() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return started
+
+
+def _with_cluster(
+    plane: Any, plane_started: Callable[[], None], out: TextIO, started: float, *, wait_scale: float, keep: bool
+) -> int:
+    from nodeflow.catalog.offline import load_offline
+    from sandbox.aws import moto_server
+    from sandbox.controlplane.facade import RealKubeAPI
+    from sandbox.nodeflow import LocalNodeflow
+
+    with moto_server() as server:
+        catalog = load_offline("us-east-1")
+        plane_started()
+        kube = RealKubeAPI(plane).start()
+        try:
+            local = LocalNodeflow(
+                server.clients(),
+                kube,
+                endpoint_url=server.url,
+                wait_scale=wait_scale,
+                kubelet_register_after=0.2,
+                kubelet_ready_after=0.2,
+                env={"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+            )
+            # The Lambdas' Karpenter metrics are CloudWatch EMF records printed to stdout (CloudWatch Logs in AWS):
+            # counted here instead of filling the demo's output.
+            metrics = _MetricRecords(sys.stdout)
+            with local, contextlib.redirect_stdout(metrics):
+                code = _scenario(local, out, started, catalog)
+                print(
+                    f"metrics: the Lambdas wrote {metrics.records} CloudWatch EMF records under Karpenter's metric "
+                    "names (in AWS: CloudWatch Logs -> metrics in the nodeflow namespace)",
+                    file=out,
+                )
+                if keep:  # make demo KEEP=1: the cluster stays up for kubectl until SIGINT/SIGTERM
+                    from sandbox.keep import keep_running
+
+                    keep_running(local, out)
+                return code
+        finally:
+            kube.stop()
 
 
 class _MetricRecords(io.TextIOBase):

@@ -354,7 +354,7 @@ class ControlPlane:
             ],
         )
         # With --config, kube-scheduler ignores --kubeconfig and the client flags: they are in the file.
-        config = {
+        config: dict[str, object] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {

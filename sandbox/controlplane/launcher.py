@@ -504,13 +504,19 @@ class ControlPlane:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for child in reversed(list(self.processes.values())):
-            child.stop()
-        self.processes.clear()
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-        _unregister(self)
+        children = list(reversed(list(self.processes.values())))
+        try:
+            for child in children:
+                child.stop()
+        finally:  # also when interrupted meanwhile (a second Ctrl-C): the rest are killed, the folder goes
+            for child in children:
+                if child.running():
+                    child.stop(grace=0)
+            self.processes.clear()
+            if self.workdir is not None:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+                self.workdir = None
+            _unregister(self)
 
     def __enter__(self) -> ControlPlane:
         return self.start()

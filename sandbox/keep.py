@@ -1,11 +1,12 @@
 """``make demo KEEP=1``: after the scenario, keep the local cluster up for kubectl until interrupted.
 
 The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), the simulated kubelets, the moto
-server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's Function URL; garbage
-collection every ``GC_SECONDS``, as its schedule runs it in AWS) stay as the scenario left them; a fresh agent
-watches the API server again. So the cluster behaves as a real one with nodeflow installed: a Deployment scaled up
-makes pods, kube-scheduler binds those that fit a node and marks the others Unschedulable, and the agent forwards
-those to the provisioner.
+server and the Lambdas on their triggers (SQS event sources, Step Functions, the webhook's Function URL) stay as the
+scenario left them; a fresh agent watches the API server again. EventBridge Scheduler's part, which moto never plays,
+is played here (``SCHEDULES``): a disruption round and the interruption function's instance-status poll every
+minute, garbage collection every 30 s (2 minutes in AWS). So the cluster behaves as a real one with nodeflow
+installed: a Deployment scaled up makes pods, kube-scheduler binds those that fit a node and marks the others
+Unschedulable, and the agent forwards those to the provisioner; scaled down, its nodes are consolidated.
 
 kubectl gets the cluster admin's kubeconfig (a bearer token in ``system:masters``, TLS with the control plane's own
 CA), announced on a line ``KUBECONFIG=<path>``: RBAC, admission, CEL rules, protobuf, watches, events and
@@ -21,9 +22,11 @@ import time
 from types import FrameType
 from typing import Any, TextIO
 
-#: how often the kept cluster runs garbage collection (every 2 minutes in AWS): stale nominations are pruned,
-#: NodeClaims whose instance is gone deleted, EC2NodeClass and NodePool status kept current
-GC_SECONDS = 30.0
+#: seconds between two scheduled invocations of each function (infra/functions.py: schedule_minutes); garbage
+#: collection more often than in AWS, so stale nominations are pruned, NodeClaims whose instance is gone deleted, and
+#: EC2NodeClass and NodePool status kept current sooner
+SCHEDULES: dict[str, float] = {"gc": 30.0, "disruption": 60.0, "interruption": 60.0}
+SCHEDULED_EVENT = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}
 
 #: what the demo suggests trying (tests/e2e runs each of them against the kept cluster); ``# yes``/``# no``: the
 #: answer of ``auth can-i``
@@ -60,14 +63,16 @@ def keep_running(local: Any, out: TextIO) -> None:
             file=out,
         )
         print(f"KUBECONFIG={path}", file=out, flush=True)
-        collected = time.monotonic()
+        last = dict.fromkeys(SCHEDULES, time.monotonic())
         while not stop.wait(0.5):
-            if time.monotonic() - collected >= GC_SECONDS:  # EventBridge Scheduler's part (moto never fires it)
-                collected = time.monotonic()
+            for function, every in SCHEDULES.items():
+                if time.monotonic() - last[function] < every:
+                    continue
+                last[function] = time.monotonic()
                 try:
-                    local.collect_garbage()
+                    local.invoke(function, SCHEDULED_EVENT)
                 except Exception as exc:  # the next run tries again; the kept cluster stays up
-                    print(f"garbage collection failed: {exc}", file=out)
+                    print(f"scheduled {function} failed: {exc}", file=out)
             out.flush()
         print("interrupted: stopping the cluster", file=out, flush=True)
     finally:

@@ -43,6 +43,7 @@ __all__ = [
     "BinariesNotFound",
     "Release",
     "find_binaries",
+    "kubectl",
 ]
 
 KUBERNETES_VERSION = "v1.36.2"
@@ -62,7 +63,8 @@ HOW_TO = (
     f"Set {ENV_BIN} to a folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl "
     f"(Kubernetes {KUBERNETES_VERSION}'s server release, kubernetes/server/bin/, plus etcd {ETCD_VERSION}'s release), "
     f"or {ENV_ENVTEST} to envtest's folder (no controllers), or {ENV_TARBALL} to the tarball "
-    "kubernetes-*-etcd-*-linux-amd64.tar.xz, or allow the download (needs the internet)."
+    "kubernetes-*-etcd-*-linux-amd64.tar.xz. The download of the official releases needs the internet and their "
+    "sha256 sums pinned in sandbox/controlplane/binaries.py (KUBERNETES_RELEASE, ETCD_RELEASE)."
 )
 
 
@@ -204,6 +206,25 @@ def find_binaries(
             _fill_atomically(cache, fill)
     origin = f"the cache {cache}"
     return _folder(cache / "bin", ALL, origin, required=CONTROL_PLANE)
+
+
+def kubectl(env: Mapping[str, str] | None = None) -> Path:
+    """The kubectl to run: the one that came with the control plane's binaries (the server's version), else the one
+    on PATH. ``BinariesNotFound`` (saying how to get one) when there is neither: a test that needs kubectl fails, it
+    is never skipped."""
+    try:
+        found = find_binaries(env).kubectl
+    except BinariesNotFound as exc:
+        on_path = shutil.which("kubectl")
+        if on_path is None:
+            raise BinariesNotFound(f"no kubectl on PATH, and {exc}") from exc
+        return Path(on_path)
+    if found is None:
+        on_path = shutil.which("kubectl")
+        if on_path is None:
+            raise BinariesNotFound("no kubectl: not with the control plane's binaries, not on PATH. " + HOW_TO)
+        return Path(on_path)
+    return found
 
 
 @contextmanager

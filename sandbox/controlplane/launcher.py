@@ -12,7 +12,9 @@ What it decides:
 - kube-controller-manager runs as ``system:kube-controller-manager`` with ``--use-service-account-credentials``,
   so each controller acts with its own ``system:controller:*`` role, as kubeadm sets it up; kube-scheduler runs as
   ``system:kube-scheduler``. Both talk to the API server with a raised client rate limit (scale tests create
-  thousands of pods).
+  thousands of pods). ``scheduler_max_backoff`` caps how long kube-scheduler waits before it tries an unschedulable
+  pod again after a cluster change (10 s by default, doubling from 1 s): the demo's pods are bound as soon as their
+  node is ready.
 - The simulated kubelets' identity (``KUBELET``) is in ``system:nodes``, which is bound to the ``system:node``
   ClusterRole (there is no Node authorizer: the RBAC role alone decides).
 - nodeflow's CRDs (agent/manifests/crds) are installed and Established before ``start()`` returns; with
@@ -111,6 +113,7 @@ class ControlPlane:
         node_monitor_grace_period: float | None = None,
         node_monitor_period: float | None = None,
         client_qps: int = 200,
+        scheduler_max_backoff: float | None = None,
         extra_args: Mapping[str, Sequence[str]] | None = None,
         start_timeout: float = 90.0,
         log: Callable[[str], None] = lambda message: None,
@@ -127,6 +130,7 @@ class ControlPlane:
         self.node_monitor_grace_period = node_monitor_grace_period
         self.node_monitor_period = node_monitor_period
         self.client_qps = client_qps
+        self.scheduler_max_backoff = scheduler_max_backoff
         self.extra_args = dict(extra_args or {})
         self.start_timeout = start_timeout
         self.log = log
@@ -349,15 +353,23 @@ class ControlPlane:
                 *monitor,
             ],
         )
-        self._spawn(
-            "kube-scheduler",
-            [
-                f"--kubeconfig={self.kubeconfig_for('kube-scheduler')}",
-                "--leader-elect=false",
-                "--secure-port=0",
-                *qps,
-            ],
-        )
+        # With --config, kube-scheduler ignores --kubeconfig and the client flags: they are in the file.
+        config: dict[str, object] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {
+                "kubeconfig": str(self.kubeconfig_for("kube-scheduler")),
+                "qps": self.client_qps,
+                "burst": self.client_qps * 2,
+            },
+            "leaderElection": {"leaderElect": False},
+        }
+        if self.scheduler_max_backoff is not None:
+            seconds = max(1, int(self.scheduler_max_backoff))
+            config.update(podInitialBackoffSeconds=1, podMaxBackoffSeconds=seconds)
+        path = self._dir() / "kube-scheduler.yaml"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        self._spawn("kube-scheduler", [f"--config={path}", "--secure-port=0"])
 
     # --------------------------------------------------------------------------------------------- readiness
 
@@ -492,13 +504,19 @@ class ControlPlane:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for child in reversed(list(self.processes.values())):
-            child.stop()
-        self.processes.clear()
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-        _unregister(self)
+        children = list(reversed(list(self.processes.values())))
+        try:
+            for child in children:
+                child.stop()
+        finally:  # also when interrupted meanwhile (a second Ctrl-C): the rest are killed, the folder goes
+            for child in children:
+                if child.running():
+                    child.stop(grace=0)
+            self.processes.clear()
+            if self.workdir is not None:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+                self.workdir = None
+            _unregister(self)
 
     def __enter__(self) -> ControlPlane:
         return self.start()

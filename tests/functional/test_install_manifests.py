@@ -17,13 +17,14 @@ import yaml
 
 from nodeflow.cli import main
 from nodeflow.install import AGENT_IMAGE, CODE_CONFIGMAP
+from sandbox.controlplane.binaries import kubectl
 from tests.kubeapi import KubeAPIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_CODE = ROOT / "agent" / "nodeflow_agent"
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+# the machine's kubectl, else the control plane's (none: an error, not a skip)
+KUBECTL = shutil.which("kubectl") or str(kubectl())
 
 STACK = "Nodeflow-shop"
 WEBHOOK = "https://abcdefghij0123456789abcdefghij01.lambda-url.eu-west-1.on.aws/"
@@ -76,7 +77,6 @@ def rendered(cloudformation: Any, tmp_path: Path, **kw: bool) -> Path:
 
 
 def kustomize(out_dir: Path) -> list[dict[str, Any]]:
-    assert KUBECTL is not None
     proc = subprocess.run([KUBECTL, "kustomize", str(out_dir)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
@@ -93,7 +93,6 @@ def agent_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return container  # type: ignore[no-any-return]
 
 
-@needs_kubectl
 def test_rendered_kustomization_fills_every_value_and_orders_the_install(cloudformation: Any, tmp_path: Path) -> None:
     out_dir = rendered(cloudformation, tmp_path)
     for path in out_dir.rglob("*.yaml"):
@@ -140,7 +139,6 @@ def test_rendered_kustomization_fills_every_value_and_orders_the_install(cloudfo
     assert "eks.amazonaws.com/role-arn" not in (account["metadata"].get("annotations") or {})
 
 
-@needs_kubectl
 def test_the_configmap_code_runs_on_a_bare_python(cloudformation: Any, tmp_path: Path) -> None:
     """The agent needs only the standard library: the ConfigMap's files alone, on a Python without site-packages
     (-S), import every module and start far enough to check the rendered settings."""
@@ -168,7 +166,6 @@ def test_the_configmap_code_runs_on_a_bare_python(cloudformation: Any, tmp_path:
     assert proc.stdout.splitlines() == [f"shop {WEBHOOK}", "[]"]
 
 
-@needs_kubectl
 def test_irsa_and_hmac_stacks(cloudformation: Any, tmp_path: Path) -> None:
     out_dir = rendered(cloudformation, tmp_path, pod_identity=False, hmac=True)
     docs = kustomize(out_dir)
@@ -233,13 +230,11 @@ def bare_server() -> Iterator[KubeAPIServer]:
 
 
 def kubectl(kubeconfig: str, *args: str) -> str:
-    assert KUBECTL is not None
     proc = subprocess.run([KUBECTL, "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
     return proc.stdout
 
 
-@needs_kubectl
 def test_kubectl_apply_k_installs_into_the_api_server(
     cloudformation: Any, tmp_path: Path, bare_server: KubeAPIServer
 ) -> None:

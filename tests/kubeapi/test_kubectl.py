@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from sandbox.controlplane.binaries import kubectl
 from tests.kubeapi import APIError, KubeAPIServer
 from tests.kubeapi.crds import karpenter_crds
 from tests.kubeapi.table import human_age, jsonpath
 
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+# the machine's kubectl, else the control plane's (none: an error, not a skip)
+KUBECTL = shutil.which("kubectl") or str(kubectl())
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -58,7 +59,6 @@ def kubeconfig(kube: KubeAPIServer, tmp_path: Path) -> str:
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None, check: bool = True) -> str:
-    assert KUBECTL is not None
     proc = subprocess.run(
         [KUBECTL, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True, text=True, timeout=60
     )
@@ -207,7 +207,6 @@ def test_jsonpath_subset_of_printer_columns() -> None:
         jsonpath(obj, ".status..conditions")
 
 
-@needs_kubectl
 def test_kubectl_get_prints_karpenter_and_builtin_columns(kube: KubeAPIServer, kubeconfig: str, clock: Clock) -> None:
     seed(kube)
     clock.now = START + timedelta(minutes=5, seconds=30)
@@ -237,7 +236,6 @@ def test_kubectl_get_prints_karpenter_and_builtin_columns(kube: KubeAPIServer, k
     ]
 
 
-@needs_kubectl
 def test_kubectl_get_wide_shows_priority_columns(kube: KubeAPIServer, kubeconfig: str) -> None:
     seed(kube)
     out = rows(kubectl(kubeconfig, "get", "nodeclaims", "-o", "wide"))
@@ -286,7 +284,6 @@ def test_protobuf_body_refused_with_415_and_protobuf_only_accept_with_406(kube: 
     assert (code, created["metadata"]["name"]) == (201, "c")
 
 
-@needs_kubectl
 def test_kubectl_create_from_file_sends_json_and_imperative_protobuf_is_refused(
     kube: KubeAPIServer, kubeconfig: str
 ) -> None:
@@ -309,7 +306,6 @@ spec:
 %s"""
 
 
-@needs_kubectl
 def test_kubectl_explain_reads_the_crd_schema(kube: KubeAPIServer, kubeconfig: str) -> None:
     out = kubectl(kubeconfig, "explain", "nodepool.spec.disruption")
     assert "KIND:       NodePool" in out
@@ -320,7 +316,6 @@ def test_kubectl_explain_reads_the_crd_schema(kube: KubeAPIServer, kubeconfig: s
     assert "FIELD: role <string>" in out
 
 
-@needs_kubectl
 def test_kubectl_create_validates_fields_strictly(kube: KubeAPIServer, kubeconfig: str) -> None:
     assert "nodepool.karpenter.sh/good created" in kubectl(
         kubeconfig, "create", "-f", "-", stdin=NODEPOOL % ("good", "")

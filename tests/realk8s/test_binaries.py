@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import subprocess
+import sys
 import tarfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -23,6 +26,7 @@ from sandbox.controlplane.binaries import (
     BinariesNotFound,
     Release,
     find_binaries,
+    kubectl,
 )
 
 CACHE_NAME = "vtest-etcd-vtest"
@@ -233,3 +237,50 @@ def test_nothing_anywhere_and_no_download_is_a_clear_error(tmp_path: Path) -> No
     message = str(err.value)
     for expected in ("NODEFLOW_K8S_BIN", "KUBEBUILDER_ASSETS", "NODEFLOW_K8S_TARBALL", str(tmp_path / "a"), "download"):
         assert expected in message
+
+
+def test_kubectl_is_the_control_planes_else_the_machines_else_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tests that run kubectl take the one of the server's version, else PATH's; without either they fail, saying
+    how to get one (never a skip)."""
+    with_kubectl = fake_folder(tmp_path / "full")
+    without = fake_folder(tmp_path / "bare", ("etcd", "kube-apiserver"))
+    on_path = fake_folder(tmp_path / "path", ("kubectl",))
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert kubectl({"NODEFLOW_K8S_BIN": str(with_kubectl)}) == with_kubectl / "kubectl"
+    with pytest.raises(BinariesNotFound, match="no kubectl: not with the control plane's binaries, not on PATH"):
+        kubectl({"NODEFLOW_K8S_BIN": str(without)})
+    with pytest.raises(BinariesNotFound, match="no kubectl on PATH, and NODEFLOW_K8S_BIN="):
+        kubectl({"NODEFLOW_K8S_BIN": str(tmp_path / "missing")})
+    monkeypatch.setenv("PATH", str(on_path))
+    assert kubectl({"NODEFLOW_K8S_BIN": str(without)}) == on_path / "kubectl"
+    assert kubectl({"NODEFLOW_K8S_BIN": str(tmp_path / "missing")}) == on_path / "kubectl"
+
+
+def test_the_check_fails_without_binaries_and_says_how_to_get_them(tmp_path: Path) -> None:
+    """``python -m sandbox.controlplane --check`` (what .ci/run runs before the tests): exit 1 and the how-to when the
+    binaries cannot be found; exit 0 and where they are when they can."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBEBUILDER_ASSETS", "NODEFLOW_K8S_BIN")}
+
+    def check(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sandbox.controlplane", "--check"],
+            cwd=root,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    missing = check(NODEFLOW_K8S_BIN=str(tmp_path / "missing"))
+    assert missing.returncode == 1
+    assert "the tests and the demo need a Kubernetes control plane's binaries" in missing.stderr
+    assert "Set NODEFLOW_K8S_BIN to a folder with etcd" in missing.stderr
+    envtest = check(KUBEBUILDER_ASSETS=str(fake_folder(tmp_path / "envtest", ("etcd", "kube-apiserver", "kubectl"))))
+    assert envtest.returncode == 1  # envtest has no controller-manager or scheduler: the tests need them
+    assert "kube-controller-manager is not available" in envtest.stderr
+    found = check(NODEFLOW_K8S_BIN=str(fake_folder(tmp_path / "full")))
+    assert found.returncode == 0, found.stderr
+    assert f"kube-scheduler           {tmp_path / 'full' / 'kube-scheduler'}" in found.stdout

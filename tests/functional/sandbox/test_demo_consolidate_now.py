@@ -1,6 +1,7 @@
 """The demo passes consolidateAfter without a clock ahead of time (sandbox.demo.consolidate_now): the NodePools'
 consolidateAfter is 0s while its rounds run, and every time the round writes (NodeClaim conditions, Events, the
-decision log's rows) is the real one (issue 26, item 18: the kept demo cluster had times 5 minutes in the future)."""
+decision log's rows) is the real one (issue 26, item 18: the kept demo cluster had times 5 minutes in the future).
+On the real control plane, as the demo runs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from nodeflow.catalog.offline import load_offline
@@ -17,16 +19,22 @@ from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
 from nodeflow.lifecycle.disruption import DisruptionDeps, run
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.demo import consolidate_now
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
 
 
 def _stamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _empty_node(kube: KubeClient, name: str, last_pod_event: datetime) -> None:
+def _empty_node(kube: KubeClient, kube_server: RealKubeAPI, name: str, last_pod_event: datetime) -> None:
     """An initialized node of NodePool default, its last pod gone at ``last_pod_event``."""
     labels = {
         "karpenter.sh/nodepool": "default",
@@ -41,8 +49,7 @@ def _empty_node(kube: KubeClient, name: str, last_pod_event: datetime) -> None:
     }
     provider = "aws:///us-east-1a/i-0123456789abcdef0"
     capacity = {"cpu": "2", "memory": "8Gi", "pods": "29"}
-    kube.create(
-        kc.NODES,
+    kube_server.create(  # with its status (written through the status subresource)
         {
             "apiVersion": "v1",
             "kind": "Node",
@@ -84,7 +91,7 @@ def test_the_demos_rounds_pass_consolidate_after_with_real_times(kube: KubeClien
         if pool:
             kube_server.create(pool)
     now = datetime.now(UTC).replace(microsecond=0)
-    _empty_node(kube, "ip-10-0-0-1", now - timedelta(seconds=10))  # consolidateAfter (1m) has not passed
+    _empty_node(kube, kube_server, "ip-10-0-0-1", now - timedelta(seconds=10))  # consolidateAfter (1m) has not passed
     records: list[Decision] = []
     started: list[tuple[str, str]] = []
     deps = DisruptionDeps(

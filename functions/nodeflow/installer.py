@@ -154,9 +154,9 @@ def _owner(crd: Mapping[str, Any]) -> str:
 def keep_karpenter_crds(kube: KubeClient, objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """``objects`` less the karpenter.sh / karpenter.k8s.aws CRDs to keep as they are, and their names.
 
-    A CRD of those groups is kept when the cluster has it, not from a nodeflow install (no ``INSTALL_LABEL``: Karpenter's
-    chart, or kubectl apply of Karpenter's release) and serving every version nodeflow's CRD serves (nodeflow reads
-    karpenter.sh/v1, karpenter.k8s.aws/v1 and karpenter.sh/v1alpha1 NodeOverlays, the versions of Karpenter v1.x): its
+    A CRD of those groups is kept when the cluster has it, not from a nodeflow install (no ``INSTALL_LABEL``:
+    Karpenter's chart, or kubectl apply of Karpenter's release) and serving every version nodeflow's CRD serves
+    (karpenter.sh/v1, karpenter.k8s.aws/v1, karpenter.sh/v1alpha1 NodeOverlays: the versions of Karpenter v1.x): its
     custom resources are then the very objects Karpenter made, and nodeflow adopts them (docs/migration). One that
     lacks such a version (a Karpenter v0.x CRD serving only v1beta1) raises ``InstallFailed`` naming it and the
     versions: applying ours would take the CRD from its owner and stop serving what its objects are stored as."""

@@ -137,9 +137,11 @@ def node_pool(consolidate_after: str = "0s") -> dict[str, Any]:
 
 def install_karpenter_objects(local: LocalNodeflow) -> None:
     """Karpenter's instance profile, EC2NodeClass and NodePool (with their status)."""
+    created_class = local.kube_server.create(node_class(local))
     iam = local.clients.iam
     iam.create_instance_profile(
         InstanceProfileName=INSTANCE_PROFILE,
+        Path=f"/karpenter/{local.region}/{local.cluster_name}/{created_class['metadata']['uid']}/",
         Tags=[
             {"Key": f"kubernetes.io/cluster/{local.cluster_name}", "Value": "owned"},
             {"Key": "eks:eks-cluster-name", "Value": local.cluster_name},
@@ -148,7 +150,6 @@ def install_karpenter_objects(local: LocalNodeflow) -> None:
         ],
     )
     iam.add_role_to_instance_profile(InstanceProfileName=INSTANCE_PROFILE, RoleName=local.world.node_role_name)
-    local.kube_server.create(node_class(local))
     pool = node_pool()
     created = local.kube_server.create(pool, keep_status=False)
     now = _stamp(datetime.now(UTC))

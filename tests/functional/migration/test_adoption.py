@@ -19,6 +19,7 @@ from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.migration.karpenter_state import (
     CLASS,
+    INSTANCE_PROFILE,
     POOL,
     Adopted,
     install_karpenter_objects,
@@ -96,6 +97,12 @@ def test_nothing_karpenter_made_is_replaced_and_adopted_nodes_are_disrupted_as_n
     assert (local.terminate_executions(), local.executions()) == ([], [])
     for c in claims(local).values():
         assert condition(c, "Drifted") == "False", c["status"]["conditions"]
+    node_class = local.kube_server.get("karpenter.k8s.aws/v1", "EC2NodeClass", CLASS)
+    assert node_class["status"]["instanceProfile"] == INSTANCE_PROFILE  # Karpenter's profile, not a new one
+    assert [p["InstanceProfileName"] for p in local.clients.iam.list_instance_profiles()["InstanceProfiles"]] == [
+        INSTANCE_PROFILE
+    ]
+    assert condition(node_class, "Ready") == "True"
 
     # a node of nodeflow's own next to them, for a workload that fits on neither adopted node
     local.apply([replica_set("own", 1, "1500m", "1Gi")])

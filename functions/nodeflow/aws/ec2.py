@@ -532,22 +532,22 @@ def ensure_instance_profile(
         except AlreadyExists:
             with aws_errors():
                 profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
-    current = [r["RoleName"] for r in profile.get("Roles", [])]
-    if current == [role_name]:
+    roles = [r["RoleName"] for r in profile.get("Roles", [])]
+    if roles == [role_name]:
         return name
-    for other in current:
+    for other in roles:
         if other != role_name:
             try:
                 with aws_errors():
                     iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
             except NotFound:
                 pass
-    if role_name not in current:
+    if role_name not in roles:
         try:
             with aws_errors():
                 iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role_name)
         except InvalidRequest as exc:
-            # LimitExceeded: a concurrent caller added the role first.
+            # LimitExceeded: a conroles caller added the role first.
             if exc.code != "LimitExceeded":
                 raise
             with aws_errors():

@@ -23,7 +23,6 @@ What Karpenter (kubernetes-sigs/karpenter and aws/karpenter-provider-aws v1.14.1
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -363,5 +362,18 @@ def karpenter_deployment(namespace: str, replicas: int = 1) -> dict[str, Any]:
     }
 
 
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True, default=str)
+def interrupt(local: LocalNodeflow, instance_id: str, detail_type: str, **detail: str) -> dict[str, Any]:
+    """EC2's event ``detail_type`` about ``instance_id`` through the default bus to the interruption queue, and the
+    interruption function's one message outcome (asserting the batch was acknowledged)."""
+    local.send_aws_event(
+        {
+            "source": "aws.ec2",
+            "detail-type": detail_type,
+            "resources": [f"arn:aws:ec2:{local.region}:{local.world.account_id}:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, **detail},
+        }
+    )
+    handled = local.drain_interruption_queue()
+    assert handled["batchItemFailures"] == []
+    [message] = handled["result"]["messages"]
+    return dict(message)

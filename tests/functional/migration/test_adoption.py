@@ -23,6 +23,7 @@ from tests.functional.migration.karpenter_state import (
     POOL,
     Adopted,
     install_karpenter_objects,
+    interrupt,
     launch_node,
 )
 from tests.realk8s.workloads import replica_set, running, unschedulable
@@ -133,17 +134,9 @@ def test_nothing_karpenter_made_is_replaced_and_adopted_nodes_are_disrupted_as_n
     assert live_instances(local) == {busy.instance_id}
 
     # an interruption of the busy adopted node: handled as any node's
-    local.send_aws_event(
-        {
-            "source": "aws.ec2",
-            "detail-type": "EC2 Spot Instance Interruption Warning",
-            "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{busy.instance_id}"],
-            "detail": {"instance-id": busy.instance_id, "instance-action": "terminate"},
-        }
+    message = interrupt(
+        local, busy.instance_id, "EC2 Spot Instance Interruption Warning", **{"instance-action": "terminate"}
     )
-    handled = local.drain_interruption_queue()
-    assert handled["batchItemFailures"] == []
-    [message] = handled["result"]["messages"]
     assert message["terminationsStarted"] == [busy.claim], message
     done = local.wait_for_terminations()
     assert all(d["status"] == "SUCCEEDED" for d in done), done

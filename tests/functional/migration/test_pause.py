@@ -19,6 +19,7 @@ from sandbox.nodeflow import LocalNodeflow
 from tests.functional.migration.karpenter_state import (
     POOL,
     install_karpenter_objects,
+    interrupt,
     karpenter_deployment,
     launch_node,
 )
@@ -72,17 +73,8 @@ def test_nothing_is_launched_or_disrupted_while_karpenter_runs_and_provisioning_
     gc = local.collect_garbage()
     assert "karpenterRunning" in gc
     assert gc["terminatedInstances"] == []
-    local.send_aws_event(
-        {
-            "source": "aws.ec2",
-            "detail-type": "EC2 Instance State-change Notification",
-            "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{adopted.instance_id}"],
-            "detail": {"instance-id": adopted.instance_id, "state": "stopping"},
-        }
-    )
-    handled = local.drain_interruption_queue()
-    assert handled["batchItemFailures"] == []  # acknowledged: Karpenter handles its own copy
-    [message] = handled["result"]["messages"]
+    # acknowledged untouched: Karpenter handles its own copy
+    message = interrupt(local, adopted.instance_id, "EC2 Instance State-change Notification", state="stopping")
     assert "terminationsStarted" not in message
     assert "a Karpenter controller is running" in message["ignored"][0]
     assert local.terminate_executions() == []

@@ -11,12 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["ACCESS_POLICIES", "CONTROLLER_RBAC", "EVENTS", "FUNCTION_GROUPS", "GROUPS", "SNAPSHOT", "groups_of"]
+__all__ = [
+    "ACCESS_POLICIES",
+    "CONTROLLER_RBAC",
+    "EVENTS",
+    "FUNCTION_GROUPS",
+    "GROUPS",
+    "KARPENTER_WATCH",
+    "SNAPSHOT",
+    "groups_of",
+]
 
 CONTROLLER_RBAC = Path(__file__).resolve().parent / "cluster" / "controller-rbac.yaml"
 
 EVENTS = "nodeflow-events"
 SNAPSHOT = "nodeflow-snapshot"
+KARPENTER_WATCH = "nodeflow-karpenter-watch"
 
 # group -> what it is for (each is bound to the ClusterRole of the same name in controller-rbac.yaml)
 GROUPS: Mapping[str, str] = {
@@ -35,22 +45,23 @@ GROUPS: Mapping[str, str] = {
     "nodeflow-interruption": "map interruptions and deletions to NodeClaims",
     "nodeflow-disruption": "taint candidates, create replacements, NodeClaim conditions, the pause switch",
     "nodeflow-replace": "the replace workflow: watch replacements, roll back taints",
+    KARPENTER_WATCH: "list Karpenter's Deployments and leader-election Lease (hold still while it runs)",
 }
 
 # function suffix (infra.functions FUNCTIONS) -> its Kubernetes groups; exactly the functions that use "kube"
 FUNCTION_GROUPS: Mapping[str, tuple[str, ...]] = {
-    "provisioner": (SNAPSHOT, EVENTS, "nodeflow-provisioner"),
+    "provisioner": (SNAPSHOT, EVENTS, "nodeflow-provisioner", KARPENTER_WATCH),
     "launch": (EVENTS, "nodeflow-launch"),
     "register": ("nodeflow-registration",),
     "initialize": ("nodeflow-registration",),
     "cleanup": (EVENTS, "nodeflow-housekeeping"),
-    "gc": (EVENTS, "nodeflow-housekeeping", "nodeflow-nodeclasses"),
+    "gc": (EVENTS, "nodeflow-housekeeping", "nodeflow-nodeclasses", KARPENTER_WATCH),
     "taint": (EVENTS, "nodeflow-termination"),
     "drain": (EVENTS, "nodeflow-drain"),
     "terminate": (EVENTS, "nodeflow-terminate"),
     "finalize": ("nodeflow-termination",),
-    "interruption": (EVENTS, "nodeflow-interruption"),
-    "disruption": (SNAPSHOT, EVENTS, "nodeflow-disruption"),
+    "interruption": (EVENTS, "nodeflow-interruption", KARPENTER_WATCH),
+    "disruption": (SNAPSHOT, EVENTS, "nodeflow-disruption", KARPENTER_WATCH),
     "replace": (EVENTS, "nodeflow-replace"),
 }
 

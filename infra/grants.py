@@ -144,7 +144,11 @@ USE_GRANTS: Mapping[str, tuple[Grant, ...]] = {
             IN_REGION,
         ),
         Grant("AmiParameters", ("ssm:GetParameter", "ssm:GetParameters"), "public parameters /aws/service/*"),
-        Grant("ReadInstanceProfiles", ("iam:GetInstanceProfile",), PROFILES),
+        Grant(
+            "ReadInstanceProfiles",
+            ("iam:GetInstanceProfile",),
+            f"{PROFILES}; those Karpenter made for the cluster (path /karpenter/<region>/<cluster>/)",
+        ),
         Grant(
             "CreateInstanceProfiles",
             ("iam:CreateInstanceProfile", "iam:TagInstanceProfile"),

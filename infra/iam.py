@@ -153,8 +153,15 @@ class Permissions:
                 actions=actions("AmiParameters"),
                 resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
             ),
+            # ... and those Karpenter created for the cluster's classes (path /karpenter/<region>/<cluster>/<uid>/):
+            # an adopted class keeps its profile while it holds the role (nodeflow.aws.ec2.ensure_instance_profile)
             iam.PolicyStatement(
-                sid="ReadInstanceProfiles", actions=actions("ReadInstanceProfiles"), resources=[profiles]
+                sid="ReadInstanceProfiles",
+                actions=actions("ReadInstanceProfiles"),
+                resources=[
+                    profiles,
+                    f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:instance-profile/karpenter/*/{cluster}/*",
+                ],
             ),
             iam.PolicyStatement(
                 sid="CreateInstanceProfiles",

@@ -8,6 +8,9 @@ before anything is granted in it, install or upgrade the in-cluster side, and re
   server-side apply in a valid order (``nodeflow.kube.applyset``), waits for the agent to roll out when asked,
   then prunes what carries the install's label but is no longer in the set (an older version's objects, the
   previous agent code ConfigMap). A failed first install deletes what it created (what existed before stays).
+  Karpenter's CRDs are kept (``keep_karpenter_crds``): a karpenter.sh / karpenter.k8s.aws CRD that another installer
+  made (Karpenter's chart) and that serves every version nodeflow's serves is neither applied over nor pruned; one
+  that lacks a version nodeflow reads fails the install before anything is applied, saying which.
 - ``uninstall`` (Delete): refuses while NodeClaims that nodeflow manages exist (deleting nodeflow then would leave
   their instances running, with nothing left to drain and terminate them), unless the namespace carries
   ``KEEP_ANNOTATION`` (the NodeClaims are handed to another controller, e.g. back to Karpenter); then deletes every
@@ -22,13 +25,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodeflow.install import (
+    INSTALL_LABEL,
+    INSTALL_LABEL_VALUE,
     INSTALL_SELECTOR,
     NAMESPACE,
     StackOutputs,
     hmac_secret,
     manifests,
 )
-from nodeflow.kube.applyset import PRUNED_KINDS, Applied, ApplyError, apply_all, find_labelled, prune, ref_of, remove
+from nodeflow.kube.applyset import (
+    CRDS,
+    PRUNED_KINDS,
+    Applied,
+    ApplyError,
+    apply_all,
+    find_labelled,
+    prune,
+    ref_of,
+    remove,
+)
 from nodeflow.kube.client import NAMESPACES, NODE_CLAIMS, KubeClient
 from nodeflow.kube.errors import Forbidden, KubeError, NotFound, Unavailable
 from nodeflow.kube.rollout import RolloutError, wait_rolled_out
@@ -40,6 +55,7 @@ __all__ = [
     "InstallFailed",
     "check_cluster",
     "install",
+    "keep_karpenter_crds",
     "managed_nodeclaims",
     "uninstall",
 ]
@@ -52,6 +68,7 @@ ACCESS_PATIENCE_SECONDS = 120.0  # how long a new EKS access entry may take to b
 NODECLAIMS_NAMED = 10
 _AWS_NODE_CLASS = ("karpenter.k8s.aws", "EC2NodeClass")
 _ACCESS_MODES = ("API", "API_AND_CONFIG_MAP")
+KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws")  # the API groups whose CRDs Karpenter's chart may own
 
 Log = Callable[[str, Mapping[str, Any]], None]
 
@@ -121,6 +138,56 @@ def wait_for_access(
             sleep(min(5.0, 0.5 + waited / 4))
 
 
+def _served(crd: Mapping[str, Any]) -> set[str]:
+    return {str(v.get("name")) for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")}
+
+
+def _owner(crd: Mapping[str, Any]) -> str:
+    """Who installed a CRD, as far as its metadata says (for messages)."""
+    meta = crd.get("metadata") or {}
+    release = (meta.get("annotations") or {}).get("meta.helm.sh/release-name")
+    if release:
+        return f"Helm release {(meta.get('annotations') or {}).get('meta.helm.sh/release-namespace', '')}/{release}"
+    return "another installer (Karpenter's)"
+
+
+def keep_karpenter_crds(kube: KubeClient, objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``objects`` less the karpenter.sh / karpenter.k8s.aws CRDs to keep as they are, and their names.
+
+    A CRD of those groups is kept when the cluster has it, not from a nodeflow install (no ``INSTALL_LABEL``:
+    Karpenter's chart, or kubectl apply of Karpenter's release) and serving every version nodeflow's CRD serves
+    (karpenter.sh/v1, karpenter.k8s.aws/v1, karpenter.sh/v1alpha1 NodeOverlays: the versions of Karpenter v1.x): its
+    custom resources are then the very objects Karpenter made, and nodeflow adopts them (docs/migration). One that
+    lacks such a version (a Karpenter v0.x CRD serving only v1beta1) raises ``InstallFailed`` naming it and the
+    versions: applying ours would take the CRD from its owner and stop serving what its objects are stored as."""
+    out: list[dict[str, Any]] = []
+    kept: list[str] = []
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        if obj.get("kind") != "CustomResourceDefinition" or spec.get("group") not in KARPENTER_GROUPS:
+            out.append(obj)
+            continue
+        name = str((obj.get("metadata") or {}).get("name"))
+        try:
+            live = kube.get(CRDS, name)
+        except NotFound:
+            out.append(obj)
+            continue
+        if ((live.get("metadata") or {}).get("labels") or {}).get(INSTALL_LABEL) == INSTALL_LABEL_VALUE:
+            out.append(obj)  # ours, from an earlier install: upgraded
+            continue
+        missing = sorted(_served(obj) - _served(live))
+        if missing:
+            raise InstallFailed(
+                f"CRD {name} is installed by {_owner(live)} and serves {', '.join(sorted(_served(live))) or 'nothing'}"
+                f", not {', '.join(missing)}, which nodeflow reads. nodeflow does not replace another controller's "
+                "CRD: upgrade Karpenter's CRDs to v1 (Karpenter v1.x, the karpenter-crd chart) and migrate its "
+                "objects, or delete the CRD if nothing uses it, then deploy again"
+            )
+        kept.append(name)
+    return out, kept
+
+
 def install(
     kube: KubeClient,
     outputs: StackOutputs,
@@ -139,8 +206,10 @@ def install(
     if hmac_value is not None:
         objects.append(hmac_secret(hmac_value))
     done = Applied()
+    kept: list[str] = []
     try:
         wait_for_access(kube, time_left=time_left, sleep=sleep)
+        objects, kept = keep_karpenter_crds(kube, objects)
         apply_all(kube, objects, field_manager=FIELD_MANAGER, time_left=time_left, done=done, sleep=sleep)
         if agent_ready_seconds > 0:
             until = time.monotonic() + agent_ready_seconds
@@ -166,6 +235,7 @@ def install(
         "created": [str(r) for r in done.created],
         "applied": len(done.applied),
         "pruned": [str(r) for r in pruned],
+        "keptCrds": kept,
     }
     log("installed", summary)
     return summary

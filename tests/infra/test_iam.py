@@ -170,7 +170,10 @@ def test_instance_profiles_and_ssm_are_scoped(synthesized: Synthesized, suffix: 
     assert any("iam:AddRoleToInstanceProfile" in actions_of(st) for st in stmts)
     for st in stmts:
         acts = actions_of(st)
-        if any(a.startswith("iam:") and a != "iam:PassRole" for a in acts):
+        if acts == ["iam:GetInstanceProfile"]:  # reads its own, and those Karpenter made for the cluster (adoption)
+            ends = sorted(r["Fn::Join"][1][-1] for r in as_list(st["Resource"]))
+            assert ends == [":instance-profile/demo_*", ":instance-profile/karpenter/*/demo/*"]
+        elif any(a.startswith("iam:") and a != "iam:PassRole" for a in acts):
             (resource,) = as_list(st["Resource"])
             assert resource["Fn::Join"][1][-1] == ":instance-profile/demo_*"
         if any(a.startswith("ssm:") for a in acts):

@@ -170,6 +170,11 @@ def request_attributes(method: str, path: str, query: Mapping[str, str]) -> Attr
         verb = "delete" if name is not None else "deletecollection"
     else:
         verb = lowered
+    if verb in ("list", "watch") and name is None:  # as the API server: an exact metadata.name field selector names it
+        for term in (query.get("fieldSelector") or "").split(","):
+            key, eq, value = term.partition("=")
+            if eq and key.strip() == "metadata.name" and not key.endswith("!"):
+                name = value.lstrip("=").strip() or None
     return Attributes(
         verb=verb,
         path=path,

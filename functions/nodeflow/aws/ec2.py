@@ -217,7 +217,8 @@ def resolve_node_class(
     else:
         assert spec.role is not None  # the model guarantees role xor instanceProfile
         try:
-            profile = ensure_instance_profile(iam, cluster_name, node_class.name, spec.role)
+            current = node_class.status.instance_profile if node_class.status is not None else None
+            profile = ensure_instance_profile(iam, cluster_name, node_class.name, spec.role, current)
         except (NotFound, InvalidRequest, AccessDenied) as exc:  # e.g. the role does not exist
             profile, profile_error = "", f"spec.role {spec.role!r}: {exc}"
     missing = tuple(
@@ -495,10 +496,29 @@ def instance_profile_name(cluster_name: str, node_class_name: str) -> str:
     return f"{safe}_{digest}"
 
 
-def ensure_instance_profile(iam: Any, cluster_name: str, node_class_name: str, role: str) -> str:
-    """Create (if missing) the node class's instance profile and make ``role`` its only role. Idempotent."""
-    name = instance_profile_name(cluster_name, node_class_name)
+def _holds(iam: Any, profile: str, role_name: str) -> bool:
+    """Whether instance profile ``profile`` exists and its (first) role is ``role_name``; False when it cannot be
+    read (gone, or not readable: nodeflow may read only its own and Karpenter's, ``infra/iam.py``)."""
+    try:
+        with aws_errors():
+            roles = iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"].get("Roles") or []
+    except (NotFound, AccessDenied, InvalidRequest):
+        return False
+    return bool(roles) and roles[0].get("RoleName") == role_name
+
+
+def ensure_instance_profile(
+    iam: Any, cluster_name: str, node_class_name: str, role: str, current: str | None = None
+) -> str:
+    """Create (if missing) the node class's instance profile and make ``role`` its only role. Idempotent.
+
+    ``current`` (the class's ``status.instanceProfile``) is kept while it holds ``role``, as Karpenter keeps it: the
+    profile Karpenter created for a class nodeflow adopts (``<cluster>_<number>``, under the path
+    ``/karpenter/<region>/<cluster>/<uid>/``) goes on being used, no second profile is made."""
     role_name = role.rsplit("/", 1)[-1]  # accept a role ARN too
+    name = instance_profile_name(cluster_name, node_class_name)
+    if current and current != name and _holds(iam, current, role_name):
+        return current
     try:
         with aws_errors():
             profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
@@ -512,22 +532,22 @@ def ensure_instance_profile(iam: Any, cluster_name: str, node_class_name: str, r
         except AlreadyExists:
             with aws_errors():
                 profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
-    current = [r["RoleName"] for r in profile.get("Roles", [])]
-    if current == [role_name]:
+    roles = [r["RoleName"] for r in profile.get("Roles", [])]
+    if roles == [role_name]:
         return name
-    for other in current:
+    for other in roles:
         if other != role_name:
             try:
                 with aws_errors():
                     iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
             except NotFound:
                 pass
-    if role_name not in current:
+    if role_name not in roles:
         try:
             with aws_errors():
                 iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role_name)
         except InvalidRequest as exc:
-            # LimitExceeded: a concurrent caller added the role first.
+            # LimitExceeded: a conroles caller added the role first.
             if exc.code != "LimitExceeded":
                 raise
             with aws_errors():

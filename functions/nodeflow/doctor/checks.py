@@ -1171,7 +1171,11 @@ def karpenter(found: KarpenterController | Unreadable) -> Check:
     else:
         namespace = (found.lease or "/").split("/", 1)[0]
         action = f"stop the controller holding the Lease (kubectl -n {namespace} get pods; scale its Deployment to 0)"
-    return _check(cid, Status.FAIL, f"a Karpenter controller is running: {detail}", action)
+    held = (
+        "a Karpenter controller is running, so nodeflow holds still (launches and disrupts nothing; each NodePool "
+        "has a KarpenterControllerRunning Event) until it is gone"
+    )
+    return _check(cid, Status.FAIL, f"{held}: {detail}", action)
 
 
 # =============================================================================================

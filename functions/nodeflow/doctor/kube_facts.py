@@ -28,7 +28,9 @@ from nodeflow.doctor.checks import (
 )
 from nodeflow.karpenter_presence import DEPLOYMENT_SELECTOR, LEASE_NAME, KarpenterController, karpenter_controller
 from nodeflow.kube.client import (
+    DEPLOYMENTS,
     EC2_NODE_CLASSES,
+    LEASES,
     NODE_CLAIMS,
     NODE_OVERLAYS,
     NODE_POOLS,
@@ -58,8 +60,6 @@ __all__ = [
 
 T = TypeVar("T")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
-LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 # The CRDs nodeflow reads, with the one version its client reads each at (nodeflow.kube.client).
 EXPECTED_CRDS: Mapping[str, tuple[str, ...]] = {
     f"{r.plural}.{r.group}": (r.version,)

@@ -22,6 +22,7 @@ from nodeflow.handlers.karpenter_metrics import (
 from nodeflow.handlers.runtime import runtime
 from nodeflow.kube.reports import Reports
 from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
+from nodeflow.lifecycle.karpenter_guard import hold
 
 
 def deps(context: Any = None) -> DisruptionDeps:
@@ -57,6 +58,7 @@ def deps(context: Any = None) -> DisruptionDeps:
         node_repair=s.node_repair,
         decisions=rt.decision_log(log_warning, decision_log_time(context)),
         log=log_warning,
+        karpenter=lambda reports: hold(rt.kube, rt.recorder, rt.now(), reports, log_warning),
     )
 
 

@@ -13,6 +13,7 @@ from nodeflow.handlers.common import logger, metrics, tracer, workflow_step
 from nodeflow.handlers.karpenter_metrics import record_disruptions
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.cleanup import CleanupDeps, collect_garbage
+from nodeflow.lifecycle.karpenter_guard import karpenter_guard
 
 
 def deps() -> CleanupDeps:
@@ -25,6 +26,9 @@ def deps() -> CleanupDeps:
         resolver=rt.node_class_resolver(),
         liveness_seconds=s.registration_ttl_seconds + s.initialization_ttl_seconds + 300,
         log=lambda message, extra: logger.warning(message, extra=extra),
+        karpenter=lambda: karpenter_guard(
+            rt.kube, rt.now(), lambda message, extra: logger.warning(message, extra=extra)
+        ),
     )
 
 

@@ -119,9 +119,11 @@ def _install(request: Request, time_left: Callable[[], float]) -> tuple[str, str
         time_left=time_left,
         log=_log,
     )
+    kept = f"; Karpenter's CRDs kept: {', '.join(summary['keptCrds'])}" if summary["keptCrds"] else ""
     return (
         physical,
-        f"installed: {len(summary['created'])} created, {summary['applied']} applied, {len(summary['pruned'])} pruned",
+        f"installed: {len(summary['created'])} created, {summary['applied']} applied, {len(summary['pruned'])} pruned"
+        + kept,
     )
 
 

@@ -22,6 +22,7 @@ from nodeflow.handlers.karpenter_metrics import record_interruption_batch, recor
 from nodeflow.handlers.runtime import runtime
 from nodeflow.interruption.messages import STATUS_CHECK_FILTERS, Message, Rejected, parse_message, status_check_failures
 from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch, handle_status_checks
+from nodeflow.lifecycle.karpenter_guard import karpenter_guard
 
 
 def deps(context: Any = None) -> InterruptionDeps:
@@ -47,6 +48,7 @@ def deps(context: Any = None) -> InterruptionDeps:
         start_termination=start_termination,
         now=rt.now,
         decisions=rt.decision_log(log_warning, decision_log_time(context)),
+        karpenter=lambda: karpenter_guard(rt.kube, rt.now(), log_warning),
     )
 
 

@@ -17,6 +17,7 @@ from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, recor
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.capacity_reservations import live_reservations
 from nodeflow.lifecycle.claims import batch_id
+from nodeflow.lifecycle.karpenter_guard import hold
 from nodeflow.lifecycle.provisioner import PauseRetry, ProvisionDeps, provision
 
 
@@ -55,6 +56,7 @@ def deps(context: Any = None) -> ProvisionDeps:
         reservations=lambda classes, now: live_reservations(rt.client("ec2"), classes, now, log),
         decisions=rt.decision_log(log, decision_log_time(context)),
         retry=retry if queue else None,
+        karpenter=lambda reports: hold(rt.kube, rt.recorder, rt.now(), reports, log),
     )
 
 

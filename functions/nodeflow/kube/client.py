@@ -25,9 +25,11 @@ __all__ = [
     "APPLY_PATCH",
     "CONFIG_MAPS",
     "DAEMON_SETS",
+    "DEPLOYMENTS",
     "EC2_NODE_CLASSES",
     "EVENTS",
     "JSON_PATCH",
+    "LEASES",
     "MERGE_PATCH",
     "NAMESPACES",
     "NODEFLOW_POLICIES",
@@ -95,6 +97,8 @@ NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False)
 EC2_NODE_CLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", False)
 NODE_OVERLAYS = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay", False)
 NODEFLOW_POLICIES = Resource("nodeflow.io", "v1alpha1", "nodeflowpolicies", "NodeflowPolicy", False)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 
 
 class KubeClient:

@@ -22,6 +22,8 @@ EC2NodeClasses, NodeClaims and Nodes:
 - stale nominations: each NodeClaim's ``nodeflow.io/nominated-pods`` annotation is pruned of the pods that are gone,
   finished or bound to a node that stays (``lifecycle/nominations.py``; the pods are listed only when a NodeClaim
   carries nominations);
+- while a Karpenter controller runs, none of the above (``lifecycle/karpenter_guard.py``): garbage collection does
+  nothing, its result says why;
 - launch templates: the EC2NodeClass finalizer, the templates of a deleted class, and those no live instance was
   launched from past a grace period (``lifecycle/launch_templates.py``).
 """
@@ -48,6 +50,7 @@ from nodeflow.kube.reports import Reports
 from nodeflow.kube.writes import delete, find_node, get_node_claim, remove_finalizer
 
 if TYPE_CHECKING:  # the CleanUp step does not load the snapshot, the planner or EC2NodeClass resolution
+    from nodeflow.lifecycle.karpenter_guard import Pause
     from nodeflow.lifecycle.nodeclass import NodeClassResolver
 
 __all__ = ["CleanupDeps", "cleanup", "collect_garbage", "failure_reason"]
@@ -64,6 +67,18 @@ _REASONS: Mapping[str, tuple[str, str]] = {
     "LivenessTimeout": ("LivenessTimeout", "it was not initialized within its time to live"),
 }
 _LAUNCH_FAILED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+# What garbage collection returns when it does nothing (the launch templates' keys: ``collect_launch_templates``).
+_NOTHING_DONE: Mapping[str, Any] = {
+    "deletedLaunchTemplates": [],
+    "finalizedNodeClasses": [],
+    "terminatedInstances": [],
+    "deletedNodeClaims": [],
+    "abandonedNodeClaims": [],
+    "deletedNodes": [],
+    "disrupted": [],
+    "nominationsPruned": [],
+    "reportErrors": 0,
+}
 LAUNCH_CHECKS_PER_RUN = 200  # DescribeExecution calls per run, oldest NodeClaims first (Step Functions quotas)
 
 
@@ -79,6 +94,9 @@ class CleanupDeps:
     resolver: NodeClassResolver | None = None  # EC2NodeClass status (garbage collection)
     liveness_seconds: int = 2100  # a NodeClaim not initialized this long after creation is cleaned up
     log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
+    # Garbage collection holds still while a Karpenter controller runs (``karpenter_guard``; None: never asked). The
+    # CleanUp step of nodeflow's own failed launch does not ask.
+    karpenter: Callable[[], Pause | None] | None = None
 
 
 def failure_reason(error: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -188,6 +206,8 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     from nodeflow.kube.snapshot import take_snapshot
     from nodeflow.lifecycle.nodeclass import reconcile_status
 
+    if deps.karpenter is not None and (pause := deps.karpenter()) is not None:
+        return {**_NOTHING_DONE, "karpenterRunning": pause.to_json()}
     now = deps.now()
     reports = Reports(deps.log)  # each object's status, Event and deletion on its own: a refusal is logged, counted
     snap = take_snapshot(deps.kube, kinds=("node_pools", "node_classes", "node_claims", "nodes"))

@@ -4,6 +4,8 @@
   ``nodeflow-disruption`` in the nodeflow namespace with ``paused: "true"`` (``kubectl -n nodeflow
   create configmap nodeflow-disruption --from-literal=paused=true``; delete it to resume).
   Expiration is forceful in Karpenter and is not paused.
+- A running Karpenter controller holds everything still, expiration, repair and static NodePools included
+  (``lifecycle/karpenter_guard.py``): ``paused`` says why, each NodePool gets the Event.
 - Expired nodes (``expireAfter``) get a terminate workflow each (reason ``Expired``).
 - Nodes on a capacity block that ends within 40 minutes get one too (reason ``CapacityBlockExpiring``;
   ``lifecycle/capacity_reservations.py``), as Karpenter's capacity reservation expiration controller.
@@ -49,6 +51,7 @@ from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
 from nodeflow.lifecycle.capacity_reservations import REASON_CAPACITY_BLOCK_EXPIRING, expiring_capacity_blocks
+from nodeflow.lifecycle.karpenter_guard import Pause
 from nodeflow.lifecycle.overlays import write_overlay_statuses
 from nodeflow.lifecycle.provisioner import ProvisionDeps, keep_static
 from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
@@ -91,6 +94,9 @@ class DisruptionDeps:
     decisions: Callable[[Sequence[Decision]], Any] | None = None
     # Where a condition, timer or Event write the API server did not take is logged (``nodeflow.kube.reports``).
     log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
+    # Hold still while a Karpenter controller runs (``karpenter_guard.hold``: not even expiration, repair or static
+    # NodePools; None: never asked, as in ``disrupt --dry-run``).
+    karpenter: Callable[[Reports], Pause | None] | None = None
 
 
 @dataclass
@@ -312,6 +318,9 @@ def _log_decisions(deps: DisruptionDeps, out: DisruptionOutcome) -> None:
 
 
 def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
+    if deps.karpenter is not None and (pause := deps.karpenter(out.reports)) is not None:
+        out.paused = pause.why
+        return out
     first = _round(deps)
     for n in first.snapshot.state.nodes:
         out.node_pools[n.metadata.name or ""] = (n.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "")

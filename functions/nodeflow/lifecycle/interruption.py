@@ -23,6 +23,9 @@ does not own are ignored. What each kind does (Karpenter's interruption controll
 Replacement capacity is not this module's business: the pods of a terminated node become pending and
 the provisioner places them.
 
+While a Karpenter controller runs, nothing of the above happens (``lifecycle/karpenter_guard.py``): Karpenter handles
+the same interruptions from its own queue; the messages are acknowledged, each outcome saying why.
+
 Redelivery is harmless: the terminate workflow is started idempotently (named after the NodeClaim), an
 offering marked twice stays marked (its expiry moves), and a repeated Event bumps the count of one Event.
 Each message succeeds or fails on its own; a failed one is reported so SQS delivers it again.
@@ -54,6 +57,7 @@ from nodeflow.interruption.messages import (
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import WARNING, EventRecorder, ObjectRef
+from nodeflow.lifecycle.karpenter_guard import Pause
 
 __all__ = [
     "REASON_DELETED",
@@ -95,6 +99,9 @@ class InterruptionDeps:
     sleep: Callable[[float], None] = time.sleep  # between retries of the NodeClaim LIST
     # The decision log (``nodeflow.aws.decisions.DecisionLog``; must not raise): the terminations started.
     decisions: Callable[[Sequence[Decision]], Any] | None = None
+    # While a Karpenter controller runs (``karpenter_guard``) it handles interruptions from its own queue: every
+    # message is acknowledged untouched, saying why (None: never asked).
+    karpenter: Callable[[], Pause | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +255,10 @@ def handle_batch(deps: InterruptionDeps, messages: Sequence[tuple[str, Message]]
     """Handle ``(SQS message id, parsed message)`` pairs; each outcome says whether its message is done."""
     out = BatchResult()
     if not messages:
+        return out
+    pause = deps.karpenter() if deps.karpenter is not None else None
+    if pause is not None:
+        out.outcomes = [Outcome(mid, msg.kind, ignored=[pause.why]) for mid, msg in messages]
         return out
     try:
         claims = _list_claims(deps)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from nodeflow.api import labels as wk
@@ -37,6 +37,8 @@ from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
 from nodeflow.lifecycle.capacity_reservations import available_after_launches
 from nodeflow.lifecycle.claims import MAX_CLAIM_INSTANCE_TYPES, batch_id, node_claim_manifest, node_claim_name
+from nodeflow.lifecycle.karpenter_guard import RETRY_SECONDS as KARPENTER_RETRY_SECONDS
+from nodeflow.lifecycle.karpenter_guard import Pause
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
 from nodeflow.lifecycle.policy_status import report_policies
@@ -95,6 +97,8 @@ class ProvisionDeps:
     # Schedules the run that provisions the pods a pause window holds when it closes (``PauseRetry``; True: a
     # message was sent, False: a retry was pending already). None: no retry (the agent's resync re-sends them).
     retry: Callable[[PauseRetry], bool] | None = None
+    # Hold still while a Karpenter controller runs (``karpenter_guard.hold``; None: never asked, as in ``plan``).
+    karpenter: Callable[[Reports], Pause | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +182,7 @@ class ProvisionResult:
     pools: dict[str, str] = field(default_factory=dict)  # created NodeClaim -> its NodePool (for metrics)
     retry: PauseRetry | None = None  # the run scheduled for pods a pause window holds
     retry_sent: bool = False  # False: one was pending already (or it could not be sent)
+    karpenter: Pause | None = None  # a Karpenter controller runs: nothing was done
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -196,6 +201,7 @@ class ProvisionResult:
             "nominatedEventsDropped": self.nominations_dropped,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             **({"pauseRetry": {**self.retry.to_json(), "sent": self.retry_sent}} if self.retry is not None else {}),
+            **({"karpenterRunning": self.karpenter.to_json()} if self.karpenter is not None else {}),
         }
 
 
@@ -335,6 +341,16 @@ def _never_launched(claim: NodeClaim) -> bool:
 def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     """Provision every pending pod of the cluster; ``batch`` is the stable id of the triggering events."""
     out = ProvisionResult(batch=batch)
+    if deps.karpenter is not None:  # a Karpenter controller runs: no status, no NodeClaim, no launch (a run later)
+        reports = Reports(deps.log)
+        out.karpenter = deps.karpenter(reports)
+        out.report_errors = reports.failed
+        if out.karpenter is not None:
+            if deps.retry is not None:
+                now = deps.now()
+                due = PauseRetry(now + timedelta(seconds=KARPENTER_RETRY_SECONDS), KARPENTER_RETRY_SECONDS, (), 0)
+                _schedule_retry(deps, out, due)
+            return out
     t0 = deps.timer()
     snap = deps.snapshot(deps.kube)
     out.timings["snapshot"] = deps.timer() - t0

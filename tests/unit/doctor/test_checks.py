@@ -390,6 +390,7 @@ def test_karpenter_controller() -> None:
         Status.FAIL,
         "scale it to zero before nodeflow acts: kubectl -n kube-system scale deployment karpenter --replicas=0",
     )
+    assert check.detail.startswith("a Karpenter controller is running, so nodeflow holds still (launches and disrupts")
     by_lease = KarpenterController(True, ("Lease karpenter/karpenter-leader-election held",), lease="karpenter/x")
     assert verdict(replace(healthy(), karpenter=by_lease), "karpenter-controller").status is Status.FAIL
 

@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from sandbox.controlplane.facade import RealKubeAPI
+from tests.realk8s.fixtures import audit_log  # noqa: F401 (the API server's audit log: test_rbac.py)
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 AGENT_DIR = REPO / "agent"

@@ -231,6 +231,9 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     admin = _admin(local)
 
     # --- a launch that fails after registration: the CleanUp step deletes the NodeClaim and its Node --------------
+    # The Node stays not Ready meanwhile, so Register (which initializes a node already Ready) cannot skip the
+    # Initialize step (the simulated kubelets report Ready at once otherwise).
+    local.kubelet.ready_after = 60.0
     initialize = local.function_name("initialize")
     original = local.dispatch.handlers[initialize]
     local.dispatch.register(initialize, flaky(original, times=100))
@@ -245,7 +248,9 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     _remove(local, "fail")
 
     # --- provisioning, launch, registration, initialization; then gc finds the instance gone -----------------------
+    local.kubelet.ready_after = 3.0  # this time the Initialize step runs, and waits for Ready
     gone = _launch(local, "gone", 1)
+    local.kubelet.ready_after = 0.0
     rt = runtime.runtime()
     real_clock = rt.clock
     rt.clock = lambda: real_clock() + timedelta(seconds=31)  # past gc's grace period

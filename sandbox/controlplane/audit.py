@@ -9,7 +9,8 @@ What it decides:
   agent's ServiceAccount. Everything else (controllers, the tests' admin) is not logged, so the file stays small.
 - ``AuditLog.requests(since)``: those requests as the authorizer saw them, after impersonation: the impersonated
   user and groups when there were, else the authenticated ones. ``mark()`` is where the log ends now.
-- ``grants(manifests)``: every (subject, API group, resource, verb) a set of ClusterRoles and their bindings gives.
+- ``grants(manifests)``: every (subject, API group, resource, verb) the manifests' ClusterRoles and Roles give through
+  their bindings (a Role's grants hold in its namespace only).
   ``unused_grants(manifests, requests)``: those no allowed request used (a grant matches a request when the rule's
   API group, resource (``pods/eviction`` for a subresource) and verb cover it, ``*`` included, and the request's
   user is the subject: a Group among its groups, a User of its name, a ServiceAccount's
@@ -78,7 +79,8 @@ class Grant:
     api_group: str
     resource: str
     verb: str
-    role: str
+    role: str  # ClusterRole/<name> or Role/<namespace>/<name>
+    namespace: str = ""  # a Role's: the grant holds there only
 
     def covers(self, request: AuditedRequest) -> bool:
         kind, _, who = self.subject.partition("/")
@@ -90,6 +92,7 @@ class Grant:
             mine = request.user == who
         return (
             mine
+            and self.namespace in ("", request.namespace)
             and self.api_group in ("*", request.api_group)
             and self.resource in ("*", request.resource)
             and self.verb in ("*", request.verb)
@@ -168,20 +171,29 @@ def _subject(subject: Mapping[str, Any]) -> str:
 
 
 def grants(manifests: Iterable[Path]) -> list[Grant]:
-    """Every grant of the ClusterRoles that the manifests' ClusterRoleBindings bind (resourceNames ignored: a rule
+    """Every grant of the ClusterRoles and Roles that the manifests' bindings bind (resourceNames ignored: a rule
     limited to names is still used by a request for one of them)."""
     docs = [d for path in manifests for d in yaml.safe_load_all(path.read_text()) if d]
-    roles = {d["metadata"]["name"]: d.get("rules") or [] for d in docs if d["kind"] == "ClusterRole"}
+    roles: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        if d["kind"] in ("ClusterRole", "Role"):
+            roles[_role_key(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])] = d.get("rules") or []
     out = []
-    for binding in (d for d in docs if d["kind"] == "ClusterRoleBinding"):
-        role = binding["roleRef"]["name"]
+    for binding in (d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        namespace = binding["metadata"].get("namespace") or ""  # a RoleBinding grants in its namespace only
+        ref = binding["roleRef"]
+        role = _role_key(ref["kind"], namespace, ref["name"])
         for subject in binding.get("subjects") or []:
             for rule in roles.get(role, []):
                 for group in rule.get("apiGroups") or []:
                     for resource in rule.get("resources") or []:
                         for verb in rule.get("verbs") or []:
-                            out.append(Grant(_subject(subject), group, resource, verb, role))
+                            out.append(Grant(_subject(subject), group, resource, verb, role, namespace))
     return out
+
+
+def _role_key(kind: str, namespace: str | None, name: str) -> str:
+    return f"Role/{namespace}/{name}" if kind == "Role" else f"ClusterRole/{name}"
 
 
 def unused_grants(manifests: Iterable[Path], requests: Iterable[AuditedRequest]) -> list[Grant]:

@@ -56,7 +56,7 @@ def test_unschedulable_pods_reach_the_provisioner_and_get_a_node(wired: tuple[Lo
     names = _unschedulable(local, "web", 3)
     source = local.event_source
     assert source is not None
-    batches = source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=30)
+    batches = source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=60)
     assert all(b.ok for b in batches), [b.result for b in batches]
     claims = _wait(lambda: _claims(local), what="a NodeClaim")
     nominated = set(json.loads(claims[0]["metadata"]["annotations"]["nodeflow.io/nominated-pods"]))
@@ -107,6 +107,6 @@ def test_a_webhook_outage_is_buffered_then_delivered(wired: tuple[LocalNodeflow,
     url.recover()
     source = local.event_source
     assert source is not None
-    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=30)
+    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=60)
     _wait(lambda: _claims(local), what="a NodeClaim")
     assert agent.stop() == 0

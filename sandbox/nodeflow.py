@@ -86,6 +86,14 @@ TERMINATE_SUBSTITUTIONS: Mapping[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class _Acting:
+    """A handler invocation's Kubernetes identity: its function's name and groups (infra.cluster_rbac)."""
+
+    name: str
+    groups: tuple[str, ...]
+
+
 @contextmanager
 def stopped_executions_stay_aborted() -> Iterator[None]:
     """Make moto's Step Functions engine end a stopped execution ABORTED, as AWS does, whatever state it was in.
@@ -363,8 +371,7 @@ class LocalNodeflow:
         import yaml
 
         from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS
-        from tests.kubeapi.impersonation import ClientImpersonation, acting_as
-        from tests.kubeapi.rbac import AUTHENTICATED, Authorizer, Tokens, UserInfo, service_account_user
+        from sandbox.controlplane.impersonation import ClientImpersonation, acting_as
 
         agent = ROOT / "agent" / "manifests"
         account = yaml.safe_load((agent / "10-serviceaccount.yaml").read_text())["metadata"]
@@ -372,6 +379,8 @@ class LocalNodeflow:
             self.kube_server.enable_rbac()
             agent_token = self.kube_server.service_account_token(account["namespace"], account["name"])
         else:
+            from tests.kubeapi.rbac import AUTHENTICATED, Authorizer, Tokens, UserInfo, service_account_user
+
             tokens = Tokens()
             tokens.add(LAMBDA_KUBE_TOKEN, UserInfo("nodeflow-sandbox-lambda", (AUTHENTICATED,)), impersonate=True)
             tokens.add(AGENT_KUBE_TOKEN, service_account_user(account["namespace"], account["name"]))
@@ -379,11 +388,11 @@ class LocalNodeflow:
             agent_token = AGENT_KUBE_TOKEN
         (Path(self._tmp.name) / "agent-token").write_text(agent_token)
         ClientImpersonation.install()
-        users = {self.function_name(s): UserInfo(self.function_name(s), g) for s, g in FUNCTION_GROUPS.items()}
+        users = {self.function_name(s): _Acting(self.function_name(s), g) for s, g in FUNCTION_GROUPS.items()}
         self.dispatch.invocation_context = lambda name: acting_as(users[name]) if name in users else nullcontext()
 
     def _release_rbac(self) -> list[Any]:
-        from tests.kubeapi.impersonation import ClientImpersonation
+        from sandbox.controlplane.impersonation import ClientImpersonation
 
         denied: list[Any] = self.kube_server.denied()
         self.kube_server.disable_rbac()  # first: a handler still running must not be denied once it stops impersonating

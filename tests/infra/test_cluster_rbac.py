@@ -1,7 +1,9 @@
 """The cluster-side half of the Lambdas' access, read as a file: infra/cluster/controller-rbac.yaml binds each group
 of infra/cluster_rbac.py and nothing else, every rule says who needs it, and the privileges that must stay narrow
-do. (What the handlers really call, and that nothing more is granted, is tested by running them against the
-enforcing test API server: test_cluster_rbac_scenario.py and every sandbox functional test.)"""
+do; and, on the real control plane (where ``RealKubeAPI.start`` applied the file), that the API server took every
+rule as written and decides the narrow ones as intended (SubjectAccessReview). (What the handlers really call, and
+that nothing more is granted, is tested by running them against the real API server:
+test_cluster_rbac_scenario.py and every sandbox functional test.)"""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import yaml
 
 from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS, GROUPS
 from nodeflow.kube import client as kube
-from tests.kubeapi.rbac import Attributes, Authorizer, UserInfo
+from sandbox.controlplane.facade import RealKubeAPI
+from tests.functional.conftest import control_plane, real_kube, real_kube_server
+
+__all__ = ["control_plane", "real_kube", "real_kube_server"]
 
 READ = {"get", "list", "watch"}
 
@@ -52,10 +57,16 @@ def test_every_group_is_bound_to_its_cluster_role_and_nothing_else_is_bound() ->
         name = b["metadata"]["name"]
         assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
         assert b["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name}]
-    # Only the known kinds, and the file loads as the test API server evaluates it.
+    # Only the known kinds.
     assert {d["kind"] for d in docs} == {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-    authorizer = Authorizer(docs)
-    assert authorizer.groups() == set(GROUPS)
+
+
+def test_the_api_server_stores_every_role_and_binding_as_written(real_kube: RealKubeAPI) -> None:
+    for d in _docs():
+        ns = d["metadata"].get("namespace")
+        stored = real_kube.get("rbac.authorization.k8s.io/v1", d["kind"], d["metadata"]["name"], ns)
+        for key in ("rules", "roleRef", "subjects"):
+            assert stored.get(key) == d.get(key), (d["kind"], d["metadata"]["name"], key)
 
 
 def test_every_group_has_members_and_every_member_group_exists() -> None:
@@ -162,13 +173,30 @@ def test_the_pause_switch_is_readable_by_the_disruption_function_only() -> None:
     }
     assert [s["name"] for s in binding["subjects"]] == ["nodeflow-disruption"]
     assert _members("nodeflow-disruption") == {"disruption"}
-    # As the API server evaluates it: that one ConfigMap, in that namespace, only read.
-    authorizer = Authorizer(docs)
-    user = UserInfo("disruption", FUNCTION_GROUPS["disruption"])
+
+
+def test_the_api_server_lets_the_disruption_function_read_the_pause_switch_only(real_kube: RealKubeAPI) -> None:
+    """As the real authorizer decides it (SubjectAccessReview): that one ConfigMap, in that namespace, only read."""
+    from nodeflow.lifecycle.disruption import PAUSE_CONFIG_MAP
 
     def may(verb: str, namespace: str, name: str | None) -> bool:
-        attrs = Attributes(verb, "/", True, "", "configmaps", "", namespace, name)
-        return authorizer.authorize(user, attrs).allowed
+        attributes = {
+            "verb": verb,
+            "resource": "configmaps",
+            "namespace": namespace,
+            **({"name": name} if name else {}),
+        }
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": "disruption",
+                "groups": list(FUNCTION_GROUPS["disruption"]),
+                "resourceAttributes": attributes,
+            },
+        }
+        path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+        return bool(real_kube.kube.request("POST", path, body=review)["status"].get("allowed"))
 
     assert may("get", "nodeflow", PAUSE_CONFIG_MAP)
     assert not may("get", "default", PAUSE_CONFIG_MAP)

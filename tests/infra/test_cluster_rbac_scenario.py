@@ -1,9 +1,12 @@
 """infra/cluster/controller-rbac.yaml against what the handlers really call.
 
-The sandbox (``LocalNodeflow``, RBAC on by default) runs every handler in-process against the test API server,
-which enforces the file: each invocation impersonates its function's groups (``infra.cluster_rbac``), and the
+The sandbox (``LocalNodeflow``, RBAC on by default) runs every handler in-process against the real control plane
+(kube-apiserver with RBAC, the install's ClusterRoles applied; the controllers and kube-scheduler running): each
+invocation impersonates its function's groups (``infra.cluster_rbac``) through real impersonation headers, and the
 handlers' own token may only impersonate, so a request made outside an invocation (a thread that did not copy
-the context, code outside any handler) is denied as well. Any denial fails the test (``LocalNodeflow.stop``).
+the context, code outside any handler) is denied by the real authorizer as well. Any denial fails the test
+(``LocalNodeflow.stop``). What each request was authorized as is read from the API server's audit log
+(``sandbox.controlplane.audit``).
 
 The scenario below runs the whole life of nodes once - provisioning, launch, registration, initialization, a
 failed launch and its cleanup, garbage collection, interruptions and a kubectl-deleted Node through the terminate
@@ -21,25 +24,29 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import yaml
 
 from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
-from nodeflow.kube.client import NODES, PODS, KubeClient
+from nodeflow.kube.client import NODES, PODS, KubeClient, Resource
 from nodeflow.kube.errors import Forbidden
+from sandbox.controlplane.audit import AuditedRequest, AuditLog, Grant, unused_grants
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.fixtures.aws_events import REBALANCE, SPOT, variant
-from tests.functional.conftest import aws_env, kube_server
+from tests.functional.conftest import aws_env, control_plane, real_kube, real_kube_server
 from tests.functional.ingress.conftest import event as agent_event
 from tests.functional.ingress.conftest import post
-from tests.functional.lifecycle.conftest import make_local, pending_pods
-from tests.functional.termination.conftest import bound_pod, launch, volume_agent
-from tests.kubeapi.rbac import Decision
+from tests.functional.lifecycle.conftest import make_local
+from tests.functional.termination.conftest import Launched
+from tests.realk8s.fixtures import audit_log
+from tests.realk8s.workloads import replica_set, running, unschedulable
 
-__all__ = ["aws_env", "kube_server", "make_local"]
+__all__ = ["audit_log", "aws_env", "control_plane", "make_local", "real_kube", "real_kube_server"]
+
+REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
 
 # (group, API group, resource, verb) granted but not used by the scenario -> why it is needed anyway.
 NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
@@ -99,16 +106,94 @@ def _away_from(*apps: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
+
+
 def _admin(local: LocalNodeflow) -> KubeClient:
     return KubeClient(local.kube_server.api_client())
 
 
-def _remove_pods(local: LocalNodeflow, prefix: str) -> None:
-    for p in local.kube_server.objects("v1", "Pod", "default"):
-        if p["metadata"]["name"].startswith(prefix):
-            local.kube_server.cluster.delete(
-                local.kube_server.resource_for("v1", "Pod"), "default", p["metadata"]["name"]
-            )
+def _launch(local: LocalNodeflow, app: str, replicas: int = 1, **spec: Any) -> Launched:
+    """A ReplicaSet of ``replicas`` pods of ``app`` that kube-scheduler found no node for, provisioned through the
+    normal path; waits until kube-scheduler bound them to the one new node and they run."""
+    local.apply([replica_set(app, replicas, cpu="500m", memory="512Mi", **spec)])
+    keys = unschedulable(local.kube_server, app, replicas)
+    local.send_pending(keys)
+    created = local.provision()["result"]["nodeClaimsCreated"]
+    assert len(created) == 1, created
+    done = local.wait_for_executions()
+    assert [d["status"] for d in done if d["name"] == created[0]] == ["SUCCEEDED"]
+    claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", created[0])
+    node = claim["status"]["nodeName"]
+    pods = running(local.kube_server, app, replicas, timeout=60)
+    assert {p["spec"]["nodeName"] for p in pods} == {node}
+    return Launched(
+        created[0], node, claim["status"]["providerID"].rsplit("/", 1)[-1], [p["metadata"]["name"] for p in pods]
+    )
+
+
+def _remove(local: LocalNodeflow, app: str) -> None:
+    """The workload ``app`` goes: its ReplicaSet, then its pods at once (a kubelet may be gone to confirm)."""
+    admin = local.kube_server.kube
+    admin.delete(REPLICA_SETS, replica_set(app, 1)["metadata"]["name"], "default", propagation_policy="Orphan")
+    for p in local.kube_server.list_items("v1", "Pod", "default", label_selector=f"app={app}"):
+        admin.delete(PODS, p["metadata"]["name"], "default", grace_period_seconds=0)
+
+
+def _volume_agent(node: str) -> list[dict[str, Any]]:
+    """A DaemonSet's pod on ``node`` (it tolerates every taint) using the PVC ``logs`` bound to ``pv-logs``, and a
+    CSI VolumeAttachment of it to the node."""
+    labels = {"app": "log-agent"}
+    container = {"name": "agent", "image": "agent:1", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-logs"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0123456789abcdef0"},
+                "claimRef": {"namespace": "default", "name": "logs"},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "logs", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": "pv-logs",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "log-agent", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": node},
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [container],
+                        "volumes": [{"name": "logs", "persistentVolumeClaim": {"claimName": "logs"}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "VolumeAttachment",
+            "metadata": {"name": "csi-pv-logs"},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": {"persistentVolumeName": "pv-logs"}},
+        },
+    ]
 
 
 def _settle(local: LocalNodeflow, timeout: float = 90.0) -> list[dict[str, Any]]:
@@ -120,41 +205,14 @@ def _settle(local: LocalNodeflow, timeout: float = 90.0) -> list[dict[str, Any]]
     return out
 
 
-def _granted() -> dict[tuple[str, str, str, str], tuple[str, int]]:
-    """(group, API group, resource, verb) -> (role, rule index), for every rule of the file."""
-    docs = [d for d in yaml.safe_load_all(CONTROLLER_RBAC.read_text()) if d]
-    roles = {}
-    for d in docs:
-        if d["kind"] in ("ClusterRole", "Role"):
-            ns = d["metadata"].get("namespace")
-            key = f"{d['kind']}/{ns + '/' if ns else ''}{d['metadata']['name']}"
-            roles[key] = d.get("rules") or []
-    out: dict[tuple[str, str, str, str], tuple[str, int]] = {}
-    for d in docs:
-        if d["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
-            continue
-        ns = d["metadata"].get("namespace")
-        ref = d["roleRef"]
-        role = f"{ref['kind']}/{ns + '/' if ref['kind'] == 'Role' else ''}{ref['name']}"
-        for subject in d["subjects"]:
-            for i, rule in enumerate(roles[role]):
-                for g in rule["apiGroups"]:
-                    for r in rule["resources"]:
-                        for v in rule["verbs"]:
-                            out[(subject["name"], g, r, v)] = (role, i)
-    return out
+def _key(grant: Grant) -> tuple[str, str, str, str]:
+    """(group, API group, resource, verb) of a grant to a Group."""
+    return (grant.subject.split("/", 1)[1], grant.api_group, grant.resource, grant.verb)
 
 
-def _used(decisions: list[Decision]) -> set[tuple[str, str, str, str]]:
-    """(group, API group, resource, verb) that allowed a request."""
-    out = set()
-    for d in decisions:
-        if not d.allowed:
-            continue
-        for grant in d.grants:
-            group = grant.subject.split("/", 1)[1]
-            out.add((group, d.attrs.api_group, d.attrs.full_resource, d.attrs.verb))
-    return out
+def _handler_requests(audit: AuditLog, since: int, local: LocalNodeflow) -> list[AuditedRequest]:
+    prefix = local.function_name("")
+    return [r for r in audit.requests(since) if r.user.startswith(prefix)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -167,26 +225,32 @@ def local(make_local: Callable[..., LocalNodeflow]) -> Iterator[LocalNodeflow]:
     _settle(local)
 
 
-def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: LocalNodeflow) -> None:
-    assert local.kube_server.rbac is not None  # the sandbox enforces RBAC by default
+def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: LocalNodeflow, audit_log: AuditLog) -> None:
+    assert local.rbac  # the sandbox enforces RBAC by default
+    since = audit_log.mark()
     admin = _admin(local)
 
     # --- a launch that fails after registration: the CleanUp step deletes the NodeClaim and its Node --------------
+    # The Node stays not Ready meanwhile, so Register (which initializes a node already Ready) cannot skip the
+    # Initialize step (the simulated kubelets report Ready at once otherwise).
+    local.kubelet.ready_after = 60.0
     initialize = local.function_name("initialize")
     original = local.dispatch.handlers[initialize]
     local.dispatch.register(initialize, flaky(original, times=100))
-    local.apply(pending_pods("fail", 1, cpu="500m", memory="512Mi"))
-    local.send_pending(["default/fail"])
+    local.apply([replica_set("fail", 1, cpu="500m", memory="512Mi")])
+    local.send_pending(unschedulable(local.kube_server, "fail", 1))
     local.provision()
     (failed,) = local.wait_for_executions()
     assert failed["status"] == "FAILED"
     assert local.kube_server.objects("karpenter.sh/v1", "NodeClaim") == []
     assert local.kube_server.objects("v1", "Node") == []
     local.dispatch.register(initialize, original)
-    _remove_pods(local, "fail")
+    _remove(local, "fail")
 
     # --- provisioning, launch, registration, initialization; then gc finds the instance gone -----------------------
-    gone = launch(local, "gone", 1)
+    local.kubelet.ready_after = 3.0  # this time the Initialize step runs, and waits for Ready
+    gone = _launch(local, "gone", 1)
+    local.kubelet.ready_after = 0.0
     rt = runtime.runtime()
     real_clock = rt.clock
     rt.clock = lambda: real_clock() + timedelta(seconds=31)  # past gc's grace period
@@ -204,16 +268,17 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     assert local.collect_garbage()["deletedNodeClaims"] == [gone.claim]
     rt.clock = real_clock
     assert local.kube_server.objects("v1", "Node") == []
-    _remove_pods(local, "gone")
+    _remove(local, "gone")
 
     # --- interruptions: a kubectl-deleted Node (the agent's Node Deleting) and a spot interruption -----------------
-    web = launch(local, "web", 1)
+    web = _launch(local, "web", 1)
     # gc lists the pods (a NodeClaim carries nominations) and prunes the one of the pod now bound to its node
     assert local.collect_garbage()["nominationsPruned"] == [web.claim]
     # a DaemonSet pod that stays (it tolerates the disrupted taint) with a volume: its attachment is not waited for
-    local.apply(volume_agent(web.node))
+    local.apply(_volume_agent(web.node))
+    running(local.kube_server, "log-agent", 1)
     # a do-not-disrupt pod on a NodeClaim whose terminationGracePeriod is over at once: deleted, not evicted
-    batch = launch(local, "batch", 1, affinity=_away_from("web"))
+    batch = _launch(local, "batch", 1, affinity=_away_from("web"))
     admin.patch(
         PODS, batch.pods[0], {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}, namespace="default"
     )
@@ -237,12 +302,15 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     evicted = [p.split("/")[-2] for m, p, _ in local.kube_server.requests if m == "POST" and p.endswith("/eviction")]
     assert web.pods[0] in evicted
     assert batch.pods[0] not in evicted
-    _remove_pods(local, "")
+    for app in ("web", "batch"):
+        _remove(local, app)
 
     # --- a disruption round: an underused node is replaced by a cheaper one ----------------------------------------
-    old = launch(local, "web2", 4, affinity=WEB2_TOGETHER, nodeSelector={"karpenter.sh/capacity-type": "on-demand"})
-    for name in sorted(old.pods)[1:]:  # scaled down to one replica
-        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _launch(local, "web2", 4, affinity=WEB2_TOGETHER, nodeSelector={"karpenter.sh/capacity-type": "on-demand"})
+    admin.patch(
+        REPLICA_SETS, replica_set("web2", 1)["metadata"]["name"], {"spec": {"replicas": 1}}, namespace="default"
+    )
+    running(local.kube_server, "web2", 1)  # scaled down to one replica: the ReplicaSet controller deleted three
     rt = runtime.runtime()
     rt.clock = lambda: real_clock() + timedelta(minutes=5)  # consolidateAfter has passed
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
@@ -266,16 +334,16 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     assert {e["count"] for e in rebalance} == {2}, rebalance
 
     # --- what was asked, and what the file grants -----------------------------------------------------------------
-    decisions = local.kube_server.decisions.items()
     assert local.kube_server.denied() == []
-    handlers = {d.user.name for d in decisions if d.user.name.startswith("nodeflow-demo-")}
-    assert handlers == {local.function_name(f) for f in FUNCTION_GROUPS}, handlers  # every function took part
-    granted = _granted()
-    used = _used(decisions)
-    unused = {k: role for k, role in granted.items() if k not in used and k not in NOT_IN_THE_SCENARIO}
+    requests = _handler_requests(audit_log, since, local)
+    assert {r.user for r in requests} == {local.function_name(f) for f in FUNCTION_GROUPS}  # every function took part
+    granted = {_key(g): g.role for g in unused_grants([CONTROLLER_RBAC], [])}
+    never = {_key(g) for g in unused_grants([CONTROLLER_RBAC], requests)}
+    unused = {k: granted[k] for k in never if k not in NOT_IN_THE_SCENARIO}
     assert unused == {}, "granted but never used (remove them, or say why in NOT_IN_THE_SCENARIO):\n" + "\n".join(
-        f"  {k} ({role} rule {i})" for k, (role, i) in sorted(unused.items())
+        f"  {k} ({role})" for k, role in sorted(unused.items())
     )
+    used = set(granted) - never
     stale = {k for k in NOT_IN_THE_SCENARIO if k not in granted or (k in used and k not in SOMETIMES_USED)}
     assert stale == set(), f"NOT_IN_THE_SCENARIO entries that are not granted, or are used now: {sorted(stale)}"
 
@@ -294,9 +362,9 @@ def test_a_request_made_outside_any_invocation_is_forbidden(local: LocalNodeflow
         _handlers_client().list_items(NODES)
     assert caught.value.status == 403
     (denied,) = local.kube_server.denied()
-    assert denied.user.name == "nodeflow-sandbox-lambda"
-    assert denied.user.groups == ("system:authenticated",)
-    local.kube_server.decisions.clear()  # seen: do not fail the test at teardown
+    assert denied.impersonated == ""  # the handlers' own token, which may only impersonate
+    assert 'User "nodeflow-test-impersonator" cannot list resource "nodes"' in denied.message
+    local.kube_server.enable_rbac()  # seen: do not fail the test at teardown
 
 
 def test_a_thread_started_by_a_handler_needs_the_invocations_context(local: LocalNodeflow) -> None:
@@ -329,15 +397,21 @@ def test_a_thread_started_by_a_handler_needs_the_invocations_context(local: Loca
     local.dispatch.register(register, handler)
     local.invoke("register", {"nodeClaim": "x"})
     assert outcome == {"plain": "forbidden", "copied": "allowed"}
-    assert [d.user.name for d in local.kube_server.denied()] == ["nodeflow-sandbox-lambda"]
-    local.kube_server.decisions.clear()
+    assert [d.impersonated for d in local.kube_server.denied()] == [""]
+    local.kube_server.enable_rbac()
 
 
 def test_a_function_calling_outside_its_rbac_fails_the_test(make_local: Callable[..., LocalNodeflow]) -> None:
     """The initialize step has no business deleting pods: the API server says 403 (a real Status), and even if
     the handler swallowed the error, stopping the sandbox fails."""
     local = make_local()
-    local.apply([bound_pod("victim", "some-node")])
+    victim = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "victim", "namespace": "default"},
+        "spec": {"nodeName": "some-node", "containers": [{"name": "app", "image": "app:1"}]},
+    }
+    local.apply([victim])
     initialize = local.function_name("initialize")
     seen: dict[str, Any] = {}
 
@@ -358,13 +432,14 @@ def test_a_function_calling_outside_its_rbac_fails_the_test(make_local: Callable
         'in the namespace "default"'
     )
     assert local.kube_server.get("v1", "Pod", "victim", "default")  # still there
-    with pytest.raises(PermissionError, match=r"DENIED: nodeflow-demo-initialize .*delete core/pods victim"):
+    with pytest.raises(
+        PermissionError, match=r"DELETE /api/v1/namespaces/default/pods/victim as nodeflow-demo-initialize"
+    ):
         local.stop()
-    local.kube_server.decisions.clear()  # the fixture stops it again
+    local.kube_server.enable_rbac()  # the fixture stops it again
 
 
 def test_rbac_can_be_turned_off_for_a_sandbox(make_local: Callable[..., LocalNodeflow]) -> None:
     local = make_local(rbac=False)
-    assert local.kube_server.rbac is None
-    _handlers_client().list_items(NODES)  # no identity needed, nothing recorded
-    assert local.kube_server.decisions.items() == []
+    _handlers_client().list_items(NODES)  # the admin's token: no identity needed, nothing denied
+    assert local.kube_server.denied() == []

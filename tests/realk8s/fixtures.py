@@ -4,6 +4,8 @@
   kube-scheduler with nodeflow's CRDs. The node lifecycle controller is quick (``NODE_MONITOR_GRACE_PERIOD``,
   ``NODE_MONITOR_PERIOD``), so a Node whose kubelet stops turns unreachable within seconds. Missing binaries are
   an error, not a skip.
+- ``audit_log`` (session): the API server's audit log of the handlers' and the agent's requests
+  (``sandbox.controlplane.audit``: what they asked, as authorized; which grants of the install went unused).
 - ``real_kube_server`` (session): a ``RealKubeAPI`` over it (``sandbox.controlplane.facade``): the fault proxy,
   the install's RBAC applied, the baseline marked.
 - ``real_kube`` (function): that facade, reset first (what earlier tests created is deleted, the proxy's log and
@@ -28,16 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from _pytest.tmpdir import TempPathFactory
 
 from nodeflow.kube.client import NAMESPACES, KubeClient, Resource
 from nodeflow.kube.errors import AlreadyExists
 from sandbox.controlplane import ADMIN, ControlPlane
+from sandbox.controlplane.audit import AuditLog, apiserver_args
 from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.controlplane.isolation import ClusterScope
 
 NODE_MONITOR_GRACE_PERIOD = 8.0
 NODE_MONITOR_PERIOD = 1.0
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
+#: whose requests the audit log records: the handlers' impersonating token, the agent's ServiceAccount
+AUDITED = ("nodeflow-test-impersonator", "system:serviceaccount:nodeflow:nodeflow-agent")
 
 
 @dataclass
@@ -71,15 +77,23 @@ class TestCluster:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
+def control_plane(tmp_path_factory: TempPathFactory) -> Iterator[ControlPlane]:
     plane = ControlPlane(
-        controllers=True, node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD, node_monitor_period=NODE_MONITOR_PERIOD
+        controllers=True,
+        node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD,
+        node_monitor_period=NODE_MONITOR_PERIOD,
+        extra_args={"kube-apiserver": apiserver_args(tmp_path_factory.mktemp("audit"), AUDITED)},
     )
     plane.start()
     try:
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def audit_log(control_plane: ControlPlane) -> AuditLog:
+    return AuditLog.of(control_plane)
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,19 @@
-"""The agent as a real subprocess against the test Kubernetes API server, forwarding to a recording webhook.
+"""The agent as a real subprocess against the real control plane (``real_kube``: kube-apiserver, etcd and the
+controllers, behind the fault proxy of sandbox/controlplane/proxy.py), forwarding to a recording webhook.
+
+- ``kube``: the ``RealKubeAPI``, reset before the test; RBAC denials are recorded, and a test that drew one fails
+  at teardown unless it cleared them (``kube.disable_rbac()`` after checking ``kube.denied()``).
+- ``agent_token``: a file with a bound token of the agent's ServiceAccount (agent/manifests): the agent runs with
+  the install's ClusterRole ``nodeflow-agent``, through real RBAC.
 
 - ``webhook``: an HTTP server on 127.0.0.1 that checks what the real webhook checks (HMAC signature or SigV4
   recomputed with botocore, timestamp skew, nonce replay, body size, event ids de-duplicated) and answers 202;
   ``webhook.fail(503)`` makes it fail until ``webhook.recover()``.
-- ``start_agent(**env)``: ``python -m nodeflow_agent`` with ``PYTHONPATH=agent``; JSON logs are collected, the
-  health port is read from the start log line; the process is killed at teardown if still running.
-- ``Proxy``: a TCP proxy that can be stopped and restarted on the same port (an API server restart).
+- ``start_agent(url, **env)``: ``python -m nodeflow_agent`` with ``PYTHONPATH=agent`` and the agent's token; JSON logs
+  are collected, the health port is read from the start log line; the process is killed at teardown if still
+  running.
+- ``Proxy``: a TCP proxy in front of the fault proxy that can be stopped and restarted on the same port (what an API
+  server restart looks like to the agent: every connection drops, nothing listens).
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from typing import Any
 
 import pytest
 
-from tests.kubeapi import KubeAPIServer
+from sandbox.controlplane.facade import RealKubeAPI
+from tests.realk8s.fixtures import audit_log  # noqa: F401 (the API server's audit log: test_rbac.py)
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 AGENT_DIR = REPO / "agent"
@@ -243,8 +252,28 @@ class Agent:
         return self.proc.wait(timeout)
 
 
+AGENT_ACCOUNT = ("nodeflow", "nodeflow-agent")  # agent/manifests/10-serviceaccount.yaml
+
+
 @pytest.fixture
-def start_agent(tmp_path: pathlib.Path, webhook: Webhook) -> Iterator[Callable[..., Agent]]:
+def kube(real_kube: RealKubeAPI) -> Iterator[RealKubeAPI]:
+    real_kube.enable_rbac()
+    yield real_kube
+    denied = real_kube.denied()
+    real_kube.disable_rbac()
+    assert denied == [], "the API server denied requests: " + "; ".join(d.describe() for d in denied)
+
+
+@pytest.fixture
+def agent_token(kube: RealKubeAPI, tmp_path: pathlib.Path) -> pathlib.Path:
+    """A file holding a bound token of the agent's ServiceAccount (what the kubelet projects into its pod)."""
+    path = tmp_path / "agent-token"
+    path.write_text(kube.service_account_token(*AGENT_ACCOUNT) + "\n")
+    return path
+
+
+@pytest.fixture
+def start_agent(tmp_path: pathlib.Path, webhook: Webhook, agent_token: pathlib.Path) -> Iterator[Callable[..., Agent]]:
     secret = tmp_path / "hmac-secret"
     secret.write_text(SECRET + "\n")
     agents: list[Agent] = []
@@ -260,7 +289,7 @@ def start_agent(tmp_path: pathlib.Path, webhook: Webhook) -> Iterator[Callable[.
             "AUTH_MODE": "hmac",
             "HMAC_SECRET_FILE": str(secret),
             "KUBE_API_URL": kube_url,
-            "KUBE_TOKEN_FILE": str(tmp_path / "no-token"),
+            "KUBE_TOKEN_FILE": str(agent_token),
             "HEALTH_PORT": "0",
             "HEALTH_BIND": "127.0.0.1",
             "BATCH_MAX_WAIT": "0.05",
@@ -291,14 +320,7 @@ def start_agent(tmp_path: pathlib.Path, webhook: Webhook) -> Iterator[Callable[.
 
 
 @pytest.fixture
-def kube(kube_server: KubeAPIServer) -> Iterator[KubeAPIServer]:
-    kube_server.reset()
-    yield kube_server
-    kube_server.before_request = None
-
-
-@pytest.fixture
-def core(kube: KubeAPIServer) -> Iterator[Any]:
+def core(kube: RealKubeAPI) -> Iterator[Any]:
     import kubernetes.client
 
     api = kube.api_client()
@@ -307,7 +329,7 @@ def core(kube: KubeAPIServer) -> Iterator[Any]:
 
 
 @pytest.fixture
-def custom(kube: KubeAPIServer) -> Iterator[Any]:
+def custom(kube: RealKubeAPI) -> Iterator[Any]:
     import kubernetes.client
 
     api = kube.api_client()
@@ -386,7 +408,7 @@ class Proxy:
 
 
 @pytest.fixture
-def proxy(kube: KubeAPIServer) -> Iterator[Proxy]:
+def proxy(kube: RealKubeAPI) -> Iterator[Proxy]:
     port = int(kube.url.rsplit(":", 1)[1])
     p = Proxy(port).start()
     yield p

@@ -1,8 +1,10 @@
-"""Objects the agent tests create."""
+"""Objects the agent tests create on the real control plane."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from tests.realk8s.workloads import NO_SCHEDULER
 
 UNSCHEDULABLE = {
     "type": "PodScheduled",
@@ -12,7 +14,11 @@ UNSCHEDULABLE = {
 }
 
 
-def pod(name: str, *, cpu: str = "500m", node_name: str | None = None, **meta: Any) -> dict[str, Any]:
+def pod(
+    name: str, *, cpu: str = "500m", node_name: str | None = None, scheduler: bool = False, **meta: Any
+) -> dict[str, Any]:
+    """A pod in ``default``. Unless ``scheduler`` (kube-scheduler decides, and writes its PodScheduled condition) or
+    ``node_name``, no scheduler picks it up: its scheduling status is the test's to write."""
     spec: dict[str, Any] = {
         "containers": [
             {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}},
@@ -22,6 +28,8 @@ def pod(name: str, *, cpu: str = "500m", node_name: str | None = None, **meta: A
     }
     if node_name:
         spec["nodeName"] = node_name
+    elif not scheduler:
+        spec["schedulerName"] = NO_SCHEDULER
     return {
         "apiVersion": "v1",
         "kind": "Pod",

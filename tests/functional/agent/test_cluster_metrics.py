@@ -8,9 +8,10 @@ from typing import Any
 
 import kubernetes
 
+from sandbox.controlplane.facade import RealKubeAPI
 from tests.functional.agent.conftest import Agent, Webhook, wait_for
 from tests.functional.agent.objects import node, node_claim, node_pool, pod
-from tests.kubeapi import KubeAPIServer
+from tests.functional.kube.conftest import create_node
 
 
 def samples(text: str, name: str) -> dict[str, float]:
@@ -32,7 +33,7 @@ def one(text: str, name: str, *parts: str) -> float:
 
 
 def test_metrics_expose_karpenter_cluster_state(
-    kube: KubeAPIServer, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     managed = node("node-a", pool="default")
     managed["metadata"]["labels"].update(
@@ -42,16 +43,29 @@ def test_metrics_expose_karpenter_cluster_state(
         capacity={"cpu": "2", "memory": "8Gi", "pods": "29"},
         allocatable={"cpu": "1930m", "memory": "7Gi", "pods": "29"},
     )
-    kube.create(managed)
+    create_node(kube.kube, managed)  # once the node lifecycle controller lifted the not-ready taint
     kube.create(node_pool("default", cpu_limit="100"))
     claim = node_claim("default-abc")
     claim["status"] = {"providerID": managed["spec"]["providerID"], "capacity": {"cpu": "2", "memory": "8Gi"}}
     kube.create(claim)
-    daemon = pod("ds-1", cpu="100m", node_name="node-a")
-    daemon["metadata"]["ownerReferences"] = [
-        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}
-    ]
-    kube.create(daemon)
+    # a real DaemonSet: its controller makes the pod for node-a, kube-scheduler binds it there
+    template = pod("ds", cpu="100m", scheduler=True)
+    template["metadata"]["labels"] = {"app": "ds"}
+    del template["spec"]["nodeSelector"]  # arm64: node-a is not
+    kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "ds", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": template},
+        }
+    )
+    wait_for(
+        lambda: [
+            p for p in kube.list_items("v1", "Pod", "default", label_selector="app=ds") if p["spec"].get("nodeName")
+        ],
+        what="the DaemonSet's pod bound to node-a",
+    )
     kube.create(pod("web-1", cpu="500m", node_name="node-a"))
     kube.create({**pod("web-2", cpu="1"), "status": {"phase": "Pending"}})
 

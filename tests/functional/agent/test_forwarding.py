@@ -5,39 +5,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.controlplane.facade import RealKubeAPI
 from tests.functional.agent.conftest import Agent, Webhook, wait_for
 from tests.functional.agent.objects import UNSCHEDULABLE, node, node_claim, node_class, node_pool, pod
-from tests.kubeapi import KubeAPIServer
+from tests.functional.kube.conftest import create_owned_pod
 
 KARPENTER = ("karpenter.sh", "v1")
 
 
 def test_unschedulable_pod_is_forwarded_with_its_spec(
-    kube: KubeAPIServer, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
+    """kube-scheduler finds no node for the pod and marks it unschedulable: the agent forwards that."""
     agent = start_agent(kube.url)
     agent.wait_ready()
-    core.create_namespaced_pod("default", pod("web-1"))
-    pending = wait_for(lambda: kube.get("v1", "Pod", "web-1", "default"), what="pod stored")
-    assert pending["status"]["phase"] == "Pending"
-    core.patch_namespaced_pod_status("web-1", "default", {"status": {"conditions": [UNSCHEDULABLE]}})
+    core.create_namespaced_pod("default", pod("web-1", scheduler=True))
 
     event = webhook.wait("PodUnschedulable", "web-1")
     assert event["reason"] == "watch"
     assert len(event["id"]) == 32
     obj = event["object"]
     stored = kube.get("v1", "Pod", "web-1", "default")
+    [scheduled] = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")  # kube-scheduler's verdict
     assert obj["uid"] == stored["metadata"]["uid"]
-    assert obj["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    assert int(obj["resourceVersion"]) <= int(stored["metadata"]["resourceVersion"])  # the scheduler may rewrite it
     assert obj["namespace"] == "default"
     assert obj["labels"] == {"app": "web"}
     assert obj["schedulerName"] == "default-scheduler"
-    assert obj["message"] == UNSCHEDULABLE["message"]
+    assert obj["message"] == scheduled["message"]
     assert obj["spec"]["containers"] == [{"name": "app", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]
     assert obj["spec"]["nodeSelector"] == {"kubernetes.io/arch": "arm64"}
-    assert obj["spec"]["tolerations"] == [
-        {"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}
-    ]
+    # the server adds its own tolerations at admission (not-ready and unreachable, 300 s): forwarded as they are
+    assert obj["spec"]["tolerations"][0] == {
+        "key": "dedicated",
+        "operator": "Equal",
+        "value": "web",
+        "effect": "NoSchedule",
+    }
     # only the transition is forwarded: the pod was not reported before it was marked unschedulable
     assert [e["kind"] for e in webhook.of(name="web-1")] == ["PodUnschedulable"]
     [body] = [b for b in webhook.bodies if any(e["id"] == event["id"] for e in b["events"])]
@@ -46,7 +51,7 @@ def test_unschedulable_pod_is_forwarded_with_its_spec(
 
 
 def test_pod_bound_then_deleted(
-    kube: KubeAPIServer, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url)
     agent.wait_ready()
@@ -59,10 +64,15 @@ def test_pod_bound_then_deleted(
         "metadata": {"name": "web-2"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
     }
+    kube.create(node("node-a"))
     core.create_namespaced_pod_binding("web-2", "default", binding, _preload_content=False)
     bound = webhook.wait("PodBound", "web-2")
     assert bound["object"]["nodeName"] == "node-a"
+    # a bound pod is deleted gracefully (deletionTimestamp set, the pod stays) until its kubelet confirms
     core.delete_namespaced_pod("web-2", "default")
+    wait_for(lambda: kube.get("v1", "Pod", "web-2", "default")["metadata"].get("deletionTimestamp"), what="graceful")
+    uid = kube.get("v1", "Pod", "web-2", "default")["metadata"]["uid"]
+    kube.delete("v1", "Pod", "web-2", "default", grace_period_seconds=0, uid=uid)  # the kubelet's confirmation
     deleted = webhook.wait("PodDeleted", "web-2")
     assert deleted["object"]["nodeName"] == "node-a"
     assert deleted["object"]["namespace"] == "default"
@@ -70,13 +80,12 @@ def test_pod_bound_then_deleted(
 
 
 def test_daemonset_and_unbound_deleted_pods_are_not_forwarded(
-    kube: KubeAPIServer, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url)
     agent.wait_ready()
-    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds-uid", "controller": True}
-    core.create_namespaced_pod("default", pod("ds-pod", ownerReferences=[owner]))
-    core.patch_namespaced_pod_status("ds-pod", "default", {"status": {"conditions": [UNSCHEDULABLE]}})
+    # a real DaemonSet's pod (the garbage collector deletes a pod whose owner does not exist)
+    create_owned_pod(kube.kube, pod("ds-pod"), "DaemonSet", {"conditions": [UNSCHEDULABLE]})
     core.create_namespaced_pod("default", pod("gone"))
     core.patch_namespaced_pod_status("gone", "default", {"status": {"conditions": [UNSCHEDULABLE]}})
     core.delete_namespaced_pod("gone", "default")
@@ -88,7 +97,7 @@ def test_daemonset_and_unbound_deleted_pods_are_not_forwarded(
 
 
 def test_node_ready_transitions_and_deletion(
-    kube: KubeAPIServer, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url)
     agent.wait_ready()
@@ -114,7 +123,7 @@ def test_node_ready_transitions_and_deletion(
 
 
 def test_nodepool_generation_changes_are_forwarded_status_writes_are_not(
-    kube: KubeAPIServer, custom: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, custom: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url)
     agent.wait_ready()
@@ -147,7 +156,7 @@ def test_nodepool_generation_changes_are_forwarded_status_writes_are_not(
 
 
 def test_nodeclaim_lifecycle(
-    kube: KubeAPIServer, custom: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, custom: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url)
     agent.wait_ready()

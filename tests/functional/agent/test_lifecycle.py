@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 import nodeflow_agent
+from sandbox.controlplane.facade import RealKubeAPI
 from tests.functional.agent.conftest import AGENT_DIR, Agent, Webhook, wait_for
 from tests.functional.agent.objects import node, unschedulable_pod
-from tests.kubeapi import KubeAPIServer
 
 
 def test_sigterm_flushes_the_buffer_and_exits_0(
-    kube: KubeAPIServer, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url, BATCH_MAX_WAIT="30", BATCH_MAX_EVENTS="500")  # events wait in the buffer
     agent.wait_ready()
@@ -41,7 +41,7 @@ def test_sigterm_flushes_the_buffer_and_exits_0(
 
 
 def test_sigint_with_the_webhook_down_exits_0_after_the_flush_deadline(
-    kube: KubeAPIServer, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url, FLUSH_TIMEOUT_SECONDS="1")
     agent.wait_ready()
@@ -56,7 +56,7 @@ def test_sigint_with_the_webhook_down_exits_0_after_the_flush_deadline(
     assert stopped["flushed"] is False
 
 
-def test_health_endpoints_and_metrics(kube: KubeAPIServer, webhook: Webhook, start_agent: Callable[..., Agent]) -> None:
+def test_health_endpoints_and_metrics(kube: RealKubeAPI, webhook: Webhook, start_agent: Callable[..., Agent]) -> None:
     agent = start_agent(kube.url)
     agent.wait_ready()
     assert agent.get("/healthz") == (200, "ok\n")
@@ -91,7 +91,7 @@ def test_health_endpoints_and_metrics(kube: KubeAPIServer, webhook: Webhook, sta
     [("WEBHOOK_URL", "WEBHOOK_URL"), ("CLUSTER_NAME", "CLUSTER_NAME"), ("HMAC_SECRET_FILE", "HMAC_SECRET_FILE")],
 )
 def test_bad_settings_exit_2_naming_the_variable(
-    kube: KubeAPIServer, start_agent: Callable[..., Agent], drop: str, variable: str
+    kube: RealKubeAPI, start_agent: Callable[..., Agent], drop: str, variable: str
 ) -> None:
     agent = start_agent(kube.url, **{drop: ""})
     assert agent.proc.wait(15) == 2
@@ -175,7 +175,7 @@ def sigv4_verifier(secret_key: str, region: str) -> Callable[[dict[str, str], by
 
 
 def test_iam_mode_with_irsa_credentials(
-    kube: KubeAPIServer, sts: Any, tmp_path: Path, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, sts: Any, tmp_path: Path, start_agent: Callable[..., Agent]
 ) -> None:
     hook = Webhook(verify=sigv4_verifier("irsa-secret-key", "eu-west-1")).start()
     try:
@@ -202,7 +202,7 @@ def test_iam_mode_with_irsa_credentials(
 
 
 def test_iam_mode_rejected_signature_is_retried_not_dropped(
-    kube: KubeAPIServer, tmp_path: Path, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, tmp_path: Path, start_agent: Callable[..., Agent]
 ) -> None:
     hook = Webhook(verify=sigv4_verifier("the-real-secret", "us-east-1")).start()
     try:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from tests.functional.agent.conftest import Agent, Proxy, Webhook, wait_for
+import yaml
+
+from sandbox.controlplane import ControlPlane
+from sandbox.controlplane.facade import SERVICE_ACCOUNTS, RealKubeAPI
+from sandbox.controlplane.launcher import CRD_DIR
+from sandbox.controlplane.proxy import Fault
+from tests.functional.agent.conftest import AGENT_ACCOUNT, Agent, Proxy, Webhook, wait_for
 from tests.functional.agent.objects import node, node_pool, unschedulable_pod
-from tests.kubeapi import APIError, KubeAPIServer
 
 
 def test_webhook_outage_loses_nothing(
-    kube: KubeAPIServer, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, core: Any, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url, READY_FAILURE_SECONDS="0.5")
     agent.wait_ready()
@@ -37,8 +43,9 @@ def test_webhook_outage_loses_nothing(
 
 
 def test_api_server_restart_and_expired_version_reconcile_missed_changes(
-    kube: KubeAPIServer, core: Any, proxy: Proxy, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, core: Any, proxy: Proxy, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
+    kube.create(node("node-a"))
     kube.create(unschedulable_pod("bound-before", node_name=None))
     core.create_namespaced_pod_binding(
         "bound-before",
@@ -58,7 +65,9 @@ def test_api_server_restart_and_expired_version_reconcile_missed_changes(
     lists_before = kube.count("GET", "/api/v1/pods", "limit=")
 
     proxy.stop()  # the API server goes away: every connection drops, nothing listens
-    core.delete_namespaced_pod("bound-before", "default")  # missed by the agent
+    core.delete_namespaced_pod("bound-before", "default")  # missed by the agent: graceful, then the kubelet confirms
+    uid = kube.get("v1", "Pod", "bound-before", "default")["metadata"]["uid"]
+    kube.delete("v1", "Pod", "bound-before", "default", grace_period_seconds=0, uid=uid)
     kube.create(unschedulable_pod("during"))
     kube.compact()  # and by the time it is back, the agent's resourceVersion is too old: 410
     wait_for(lambda: agent.metric("nodeflow_agent_watch_errors_total") >= 5, what="failing watches while down")
@@ -75,13 +84,13 @@ def test_api_server_restart_and_expired_version_reconcile_missed_changes(
     agent.wait_ready()
 
 
-def test_api_errors_are_retried(kube: KubeAPIServer, webhook: Webhook, start_agent: Callable[..., Agent]) -> None:
+def test_api_errors_are_retried(kube: RealKubeAPI, webhook: Webhook, start_agent: Callable[..., Agent]) -> None:
     failures = {"left": 6}
 
     def flaky(method: str, path: str, query: dict[str, str]) -> None:
         if path == "/api/v1/nodes" and failures["left"] > 0:
             failures["left"] -= 1
-            raise APIError(503, "ServiceUnavailable", "etcd leader changed")
+            raise Fault(503, "ServiceUnavailable", "injected: etcd leader changed")
 
     kube.before_request = flaky
     agent = start_agent(kube.url)
@@ -92,13 +101,16 @@ def test_api_errors_are_retried(kube: KubeAPIServer, webhook: Webhook, start_age
 
 
 def test_missing_crds_keep_the_agent_unready_until_installed(
-    webhook: Webhook, start_agent: Callable[..., Agent]
+    webhook: Webhook, tmp_path: Path, start_agent: Callable[..., Agent]
 ) -> None:
-    from tests.kubeapi.crds import karpenter_crds
-
-    with KubeAPIServer() as bare:  # no Karpenter CRDs yet
+    """A control plane of its own, without Karpenter's CRDs (the shared one has them, and removing CRDs there would
+    take every test's custom resources with them); no controllers: nothing here needs them."""
+    with ControlPlane(crds=[]) as plane, RealKubeAPI(plane) as bare:
+        bare.kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "default"}}, namespace="default")
+        token = tmp_path / "bare-agent-token"
+        token.write_text(bare.service_account_token(*AGENT_ACCOUNT))
         bare.create(unschedulable_pod("early"))
-        agent = start_agent(bare.url)
+        agent = start_agent(bare.url, KUBE_TOKEN_FILE=str(token))
         webhook.wait("PodUnschedulable", "early")  # core kinds work meanwhile
         status, body = agent.get("/readyz")
         assert status == 503
@@ -106,15 +118,18 @@ def test_missing_crds_keep_the_agent_unready_until_installed(
         assert "nodeclaims: not listed yet" in body
         assert "ec2nodeclasses: not listed yet" in body
         assert agent.get("/healthz")[0] == 200
-        for crd in karpenter_crds():
-            bare.register_crd(crd)
+        for path in sorted(CRD_DIR.glob("*.yaml")):
+            for crd in yaml.safe_load_all(path.read_text()):
+                if crd:
+                    bare.register_crd(crd)
         agent.wait_ready()
         bare.create(node_pool("late"))
         webhook.wait("NodePoolChanged", "late")
+        assert bare.proxy.denied() == []  # RealKubeAPI.start applied the install's RBAC here too
 
 
 def test_buffer_overflow_triggers_a_full_resync(
-    kube: KubeAPIServer, webhook: Webhook, start_agent: Callable[..., Agent]
+    kube: RealKubeAPI, webhook: Webhook, start_agent: Callable[..., Agent]
 ) -> None:
     agent = start_agent(kube.url, BUFFER_MAX_EVENTS="10", BATCH_MAX_EVENTS="5")
     agent.wait_ready()

@@ -1,6 +1,7 @@
 """Ingress tests: the webhook served at a Function URL on 127.0.0.1, the moto bus and its rules, the
 queues, and (for the end-to-end tests) the agent as a subprocess and the provisioner behind an SQS
-event-source mapping. Fixtures ``make_local`` / ``local`` come from the lifecycle tests."""
+event-source mapping, on the real control plane (``kube_server`` is ``real_kube``). Fixtures ``make_local`` /
+``local`` come from the lifecycle tests."""
 
 from __future__ import annotations
 
@@ -13,15 +14,32 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from nodeflow.ingress.auth import hmac_signature
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import AGENT_ACCESS_KEY, AGENT_SECRET_KEY
 from tests.functional.lifecycle.conftest import demo_node_pools, local, make_local, pending_pods
 
-__all__ = ["Reply", "demo_node_pools", "event", "local", "make_local", "pending_pods", "post", "signed_request"]
+__all__ = [
+    "Reply",
+    "demo_node_pools",
+    "event",
+    "kube_server",
+    "local",
+    "make_local",
+    "pending_pods",
+    "post",
+    "signed_request",
+]
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The whole ingress path: the agent as a subprocess watching the test API server, forwarding to the
+"""The whole ingress path: the agent as a subprocess watching the real API server, forwarding to the
 webhook at its Function URL on 127.0.0.1 (SigV4), the moto bus and rules, the provisioning queue, the
 SQS event-source mapping, and the provisioner creating NodeClaims."""
 
@@ -14,7 +14,8 @@ import pytest
 from sandbox.agent import AgentProcess
 from sandbox.esm import unschedulable_pods
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.ingress.conftest import event, pending_pods, post
+from tests.functional.ingress.conftest import event, post
+from tests.realk8s.workloads import replica_set, unschedulable
 
 # Pod events go out within 50 ms; the provisioning mapping keeps its real 1 s window.
 AGENT_ENV = {"BATCH_MAX_WAIT": "0.05", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.5"}
@@ -30,34 +31,10 @@ def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "cond
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def _unschedulable_later(local: LocalNodeflow, name: str, replicas: int, cpu: str = "1") -> list[str]:
-    """Create the pods without a PodScheduled condition, then mark them unschedulable (as the scheduler does)."""
-    names = []
-    for pod in pending_pods(name, replicas, cpu=cpu):
-        pod["status"] = {"phase": "Pending"}
-        local.kube_server.create(pod)
-        names.append(pod["metadata"]["name"])
-    from kubernetes.client import CoreV1Api
-
-    core = CoreV1Api(local.kube_server.api_client())
-    for n in names:
-        core.patch_namespaced_pod_status(
-            n,
-            "default",
-            {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": "0/3 nodes are available",
-                        }
-                    ]
-                }
-            },
-        )
-    return names
+def _unschedulable(local: LocalNodeflow, name: str, replicas: int, cpu: str = "1") -> list[str]:
+    """A ReplicaSet's pods, which kube-scheduler marks unschedulable (no node fits): their names."""
+    local.apply([replica_set(name, replicas, cpu)])
+    return [key.split("/", 1)[1] for key in unschedulable(local.kube_server, name, replicas)]
 
 
 def _claims(local: LocalNodeflow) -> list[dict[str, Any]]:
@@ -76,23 +53,24 @@ def wired(make_local: Callable[..., LocalNodeflow]) -> Iterator[tuple[LocalNodef
 
 def test_unschedulable_pods_reach_the_provisioner_and_get_a_node(wired: tuple[LocalNodeflow, AgentProcess]) -> None:
     local, agent = wired
-    names = _unschedulable_later(local, "web", 3)
+    names = _unschedulable(local, "web", 3)
     source = local.event_source
     assert source is not None
-    batches = source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=30)
+    batches = source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=60)
     assert all(b.ok for b in batches), [b.result for b in batches]
     claims = _wait(lambda: _claims(local), what="a NodeClaim")
     nominated = set(json.loads(claims[0]["metadata"]["annotations"]["nodeflow.io/nominated-pods"]))
     assert {f"default/{n}" for n in names} <= nominated
-    # the node comes up, the scheduler binds the pods: the disruption queue hears about it
-    _wait(
-        lambda: (
-            {"Node Ready", "Pod Bound", "NodeClaim Changed"}
-            <= {json.loads(m["Body"])["detail-type"] for m in local.queue_messages("disruption")}
-        ),
-        timeout=60,
-        what="node and pod events on the disruption queue",
-    )
+    # the node comes up, kube-scheduler binds the pods: the disruption queue hears about it. Each look receives the
+    # messages (SQS has no peek), and the fifth receive moves one to the dead-letter queue (maxReceiveCount 5, as
+    # the stack has it): what was seen is kept across looks, as the node takes seconds to come up on a real cluster.
+    seen: set[str] = set()
+
+    def heard() -> bool:
+        seen.update(json.loads(m["Body"])["detail-type"] for m in local.queue_messages("disruption"))
+        return {"Node Ready", "Pod Bound", "NodeClaim Changed"} <= seen
+
+    _wait(heard, timeout=60, what="node and pod events on the disruption queue")
     assert agent.healthy()
     assert agent.stop() == 0
 
@@ -100,9 +78,8 @@ def test_unschedulable_pods_reach_the_provisioner_and_get_a_node(wired: tuple[Lo
 def test_the_same_event_three_times_provisions_once(make_local: Callable[..., LocalNodeflow]) -> None:
     local = make_local()
     local.start_webhook()
-    for pod in pending_pods("api", 2):
-        local.kube_server.create(pod)
-    e = event("PodUnschedulable", name="api-7d4b9c-00000")
+    first = _unschedulable(local, "api", 2)[0]
+    e = event("PodUnschedulable", name=first)
     replies = [post(local.function_url.url, {"cluster": "demo", "events": [e]}) for _ in range(3)]  # type: ignore[union-attr]
     assert [r.body["accepted"] for r in replies] == [1, 0, 0]
     source = local.start_event_source(window_seconds=0.3)
@@ -114,7 +91,7 @@ def test_the_same_event_three_times_provisions_once(make_local: Callable[..., Lo
     assert local.dispatch.count("nodeflow-demo-provisioner") == 1
     assert len(_claims(local)) == 1
     # a new event id for the same pods (a resync) is forwarded, but provisions nothing more
-    post(local.function_url.url, {"cluster": "demo", "events": [event("PodUnschedulable", name="api-7d4b9c-00000")]})  # type: ignore[union-attr]
+    post(local.function_url.url, {"cluster": "demo", "events": [event("PodUnschedulable", name=first)]})  # type: ignore[union-attr]
     source.wait_for(lambda bs: len(bs) >= 2)
     assert len(_claims(local)) == 1
 
@@ -124,12 +101,12 @@ def test_a_webhook_outage_is_buffered_then_delivered(wired: tuple[LocalNodeflow,
     url = local.function_url
     assert url is not None
     url.outage(503)
-    names = _unschedulable_later(local, "batch", 4, cpu="500m")
+    names = _unschedulable(local, "batch", 4, cpu="500m")
     _wait(lambda: url.statuses().count(503) >= 3, what="the agent retrying against the outage")
     assert local.queue_messages("provisioning") == []
     url.recover()
     source = local.event_source
     assert source is not None
-    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=30)
+    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=60)
     _wait(lambda: _claims(local), what="a NodeClaim")
     assert agent.stop() == 0

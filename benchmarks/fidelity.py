@@ -239,6 +239,35 @@ class Run:
                     out[key] = c["metadata"]["name"]
         return out
 
+    def layout(self, done: Round, nominated: Mapping[str, str]) -> list[dict[str, Any]]:
+        """Each round-1 NodeClaim: instance type, zone, allocatable, the pods planned for it and those bound to
+        its node (DaemonSet pods included): what explains a miss."""
+        planned: dict[str, list[str]] = {}
+        for key, claim in nominated.items():
+            planned.setdefault(claim, []).append(key)
+        on_node: dict[str, list[str]] = {}
+        for pod in self.kube.objects("v1", "Pod"):
+            if pod["spec"].get("nodeName"):
+                on_node.setdefault(pod["spec"]["nodeName"], []).append(_key(pod))
+        out = []
+        for c in self.kube.objects("karpenter.sh/v1", "NodeClaim"):
+            name = c["metadata"]["name"]
+            if name not in done.claims:
+                continue
+            labels = c["metadata"].get("labels") or {}
+            node = (c.get("status") or {}).get("nodeName") or ""
+            out.append(
+                {
+                    "nodeClaim": name,
+                    "instanceType": labels.get("node.kubernetes.io/instance-type"),
+                    "zone": labels.get("topology.kubernetes.io/zone"),
+                    "allocatable": (c.get("status") or {}).get("allocatable"),
+                    "planned": sorted(planned.get(name, [])),
+                    "bound": sorted(on_node.get(node, [])),
+                }
+            )
+        return out
+
     def create(self) -> list[str]:
         """Create the workload; wait until kube-scheduler marked each of its pods Unschedulable; their keys."""
         for ns in self.work.namespaces():
@@ -306,6 +335,7 @@ class Run:
             for k in planned
             if k not in hits
         ]
+        layout = self.layout(first, nominated) if misses else []
         second = Round([], 0)
         if first.pending:
             self.log(f"{self.work.name}: {len(first.pending)} pods pending after round 1; round 2")
@@ -324,6 +354,7 @@ class Run:
             "extraNodeClaims": len(second.claims),
             "pendingAfterRound2": len(second.pending) if first.pending else len(first.pending),
             "misses": misses,
+            "layout": layout,
             "notPlaced": {k: first.pending.get(k, "") for k in keys if k not in nominated},
             "seconds": round(time.monotonic() - began, 1),
         }

@@ -108,9 +108,7 @@ def mix_deployment(d: MixDeployment) -> dict[str, Any]:
     """One Deployment of Karpenter's benchmark mix as a manifest (its constraint on its own ``app`` label)."""
     own = {"matchLabels": {"app": d.app}}
     spec: dict[str, Any] = {
-        "containers": [
-            {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": d.cpu, "memory": d.memory}}}
-        ]
+        "containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": d.cpu, "memory": d.memory}}}]
     }
     zone, host = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
     if d.kind in ("zone-spread", "hostname-spread"):
@@ -175,9 +173,7 @@ def workload(name: str, mix_pods: int = 500) -> Workload:
 
 
 def _scheduled(pod: Mapping[str, Any]) -> dict[str, Any]:
-    return next(
-        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {}
-    )
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {})
 
 
 def _key(pod: Mapping[str, Any]) -> str:

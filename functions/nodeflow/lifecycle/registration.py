@@ -182,12 +182,16 @@ def expect_pods(kube: KubeClient, claim: NodeClaim, node_name: str) -> list[str]
         except kerr.NotFound:
             continue
         status = pod.get("status") or {}
-        if (pod.get("spec") or {}).get("nodeName") or status.get("nominatedNodeName") or pod["metadata"].get(
-            "deletionTimestamp"
+        if (
+            (pod.get("spec") or {}).get("nodeName")
+            or status.get("nominatedNodeName")
+            or pod["metadata"].get("deletionTimestamp")
         ):
             continue
         try:
-            kube.patch(PODS, name, {"status": {"nominatedNodeName": node_name}}, namespace=namespace, subresource="status")
+            kube.patch(
+                PODS, name, {"status": {"nominatedNodeName": node_name}}, namespace=namespace, subresource="status"
+            )
         except kerr.NotFound:
             continue
         marked.append(key)

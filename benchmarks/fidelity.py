@@ -393,8 +393,14 @@ def run_workload(kube: Any, work: Workload, *, log: Callable[[str], None] = lamb
     kube.reset()
     try:
         with aws_sandbox(), mock_aws(config=MOCK_CONFIG):
+            # The workflow's waits (45 / 10 / 15 s) scaled to about a second: shorter, and dozens of executions
+            # polling Register / Initialize starve the process (its Lambda tasks then time out).
             local = LocalNodeflow(
-                Clients(region=REGION), kube, env={"POWERTOOLS_LOG_LEVEL": "ERROR"}, kubelet_interval=0.2
+                Clients(region=REGION),
+                kube,
+                env={"POWERTOOLS_LOG_LEVEL": "ERROR"},
+                wait_scale=0.02,
+                kubelet_interval=0.5,
             )
             # the handlers' CloudWatch EMF records (stdout in Lambda) are not this benchmark's output
             with local, contextlib.redirect_stdout(io.StringIO()):

@@ -121,3 +121,18 @@ def test_garbage_collection_clears_a_nominated_node_name_that_no_longer_holds(
     assert _expected_node(kube, "orphan") is None
     assert _expected_node(kube, "just-now") == "fresh"  # kube-scheduler is still placing it
     assert _expected_node(kube, "preempting") == "busy"  # kube-scheduler's own (no NodeClaim nominated it there)
+
+
+def test_register_nominates_only_the_pending_pods_of_the_claim(kube: KubeClient) -> None:
+    from nodeflow.api.karpenter import NodeClaim
+    from nodeflow.lifecycle.registration import expect_pods
+
+    kube.create(kc.NODES, node("elsewhere"))
+    create_pod(kube, pod("waiting"), UNSCHEDULABLE)
+    create_pod(kube, pod("running", node_name="elsewhere"), RUNNING)
+    _claim(kube, "made-for-three", ["gone", "running", "waiting"])
+    claim = NodeClaim.model_validate(kube.get(kc.NODE_CLAIMS, "made-for-three"))
+
+    assert expect_pods(kube, claim, "new-node") == ["default/waiting"]
+    assert _expected_node(kube, "waiting") == "new-node"
+    assert _expected_node(kube, "running") is None

@@ -199,6 +199,7 @@ class Round:
     unschedulable: int  # pods the provisioner reported it cannot place
     bound: dict[str, str] = field(default_factory=dict)  # pod key -> node
     pending: dict[str, str] = field(default_factory=dict)  # pod key -> kube-scheduler's message
+    failed: list[str] = field(default_factory=list)  # NodeClaims whose launch workflow did not succeed
     seconds: float = 0.0
 
 
@@ -288,9 +289,9 @@ class Run:
         out = Round(list(result["nodeClaimsCreated"]), int(result.get("unschedulablePods") or 0))
         if out.claims:
             done = local.wait_for_executions(timeout=timeout)
-            failed = [d["name"] for d in done if d["status"] != "SUCCEEDED"]
-            if failed:
-                raise RuntimeError(f"{self.work.name}: launch executions did not succeed: {failed}")
+            # a launch that failed (on a starved machine: a Lambda task past its timeout) is counted, not fatal:
+            # its pods show up as misses, their reason kube-scheduler's
+            out.failed = sorted(d["name"] for d in done if d["status"] != "SUCCEEDED" and d["name"] in out.claims)
         self.settle(out)
         out.seconds = time.monotonic() - began
         return out
@@ -342,6 +343,7 @@ class Run:
             "planned": len(planned),
             "unplaceable": len(keys) - len(planned),
             "nodeClaims": len(first.claims),
+            "launchesFailed": len(first.failed) + len(second.failed),
             "bound": len(hits),
             "boundShare": round(100.0 * len(hits) / len(planned), 1) if planned else 100.0,
             "onPlannedNode": round(100.0 * len(on_plan) / len(planned), 1) if planned else 100.0,
@@ -415,6 +417,7 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
         ("pods", "pods"),
         ("planned", "planned"),
         ("NodeClaims", "nodeClaims"),
+        ("launches failed", "launchesFailed"),
         ("bound round 1", "boundShare"),
         ("on planned node", "onPlannedNode"),
         ("extra NodeClaims", "extraNodeClaims"),

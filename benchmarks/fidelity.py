@@ -48,6 +48,7 @@ for _path in (str(ROOT / "functions"), str(ROOT)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+from benchmarks import plan_scale  # noqa: E402
 from benchmarks.solver_parity import MixDeployment, karpenter_mix_deployments  # noqa: E402
 
 DEMO = ROOT / "examples" / "demo"
@@ -105,54 +106,18 @@ class Workload:
 
 
 def mix_deployment(d: MixDeployment) -> dict[str, Any]:
-    """One Deployment of Karpenter's benchmark mix as a manifest (its constraint on its own ``app`` label)."""
-    own = {"matchLabels": {"app": d.app}}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": d.cpu, "memory": d.memory}}}]
-    }
-    zone, host = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
-    if d.kind in ("zone-spread", "hostname-spread"):
-        key = zone if d.kind == "zone-spread" else host
-        spec["topologySpreadConstraints"] = [
-            {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": own}
-        ]
-    elif d.kind == "zone-affinity":
-        term = {"topologyKey": zone, "labelSelector": own}
-        spec["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-    elif d.kind == "hostname-anti-affinity":
-        term = {"topologyKey": host, "labelSelector": own}
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": d.app},
-        "spec": {
-            "replicas": d.replicas,
-            "selector": {"matchLabels": {"app": d.app}},
-            "template": {"metadata": {"labels": {"app": d.app}}, "spec": spec},
-        },
-    }
+    """One Deployment of Karpenter's benchmark mix as a manifest (``benchmarks.plan_scale``'s), namespace left to the
+    run."""
+    body = plan_scale.deployment(d.app, d.replicas, plan_scale.pod_spec(d.app, d.cpu, d.memory, d.kind))
+    body["metadata"].pop("namespace", None)
+    return body
 
 
 def mix_pools() -> list[dict[str, Any]]:
-    """Karpenter's benchmark NodePool (every instance type, spot and on-demand) and the demo's EC2NodeClass."""
-    node_class = next(d for d in _docs(DEMO / "nodepools.yaml") if d["kind"] == "EC2NodeClass")
-    pool = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "all"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "requirements": [
-                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
-                    ],
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                }
-            }
-        },
-    }
-    return [pool, node_class]
+    """Karpenter's benchmark NodePool (every instance type, spot and on-demand) and the demo's EC2NodeClass (the
+    sandbox's subnets and security groups carry the demo's discovery tag)."""
+    pool = next(d for d in plan_scale.node_pool_docs() if d["kind"] == "NodePool")
+    return [pool, next(d for d in _docs(DEMO / "nodepools.yaml") if d["kind"] == "EC2NodeClass")]
 
 
 def workload(name: str, mix_pods: int = 500) -> Workload:
@@ -180,17 +145,6 @@ def _key(pod: Mapping[str, Any]) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float, every: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
-
-
 @dataclass
 class Round:
     """One provisioning round: the NodeClaims it created and where the pods were once kube-scheduler settled."""
@@ -215,7 +169,12 @@ class Run:
         """The workload's pods (not the DaemonSets')."""
         out: list[dict[str, Any]] = []
         for ns in self.work.namespaces():
-            out += [p for p in self.kube.objects("v1", "Pod", ns) if not p["metadata"].get("deletionTimestamp")]
+            out += [
+                p
+                for p in self.kube.objects("v1", "Pod", ns)
+                if not p["metadata"].get("deletionTimestamp")
+                and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+            ]
         return out
 
     def claim_nodes(self, names: Sequence[str]) -> dict[str, str]:
@@ -280,7 +239,9 @@ class Run:
             done = [p for p, v in zip(pods, verdicts, strict=True) if v.get("reason") == "Unschedulable"]
             return sorted(_key(p) for p in done) if len(pods) == expected == len(done) else None
 
-        return list(_wait(f"{expected} unschedulable pods of {self.work.name}", all_unschedulable, 120.0))
+        from sandbox.controlplane.facade import wait_for
+
+        return list(wait_for(f"{expected} unschedulable pods of {self.work.name}", all_unschedulable, 120.0, 0.25))
 
     def provision_round(self, local: Any, keys: Sequence[str], timeout: float) -> Round:
         began = time.monotonic()

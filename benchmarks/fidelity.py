@@ -154,6 +154,7 @@ class Round:
     bound: dict[str, str] = field(default_factory=dict)  # pod key -> node
     pending: dict[str, str] = field(default_factory=dict)  # pod key -> kube-scheduler's message
     failed: list[str] = field(default_factory=list)  # NodeClaims whose launch workflow did not succeed
+    expected: dict[str, str] = field(default_factory=dict)  # pending pod key -> its status.nominatedNodeName
     seconds: float = 0.0
 
 
@@ -266,6 +267,11 @@ class Run:
             if len(bound) != seen:
                 last, seen = time.monotonic(), len(bound)
             if len(bound) == len(pods) or time.monotonic() - last > QUIET_SECONDS:
+                out.expected = {
+                    _key(p): str((p.get("status") or {}).get("nominatedNodeName") or "")
+                    for p in pods
+                    if _key(p) not in bound
+                }
                 out.bound = bound
                 out.pending = {
                     _key(p): str(_scheduled(p).get("message") or _scheduled(p).get("reason") or "no verdict")
@@ -289,7 +295,14 @@ class Run:
         on_plan = [k for k in planned if first.bound.get(k) and first.bound[k] == nodes.get(nominated[k])]
         unplanned_bound = sorted(k for k in keys if k not in nominated and k in first.bound)
         misses = [
-            {"pod": k, "plannedFor": nominated[k], "boundTo": first.bound.get(k), "why": first.pending.get(k, "")}
+            {
+                "pod": k,
+                "plannedFor": nominated[k],
+                "boundTo": first.bound.get(k),
+                "why": first.pending.get(k, ""),
+                "nominatedNodeName": first.expected.get(k, ""),
+                "plannedNode": nodes.get(nominated[k], ""),
+            }
             for k in planned
             if k not in hits
         ]

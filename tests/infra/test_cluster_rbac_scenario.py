@@ -43,11 +43,6 @@ __all__ = ["aws_env", "kube_server", "make_local"]
 
 # (group, API group, resource, verb) granted but not used by the scenario -> why it is needed anyway.
 NOT_IN_THE_SCENARIO: dict[tuple[str, str, str, str], str] = {
-    ("nodeflow-nodeclasses", "", "pods/status", "patch"): (
-        "gc clears a status.nominatedNodeName that Register wrote once it no longer holds (its node gone, or the pod "
-        "still unbound long after the node was initialized): in the scenario every pod binds to its node "
-        "(tests/functional/kube/test_nominations.py clears one)"
-    ),
     ("nodeflow-provisioner", "karpenter.sh", "nodeclaims", "get"): (
         "create_node_claim reads a NodeClaim whose name is taken (a redelivered batch racing its first delivery) "
         "to tell the same claim from a clash"
@@ -180,8 +175,6 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     initialize = local.function_name("initialize")
     original = local.dispatch.handlers[initialize]
     local.dispatch.register(initialize, flaky(original, times=100))
-    # the node stays not Ready meanwhile: Register (which initializes a node already Ready) cannot skip Initialize
-    local.kubelet.ready_after = 3600.0
     local.apply(pending_pods("fail", 1, cpu="500m", memory="512Mi"))
     local.send_pending(["default/fail"])
     local.provision()
@@ -190,7 +183,6 @@ def test_the_rbac_grants_what_a_whole_scenario_uses_and_nothing_more(local: Loca
     assert local.kube_server.objects("karpenter.sh/v1", "NodeClaim") == []
     assert local.kube_server.objects("v1", "Node") == []
     local.dispatch.register(initialize, original)
-    local.kubelet.ready_after = 0.0
     _remove_pods(local, "fail")
 
     # --- provisioning, launch, registration, initialization; then gc finds the instance gone -----------------------

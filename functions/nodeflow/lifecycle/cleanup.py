@@ -19,7 +19,6 @@ EC2NodeClasses, NodeClaims and Nodes:
 - NodeClaims whose instance is gone are deleted with their Node;
 - Nodes left behind: a Node of a NodePool (``karpenter.sh/nodepool``) that no NodeClaim names (by
   ``status.nodeName`` or providerID) and whose instance is gone is deleted;
-- stale ``status.nominatedNodeName`` on pods (Register wrote it; the node is gone or filled up otherwise) is cleared;
 - stale nominations: each NodeClaim's ``nodeflow.io/nominated-pods`` annotation is pruned of the pods that are gone,
   finished or bound to a node that stays (``lifecycle/nominations.py``; the pods are listed only when a NodeClaim
   carries nominations);
@@ -254,16 +253,7 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
             disrupted.append(dict(claim.metadata.labels or {}))
 
     # Nodes left behind by a failed or terminated launch: no NodeClaim names them and their instance is gone.
-    removed = {c.status.node_name for c in claims if c.name in set(deleted) and c.status and c.status.node_name}
-    pruned, expected = _prune_nominations(
-        deps,
-        [c for c in claims if c.name not in set(deleted)],
-        [n for n in snap.nodes if n.metadata.name not in removed],
-        reports,
-        now,
-        grace_seconds,
-        bool(deleted),
-    )
+    pruned = _prune_nominations(deps, [c for c in claims if c.name not in set(deleted)], snap.nodes, reports)
 
     nodes_deleted = []
     for iid, ghost in ghosts:
@@ -289,34 +279,24 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         "deletedNodes": nodes_deleted,
         "disrupted": disrupted,
         "nominationsPruned": sorted(pruned),
-        "expectationsCleared": expected,
         "reportErrors": reports.failed,
     }
 
 
 def _prune_nominations(
-    deps: CleanupDeps,
-    claims: Sequence[NodeClaim],
-    nodes: Sequence[Node],
-    reports: Reports,
-    now: datetime,
-    grace: float,
-    deleted: bool = False,
-) -> tuple[dict[str, tuple[str, ...]], list[str]]:
-    """Stale nominations pruned, and stale ``status.nominatedNodeName`` cleared from their pods
-    (``lifecycle/nominations.py``); the pods are listed (after the NodeClaims) only when a NodeClaim carries
-    nominations or one was deleted just now (``deleted``: its pods may name its Node, deleted with it)."""
+    deps: CleanupDeps, claims: Sequence[NodeClaim], nodes: Sequence[Node], reports: Reports
+) -> dict[str, tuple[str, ...]]:
+    """Stale nominations pruned (``lifecycle/nominations.py``); the pods are listed (after the NodeClaims) only when
+    a NodeClaim carries nominations."""
     from nodeflow.kube.snapshot import take_snapshot
-    from nodeflow.lifecycle.nominations import clear_expectations, prune_nominations, stale_expectations
+    from nodeflow.lifecycle.nominations import prune_nominations
     from nodeflow.plan import nominated_pods
 
-    if not deleted and not any(nominated_pods(c) and c.metadata.deletion_timestamp is None for c in claims):
-        return {}, []
+    if not any(nominated_pods(c) and c.metadata.deletion_timestamp is None for c in claims):
+        return {}
     listed = take_snapshot(deps.kube, kinds=("pods",))
     unreadable = {f"{o.namespace or 'default'}/{o.name}" for o in listed.invalid_of("Pod")}
-    pruned = prune_nominations(deps.kube, claims, nodes, listed.pods, unreadable=unreadable, reports=reports)
-    stale = stale_expectations(claims, nodes, listed.pods, now, grace)
-    return pruned, clear_expectations(deps.kube, stale, reports)
+    return prune_nominations(deps.kube, claims, nodes, listed.pods, unreadable=unreadable, reports=reports)
 
 
 def _delete_claim_and_node(kube: KubeClient, claim: NodeClaim) -> bool:

@@ -16,30 +16,22 @@ to completion, or was bound to a node that stays (the NodeClaim's own: the nomin
 scheduler chose). ``open_nominations`` is that rule (pure); ``prune_nominations`` (garbage collection) rewrites each
 NodeClaim's annotation with its open nominations only, and removes it when none is left. A pod nodeflow cannot read
 (it does not validate) is kept: it may well be there.
-
-Register also writes each open nomination to its pod as ``status.nominatedNodeName`` (kube-scheduler keeps the
-node's room for it: ``registration.expect_pods``). kube-scheduler never clears a nominatedNodeName another
-component set, and nodeflow, like Karpenter, leaves a pod with one to the scheduler (it is not provisioned for). So
-``stale_expectations`` (pure) finds those that no longer hold: the pod is still unbound although its NodeClaim was
-initialized ``grace`` seconds ago or more (the node filled up otherwise), or the node it names is gone; garbage
-collection clears them (``clear_expectations``) and the pod is provisioned for again.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime
 from functools import partial
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import NodeClaim
-from nodeflow.kube.client import NODE_CLAIMS, PODS, KubeClient
+from nodeflow.kube.client import NODE_CLAIMS, KubeClient
 from nodeflow.kube.reports import Reports
 from nodeflow.plan import nominated_pods
 
-__all__ = ["clear_expectations", "leaving_nodes", "open_nominations", "prune_nominations", "stale_expectations"]
+__all__ = ["leaving_nodes", "open_nominations", "prune_nominations"]
 
 _FINISHED = frozenset({"Succeeded", "Failed"})
 
@@ -114,48 +106,3 @@ def prune_nominations(
         ):
             written[claim.name] = keep
     return written
-
-
-def stale_expectations(
-    claims: Iterable[NodeClaim], nodes: Iterable[Node], pods: Iterable[Pod], now: datetime, grace: float
-) -> tuple[str, ...]:
-    """Keys of the unbound pods whose ``status.nominatedNodeName`` no longer holds (see the module): it names no
-    Node, or the Node of a NodeClaim that nominated the pod and was initialized ``grace`` seconds before ``now`` or
-    earlier. A nomination kube-scheduler made itself (preemption: the node exists, no NodeClaim nominated the pod
-    there) is left alone."""
-    names = {n.metadata.name for n in nodes}
-    settled: dict[tuple[str, str], bool] = {}  # (node, pod key) -> its NodeClaim has been initialized long enough
-    for claim in claims:
-        node = claim.status.node_name if claim.status else None
-        initialized = claim.status.condition("Initialized") if claim.status else None
-        if not node or initialized is None or initialized.status != "True":
-            continue
-        since = initialized.last_transition_time
-        old = since is not None and (now - since).total_seconds() >= grace
-        for key in nominated_pods(claim):
-            settled[(node, key)] = old
-    out = []
-    for pod in pods:
-        node = pod.status.nominated_node_name
-        if not node or pod.spec.node_name or pod.metadata.deletion_timestamp is not None:
-            continue
-        if pod.status.phase in _FINISHED:
-            continue
-        if node not in names or settled.get((node, pod.key), False):
-            out.append(pod.key)
-    return tuple(sorted(out))
-
-
-def clear_expectations(kube: KubeClient, keys: Iterable[str], reports: Reports) -> list[str]:
-    """Remove ``status.nominatedNodeName`` from each pod (``namespace/name``), each on its own; the keys cleared."""
-    done = []
-    for key in keys:
-        namespace, _, name = key.partition("/")
-        patch = {"status": {"nominatedNodeName": None}}
-        if reports.run(
-            "Pod nominatedNodeName",
-            f"Pod/{key}",
-            partial(kube.patch, PODS, name, patch, namespace=namespace, subresource="status"),
-        ):
-            done.append(key)
-    return done

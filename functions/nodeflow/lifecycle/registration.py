@@ -22,11 +22,10 @@ from nodeflow.api.core import Node
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.api.quantity import to_milli
 from nodeflow.kube import errors as kerr
-from nodeflow.kube.client import JSON_PATCH, NODE_CLAIMS, NODES, PODS, KubeClient
+from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.status import recount_node_pool, set_condition
 from nodeflow.kube.writes import get_node_claim, update
 from nodeflow.lifecycle.errors import InitializationTimeout, NodeClaimGone, RegistrationTimeout
-from nodeflow.plan import nominated_pods
 
 __all__ = ["StepDeps", "initialize", "register"]
 
@@ -143,7 +142,6 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
         spec["taints"] = taints
         return obj
 
-    expect_pods(deps.kube, claim, node_name)  # before the Node takes pods: the unregistered taint is lifted next
     try:
         updated, _ = update(deps.kube, NODES, node_name, mutate)
     except kerr.NotFound:
@@ -162,33 +160,6 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
         return {"registered": True, "initialized": True, "node": node_name, **created}
     _set_claim_conditions(deps, claim, [("Registered", "True", "Registered")], nodeName=node_name)
     return {"registered": True, "initialized": False, "node": node_name, **created}
-
-
-def expect_pods(kube: KubeClient, claim: NodeClaim, node_name: str) -> list[str]:
-    """Tell kube-scheduler where the plan put the NodeClaim's pods: ``status.nominatedNodeName`` = its Node, on each
-    nominated pod still Pending; the pods so marked.
-
-    kube-scheduler (NominatedNodeNameForExpectation, beta and on since v1.35) tries a pod's nominated node first,
-    and, when it places other pods of no higher priority, counts the nominated pods as already on their node. So a
-    pod the plan did not put on this node (another Deployment's, a hostname-spread pod that could go to any node)
-    cannot take the room planned for these: without it, kube-scheduler spreads pods over the new nodes by its own
-    scores and a pod planned for a node can find it full (benchmarks/fidelity.py). One JSON patch per pod, its
-    ``test`` on ``status.phase`` the precondition (a pod that finished or is gone is skipped); no read first: a
-    NodeClaim may carry hundreds of pods and this step must stay short. Garbage collection clears a nomination that
-    no longer holds (``nominations.stale_expectations``)."""
-    marked = []
-    patch = [
-        {"op": "test", "path": "/status/phase", "value": "Pending"},
-        {"op": "add", "path": "/status/nominatedNodeName", "value": node_name},
-    ]
-    for key in nominated_pods(claim):
-        namespace, _, name = key.partition("/")
-        try:
-            kube.patch(PODS, name, patch, namespace=namespace, subresource="status", content_type=JSON_PATCH)
-        except (kerr.NotFound, kerr.Invalid):  # gone, or no longer Pending
-            continue
-        marked.append(key)
-    return marked
 
 
 def _created(first: bool, labels: Mapping[str, str]) -> dict[str, str] | None:

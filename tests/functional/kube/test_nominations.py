@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -87,52 +87,3 @@ def test_garbage_collection_prunes_nominations_of_pods_gone_or_bound(
     assert _gc(deps)["nominationsPruned"] == ["made-for-four"]
     assert _nominated(kube, "made-for-four") is None
     assert _gc(deps)["nominationsPruned"] == []
-
-
-def _initialized(kube: KubeClient, name: str, since: datetime) -> None:
-    stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
-    condition = {"type": "Initialized", "status": "True", "reason": "Initialized", "lastTransitionTime": stamp}
-    kube.patch(kc.NODE_CLAIMS, name, {"status": {"conditions": [condition]}}, subresource="status")
-
-
-def _expected_node(kube: KubeClient, name: str) -> str | None:
-    return kube.get(kc.PODS, name, "default")["status"].get("nominatedNodeName")
-
-
-def test_garbage_collection_clears_a_nominated_node_name_that_no_longer_holds(
-    kube: KubeClient, deps: CleanupDeps
-) -> None:
-    # Register wrote status.nominatedNodeName on the pods a NodeClaim was made for; kube-scheduler never clears one it
-    # did not set, and a pod with one is not provisioned for. Once the NodeClaim has been initialized for the grace
-    # period and its pod is still unbound (the node filled up otherwise), or when the node is gone, gc clears it.
-    for name in ("late", "fresh", "busy"):
-        kube.create(kc.NODES, node(name))
-    for name, at in (("waits", "late"), ("just-now", "fresh"), ("orphan", "vanished"), ("preempting", "busy")):
-        create_pod(kube, pod(name), {**UNSCHEDULABLE, "nominatedNodeName": at})
-    _claim(kube, "late-claim", ["waits"], node_name="late")
-    _initialized(kube, "late-claim", T0 - timedelta(seconds=31))
-    _claim(kube, "fresh-claim", ["just-now"], node_name="fresh")
-    _initialized(kube, "fresh-claim", T0 - timedelta(seconds=5))
-
-    result = collect_garbage(deps, grace_seconds=30)
-    assert result["expectationsCleared"] == ["default/orphan", "default/waits"]
-    assert result["reportErrors"] == 0
-    assert _expected_node(kube, "waits") is None
-    assert _expected_node(kube, "orphan") is None
-    assert _expected_node(kube, "just-now") == "fresh"  # kube-scheduler is still placing it
-    assert _expected_node(kube, "preempting") == "busy"  # kube-scheduler's own (no NodeClaim nominated it there)
-
-
-def test_register_nominates_only_the_pending_pods_of_the_claim(kube: KubeClient) -> None:
-    from nodeflow.api.karpenter import NodeClaim
-    from nodeflow.lifecycle.registration import expect_pods
-
-    kube.create(kc.NODES, node("elsewhere"))
-    create_pod(kube, pod("waiting"), UNSCHEDULABLE)
-    create_pod(kube, pod("running", node_name="elsewhere"), RUNNING)
-    _claim(kube, "made-for-three", ["gone", "running", "waiting"])
-    claim = NodeClaim.model_validate(kube.get(kc.NODE_CLAIMS, "made-for-three"))
-
-    assert expect_pods(kube, claim, "new-node") == ["default/waiting"]
-    assert _expected_node(kube, "waiting") == "new-node"
-    assert _expected_node(kube, "running") is None

@@ -401,31 +401,3 @@ def test_a_500_on_nodeclaim_create_is_redelivered_and_provisions_once(local: Loc
     creates = [e for e in local.kube_server.exchanges if e.method == "POST" and e.path == injected[0]]
     assert [(e.status, e.injected) for e in creates] == [(500, True)] + [(201, False)] * len(claims(local))
     running(local.kube_server, "web", 2)
-
-
-def test_register_tells_kube_scheduler_where_the_plan_put_the_pods(make_local: Callable[..., LocalNodeflow]) -> None:
-    # Before its Node takes pods, Register writes the Node's name to status.nominatedNodeName of each pod the plan put
-    # on the NodeClaim: kube-scheduler (NominatedNodeNameForExpectation) keeps their room there, so a pod the plan put
-    # elsewhere cannot take it (benchmarks/fidelity.py: 92 % of a spread workload's pods bound in round 1 without).
-    from sandbox.controlplane.facade import wait_for
-
-    local = make_local(kubelet_ready_after=60.0)  # registered, not Ready: kube-scheduler binds nothing yet
-    keys = pending(local, "web", 3, cpu="1", memory="2Gi")
-    local.send_pending(["default/web"])
-    created = local.provision()["result"]["nodeClaimsCreated"]
-    assert created
-
-    def registered() -> list[dict[str, Any]] | None:
-        got = [c for c in claims(local) if condition(c, "Registered") == "True"]
-        return got if len(got) == len(created) else None
-
-    expected: dict[str, str] = {}
-    for claim in wait_for("the NodeClaims registered", registered, 60):
-        for key in json.loads(claim["metadata"]["annotations"][wk.ANNOTATION_NOMINATED_PODS]):
-            expected[key] = claim["status"]["nodeName"]
-    assert sorted(expected) == keys
-    for key, node_name in expected.items():
-        namespace, name = key.split("/")
-        pod = local.kube_server.get("v1", "Pod", name, namespace)
-        assert pod["status"].get("nominatedNodeName") == node_name, key
-        assert not pod["spec"].get("nodeName")

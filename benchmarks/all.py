@@ -151,7 +151,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("interruption", (), ("--nodes", "1", "--pods-per-node", "2"), _plain),
     Bench("ingress", ("--trials", "5", "--burst", "100"), ("--trials", "2", "--burst", "20"), _plain),
     Bench("agent", ("--pods", "2000"), ("--pods", "300"), _plain),
-    Bench("fidelity", (), ("--workloads", "arm64"), _fidelity),
+    Bench("fidelity", (), ("--workloads", "volumes"), _fidelity),
     Bench(
         "snapshot", ("--repeat", "2"), ("--pods", "300", "--nodes", "30", "--pending", "20", "--repeat", "1"), _plain
     ),

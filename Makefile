@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit docs docs-reference demo bench bench-all bench-cost catalog synth install-manifests clean
+.PHONY: test lint typecheck unit docs docs-reference demo bench bench-all bench-cost bench-fidelity catalog synth install-manifests clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,7 +52,13 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/solver.py
 
-# Every benchmark under benchmarks/, one table with the issue 18 targets (~15 min, +6-9 for cost; ARGS=--quick: a smoke run,
+# Plan fidelity on the real control plane (docs/benchmarks/fidelity.md): does kube-scheduler bind the pods to the
+# nodes nodeflow launched for them? ARGS="--workloads spread,gpu" for a subset.
+bench-fidelity: $(STAMP)
+	$(PY) -m benchmarks.fidelity $(ARGS)
+
+# Every benchmark under benchmarks/, one table with the scale targets (~15 min, +6-9 for cost, +5 for fidelity;
+# ARGS=--quick: a smoke run,
 # ARGS="--only plan_scale,imports", ARGS="--pin 1" to run each on one core).
 bench-all: $(STAMP)
 	$(PY) -m benchmarks.all $(ARGS)

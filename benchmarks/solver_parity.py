@@ -158,16 +158,37 @@ def deployment(
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class MixDeployment:
+    """One Deployment of Karpenter's benchmark mix: its pods request ``cpu`` and ``memory``; ``kind`` is one of
+    ``KINDS``."""
+
+    app: str
+    replicas: int
+    cpu: str
+    memory: str
+    kind: str
+
+
+def karpenter_mix_deployments(count: int, seed: int = 42) -> tuple[MixDeployment, ...]:
+    """Karpenter's benchmark mix as Deployments: 10-50 replicas each, the five kinds in turn, ``count`` pods."""
+    rng = random.Random(seed)
+    out: list[MixDeployment] = []
+    total = 0
+    while total < count:
+        replicas = min(rng.randint(10, 50), count - total)
+        cpu, memory = rng.choice(CPUS), rng.choice(MEMORY)
+        index = len(out)
+        out.append(MixDeployment(f"app-{index:05d}", replicas, cpu, memory, KINDS[index % len(KINDS)]))
+        total += replicas
+    return tuple(out)
+
+
 def karpenter_mix(count: int, seed: int = 42) -> tuple[PodInput, ...]:
     """Karpenter's benchmark mix: Deployments of 10-50 replicas, the five kinds in turn."""
-    rng = random.Random(seed)
     pods: list[PodInput] = []
-    index = 0
-    while len(pods) < count:
-        replicas = min(rng.randint(10, 50), count - len(pods))
-        requests = _requests(rng.choice(CPUS), rng.choice(MEMORY))
-        pods += deployment(f"app-{index:05d}", replicas, requests, KINDS[index % len(KINDS)])
-        index += 1
+    for d in karpenter_mix_deployments(count, seed):
+        pods += deployment(d.app, d.replicas, _requests(d.cpu, d.memory), d.kind)
     return tuple(pods)
 
 

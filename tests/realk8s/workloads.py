@@ -13,7 +13,7 @@ from typing import Any
 
 from sandbox.controlplane.facade import RealKubeAPI, wait_for
 
-__all__ = ["NO_SCHEDULER", "TEMPLATE_HASH", "pod_keys", "replica_set", "running", "unschedulable"]
+__all__ = ["NO_SCHEDULER", "TEMPLATE_HASH", "pod_keys", "replica_set", "running", "scale", "unschedulable"]
 
 TEMPLATE_HASH = "7d4b9c"
 #: ``spec.schedulerName`` of pods whose scheduling status a test seeds itself: no scheduler of that name runs, so
@@ -99,3 +99,14 @@ def _describe(pods: list[dict[str, Any]]) -> str:
             f"{scheduled.get('status')}/{scheduled.get('reason')}: {scheduled.get('message')}"
         )
     return "; ".join(out)
+
+
+def scale(kube: RealKubeAPI, name: str, replicas: int, *, namespace: str = "default", timeout: float = 30.0) -> None:
+    """Scale workload ``name``'s ReplicaSet (as ``kubectl scale`` on its Deployment would) and wait until it has
+    ``replicas`` pods: the ReplicaSet controller deletes the others, their kubelet confirms, they are gone."""
+    kube.patch("apps/v1", "ReplicaSet", f"{name}-{TEMPLATE_HASH}", {"spec": {"replicas": replicas}}, namespace)
+    wait_for(
+        f"{namespace}/{name} scaled to {replicas}",
+        lambda: len(_pods(kube, name, namespace)) == replicas or None,
+        timeout,
+    )

@@ -5,12 +5,23 @@ faults) start from."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.nodeflow import LocalNodeflow
 from tests.realk8s.workloads import replica_set, running, unschedulable
 
-__all__ = ["launch_workload", "pending_workload"]
+__all__ = ["Launched", "launch_node", "launch_workload", "pending_workload"]
+
+
+@dataclass(frozen=True)
+class Launched:
+    """One NodeClaim launched for a workload, and what runs on its node."""
+
+    claim: str
+    node: str
+    instance_id: str
+    pods: list[str]  # the names of the workload's pods running there (namespace default)
 
 
 def pending_workload(
@@ -39,3 +50,17 @@ def launch_workload(
     nodes = {c["status"]["nodeName"] for c in out}
     assert {p["spec"]["nodeName"] for p in pods} <= nodes, (pods, nodes)
     return out
+
+
+def launch_node(
+    local: LocalNodeflow, app: str, replicas: int = 1, cpu: str = "500m", memory: str = "512Mi"
+) -> Launched:
+    """``replicas`` small pods of ReplicaSet ``app`` running on one node launched for them."""
+    (claim,) = launch_workload(local, app, replicas, cpu, memory)
+    node = claim["status"]["nodeName"]
+    pods = sorted(
+        p["metadata"]["name"]
+        for p in local.kube_server.list_items("v1", "Pod", "default", label_selector=f"app={app}")
+        if p["spec"].get("nodeName") == node
+    )
+    return Launched(claim["metadata"]["name"], node, claim["status"]["providerID"].rsplit("/", 1)[-1], pods)

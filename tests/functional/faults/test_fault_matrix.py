@@ -30,7 +30,7 @@ from sandbox.nodeflow import LocalNodeflow
 from tests.functional.faults.invariants import check_world, settle
 from tests.functional.ingress.conftest import event, post
 from tests.functional.lifecycle.test_broken_resources import _broken_class, _ghost, _pool
-from tests.realk8s.launched import launch_workload, pending_workload
+from tests.realk8s.launched import launch_node, pending_workload
 from tests.realk8s.workloads import replica_set, unschedulable
 
 Make = Callable[..., LocalNodeflow]
@@ -68,23 +68,16 @@ def _unreported(local: LocalNodeflow, app: str) -> str:
     return key.split("/", 1)[1]
 
 
-def _launch(local: LocalNodeflow, app: str) -> tuple[str, str, str]:
-    """One pod of ReplicaSet ``app`` running on a node launched for it: (NodeClaim, Node, pod)."""
-    (claim,) = launch_workload(local, app, 1, "500m", "512Mi")
-    node = claim["status"]["nodeName"]
-    (pod,) = [p for p in local.kube_server.objects("v1", "Pod", "default") if p["spec"].get("nodeName") == node]
-    return claim["metadata"]["name"], node, pod["metadata"]["name"]
-
-
 # --- behaviours 1-9 --------------------------------------------------------------------------------------------
 
 
 def future_event_time(make: Make) -> LocalNodeflow:
     """1: an agent event dated year 9999 goes through the webhook and the disruption queue."""
     local = make()
-    claim, node, pod = _launch(local, "web")
+    node = launch_node(local, "web")
+    claim = node.claim
     url = local.start_webhook()
-    e = event("PodBound", name=pod, nodeName=node)
+    e = event("PodBound", name=node.pods[0], nodeName=node.node)
     e["time"] = "9999-12-31T23:59:59Z"
     assert post(url.url, {"cluster": "demo", "events": [e]}).status == 202
     records = [
@@ -171,7 +164,7 @@ def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
     """6: a PodDisruptionBudget holds the drain across several execution hand-overs (the real eviction API answers
     429 with a DisruptionBudget cause), then, deleted, allows it."""
     local = make(env={"DRAIN_PASSES_PER_EXECUTION": "2"})
-    claim, _, _ = _launch(local, "db")
+    claim = launch_node(local, "db").claim
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",

@@ -1,14 +1,16 @@
 """The fault matrix: each scenario injects one fault into the local world (moto with the real workflows, the real
-control plane with kube-scheduler, its controllers and simulated kubelets, the webhook behind its Function URL), lets nodeflow recover the way it would in AWS (SQS redelivery,
-the scheduled garbage collection, the next batch), and then ONE shared check (``invariants.check_world``) must
-find no instance without its NodeClaim, no NodeClaim without its Node, no stranded pod, no terminate execution
-over its history bound, no execution still running, and a disruption round that still runs.
+control plane with kube-scheduler, its controllers and simulated kubelets, the webhook behind its Function URL),
+lets nodeflow recover the way it would in AWS (SQS redelivery, the scheduled garbage collection, the next batch),
+and then ONE shared check (``invariants.check_world``) must find no instance without its NodeClaim, no NodeClaim
+without its Node, no stranded pod, no terminate execution over its history bound, no execution still running, and a
+disruption round that still runs.
 
 Behaviours 1-9 of issue 15 each have a scenario, and so do: insufficient capacity on the cheapest offerings,
 CreateFleet throttling, a step Lambda raising mid-launch, a node that never registers, 500/409/429 from the API
-server on NodeClaim create, slow answers and a dropped connection from it, the same batch three times and
-concurrently, and a webhook outage. The API server's faults are injected by the fault proxy in front of the real
-API server (``sandbox.controlplane.proxy``); the pods are real ReplicaSets' that kube-scheduler found no node for.
+server on NodeClaim create, slow answers and a dropped connection from it, a pod under two PodDisruptionBudgets
+(the eviction API answers 500), the same batch three times and concurrently, and a webhook outage. The API
+server's faults are injected by the fault proxy in front of the real API server (``sandbox.controlplane.proxy``);
+the pods are real ReplicaSets' that kube-scheduler found no node for.
 """
 
 from __future__ import annotations
@@ -165,33 +167,54 @@ def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
     429 with a DisruptionBudget cause), then, deleted, allows it."""
     local = make(env={"DRAIN_PASSES_PER_EXECUTION": "2"})
     claim = launch_node(local, "db").claim
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "db", "namespace": "default"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-    }
-    local.apply([pdb])
-    wait_for(  # the disruption controller's verdict: until it is computed the eviction API refuses anyway
-        "the PDB status",
-        lambda: (
-            (local.kube_server.get("policy/v1", "PodDisruptionBudget", "db").get("status") or {}).get(
-                "disruptionsAllowed"
-            )
-            == 0
-        ),
-    )
+    local.apply([_pdb("db", "db", minAvailable=1)])
+    # the disruption controller's verdict (until it is computed the eviction API refuses anyway)
+    wait_for("the PDB status", lambda: _pdb_allows(local, "db") == 0)
     local.terminate(claim, reason="Expired")
     wait_for(
-        "two hand-overs",
-        lambda: any(e["name"] == f"{claim}_c3" for e in local.terminate_executions()),
-        timeout=60,
+        "two hand-overs", lambda: any(e["name"] == f"{claim}_c3" for e in local.terminate_executions()), timeout=60
     )
     assert local.instances(("running",))  # never terminated while the PDB holds
     refused = [e for e in local.kube_server.exchanges if e.path.endswith("/eviction") and e.status == 429]
     assert refused, "no eviction was refused"
     assert not any(e.injected for e in refused)
     local.kube_server.delete("policy/v1", "PodDisruptionBudget", "db")
+    wait_for("the instance terminated", lambda: not local.instances(("pending", "running")), timeout=60)
+    return local
+
+
+def _pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
+    }
+
+
+def _pdb_allows(local: LocalNodeflow, name: str) -> int | None:
+    """The disruption controller's ``disruptionsAllowed`` for PodDisruptionBudget ``name`` (None until computed)."""
+    status = local.kube_server.get("policy/v1", "PodDisruptionBudget", name).get("status") or {}
+    return status.get("disruptionsAllowed") if status.get("observedGeneration") else None
+
+
+def drain_held_by_two_pdbs(make: Make) -> LocalNodeflow:
+    """A pod two PodDisruptionBudgets select, both allowing a disruption: the real eviction API answers 500 (it does
+    not support more than one budget per pod) whatever they allow. The drain waits across hand-overs as for a
+    budget that says no (Karpenter: "eviction does not support multiple PDBs"), not as for an outage; once one
+    budget is deleted, the pod is evicted and the instance terminated."""
+    local = make(env={"DRAIN_PASSES_PER_EXECUTION": "2"})
+    claim = launch_node(local, "db").claim
+    local.apply([_pdb("db-a", "db", maxUnavailable=1), _pdb("db-b", "db", maxUnavailable=1)])
+    wait_for("both PDBs' status", lambda: _pdb_allows(local, "db-a") == 1 == _pdb_allows(local, "db-b"))
+    local.terminate(claim, reason="Expired")
+    wait_for(
+        "two hand-overs", lambda: any(e["name"] == f"{claim}_c3" for e in local.terminate_executions()), timeout=60
+    )
+    assert local.instances(("running",))  # never terminated while the pod cannot be evicted
+    answered = [e for e in local.kube_server.exchanges if e.path.endswith("/eviction")]
+    assert {(e.status, e.injected) for e in answered} == {(500, False)}, [e.describe() for e in answered]
+    local.kube_server.delete("policy/v1", "PodDisruptionBudget", "db-b")
     wait_for("the instance terminated", lambda: not local.instances(("pending", "running")), timeout=60)
     return local
 
@@ -416,6 +439,7 @@ SCENARIOS: dict[str, Callable[[Make], LocalNodeflow]] = {
     "4-node-left-behind": node_left_behind,
     "5-malformed-webhook-input": malformed_webhook_input,
     "6-drain-held-by-a-pdb": drain_held_by_a_pdb,
+    "drain-held-by-two-pdbs": drain_held_by_two_pdbs,
     "7-capacity-fallback-client-tokens": capacity_fallback_tokens,
     "8-duplicate-instance": duplicate_instance,
     "9-invalid-node-pool-missing-class": invalid_node_pool_and_missing_class,

@@ -130,7 +130,6 @@ def test_the_pause_switch_stops_voluntary_disruption(local: LocalNodeflow) -> No
     _later(5)
     local.apply(
         [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -155,7 +154,6 @@ def test_expired_nodes_are_terminated_even_when_paused(local: LocalNodeflow) -> 
     claim = _launch(local, "web", 1)
     local.apply(
         [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",

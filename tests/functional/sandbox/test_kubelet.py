@@ -144,7 +144,7 @@ def test_kubelet_registers_then_becomes_ready(world: AwsWorld, clients: Clients,
         assert ready(kube.get(NODES, name)) == "True"
         # the startup taint is gone (its daemon's work); the node lifecycle controller lifts not-ready
         node = wait_for(
-            "the not-ready taint lifted", lambda: (n := kube.get(NODES, name)) and NOT_READY not in taints(n) and n
+            "the not-ready taint lifted", lambda: None if NOT_READY in taints(n := kube.get(NODES, name)) else n
         )
         assert taints(node) == ["dedicated", "karpenter.sh/unregistered"]
         assert [(e.kind, e.node, e.instance_id, e.node_claim, e.at) for e in kubelet.events] == [

@@ -1,5 +1,5 @@
 """Karpenter's voluntary-disruption metrics from the disruption Lambda, run for real (moto with the real workflows,
-the handler in-process, the test API server), read back as CloudWatch EMF records: per method tried, its
+the handler in-process, the real control plane), read back as CloudWatch EMF records: per method tried, its
 evaluation time (``karpenter_voluntary_disruption_decision_evaluation_duration_seconds{reason,
 consolidation_type}``) and eligible nodes (``karpenter_voluntary_disruption_eligible_nodes{reason}``); per NodePool,
 the nodes using up its budget (``karpenter_nodepools_nodes_consuming_budgets{nodepool,reason}``) and the decisions

@@ -1,4 +1,4 @@
-"""A NodeflowPolicy pause window through the real disruption Lambda (moto, the real workflows, the test API server):
+"""A NodeflowPolicy pause window through the real disruption Lambda (moto, the real workflows, the real control plane):
 it stops voluntary disruption but not expiration. An empty node of the paused NodePool (nodePools ["*"]: every
 NodePool) stays and gets a DisruptionBlocked event naming the policy; an expired node of the same NodePool is still
 terminated; once the window has closed, the empty node goes. Policies whose windows nodeflow cannot evaluate (stored

@@ -180,7 +180,16 @@ def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
     assert not any(e.injected for e in refused)
     local.kube_server.delete("policy/v1", "PodDisruptionBudget", "db")
     wait_for("the instance terminated", lambda: not local.instances(("pending", "running")), timeout=60)
+    _requeue_evicted(local, "db")
     return local
+
+
+def _requeue_evicted(local: LocalNodeflow, app: str) -> None:
+    """The evicted pod came back from its ReplicaSet and kube-scheduler found no node for it: the agent reports it,
+    and the provisioner gives it a node."""
+    unschedulable(local.kube_server, app, 1)
+    local.send_pending([f"default/{app}"])
+    _provision_all(local)
 
 
 def _pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
@@ -216,6 +225,7 @@ def drain_held_by_two_pdbs(make: Make) -> LocalNodeflow:
     assert {(e.status, e.injected) for e in answered} == {(500, False)}, [e.describe() for e in answered]
     local.kube_server.delete("policy/v1", "PodDisruptionBudget", "db-b")
     wait_for("the instance terminated", lambda: not local.instances(("pending", "running")), timeout=60)
+    _requeue_evicted(local, "db")
     return local
 
 

@@ -111,15 +111,18 @@ def _describe(pods: list[dict[str, Any]]) -> str:
     return "; ".join(out)
 
 
-def scale(kube: RealKubeAPI, name: str, replicas: int, *, namespace: str = "default", timeout: float = 30.0) -> None:
+def scale(kube: RealKubeAPI, name: str, replicas: int, *, namespace: str = "default", timeout: float = 90.0) -> None:
     """Scale workload ``name``'s ReplicaSet (as ``kubectl scale`` on its Deployment would) and wait until it has
     ``replicas`` pods: the ReplicaSet controller deletes the others, their kubelet confirms, they are gone."""
     kube.patch("apps/v1", "ReplicaSet", f"{name}-{TEMPLATE_HASH}", {"spec": {"replicas": replicas}}, namespace)
-    wait_for(
-        f"{namespace}/{name} scaled to {replicas}",
-        lambda: len(_pods(kube, name, namespace)) == replicas or None,
-        timeout,
-    )
+    try:
+        wait_for(
+            f"{namespace}/{name} scaled to {replicas}",
+            lambda: len(_pods(kube, name, namespace)) == replicas or None,
+            timeout,
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; they are: {_describe(_pods(kube, name, namespace))}") from None
 
 
 def held(pod: dict[str, Any]) -> dict[str, Any]:

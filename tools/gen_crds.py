@@ -1216,7 +1216,12 @@ def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
     props["kind"] = {"description": _KIND_DOC, "type": "string"}
     # The API server owns metadata; a CRD may only constrain name/generateName there.
     props["metadata"] = {"type": "object"}
-    schema["required"] = [r for r in schema.get("required", []) if r == "spec"]
+    # An empty list is left out: the API server drops it (omitempty), so a CRD carrying it never matches what is
+    # stored and ``kubectl apply`` reports it "configured" on every run.
+    if required := [r for r in schema.get("required", []) if r == "spec"]:
+        schema["required"] = required
+    else:
+        schema.pop("required", None)
     return schema
 
 

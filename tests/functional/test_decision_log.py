@@ -1,4 +1,5 @@
-"""The decision log for real: the provisioner (against the test API server) writes its records to a DynamoDB
+"""The decision log for real: the provisioner (against the real API server; its pending pods are held, no scheduler
+runs them) writes its records to a DynamoDB
 table in moto through ``nodeflow.aws.decisions.DecisionLog``; they are read back by pod, by NodePool and by time,
 expire 90 days (or the configured days) after the run's clock, and a DynamoDB that fails every write costs the
 provisioner nothing. ``python -m nodeflow decisions --stack`` reads them from a stack in moto's CloudFormation."""
@@ -17,12 +18,13 @@ from benchmarks.provisioning_scale import node_class, node_pool, pod
 from nodeflow.cli import main
 from nodeflow.governance.decisions import nodepool_partitions
 from tests.functional.faults.dynamodb import BatchWriteFaults
+from tests.realk8s.workloads import held
 
 if TYPE_CHECKING:
     from nodeflow.aws.decisions import DecisionLog
     from nodeflow.governance.decisions import Decision
     from nodeflow.lifecycle.provisioner import ProvisionResult
-    from tests.kubeapi import KubeAPIServer
+    from sandbox.controlplane.facade import RealKubeAPI
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
 REGION = "us-east-1"
@@ -32,7 +34,12 @@ NOWHERE = {"nodeSelector": {"example.com/rack": "r1"}}  # no NodePool can label 
 
 
 @pytest.fixture
-def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
+
+
+@pytest.fixture
+def world(aws_env: None, kube_server: RealKubeAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     import boto3
     from moto import mock_aws
 
@@ -40,14 +47,13 @@ def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    kube_server.reset()
     kube_server.create(node_class())
     kube_server.create(node_pool())
     for ns in range(3):
         kube_server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
     for i in range(6):
-        kube_server.create(pod(i % 3, i, None))
-    stray = pod(0, 99, None)
+        kube_server.create(held(pod(i % 3, i, None)))
+    stray = held(pod(0, 99, None))
     stray["spec"]["nodeSelector"] = NOWHERE["nodeSelector"]
     kube_server.create(stray)
     with mock_aws():
@@ -482,7 +488,7 @@ def test_an_unschedulable_group_replanned_within_the_hour_rewrites_one_record(wo
     (latest,) = _read(world, pod=world["stray"], since=timedelta(hours=1))
     assert latest.at == NOW + timedelta(minutes=10)
 
-    joined = pod(1, 98, None)
+    joined = held(pod(1, 98, None))
     joined["spec"]["nodeSelector"] = NOWHERE["nodeSelector"]
     world["kube"].create(joined)
     key = f"{joined['metadata']['namespace']}/{joined['metadata']['name']}"
@@ -621,7 +627,7 @@ def _racks(values: int) -> dict[str, Any]:
 @pytest.fixture
 def huge(world: dict[str, Any]) -> str:
     """A pod whose unschedulable reason lists 40,000 rack names (~560 KB: over DynamoDB's 400 KB item limit)."""
-    big = pod(2, 97, None)
+    big = held(pod(2, 97, None))
     big["spec"]["affinity"] = _racks(40_000)
     world["kube"].create(big)
     return f"{big['metadata']['namespace']}/{big['metadata']['name']}"

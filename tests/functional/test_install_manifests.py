@@ -1,5 +1,6 @@
 """`python -m nodeflow install-manifests --stack NAME` against a stack in moto's CloudFormation, its output checked
-with the real `kubectl kustomize`, and installed with the real `kubectl apply -k` into the test API server."""
+with the real `kubectl kustomize`, and installed with the real `kubectl apply -k` (validated against the server's
+OpenAPI) into the real control plane."""
 
 from __future__ import annotations
 
@@ -17,14 +18,13 @@ import yaml
 
 from nodeflow.cli import main
 from nodeflow.install import AGENT_IMAGE, CODE_CONFIGMAP
-from sandbox.controlplane.binaries import kubectl
-from tests.kubeapi import KubeAPIServer
+from sandbox.controlplane.binaries import kubectl as binaries_kubectl
+from sandbox.controlplane.facade import RealKubeAPI
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_CODE = ROOT / "agent" / "nodeflow_agent"
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
-# the machine's kubectl, else the control plane's (none: an error, not a skip)
-KUBECTL = shutil.which("kubectl") or str(kubectl())
+KUBECTL = shutil.which("kubectl") or str(binaries_kubectl())
 
 STACK = "Nodeflow-shop"
 WEBHOOK = "https://abcdefghij0123456789abcdefghij01.lambda-url.eu-west-1.on.aws/"
@@ -222,13 +222,6 @@ def test_the_region_comes_from_aws_region_alone(
     assert {"name": "AWS_REGION", "value": "eu-west-1"} in rendered_env
 
 
-@pytest.fixture(scope="module")
-def bare_server() -> Iterator[KubeAPIServer]:
-    """A server with no CRDs registered: the install creates them."""
-    with KubeAPIServer() as kube:
-        yield kube
-
-
 def kubectl(kubeconfig: str, *args: str) -> str:
     proc = subprocess.run([KUBECTL, "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
@@ -236,32 +229,35 @@ def kubectl(kubeconfig: str, *args: str) -> str:
 
 
 def test_kubectl_apply_k_installs_into_the_api_server(
-    cloudformation: Any, tmp_path: Path, bare_server: KubeAPIServer
+    cloudformation: Any, tmp_path: Path, real_kube: RealKubeAPI
 ) -> None:
+    """On the shared control plane, which already has nodeflow's CRDs, namespace and RBAC (what the install applied
+    when it started): the install's Deployment and ConfigMap are created, what exists is unchanged or configured,
+    and a second apply changes nothing."""
     out_dir = rendered(cloudformation, tmp_path)
-    kubeconfig = bare_server.write_kubeconfig(tmp_path / "kubeconfig")
-    # Validation is off: the test server does not serve the OpenAPI documents kubectl validates with.
-    dry = kubectl(kubeconfig, "apply", "--dry-run=client", "--validate=false", "-k", str(out_dir))
-    assert "namespace/nodeflow created (dry run)" in dry
-    assert "deployment.apps/nodeflow-agent created (dry run)" in dry
-    assert bare_server.objects("apps/v1", "Deployment", "nodeflow") == []
+    kubeconfig = str(real_kube.plane.kubeconfig)  # the admin's, over TLS (kubectl sends no token over plain HTTP)
+    dry = kubectl(kubeconfig, "apply", "--dry-run=server", "-k", str(out_dir))
+    assert "deployment.apps/nodeflow-agent created (server dry run)" in dry
+    assert real_kube.objects("apps/v1", "Deployment", "nodeflow") == []
 
-    applied = kubectl(kubeconfig, "apply", "--validate=false", "-k", str(out_dir))
-    lines = applied.splitlines()
-    assert lines[0] == "namespace/nodeflow created"
-    assert all(line.endswith(" created") for line in lines), applied
-    assert bare_server.get("v1", "Namespace", "nodeflow")
-    names = {c["metadata"]["name"] for c in bare_server.objects("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
+    applied = kubectl(kubeconfig, "apply", "-k", str(out_dir))
+    verbs = {line.rsplit(" ", 1)[-1] for line in applied.splitlines()}
+    assert verbs <= {"created", "configured", "unchanged"}, applied
+    assert "deployment.apps/nodeflow-agent created" in applied.splitlines()
+    assert real_kube.get("v1", "Namespace", "nodeflow")
+    names = {c["metadata"]["name"] for c in real_kube.objects("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
     assert {"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"} <= names
-    (deployment,) = bare_server.objects("apps/v1", "Deployment", "nodeflow")
-    (configmap,) = bare_server.objects("v1", "ConfigMap", "nodeflow")
+    (deployment,) = real_kube.objects("apps/v1", "Deployment", "nodeflow")
+    configmaps = real_kube.objects("v1", "ConfigMap", "nodeflow")
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
-    assert any(v.get("configMap", {}).get("name") == configmap["metadata"]["name"] for v in volumes)
+    (configmap,) = [
+        c for c in configmaps if any(v.get("configMap", {}).get("name") == c["metadata"]["name"] for v in volumes)
+    ]
     assert set(configmap["data"]) == {p.name for p in AGENT_CODE.glob("*.py")}
-    assert bare_server.get("rbac.authorization.k8s.io/v1", "Role", "nodeflow-disruption", "nodeflow")
-    assert bare_server.get("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "nodeflow-agent")
-    # The CRDs are served now: a NodePool can be read through kubectl.
+    assert real_kube.get("rbac.authorization.k8s.io/v1", "Role", "nodeflow-disruption", "nodeflow")
+    assert real_kube.get("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "nodeflow-agent")
+    # The CRDs are served: NodePools can be read through kubectl.
     assert kubectl(kubeconfig, "get", "nodepools", "-o", "name") == ""
 
-    again = kubectl(kubeconfig, "apply", "--validate=false", "-k", str(out_dir))
-    assert all(line.endswith((" unchanged", " configured")) for line in again.splitlines()), again
+    again = kubectl(kubeconfig, "apply", "-k", str(out_dir))
+    assert all(line.endswith(" unchanged") for line in again.splitlines()), again

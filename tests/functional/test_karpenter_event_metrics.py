@@ -1,5 +1,5 @@
 """Karpenter's event-driven metrics, emitted by the Lambda where the event happens, run for real: the launch,
-terminate and interruption paths (moto with the real workflows, handlers in-process, the test API server),
+terminate and interruption paths (moto with the real workflows, handlers in-process, the real control plane),
 the CloudWatch EMF records read from the process output. Names, label names and label values are Karpenter
 v1.14.1's (core and AWS provider); each label is a dimension next to ``service`` and ``cluster`` (the sandbox's cluster is ``demo``)."""
 
@@ -11,14 +11,20 @@ from typing import Any
 import pytest
 
 from nodeflow.api import labels as wk
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.fixtures.aws_events import REBALANCE, SPOT, variant
 from tests.functional.interruption.conftest import Sandbox, sandbox
 from tests.functional.lifecycle.conftest import local, make_local
-from tests.functional.termination.conftest import launch
+from tests.realk8s.launched import launch_node, pending_workload
 
-__all__ = ["local", "make_local", "sandbox"]
+__all__ = ["kube_server", "local", "make_local", "sandbox"]
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
 
 
 def every(capfd: pytest.CaptureFixture[str]) -> dict[str, list[dict[str, Any]]]:
@@ -50,7 +56,7 @@ def test_a_node_launched_then_terminated_is_counted_once_each_way(
     local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
 ) -> None:
     capfd.readouterr()
-    node = launch(local, "web", 1)
+    node = launch_node(local, "web")
     claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", node.claim)
     labels = claim["metadata"]["labels"]
     pool, zone, capacity = labels[wk.LABEL_NODEPOOL], labels[wk.LABEL_ZONE], labels[wk.LABEL_CAPACITY_TYPE]
@@ -156,14 +162,11 @@ def test_interruption_messages_are_counted_as_karpenter_counts(
 def test_a_launch_without_capacity_counts_a_cloud_provider_error_and_a_disrupted_nodeclaim(
     local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.functional.lifecycle.conftest import pending_pods
-
     def none_left(asked: list[tuple[str, str]]) -> None:
         local.faults.exhaust((t, z) for t, _ in asked for z in local.world.subnets)
 
     local.faults.before = none_left
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
-    local.send_pending(["default/web"])
+    pending_workload(local, "web", 1, "1", "1Gi")
     (created,) = local.provision()["result"]["nodeClaimsCreated"]
     claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", created)
     pool = claim["metadata"]["labels"][wk.LABEL_NODEPOOL]
@@ -189,7 +192,7 @@ def test_an_expired_node_is_counted_as_disrupted_by_the_disruption_lambda(
 
     from nodeflow.handlers import runtime
 
-    node = launch(local, "web", 1)
+    node = launch_node(local, "web")
     labels = local.kube_server.get("karpenter.sh/v1", "NodeClaim", node.claim)["metadata"]["labels"]
     capfd.readouterr()
     runtime.runtime().clock = lambda: datetime.now(UTC) + timedelta(hours=721)  # expireAfter: 720h
@@ -224,7 +227,7 @@ def test_an_expired_node_is_counted_as_disrupted_by_the_disruption_lambda(
 def test_candidates_a_replace_workflow_terminates_are_counted_as_disrupted_by_its_reason(
     local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    node = launch(local, "web", 1)
+    node = launch_node(local, "web")
     labels = local.kube_server.get("karpenter.sh/v1", "NodeClaim", node.claim)["metadata"]["labels"]
     capfd.readouterr()
     state = {

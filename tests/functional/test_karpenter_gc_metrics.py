@@ -1,5 +1,5 @@
 """Karpenter's metrics from garbage collection and the terminate step, run for real (moto with the real workflows,
-handlers in-process, the test API server), read back as CloudWatch EMF records: a NodeClaim whose instance is gone
+handlers in-process, the real control plane), read back as CloudWatch EMF records: a NodeClaim whose instance is gone
 is counted as disrupted with Karpenter v1.14.1's reason ``garbage_collected``; a TerminateInstances call that fails
 counts a cloud provider ``Delete`` error of the node termination controller."""
 
@@ -12,18 +12,24 @@ import pytest
 
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import local, make_local
-from tests.functional.termination.conftest import launch
 from tests.functional.test_karpenter_event_metrics import every
+from tests.realk8s.launched import launch_node
 
-__all__ = ["local", "make_local"]
+__all__ = ["kube_server", "local", "make_local"]
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
 
 
 def test_a_nodeclaim_whose_instance_is_gone_is_counted_as_garbage_collected(
     local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    node = launch(local, "web", 1)
+    node = launch_node(local, "web")
     labels = local.kube_server.get("karpenter.sh/v1", "NodeClaim", node.claim)["metadata"]["labels"]
     local.clients.ec2.terminate_instances(InstanceIds=[node.instance_id])  # gone under its NodeClaim
     rt = runtime.runtime()
@@ -52,7 +58,7 @@ def test_a_failed_terminate_call_counts_a_cloud_provider_delete_error(
     from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.models.instances import InstanceBackend
 
-    node = launch(local, "web", 1)
+    node = launch_node(local, "web")
 
     def refuse(self: Any, instance_ids: Any) -> Any:
         raise EC2ClientError("UnauthorizedOperation", "You are not authorized to perform this operation.")

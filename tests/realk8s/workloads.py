@@ -13,7 +13,17 @@ from typing import Any
 
 from sandbox.controlplane.facade import RealKubeAPI, wait_for
 
-__all__ = ["NO_SCHEDULER", "TEMPLATE_HASH", "pod_keys", "replica_set", "running", "unschedulable"]
+__all__ = [
+    "NO_SCHEDULER",
+    "TEMPLATE_HASH",
+    "held",
+    "held_pods",
+    "pod_keys",
+    "replica_set",
+    "running",
+    "scale",
+    "unschedulable",
+]
 
 TEMPLATE_HASH = "7d4b9c"
 #: ``spec.schedulerName`` of pods whose scheduling status a test seeds itself: no scheduler of that name runs, so
@@ -99,3 +109,53 @@ def _describe(pods: list[dict[str, Any]]) -> str:
             f"{scheduled.get('status')}/{scheduled.get('reason')}: {scheduled.get('message')}"
         )
     return "; ".join(out)
+
+
+def scale(kube: RealKubeAPI, name: str, replicas: int, *, namespace: str = "default", timeout: float = 90.0) -> None:
+    """Scale workload ``name``'s ReplicaSet (as ``kubectl scale`` on its Deployment would) and wait until it has
+    ``replicas`` pods: the ReplicaSet controller deletes the others, their kubelet confirms, they are gone."""
+    kube.patch("apps/v1", "ReplicaSet", f"{name}-{TEMPLATE_HASH}", {"spec": {"replicas": replicas}}, namespace)
+    try:
+        wait_for(
+            f"{namespace}/{name} scaled to {replicas}",
+            lambda: len(_pods(kube, name, namespace)) == replicas or None,
+            timeout,
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; they are: {_describe(_pods(kube, name, namespace))}") from None
+
+
+def held(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pending pod seeded for a test (``PodScheduled=False/Unschedulable`` in its status), made to stay so on a
+    real cluster: no owner (the garbage collector deletes a pod whose owner does not exist) and no scheduler runs
+    for it (``NO_SCHEDULER``: kube-scheduler neither binds it nor rewrites its condition). For tests about what
+    nodeflow decides for given pods (policies, pauses, the decision log), where names matter and no pod is meant to
+    run. Create it with ``RealKubeAPI.create`` (or ``LocalNodeflow.apply``), which keeps the status."""
+    meta = {k: v for k, v in pod["metadata"].items() if k != "ownerReferences"}
+    return {**pod, "metadata": meta, "spec": {**pod["spec"], "schedulerName": NO_SCHEDULER}}
+
+
+def held_pods(
+    name: str, count: int, cpu: str = "1", memory: str = "2Gi", *, namespace: str = "default", **spec: Any
+) -> list[dict[str, Any]]:
+    """``count`` pods ``<name>-7d4b9c-0000i`` (label ``app=<name>``, ``spec``: more pod spec fields), ``held``."""
+    labels = {"app": name, "pod-template-hash": TEMPLATE_HASH}
+    container = {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    status = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes available"}
+        ],
+    }
+    return [
+        held(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-{TEMPLATE_HASH}-{i:05d}", "namespace": namespace, "labels": labels},
+                "spec": {"containers": [container], **spec},
+                "status": status,
+            }
+        )
+        for i in range(count)
+    ]

@@ -18,12 +18,13 @@ from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.api.meta import Taint
 from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, KubeClient, Resource
-from nodeflow.kube.errors import AlreadyExists, Conflict, NotFound, retry_conflict
+from nodeflow.kube.errors import AlreadyExists, Conflict, NotFound, TooManyRequests, Unavailable, retry_conflict
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 __all__ = [
+    "MULTIPLE_PDBS",
     "add_finalizer",
     "add_taints",
     "cordon",
@@ -289,6 +290,11 @@ def uncordon(client: KubeClient | ApiClient, node: str) -> Node:
 # --- evictions and deletes --------------------------------------------------------------------
 
 
+# kube-apiserver's answer (HTTP 500) to evicting a pod that more than one PodDisruptionBudget selects, whatever the
+# budgets allow (pkg/registry/core/pod/storage/eviction.go); Karpenter's eviction queue matches the same text.
+MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+
+
 def evict(
     client: KubeClient | ApiClient,
     namespace: str,
@@ -300,7 +306,9 @@ def evict(
     """Evict a pod through policy/v1 Eviction. True: evicted; False: the pod is already gone.
 
     Raises ``TooManyRequests`` (with the PodDisruptionBudget's message) when a budget does
-    not allow it now: try again later, it is not a failure.
+    not allow it now: try again later, it is not a failure. A pod that two budgets select is
+    answered 500 by the API server, whatever they allow: that is a refusal too (until someone
+    removes a budget), as Karpenter treats it, not an outage.
     """
     options: dict[str, Any] = {}
     if grace_period_seconds is not None:
@@ -322,6 +330,12 @@ def evict(
         if uid is not None:  # the uid precondition failed: that pod is gone (a new one took the name)
             return False
         raise exc
+    except Unavailable as exc:
+        if exc.status == 500 and exc.message == MULTIPLE_PDBS:
+            raise TooManyRequests(
+                "eviction does not support multiple PDBs", status=exc.status, reason=exc.reason, details=exc.details
+            ) from exc
+        raise
     return True
 
 

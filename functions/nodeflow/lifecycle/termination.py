@@ -320,13 +320,17 @@ def drain(
 
     evicted: list[plan.DrainPod] = []
     refused: dict[str, str] = {}
+    codes = {"200": 0, "429": 0}  # eviction answers by HTTP code (a pod under two budgets is refused with a 500)
     for pod in decided.evict:
         try:
             if evict(deps.kube, pod.namespace, pod.name, uid=pod.uid):
                 evicted.append(pod)
+                codes["200"] += 1
                 deps.recorder.record(_pod_ref(pod), NORMAL, REASON_EVICTED, "Evicted pod")
         except kerr.TooManyRequests as exc:  # a PodDisruptionBudget says not now: try again next time
             refused[pod.key] = exc.message
+            code = str(exc.status or 429)
+            codes[code] = codes.get(code, 0) + 1
 
     out: dict[str, Any] = {
         "node": name,
@@ -337,7 +341,7 @@ def drain(
         "skipped": len(decided.skipped),
         # exact, for the metrics (the lists above are truncated): eviction responses by HTTP code (a pod found gone,
         # 404 or 409, is not told apart by ``evict`` and not counted)
-        "evictionRequests": {"200": len(evicted), "429": len(refused)},
+        "evictionRequests": codes,
     }
     if not decided.done:
         held = plan.held_only(decided, refused=refused)

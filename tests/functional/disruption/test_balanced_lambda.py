@@ -1,4 +1,4 @@
-"""consolidationPolicy Balanced through the disruption Lambda (moto, the test API server): the nodes of
+"""consolidationPolicy Balanced through the disruption Lambda (moto, the real control plane): the nodes of
 examples/disruption/balanced.yaml, whose replacements WhenEmptyOrUnderutilized would take, are left alone; each
 gets an Unconsolidatable event with its score, and their NodeClaims are Consolidatable (Balanced consolidates
 busy nodes, it only scores the moves)."""

@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 from nodeflow.aws.decisions import read_decisions
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.disruption.test_disruption_lambda import AWAY_FROM_WEB, _later, _launch, _scale_down, _settle
+from tests.functional.disruption.test_disruption_lambda import (
+    AWAY_FROM_WEB,
+    _annotate,
+    _later,
+    _launch,
+    _scale_down,
+    _settle,
+)
 
 
 def test_a_round_records_its_command_and_blocked_candidates(local: LocalNodeflow, published: dict[str, float]) -> None:
@@ -19,9 +26,7 @@ def test_a_round_records_its_command_and_blocked_candidates(local: LocalNodeflow
     web = sorted(
         p["metadata"]["name"] for p in kube.objects("v1", "Pod", "default") if p["metadata"]["name"][:3] == "web"
     )
-    body = kube.get("v1", "Pod", web[0], "default")
-    body["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
-    kube.cluster.update(kube.resource_for("v1", "Pod"), "default", web[0], body)
+    _annotate(local, web[0], "true")
     _scale_down(local, "batch")
     _later(5)
 

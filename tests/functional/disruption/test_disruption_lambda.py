@@ -1,32 +1,29 @@
-"""The disruption Lambda against the real workflows: a Deployment scaled down leaves an empty node,
-which one round (after consolidateAfter) terminates through the terminate workflow; the pause switch
-stops voluntary disruption; expired nodes are terminated whatever the switch says."""
+"""The disruption Lambda against the real workflows on the real control plane: a ReplicaSet scaled down leaves an
+empty node, which one round (after consolidateAfter) terminates through the terminate workflow; the pause switch
+stops voluntary disruption; expired nodes are terminated whatever the switch says. The pods are real ReplicaSets'
+(kube-scheduler binds them, the simulated kubelets run them); PodDisruptionBudget status is the disruption
+controller's."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from nodeflow.api.labels import ANNOTATION_NOMINATED_PODS, LABEL_INSTANCE_TYPE
+from nodeflow.api.labels import LABEL_INSTANCE_TYPE
 from nodeflow.handlers import runtime
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.realk8s.launched import launch_workload
+from tests.realk8s.workloads import scale
 
 
 def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_for(what, predicate, timeout)
 
 
 TOGETHER = {  # all replicas on one node (required pod affinity to themselves by hostname)
@@ -49,22 +46,8 @@ ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}  # spot-to-spot consolid
 
 
 def _launch(local: LocalNodeflow, app: str, pods: int, cpu: str = "1", **spec: Any) -> dict[str, Any]:
-    local.apply(pending_pods(app, pods, cpu=cpu, memory="1Gi", **spec))
-    local.send_pending([f"default/{app}"])
-    created = local.provision()["result"]["nodeClaimsCreated"]
-    assert len(created) == 1, created
-    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
-    claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", created[0])
-    node = claim["status"]["nodeName"]
-    nominated = {k.split("/", 1)[1] for k in json.loads(claim["metadata"]["annotations"][ANNOTATION_NOMINATED_PODS])}
-    _wait(
-        lambda: all(
-            p["spec"].get("nodeName") == node
-            for p in local.kube_server.objects("v1", "Pod", "default")
-            if p["metadata"]["name"] in nominated
-        ),
-        what="the scheduler binding the pods",
-    )
+    """One NodeClaim launched for ReplicaSet ``app``'s pods, which run on its node."""
+    (claim,) = launch_workload(local, app, pods, cpu, "1Gi", **spec)
     return claim
 
 
@@ -73,12 +56,24 @@ def _later(minutes: float) -> None:
     runtime.runtime().clock = lambda: datetime.now(UTC) + timedelta(minutes=minutes)
 
 
-def _scale_down(local: LocalNodeflow, app: str) -> None:
-    for p in local.kube_server.objects("v1", "Pod", "default"):
-        if p["metadata"]["name"].startswith(app):
-            local.kube_server.cluster.delete(
-                local.kube_server.resource_for("v1", "Pod"), "default", p["metadata"]["name"]
-            )
+def _scale_down(local: LocalNodeflow, app: str, replicas: int = 0) -> list[str]:
+    """ReplicaSet ``app`` scaled to ``replicas`` (its other pods gone); the names of the pods left."""
+    scale(local.kube_server, app, replicas)
+    return sorted(
+        p["metadata"]["name"]
+        for p in local.kube_server.objects("v1", "Pod", "default")
+        if p["metadata"]["name"].startswith(f"{app}-")
+    )
+
+
+def _annotate(local: LocalNodeflow, pod: str, value: str | None) -> None:
+    """Set (or, with None, remove) a pod's karpenter.sh/do-not-disrupt annotation."""
+    patch = {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": value}}}
+    local.kube_server.patch("v1", "Pod", pod, patch, "default")
+
+
+def _patch_pool(local: LocalNodeflow, spec: dict[str, Any]) -> None:
+    local.kube_server.patch("karpenter.sh/v1", "NodePool", "default", {"spec": spec})
 
 
 def _pdb_allows(kube: Any) -> Any:
@@ -135,7 +130,6 @@ def test_the_pause_switch_stops_voluntary_disruption(local: LocalNodeflow) -> No
     _later(5)
     local.apply(
         [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -150,9 +144,7 @@ def test_the_pause_switch_stops_voluntary_disruption(local: LocalNodeflow) -> No
     assert result["command"] is None
     assert local.terminate_executions() == []
     # resumed: the ConfigMap says so (or is deleted)
-    local.kube_server.cluster.delete(
-        local.kube_server.resource_for("v1", "ConfigMap"), "nodeflow", "nodeflow-disruption"
-    )
+    local.kube_server.delete("v1", "ConfigMap", "nodeflow-disruption", "nodeflow")
     resumed = local.invoke("disruption", {"Records": []})["result"]
     assert resumed["executed"] == [empty["metadata"]["name"]]
     _settle(local)
@@ -162,7 +154,6 @@ def test_expired_nodes_are_terminated_even_when_paused(local: LocalNodeflow) -> 
     claim = _launch(local, "web", 1)
     local.apply(
         [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -182,13 +173,7 @@ def test_expired_nodes_are_terminated_even_when_paused(local: LocalNodeflow) -> 
 
 def test_an_underused_node_is_replaced_by_a_cheaper_one(local: LocalNodeflow) -> None:
     old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)  # one node
-    pods = sorted(
-        p["metadata"]["name"]
-        for p in local.kube_server.objects("v1", "Pod", "default")
-        if p["metadata"]["name"].startswith("web")
-    )
-    for name in pods[1:]:  # the Deployment scaled down to one replica
-        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _scale_down(local, "web", 1)  # the Deployment scaled down to one replica
     _later(5)
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert result["command"] is not None, result
@@ -213,13 +198,7 @@ def test_an_underused_node_is_replaced_by_a_cheaper_one(local: LocalNodeflow) ->
 
 def test_a_failed_replacement_rolls_back_and_the_node_stays(local: LocalNodeflow) -> None:
     old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
-    pods = sorted(
-        p["metadata"]["name"]
-        for p in local.kube_server.objects("v1", "Pod", "default")
-        if p["metadata"]["name"].startswith("web")
-    )
-    for name in pods[1:]:
-        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _scale_down(local, "web", 1)
     _later(5)
     # no capacity for the replacement: its launch fails and CleanUp removes it
     original = local.dispatch.handlers[local.function_name("launch")]
@@ -249,15 +228,9 @@ def test_a_failed_replacement_rolls_back_and_the_node_stays(local: LocalNodeflow
 def _underused(local: LocalNodeflow) -> tuple[dict[str, Any], str]:
     """One on-demand node left with one of its four pods: single-node consolidation would replace it."""
     node = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
-    pods = sorted(
-        p["metadata"]["name"]
-        for p in local.kube_server.objects("v1", "Pod", "default")
-        if p["metadata"]["name"].startswith("web")
-    )
-    for name in pods[1:]:
-        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    (pod,) = _scale_down(local, "web", 1)
     _later(5)
-    return node, pods[0]
+    return node, pod
 
 
 def _events(local: LocalNodeflow, reason: str) -> list[str]:
@@ -266,18 +239,13 @@ def _events(local: LocalNodeflow, reason: str) -> list[str]:
 
 def test_a_do_not_disrupt_pod_protects_its_node(local: LocalNodeflow) -> None:
     node, pod = _underused(local)
-    kube = local.kube_server
-    body = kube.get("v1", "Pod", pod, "default")
-    body["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
-    kube.cluster.update(kube.resource_for("v1", "Pod"), "default", pod, body)
+    _annotate(local, pod, "true")
     blocked = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert blocked["command"] is None, blocked
     assert any(b["node"] == node["status"]["nodeName"] and "do-not-disrupt" in b["message"] for b in blocked["blocked"])
     assert any("do-not-disrupt" in m for m in _events(local, "DisruptionBlocked"))
     # the annotation removed: the node is consolidated
-    body = kube.get("v1", "Pod", pod, "default")
-    del body["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"]
-    kube.cluster.update(kube.resource_for("v1", "Pod"), "default", pod, body)
+    _annotate(local, pod, None)
     freed = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert freed["command"] is not None
     assert freed["command"]["candidates"] == [node["status"]["nodeName"]]
@@ -285,7 +253,7 @@ def test_a_do_not_disrupt_pod_protects_its_node(local: LocalNodeflow) -> None:
 
 
 def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) -> None:
-    node, pod = _underused(local)
+    node, _ = _underused(local)
     kube = local.kube_server
     pdb = {
         "apiVersion": "policy/v1",
@@ -293,12 +261,7 @@ def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) ->
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
     }
-    from nodeflow.kube.client import PDBS, PODS, KubeClient
-
-    client = KubeClient(kube.api_client())
-    ready = {"type": "Ready", "status": "True"}
-    client.patch(PODS, pod, {"status": {"conditions": [ready]}}, namespace="default", subresource="status")
-    client.create(PDBS, pdb, namespace="default")
+    local.apply([pdb])  # the pod is Ready (its kubelet said so): the disruption controller allows 0
     _wait(lambda: _pdb_allows(kube) == 0, what="the PDB status")
     blocked = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert blocked["command"] is None, blocked
@@ -306,9 +269,7 @@ def test_a_pod_disruption_budget_blocks_until_it_allows(local: LocalNodeflow) ->
         b["node"] == node["status"]["nodeName"] and "PodDisruptionBudget" in b["message"] for b in blocked["blocked"]
     ), blocked["blocked"]
     # the budget relaxed (maxUnavailable 1): now it may go
-    body = kube.get("policy/v1", "PodDisruptionBudget", "web", "default")
-    body["spec"] = {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
-    kube.cluster.update(kube.resource_for("policy/v1", "PodDisruptionBudget"), "default", "web", body)
+    kube.patch("policy/v1", "PodDisruptionBudget", "web", {"spec": {"minAvailable": None, "maxUnavailable": 1}})
     _wait(lambda: _pdb_allows(kube) == 1, what="the PDB status")
     freed = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert freed["command"] is not None, freed
@@ -326,28 +287,16 @@ APART = {  # one replica per node (required pod anti-affinity by hostname)
 
 
 def _web_apart(local: LocalNodeflow) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two web pods on two nodes (anti-affinity), both bound; returns the two NodeClaims."""
-    local.apply(pending_pods("web", 2, cpu="1", memory="1Gi", affinity=APART))
-    local.send_pending(["default/web"])
-    created = local.provision()["result"]["nodeClaimsCreated"]
-    assert len(created) == 2, created
-    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
-    kube = local.kube_server
-    a, b = (kube.get("karpenter.sh/v1", "NodeClaim", name) for name in created)
+    """Two web pods on two nodes (anti-affinity), both running; returns the two NodeClaims."""
+    a, b = launch_workload(local, "web", 2, "1", "1Gi", claims=2, affinity=APART)
     nodes = {a["status"]["nodeName"], b["status"]["nodeName"]}
-    _wait(
-        lambda: {p["spec"].get("nodeName") for p in kube.objects("v1", "Pod", "default")} == nodes,
-        what="the scheduler binding one web pod on each node",
-    )
+    assert {p["spec"].get("nodeName") for p in local.kube_server.objects("v1", "Pod", "default")} == nodes
     return a, b
 
 
 def _budget_of_one(local: LocalNodeflow) -> dict[str, Any]:
-    kube = local.kube_server
-    pool = kube.get("karpenter.sh/v1", "NodePool", "default")
-    pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
-    kube.cluster.update(kube.resource_for("karpenter.sh/v1", "NodePool"), None, "default", pool)
-    return pool
+    _patch_pool(local, {"disruption": {"budgets": [{"nodes": "1"}]}})
+    return local.kube_server.get("karpenter.sh/v1", "NodePool", "default")
 
 
 def _taints(local: LocalNodeflow, node: str) -> list[str]:
@@ -394,9 +343,7 @@ def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNod
     a, b = _web_apart(local)
     kube = local.kube_server
     _budget_of_one(local)
-    pool = kube.get("karpenter.sh/v1", "NodePool", "default")
-    pool["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "payments"
-    kube.cluster.update(kube.resource_for("karpenter.sh/v1", "NodePool"), None, "default", pool)
+    _patch_pool(local, {"template": {"metadata": {"labels": {"team": "payments"}}}})
     first = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert first["command"] is not None, first
     assert first["command"]["reason"] == "Drifted"
@@ -425,11 +372,9 @@ def test_drift_replaces_one_node_at_a_time_under_a_budget_of_one(local: LocalNod
 
 def test_pod_events_from_the_queue_restart_the_consolidate_after_timer(local: LocalNodeflow) -> None:
     _launch(local, "web", 2)
-    kube = local.kube_server
-    for p in kube.objects("v1", "Pod", "default"):  # the web node stays: only the batch node's timer is in play
+    for p in local.kube_server.objects("v1", "Pod", "default"):  # the web node stays: only the batch node's timer
         if p["metadata"]["name"].startswith("web"):
-            p["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
-            kube.cluster.update(kube.resource_for("v1", "Pod"), "default", p["metadata"]["name"], p)
+            _annotate(local, p["metadata"]["name"], "true")
     empty = _launch(local, "batch", 2, affinity=AWAY_FROM_WEB)
     node = empty["status"]["nodeName"]
     _scale_down(local, "batch")
@@ -500,13 +445,8 @@ def test_a_pod_event_from_the_far_future_never_stalls_disruption(local: LocalNod
         assert before - timedelta(seconds=1) <= stored() <= datetime.now(UTC), at
 
     # A time already stored in the future (written by hand, or before this fix) is not trusted either.
-    local.kube_server.cluster.patch(
-        local.kube_server.resource_for("karpenter.sh/v1", "NodeClaim"),
-        None,
-        name,
-        "application/merge-patch+json",
-        json.dumps({"status": {"lastPodEventTime": FAR_FUTURE}}).encode(),
-        subresource="status",
+    local.kube_server.patch(
+        "karpenter.sh/v1", "NodeClaim", name, {"status": {"lastPodEventTime": FAR_FUTURE}}, subresource="status"
     )
     again = local.invoke("disruption", {"source": "aws.scheduler"})["result"]  # no OverflowError
     assert again["command"] is None

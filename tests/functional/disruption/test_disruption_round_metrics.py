@@ -1,5 +1,5 @@
 """Karpenter's voluntary-disruption metrics from the disruption Lambda, run for real (moto with the real workflows,
-the handler in-process, the test API server), read back as CloudWatch EMF records: per method tried, its
+the handler in-process, the real control plane), read back as CloudWatch EMF records: per method tried, its
 evaluation time (``karpenter_voluntary_disruption_decision_evaluation_duration_seconds{reason,
 consolidation_type}``) and eligible nodes (``karpenter_voluntary_disruption_eligible_nodes{reason}``); per NodePool,
 the nodes using up its budget (``karpenter_nodepools_nodes_consuming_budgets{nodepool,reason}``) and the decisions
@@ -171,7 +171,7 @@ def test_a_command_the_validation_round_does_not_confirm_counts_a_failed_validat
 
     def meanwhile(seconds: float) -> None:  # during the validation wait, the empty node is protected
         body = {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
-        core.patch_node(node, body, _preload_content=False)  # (the test server's nodeInfo has no bootID)
+        core.patch_node(node, body, _preload_content=False)  # (kept as it was read)
 
     monkeypatch.setattr(disruption_handler, "time", SimpleNamespace(sleep=meanwhile))
     capfd.readouterr()
@@ -191,9 +191,7 @@ def test_a_replace_command_whose_replacement_fails_counts_a_queue_failure(
     local: LocalNodeflow, capfd: pytest.CaptureFixture[str]
 ) -> None:
     old = _launch(local, "web", 4, cpu="1", affinity=TOGETHER, nodeSelector=ON_DEMAND)
-    pods = sorted(p["metadata"]["name"] for p in local.kube_server.objects("v1", "Pod", "default"))
-    for name in [p for p in pods if p.startswith("web")][1:]:  # one pod left: single-node consolidation replaces it
-        local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Pod"), "default", name)
+    _scale_down(local, "web", 1)  # one pod left: single-node consolidation replaces it
     _later(5)
     original = local.dispatch.handlers[local.function_name("launch")]
 

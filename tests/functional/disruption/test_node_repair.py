@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from nodeflow.handlers import runtime
-from nodeflow.kube.client import NODES, PDBS, PODS, KubeClient
+from nodeflow.kube.client import NODES, PDBS, KubeClient
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.functional.disruption.test_disruption_lambda import _execution, _launch, _pdb_allows, _settle, _wait
@@ -21,18 +21,14 @@ STRATEGIC = "application/strategic-merge-patch+json"
 
 
 def _sick(local: LocalNodeflow, claim: dict[str, Any], condition: str) -> tuple[str, KubeClient]:
-    """The claim's node reports ``condition`` False since now; its pods are Ready under a PDB allowing nothing."""
+    """The claim's node reports ``condition`` False since now; its pods (Ready: their kubelet runs them) are under a
+    PDB allowing nothing (the disruption controller's status says so)."""
     kube = local.kube_server
     client = KubeClient(kube.api_client())
     node = claim["status"]["nodeName"]
     since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cond = {"type": condition, "status": "False", "reason": "Broken", "lastTransitionTime": since}
     client.patch(NODES, node, {"status": {"conditions": [cond]}}, subresource="status", content_type=STRATEGIC)
-    for p in kube.objects("v1", "Pod", "default"):
-        ready = {"type": "Ready", "status": "True"}
-        client.patch(
-            PODS, p["metadata"]["name"], {"status": {"conditions": [ready]}}, namespace="default", subresource="status"
-        )
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -82,7 +78,7 @@ def test_an_unhealthy_node_is_replaced_forcefully(
         lambda: [e for e in local.kube_server.objects("v1", "Event") if e.get("reason") == "NodeRepairBlocked"],
         what="the NodeRepairBlocked event",
     )
-    local.kube_server.cluster.delete(local.kube_server.resource_for("v1", "Node"), None, "other")
+    local.kube_server.delete("v1", "Node", "other")
 
     capfd.readouterr()
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]

@@ -1,4 +1,4 @@
-"""A NodeflowPolicy pause window through the real disruption Lambda (moto, the real workflows, the test API server):
+"""A NodeflowPolicy pause window through the real disruption Lambda (moto, the real workflows, the real control plane):
 it stops voluntary disruption but not expiration. An empty node of the paused NodePool (nodePools ["*"]: every
 NodePool) stays and gets a DisruptionBlocked event naming the policy; an expired node of the same NodePool is still
 terminated; once the window has closed, the empty node goes. Policies whose windows nodeflow cannot evaluate (stored
@@ -84,6 +84,9 @@ def test_a_pause_window_stops_disruption_but_not_expiration(local: LocalNodeflow
     assert done["status"] == "SUCCEEDED"
     assert '"Expired"' in done["input"]
     assert all(e["name"] != empty["metadata"]["name"] for e in local.terminate_executions())
+    # the expired node's pods came back from their ReplicaSet and kube-scheduler put them on the empty node: the
+    # Deployment scaled to zero, so the node is empty again when the window closes
+    _scale_down(local, "web")
 
     _clock(start + timedelta(hours=3, minutes=10))  # the window has closed
     after = local.invoke("disruption", {"source": "aws.scheduler"})["result"]

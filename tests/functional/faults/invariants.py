@@ -1,12 +1,13 @@
 """The invariants every fault scenario must leave standing, checked on the whole local world (moto's EC2 and
-Step Functions, the test API server), not on what a scenario thinks it did:
+Step Functions, the real control plane), not on what a scenario thinks it did:
 
 - ``instance-without-nodeclaim``: every pending or running instance nodeflow launched (tagged for the cluster and
   a NodePool) is named by the providerID of a NodeClaim (nothing paid for that nodeflow does not account for);
 - ``nodeclaim-without-node``: no NodeClaim older than ``claim_ttl_seconds`` is without its Node (by
   ``status.nodeName`` or providerID);
 - ``pod-stranded``: every pending pod (PodScheduled=False/Unschedulable, no node) is either placed — nominated
-  to a NodeClaim that exists — or was told why not (a FailedScheduling Event);
+  to a NodeClaim that exists — or was told why not by nodeflow (a FailedScheduling Event of source ``karpenter``:
+  kube-scheduler's own FailedScheduling says only that no node fits yet);
 - ``terminate-history``: no terminate execution has more history events than ``max_terminate_events``
   (Step Functions fails an execution at 25,000);
 - ``execution-running``: no workflow execution is still running when the world is checked;
@@ -33,6 +34,7 @@ from sandbox.stepfunctions import wait_for_execution
 __all__ = ["Violation", "check_world", "history_length", "rules", "settle"]
 
 CLAIMS = ("karpenter.sh/v1", "NodeClaim")
+NODEFLOW_COMPONENT = "karpenter"  # the source of the Events nodeflow records (nodeflow.kube.events)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,9 @@ def _stranded(local: LocalNodeflow) -> list[Violation]:
     told = {
         (e["involvedObject"].get("namespace"), e["involvedObject"].get("name"))
         for e in kube.objects("v1", "Event")
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"].get("kind") == "Pod"
+        if e.get("reason") == "FailedScheduling"
+        and e["involvedObject"].get("kind") == "Pod"
+        and (e.get("source") or {}).get("component") == NODEFLOW_COMPONENT
     }
     out = []
     for pod in kube.objects("v1", "Pod"):

@@ -1,12 +1,16 @@
-"""The fault matrix: each scenario injects one fault into the local world (moto with the real workflows, the test
-API server, the webhook behind its Function URL), lets nodeflow recover the way it would in AWS (SQS redelivery,
-the scheduled garbage collection, the next batch), and then ONE shared check (``invariants.check_world``) must
-find no instance without its NodeClaim, no NodeClaim without its Node, no stranded pod, no terminate execution
-over its history bound, no execution still running, and a disruption round that still runs.
+"""The fault matrix: each scenario injects one fault into the local world (moto with the real workflows, the real
+control plane with kube-scheduler, its controllers and simulated kubelets, the webhook behind its Function URL),
+lets nodeflow recover the way it would in AWS (SQS redelivery, the scheduled garbage collection, the next batch),
+and then ONE shared check (``invariants.check_world``) must find no instance without its NodeClaim, no NodeClaim
+without its Node, no stranded pod, no terminate execution over its history bound, no execution still running, and a
+disruption round that still runs.
 
 Behaviours 1-9 of issue 15 each have a scenario, and so do: insufficient capacity on the cheapest offerings,
 CreateFleet throttling, a step Lambda raising mid-launch, a node that never registers, 500/409/429 from the API
-server on NodeClaim create, the same batch three times and concurrently, and a webhook outage.
+server on NodeClaim create, slow answers and a dropped connection from it, a pod under two PodDisruptionBudgets
+(the eviction API answers 500), the same batch three times and concurrently, and a webhook outage. The API
+server's faults are injected by the fault proxy in front of the real API server (``sandbox.controlplane.proxy``);
+the pods are real ReplicaSets' that kube-scheduler found no node for.
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ import pytest
 
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
+from sandbox.controlplane.facade import wait_for
+from sandbox.controlplane.proxy import Delay, Drop, Fault
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.faults.invariants import check_world, settle
 from tests.functional.ingress.conftest import event, post
-from tests.functional.lifecycle.conftest import pending_pods
 from tests.functional.lifecycle.test_broken_resources import _broken_class, _ghost, _pool
-from tests.functional.termination.conftest import eventually, launch
-from tests.kubeapi.cluster import APIError
+from tests.realk8s.launched import launch_node, pending_workload
+from tests.realk8s.workloads import replica_set, unschedulable
 
 Make = Callable[..., LocalNodeflow]
 CLAIMS = ("karpenter.sh/v1", "NodeClaim")
@@ -53,9 +58,16 @@ def _provision_all(local: LocalNodeflow, rounds: int = 5) -> None:
         settle(local, timeout=30)
 
 
-def _web(local: LocalNodeflow, replicas: int = 2, app: str = "web") -> None:
-    local.apply(pending_pods(app, replicas, cpu="1", memory="1Gi"))
-    local.send_pending([f"default/{app}"])
+def _web(local: LocalNodeflow, replicas: int = 2, app: str = "web") -> list[str]:
+    """ReplicaSet ``app``'s pods, unschedulable, reported to the provisioning queue; their keys."""
+    return pending_workload(local, app, replicas, "1", "1Gi")
+
+
+def _unreported(local: LocalNodeflow, app: str) -> str:
+    """One pod of ReplicaSet ``app``, unschedulable, not reported yet (the webhook will be told); its name."""
+    local.apply([replica_set(app, 1, "1", "1Gi")])
+    (key,) = unschedulable(local.kube_server, app, 1)
+    return key.split("/", 1)[1]
 
 
 # --- behaviours 1-9 --------------------------------------------------------------------------------------------
@@ -64,18 +76,19 @@ def _web(local: LocalNodeflow, replicas: int = 2, app: str = "web") -> None:
 def future_event_time(make: Make) -> LocalNodeflow:
     """1: an agent event dated year 9999 goes through the webhook and the disruption queue."""
     local = make()
-    node = launch(local, "web", 1)
+    node = launch_node(local, "web")
+    claim = node.claim
     url = local.start_webhook()
     e = event("PodBound", name=node.pods[0], nodeName=node.node)
     e["time"] = "9999-12-31T23:59:59Z"
     assert post(url.url, {"cluster": "demo", "events": [e]}).status == 202
     records = [
         {"messageId": m["MessageId"], "body": m["Body"]}
-        for m in eventually(lambda: local.queue_messages("disruption"), what="the event on the disruption queue")
+        for m in wait_for("the event on the disruption queue", lambda: local.queue_messages("disruption"))
     ]
     result = local.invoke("disruption", {"Records": records})["result"]
-    assert result["podEventTimers"] == [node.claim]
-    stored = local.kube_server.get(*CLAIMS, node.claim)["status"]["lastPodEventTime"]
+    assert result["podEventTimers"] == [claim]
+    stored = local.kube_server.get(*CLAIMS, claim)["status"]["lastPodEventTime"]
     assert datetime.fromisoformat(stored.replace("Z", "+00:00")) <= datetime.now(UTC)
     return local
 
@@ -143,34 +156,76 @@ def malformed_webhook_input(make: Make) -> LocalNodeflow:
         assert 400 <= post(url, body).status < 500, body[:80]
     assert post(url, b"{}", timestamp="\u00b2").status in (401, 403)  # type: ignore[arg-type]
     assert local.queue_messages("provisioning") == []
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    good = event("PodUnschedulable", name=_unreported(local, "web"))
     assert post(url, {"cluster": "demo", "events": [good]}).status == 202
     _provision_all(local)
     return local
 
 
 def drain_held_by_a_pdb(make: Make) -> LocalNodeflow:
-    """6: a PodDisruptionBudget holds the drain across several execution hand-overs, then allows it."""
+    """6: a PodDisruptionBudget holds the drain across several execution hand-overs (the real eviction API answers
+    429 with a DisruptionBudget cause), then, deleted, allows it."""
     local = make(env={"DRAIN_PASSES_PER_EXECUTION": "2"})
-    node = launch(local, "db", 1)
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "db", "namespace": "default"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-    }
-    local.apply([pdb])
-    local.terminate(node.claim, reason="Expired")
-    eventually(
-        lambda: any(e["name"] == f"{node.claim}_c3" for e in local.terminate_executions()),
-        timeout=60,
-        what="two hand-overs",
+    claim = launch_node(local, "db").claim
+    local.apply([_pdb("db", "db", minAvailable=1)])
+    # the disruption controller's verdict (until it is computed the eviction API refuses anyway)
+    wait_for("the PDB status", lambda: _pdb_allows(local, "db") == 0)
+    local.terminate(claim, reason="Expired")
+    wait_for(
+        "two hand-overs", lambda: any(e["name"] == f"{claim}_c3" for e in local.terminate_executions()), timeout=60
     )
     assert local.instances(("running",))  # never terminated while the PDB holds
-    local.kube_server.cluster.delete(
-        local.kube_server.resource_for("policy/v1", "PodDisruptionBudget"), "default", "db"
+    refused = [e for e in local.kube_server.exchanges if e.path.endswith("/eviction") and e.status == 429]
+    assert refused, "no eviction was refused"
+    assert not any(e.injected for e in refused)
+    local.kube_server.delete("policy/v1", "PodDisruptionBudget", "db")
+    wait_for("the instance terminated", lambda: not local.instances(("pending", "running")), timeout=60)
+    _requeue_evicted(local, "db")
+    return local
+
+
+def _requeue_evicted(local: LocalNodeflow, app: str) -> None:
+    """The evicted pod came back from its ReplicaSet and kube-scheduler found no node for it: the agent reports it,
+    and the provisioner gives it a node."""
+    unschedulable(local.kube_server, app, 1)
+    local.send_pending([f"default/{app}"])
+    _provision_all(local)
+
+
+def _pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
+    }
+
+
+def _pdb_allows(local: LocalNodeflow, name: str) -> int | None:
+    """The disruption controller's ``disruptionsAllowed`` for PodDisruptionBudget ``name`` (None until computed)."""
+    status = local.kube_server.get("policy/v1", "PodDisruptionBudget", name).get("status") or {}
+    return status.get("disruptionsAllowed") if status.get("observedGeneration") else None
+
+
+def drain_held_by_two_pdbs(make: Make) -> LocalNodeflow:
+    """A pod two PodDisruptionBudgets select, both allowing a disruption: the real eviction API answers 500 (it does
+    not support more than one budget per pod) whatever they allow. The drain waits across hand-overs as for a
+    budget that says no (Karpenter: "eviction does not support multiple PDBs"), not as for an outage; once one
+    budget is deleted, the pod is evicted and the instance terminated."""
+    local = make(env={"DRAIN_PASSES_PER_EXECUTION": "2"})
+    claim = launch_node(local, "db").claim
+    local.apply([_pdb("db-a", "db", maxUnavailable=1), _pdb("db-b", "db", maxUnavailable=1)])
+    wait_for("both PDBs' status", lambda: _pdb_allows(local, "db-a") == 1 == _pdb_allows(local, "db-b"))
+    local.terminate(claim, reason="Expired")
+    wait_for(
+        "two hand-overs", lambda: any(e["name"] == f"{claim}_c3" for e in local.terminate_executions()), timeout=60
     )
-    eventually(lambda: not local.instances(("pending", "running")), timeout=60, what="the instance terminated")
+    assert local.instances(("running",))  # never terminated while the pod cannot be evicted
+    answered = [e for e in local.kube_server.exchanges if e.path.endswith("/eviction")]
+    assert {(e.status, e.injected) for e in answered} == {(500, False)}, [e.describe() for e in answered]
+    local.kube_server.delete("policy/v1", "PodDisruptionBudget", "db-b")
+    wait_for("the instance terminated", lambda: not local.instances(("pending", "running")), timeout=60)
+    _requeue_evicted(local, "db")
     return local
 
 
@@ -277,16 +332,18 @@ def node_never_registers(make: Make) -> LocalNodeflow:
 
 def _api_errors_on_create(code: int) -> Callable[[Make], LocalNodeflow]:
     def scenario(make: Make) -> LocalNodeflow:
-        """The API server answers the first NodeClaim create with ``code``: the batch fails (SQS redelivers it),
-        the retry creates the NodeClaims once. A 429 is retried within the batch (after its Retry-After)."""
+        """The API server answers the first NodeClaim create with ``code`` (through the fault proxy): the batch
+        fails (SQS redelivers it), the retry creates the NodeClaims once. A 429 is retried within the batch (after
+        its Retry-After)."""
         local = make()
         hit: list[str] = []
+        fault = {500: Fault.internal(), 409: Fault.conflict(), 429: Fault.too_many_requests()}[code]
 
-        def fail_first(method: str, path: str, query: dict[str, str]) -> None:
+        def fail_first(method: str, path: str, query: dict[str, str]) -> Fault | None:
             if method == "POST" and path.endswith("/nodeclaims") and not hit:
                 hit.append(path)
-                reason = {500: "InternalError", 409: "Conflict", 429: "TooManyRequests"}[code]
-                raise APIError(code, reason, f"injected {code}")
+                return fault
+            return None
 
         local.kube_server.before_request = fail_first
         _web(local)
@@ -301,6 +358,53 @@ def _api_errors_on_create(code: int) -> Callable[[Make], LocalNodeflow]:
         return local
 
     return scenario
+
+
+def api_slow_answers(make: Make) -> LocalNodeflow:
+    """Every read the provisioner and the launch workflow make answers a quarter of a second late: slower, the
+    same NodeClaims."""
+    local = make()
+
+    def slow_reads(method: str, path: str, query: dict[str, str]) -> Delay | None:
+        return Delay(0.25) if method == "GET" else None
+
+    _web(local)
+    since = len(local.kube_server.exchanges)
+    local.kube_server.before_request = slow_reads
+    try:
+        local.provision()
+        assert {d["status"] for d in local.wait_for_executions(timeout=120)} == {"SUCCEEDED"}
+    finally:
+        local.kube_server.before_request = None
+    delayed = [e for e in local.kube_server.exchanges[since:] if e.method == "GET"]
+    assert delayed, "no read went through the proxy"
+    assert min(e.seconds for e in delayed) >= 0.25
+    return local
+
+
+def api_connection_dropped_on_create(make: Make) -> LocalNodeflow:
+    """The connection of the first NodeClaim create is closed without an answer (a load balancer, a restarting
+    server): the batch fails, SQS redelivers it, the NodeClaims are created once."""
+    local = make()
+    dropped: list[str] = []
+
+    def drop_first(method: str, path: str, query: dict[str, str]) -> Drop | None:
+        if method == "POST" and path.endswith("/nodeclaims") and not dropped:
+            dropped.append(path)
+            return Drop()
+        return None
+
+    _web(local)
+    batch = local.receive_batch()
+    local.kube_server.before_request = drop_first
+    try:
+        with pytest.raises(RuntimeError):
+            local.invoke("provisioner", {"Records": batch})
+        assert dropped
+        local.provision(batch)  # the redelivery
+    finally:
+        local.kube_server.before_request = None
+    return local
 
 
 def same_batch_three_times_concurrently(make: Make) -> LocalNodeflow:
@@ -327,8 +431,7 @@ def webhook_outage(make: Make) -> LocalNodeflow:
     """The webhook answers 503 for a while (the agent retries): nothing is enqueued or lost."""
     local = make()
     url = local.start_webhook()
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
-    e = event("PodUnschedulable", name="web-7d4b9c-00000")
+    e = event("PodUnschedulable", name=_unreported(local, "web"))
     url.outage(503)
     assert post(url.url, {"cluster": "demo", "events": [e]}).status == 503
     assert local.queue_messages("provisioning") == []
@@ -346,6 +449,7 @@ SCENARIOS: dict[str, Callable[[Make], LocalNodeflow]] = {
     "4-node-left-behind": node_left_behind,
     "5-malformed-webhook-input": malformed_webhook_input,
     "6-drain-held-by-a-pdb": drain_held_by_a_pdb,
+    "drain-held-by-two-pdbs": drain_held_by_two_pdbs,
     "7-capacity-fallback-client-tokens": capacity_fallback_tokens,
     "8-duplicate-instance": duplicate_instance,
     "9-invalid-node-pool-missing-class": invalid_node_pool_and_missing_class,
@@ -355,6 +459,8 @@ SCENARIOS: dict[str, Callable[[Make], LocalNodeflow]] = {
     "api-500-on-create": _api_errors_on_create(500),
     "api-409-on-create": _api_errors_on_create(409),
     "api-429-on-create": _api_errors_on_create(429),
+    "api-slow-answers": api_slow_answers,
+    "api-connection-dropped-on-create": api_connection_dropped_on_create,
     "same-batch-three-times-concurrently": same_batch_three_times_concurrently,
     "webhook-outage": webhook_outage,
 }

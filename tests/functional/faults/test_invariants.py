@@ -4,28 +4,28 @@
 from __future__ import annotations
 
 from nodeflow.api import labels as wk
-from nodeflow.kube.client import PODS
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.faults.invariants import check_world, history_length, rules, settle
-from tests.functional.lifecycle.conftest import pending_pods
-from tests.functional.termination.conftest import eventually, kube, launch
-from tests.functional.termination.test_long_drain import stop_all
+from tests.realk8s.launched import launch_workload
+from tests.realk8s.workloads import replica_set, unschedulable
 
 
 def test_a_sound_world_passes(local: LocalNodeflow) -> None:
-    launch(local, "web", 2)
+    launch_workload(local, "web", 2, "500m", "512Mi")
     settle(local)
     assert check_world(local) == []
 
 
 def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
-    node = launch(local, "web", 1)
+    (claim,) = launch_workload(local, "web", 1, "500m", "512Mi")
+    (pod,) = local.kube_server.objects("v1", "Pod", "default")
     # a terminate execution held by a do-not-disrupt pod: still running, and over a (tiny) history bound
-    kube(local).patch(
-        PODS, node.pods[0], {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}, namespace="default"
+    local.kube_server.patch(
+        "v1", "Pod", pod["metadata"]["name"], {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}}
     )
-    arn = local.terminate(node.claim, reason="Test")
-    eventually(lambda: history_length(local, arn) > 5, what="the held terminate execution to run a few states")
+    arn = local.terminate(claim["metadata"]["name"], reason="Test")
+    wait_for("the held terminate execution to run a few states", lambda: history_length(local, arn) > 5)
     # an instance of a NodePool that no NodeClaim names
     leaked = local.run_instance({"kubernetes.io/cluster/demo": "owned", wk.LABEL_NODEPOOL: "default"})
     # a NodeClaim that never got a Node (nothing launched it)
@@ -42,8 +42,9 @@ def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
             }
         ]
     )
-    # a pending pod nobody looked at
-    local.apply(pending_pods("forgotten", 1))
+    # a pending pod nobody but kube-scheduler looked at (too big for the node there is)
+    local.apply([replica_set("forgotten", 1, cpu="64")])
+    (forgotten,) = unschedulable(local.kube_server, "forgotten", 1)
     # a disruption Lambda that fails
     name = local.function_name("disruption")
 
@@ -54,7 +55,7 @@ def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
     try:
         violations = check_world(local, max_terminate_events=1)
     finally:
-        stop_all(local)
+        local.stop_executions()
     assert rules(violations) == {
         "instance-without-nodeclaim",
         "nodeclaim-without-node",
@@ -66,5 +67,5 @@ def test_each_broken_rule_is_reported(local: LocalNodeflow) -> None:
     subjects = {v.rule: v.subject for v in violations}
     assert subjects["instance-without-nodeclaim"] == leaked
     assert subjects["nodeclaim-without-node"] == "default-orphan"
-    assert subjects["pod-stranded"] == "default/forgotten-7d4b9c-00000"
-    assert subjects["terminate-history"] == node.claim
+    assert subjects["pod-stranded"] == forgotten
+    assert subjects["terminate-history"] == claim["metadata"]["name"]

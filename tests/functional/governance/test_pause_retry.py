@@ -1,5 +1,5 @@
 """Pods a NodeflowPolicy provisioning pause holds are provisioned when the window closes, not at the agent's next
-resync: the real provisioner Lambda (moto, the test API server) puts a delayed message on its own queue (DelaySeconds
+resync: the real provisioner Lambda (moto, the real control plane) puts a delayed message on its own queue (DelaySeconds
 = seconds to the close, at most 900, naming the held pods), one at a time; the run that message starts re-arms it
 while the window is open and, once it closed, gives the pods their NodeClaim. Nothing is sent when no pause holds a
 pod."""
@@ -17,8 +17,16 @@ from moto.sqs.models import sqs_backends
 
 from nodeflow.handlers import runtime
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.conftest import aws_env, kube_server
-from tests.functional.governance.test_provisioner_policies import claims_of, namespace, nominated, pods, policy, trigger
+from tests.functional.conftest import aws_env
+from tests.functional.governance.test_provisioner_policies import (
+    claims_of,
+    kube_server,
+    namespace,
+    nominated,
+    pods,
+    policy,
+    trigger,
+)
 from tests.functional.lifecycle.conftest import make_local
 
 __all__ = ["aws_env", "kube_server", "make_local"]

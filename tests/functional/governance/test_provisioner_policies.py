@@ -1,5 +1,5 @@
-"""NodeflowPolicies through the real provisioner Lambda (moto, the launch workflow, the test API server with the
-NodeflowPolicy CRD): a pod of a namespace a policy denies a NodePool gets its FailedScheduling event naming the
+"""NodeflowPolicies through the real provisioner Lambda (moto, the launch workflow, the real control plane with the
+NodeflowPolicy CRD; the pods are held Unschedulable, no scheduler runs them: only nodeflow's decisions are looked at): a pod of a namespace a policy denies a NodePool gets its FailedScheduling event naming the
 policy and no NodeClaim while an admitted namespace's pod gets one; a $/hour ceiling stops the next NodeClaim
 (existing spend close to it) but lets a cheaper one through; a provisioning pause window stops NodeClaims until it
 closes (the Lambda's clock); an invalid policy fails safe (an Event naming the field; its NodePools paused). "*" in
@@ -18,12 +18,20 @@ from kubernetes import client
 
 from nodeflow.catalog.offline import load_offline
 from nodeflow.handlers import runtime
+from nodeflow.kube.errors import Invalid
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.conftest import aws_env, kube_server
-from tests.functional.lifecycle.conftest import make_local, pending_pods
-from tests.kubeapi.cluster import APIError
+from tests.functional.conftest import aws_env
+from tests.functional.lifecycle.conftest import make_local
+from tests.realk8s.workloads import held_pods
 
 __all__ = ["aws_env", "kube_server", "make_local"]
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
+
 
 CAPPED: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1",
@@ -52,12 +60,8 @@ def namespace(name: str, **labels: str) -> dict[str, Any]:
 
 
 def pods(name: str, ns: str, pool: str | None = None, cpu: str = "1", memory: str = "2Gi") -> list[dict[str, Any]]:
-    out = pending_pods(
-        name, 1, cpu=cpu, memory=memory, **({"nodeSelector": {"karpenter.sh/nodepool": pool}} if pool else {})
-    )
-    for p in out:
-        p["metadata"]["namespace"] = ns
-    return out
+    selector = {"nodeSelector": {"karpenter.sh/nodepool": pool}} if pool else {}
+    return held_pods(name, 1, cpu, memory, namespace=ns, **selector)
 
 
 def trigger(n: int) -> list[dict[str, Any]]:
@@ -227,7 +231,7 @@ def test_durations_nodeflow_cannot_evaluate_stop_only_their_own_nodepools(
         policy(f"long-{i}", pauses=[{**window, "duration": d}]) for i, d in enumerate(("99999999999h", "20000000h"))
     ]
     for doc in long_windows:
-        with pytest.raises(APIError) as refused:
+        with pytest.raises(Invalid) as refused:
             local.apply([doc])
         assert "spec.pauses[0].duration" in str(refused.value)
         local.kube_server.store_bypassing_admission(doc)

@@ -1,4 +1,5 @@
-"""Interruption tests: the moto account and the test API server (``make_local`` from the lifecycle tests),
+"""Interruption tests: the moto account and the real control plane (``make_local`` from the lifecycle tests, with
+``kube_server`` the real API server behind its fault proxy),
 AWS sample events put on the default bus, Karpenter's rules taking them to the interruption queue, the
 interruption function invoked with what is on it.
 
@@ -19,10 +20,12 @@ import pytest
 from nodeflow.api import labels as wk
 from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.interruption.messages import instance_id_from_provider_id
+from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import make_local, pending_pods
+from tests.functional.lifecycle.conftest import make_local
+from tests.realk8s.launched import launch_workload
 
-__all__ = ["STAND_IN", "Launched", "Sandbox", "make_local", "sandbox"]
+__all__ = ["STAND_IN", "Launched", "Sandbox", "kube_server", "make_local", "sandbox"]
 
 # Waits 3600 s x the sandbox's wait scale (0.001): the execution is still RUNNING while a test looks at it.
 STAND_IN = {
@@ -55,14 +58,9 @@ class Sandbox:
         return self.local.kube_server
 
     def launch(self, app: str = "web") -> Launched:
-        """One pending pod -> one NodeClaim, launched, registered and initialized."""
-        self.local.apply(pending_pods(app, 1, cpu="1", memory="1Gi"))
-        self.local.send_pending([f"default/{app}"])
-        created = self.local.provision()["result"]["nodeClaimsCreated"]
-        assert len(created) == 1, created
-        done = {d["name"]: d["status"] for d in self.local.wait_for_executions()}
-        assert done[created[0]] == "SUCCEEDED", done
-        claim = self.kube_server.get("karpenter.sh/v1", "NodeClaim", created[0])
+        """One pending pod (a ReplicaSet's) -> one NodeClaim, launched, registered and initialized; the pod runs
+        on its node."""
+        (claim,) = launch_workload(self.local, app, 1, "1", "1Gi")
         labels = claim["metadata"]["labels"]
         instance_id = instance_id_from_provider_id(claim["status"]["providerID"])
         assert instance_id is not None
@@ -127,6 +125,11 @@ class Sandbox:
         sfn = self.local.clients.sfn
         for e in sfn.list_executions(stateMachineArn=self.terminate_arn, statusFilter="RUNNING")["executions"]:
             sfn.stop_execution(executionArn=e["executionArn"])
+
+
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Interruption handling writes the decision log: a spot interruption notice (AWS's sample event) for a NodeClaim in
-the test API server leaves a record, in the decision table in moto, of the NodeClaim it terminated and why. (The
+the real API server leaves a record, in the decision table in moto, of the NodeClaim it terminated and why. (The
 notice's way through the bus, the queue and the function is tests/functional/interruption/test_end_to_end.py.)"""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from tests.fixtures.aws_events import SPOT, variant
 
 if TYPE_CHECKING:
-    from tests.kubeapi import KubeAPIServer
+    from sandbox.controlplane.facade import RealKubeAPI
 
 REGION = "us-east-1"
 TABLE = "nodeflow-shop-decisions"
@@ -28,7 +28,7 @@ LABELS = {
 
 
 @pytest.fixture
-def world(aws_env: None, kube_server: KubeAPIServer) -> Iterator[dict[str, Any]]:
+def world(aws_env: None, kube_server: RealKubeAPI) -> Iterator[dict[str, Any]]:
     import boto3
     from moto import mock_aws
 

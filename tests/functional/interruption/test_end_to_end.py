@@ -5,45 +5,26 @@ Node gone; the evicted pods' replacements are provisioned by the normal path."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from nodeflow.interruption.messages import instance_id_from_provider_id
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.fixtures.aws_events import HEALTH, REBALANCE, SPOT, STATE_CHANGE, variant
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.realk8s.launched import launch_workload
 
 
 def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_for(what, predicate, timeout)
 
 
 def _launch(local: LocalNodeflow, app: str, pods: int = 3) -> dict[str, Any]:
-    local.apply(pending_pods(app, pods, cpu="500m", memory="512Mi"))
-    local.send_pending([f"default/{app}"])
-    created = local.provision()["result"]["nodeClaimsCreated"]
-    assert len(created) == 1, created
-    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
-    claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", created[0])
-    node = claim["status"]["nodeName"]
-    _wait(
-        lambda: all(
-            p["spec"].get("nodeName") == node
-            for p in local.kube_server.objects("v1", "Pod", "default")
-            if p["metadata"]["name"].startswith(app)
-        ),
-        what="the scheduler binding the pods",
-    )
+    """A ReplicaSet's ``pods`` on one NodeClaim's node, running."""
+    (claim,) = launch_workload(local, app, pods, "500m", "512Mi")
     return claim
 
 
@@ -103,8 +84,10 @@ def test_interruption_drains_and_terminates_the_node(
     assert _state(local, iid) in ("shutting-down", "terminated")
     assert local.kube_server.objects("karpenter.sh/v1", "NodeClaim") == []
     assert local.kube_server.objects("v1", "Node") == []
-    # drained: every pod that was on the node was evicted through the Eviction API
+    # drained: every pod that was on the node was evicted through the Eviction API (the ReplicaSet replaced them)
     assert [p for p in local.kube_server.objects("v1", "Pod", "default") if p["spec"].get("nodeName") == node] == []
+    evictions = [e for e in local.kube_server.exchanges if e.method == "POST" and e.path.endswith("/eviction")]
+    assert len({e.path for e in evictions if e.status == 201}) == 3, [e.describe() for e in evictions]
     states = [s.name for s in local.trace(arn).states]
     assert states[:2] == ["Taint", "Drain"]
     assert states[-2:] == ["RemoveFinalizer", "Terminated"]

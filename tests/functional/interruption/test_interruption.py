@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
+from sandbox.controlplane.proxy import Fault
 from tests.fixtures.aws_events import HEALTH, REBALANCE, SPOT, STATE_CHANGE, load, variant
 from tests.functional.ingress.conftest import event as agent_event
 from tests.functional.ingress.conftest import post
 from tests.functional.interruption.conftest import Launched, Sandbox
-from tests.kubeapi import APIError
 
 SCHEDULED = {"eventTypeCategory": "scheduledChange", "eventTypeCode": "AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED"}
 
@@ -160,7 +160,7 @@ def test_a_kubernetes_failure_returns_the_message_for_redelivery(sandbox: Sandbo
 
     def unavailable(method: str, path: str, query: dict[str, str]) -> None:
         if failing["on"] and method == "GET" and path == "/apis/karpenter.sh/v1/nodeclaims":
-            raise APIError(503, "ServiceUnavailable", "etcdserver: leader changed")
+            raise Fault(503, "ServiceUnavailable", "etcdserver: leader changed")
 
     sandbox.kube_server.before_request = unavailable
     sandbox.send_raw("garbage")  # dropped, whatever else fails
@@ -186,7 +186,7 @@ def test_a_kubernetes_failure_returns_the_message_for_redelivery(sandbox: Sandbo
 def test_a_message_that_keeps_failing_ends_in_the_dead_letter_queue(sandbox: Sandbox) -> None:
     def unavailable(method: str, path: str, query: dict[str, str]) -> None:
         if path == "/apis/karpenter.sh/v1/nodeclaims":
-            raise APIError(503, "ServiceUnavailable", "down")
+            raise Fault(503, "ServiceUnavailable", "down")
 
     sandbox.kube_server.before_request = unavailable
     sandbox.local.send_aws_event(load(SPOT))

@@ -1,19 +1,18 @@
 """Fixtures for the sandbox tests: fake AWS credentials, moto in-process with Step Functions executing,
-the sandbox world, and the test Kubernetes API server with Karpenter's CRDs."""
+the sandbox world, and the real control plane with Karpenter's CRDs (``kube_server``: the real API server behind
+its fault proxy, reset before each test)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from moto import mock_aws
 
 from nodeflow.kube.client import KubeClient
 from sandbox.aws import MOCK_CONFIG, AwsWorld, Clients, build_world
-
-if TYPE_CHECKING:
-    from tests.kubeapi import KubeAPIServer
+from sandbox.controlplane.facade import RealKubeAPI
 
 REGION = "us-east-1"
 CLUSTER = "demo"
@@ -38,8 +37,12 @@ def world(clients: Clients) -> AwsWorld:
 
 
 @pytest.fixture
-def kube(kube_server: KubeAPIServer) -> Iterator[KubeClient]:
-    kube_server.reset()
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
+    return real_kube
+
+
+@pytest.fixture
+def kube(kube_server: RealKubeAPI) -> Iterator[KubeClient]:
     api: Any = kube_server.api_client()
     try:
         yield KubeClient(api)

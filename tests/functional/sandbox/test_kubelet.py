@@ -1,14 +1,20 @@
-"""sandbox.kubelet: moto instances become Nodes in the test API server."""
+"""sandbox.kwok: moto instances become Nodes on the real API server, their simulated kubelets driven step by step
+(a fake clock) or in the background; the real node lifecycle controller does the rest (the not-ready taint lifted
+once Ready, the Node Unknown once its kubelet is silent)."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from sandbox.aws import AwsWorld, Clients
-from sandbox.kubelet import SimulatedKubelet
+from sandbox.controlplane.facade import wait_for
+from sandbox.kwok import SimulatedKubelets
 from tests.functional.sandbox.conftest import CLUSTER
+
+NOT_READY = "node.kubernetes.io/not-ready"  # the API server's taint on every new Node, until the controller lifts it
 
 
 class FakeClock:
@@ -67,6 +73,20 @@ def ready(node: dict[str, Any]) -> str:
     return str(next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"))
 
 
+def taints(node: dict[str, Any]) -> list[str]:
+    return [t["key"] for t in node["spec"].get("taints") or []]
+
+
+@contextmanager
+def kubelets(kube: KubeClient, clients: Clients, **options: Any) -> Iterator[SimulatedKubelets]:
+    """Simulated kubelets, stepped by the test (``start()`` runs them in the background); stopped after."""
+    kwok = SimulatedKubelets(kube, clients.ec2, CLUSTER, instance_interval=0.0, **options)
+    try:
+        yield kwok
+    finally:
+        kwok.stop()
+
+
 def test_kubelet_registers_then_becomes_ready(world: AwsWorld, clients: Clients, kube: KubeClient) -> None:
     create_claim(
         kube,
@@ -81,61 +101,67 @@ def test_kubelet_registers_then_becomes_ready(world: AwsWorld, clients: Clients,
     clients.ec2.run_instances(ImageId=world.amis["amd64"], MinCount=1, MaxCount=1, InstanceType="m5.large")
 
     clock = FakeClock()
-    kubelet = SimulatedKubelet(kube, clients.ec2, CLUSTER, register_after=1.0, ready_after=2.0, clock=clock)
-    kubelet.step()
-    assert kube.list_items(NODES) == []
+    with kubelets(kube, clients, register_after=1.0, ready_after=2.0, clock=clock) as kubelet:
+        kubelet.step()
+        assert kube.list_items(NODES) == []
 
-    clock.now += 1.0
-    kubelet.step()
-    [node] = kube.list_items(NODES)
-    name = instance["PrivateDnsName"]
-    assert node["metadata"]["name"] == name == kubelet.node_name(iid)
-    assert node["spec"]["providerID"] == f"aws:///us-east-1b/{iid}"
-    labels = node["metadata"]["labels"]
-    assert labels == {
-        "karpenter.sh/nodepool": "general",
-        "team": "infra",
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "arm64",
-        "node.kubernetes.io/instance-type": "m7g.xlarge",
-        "topology.kubernetes.io/zone": "us-east-1b",
-        "topology.kubernetes.io/region": "us-east-1",
-        "karpenter.sh/capacity-type": "spot",
-    }
-    assert node["spec"]["taints"] == [
-        {"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
-        {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"},
-        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
-    ]
-    assert node["status"]["capacity"] == {"cpu": "4", "memory": "15Gi", "pods": "58"}
-    assert node["status"]["allocatable"]["cpu"] == "3920m"
-    assert ready(node) == "False"
-    assert [e.kind for e in kubelet.events] == ["registered"]
+        clock.now += 1.0
+        kubelet.step()
+        [node] = kube.list_items(NODES)
+        name = instance["PrivateDnsName"]
+        assert node["metadata"]["name"] == name == kubelet.node_name(iid)
+        assert node["spec"]["providerID"] == f"aws:///us-east-1b/{iid}"
+        # (the node lifecycle controller copies kubernetes.io/os and arch to their beta.kubernetes.io labels, soon)
+        labels = {k: v for k, v in node["metadata"]["labels"].items() if not k.startswith("beta.kubernetes.io/")}
+        assert labels == {
+            "karpenter.sh/nodepool": "general",
+            "team": "infra",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "arm64",
+            "node.kubernetes.io/instance-type": "m7g.xlarge",
+            "topology.kubernetes.io/zone": "us-east-1b",
+            "topology.kubernetes.io/region": "us-east-1",
+            "karpenter.sh/capacity-type": "spot",
+        }
+        registered = [t for t in node["spec"]["taints"] if t["key"] != NOT_READY]
+        assert registered == [
+            {"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
+            {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"},
+            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+        ]
+        assert NOT_READY in taints(node)  # added by the API server (TaintNodesByCondition) to every new Node
+        assert node["status"]["capacity"] == {"cpu": "4", "memory": "15Gi", "pods": "58"}
+        assert node["status"]["allocatable"]["cpu"] == "3920m"
+        assert ready(node) == "False"
+        assert [e.kind for e in kubelet.events] == ["registered"]
 
-    clock.now += 1.5
-    kubelet.step()
-    assert ready(kube.get(NODES, name)) == "False"
+        clock.now += 1.5
+        kubelet.step()
+        assert ready(kube.get(NODES, name)) == "False"
 
-    clock.now += 0.5
-    kubelet.step()
-    node = kube.get(NODES, name)
-    assert ready(node) == "True"
-    assert [t["key"] for t in node["spec"]["taints"]] == ["dedicated", "karpenter.sh/unregistered"]
-    assert [(e.kind, e.node, e.instance_id, e.node_claim, e.at) for e in kubelet.events] == [
-        ("registered", name, iid, "general-abcde", 101.0),
-        ("ready", name, iid, "general-abcde", 103.0),
-    ]
-    kubelet.step()  # nothing more to do
-    assert len(kubelet.events) == 2
+        clock.now += 0.5
+        kubelet.step()
+        assert ready(kube.get(NODES, name)) == "True"
+        # the startup taint is gone (its daemon's work); the node lifecycle controller lifts not-ready
+        node = wait_for(
+            "the not-ready taint lifted", lambda: None if NOT_READY in taints(n := kube.get(NODES, name)) else n
+        )
+        assert taints(node) == ["dedicated", "karpenter.sh/unregistered"]
+        assert [(e.kind, e.node, e.instance_id, e.node_claim, e.at) for e in kubelet.events] == [
+            ("registered", name, iid, "general-abcde", 101.0),
+            ("ready", name, iid, "general-abcde", 103.0),
+        ]
+        kubelet.step()  # nothing more to do
+        assert len(kubelet.events) == 2
 
-    # The instance goes away: the Node stays, its Ready condition becomes Unknown.
-    clients.ec2.terminate_instances(InstanceIds=[iid])
-    kubelet.step()
-    kubelet.step()
-    assert ready(kube.get(NODES, name)) == "Unknown"
-    assert [e.kind for e in kubelet.events] == ["registered", "ready", "unknown"]
-    assert kubelet.errors == []
+        # The instance goes away: the kubelet goes silent, the Node stays, and the node lifecycle controller marks
+        # its Ready condition Unknown once the Lease is older than its grace period.
+        clients.ec2.terminate_instances(InstanceIds=[iid])
+        kubelet.step()
+        assert [e.kind for e in kubelet.events] == ["registered", "ready", "gone"]
+        wait_for("the Node Unknown", lambda: ready(kube.get(NODES, name)) == "Unknown", timeout=60)
+        assert kubelet.errors == []
 
 
 def test_skipped_claim_and_missing_claim_never_register(world: AwsWorld, clients: Clients, kube: KubeClient) -> None:
@@ -144,9 +170,9 @@ def test_skipped_claim_and_missing_claim_never_register(world: AwsWorld, clients
     good = launch(world, clients, "general-good", zone="us-east-1a")
     launch(world, clients, "general-stuck", zone="us-east-1c")
     launch(world, clients, "general-nosuchclaim")
-    kubelet = SimulatedKubelet(kube, clients.ec2, CLUSTER, skip=lambda claim: claim == "general-stuck")
-    for _ in range(3):
-        kubelet.step()
+    with kubelets(kube, clients, skip=lambda claim: claim == "general-stuck") as kubelet:
+        for _ in range(3):
+            kubelet.step()
     nodes = kube.list_items(NODES)
     assert [n["spec"]["providerID"] for n in nodes] == [f"aws:///us-east-1a/{good['InstanceId']}"]
     assert ready(nodes[0]) == "True"
@@ -159,10 +185,9 @@ def test_skipped_claim_and_missing_claim_never_register(world: AwsWorld, clients
 def test_kubelet_in_background(world: AwsWorld, clients: Clients, kube: KubeClient) -> None:
     create_claim(kube, "general-bg")
     iid = launch(world, clients, "general-bg")["InstanceId"]
-    with SimulatedKubelet(kube, clients.ec2, CLUSTER, ready_after=0.05).run_in_background(interval=0.01) as kubelet:
-        deadline = time.monotonic() + 5
-        while not kubelet.events_of("ready") and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with kubelets(kube, clients, ready_after=0.05) as kubelet:
+        kubelet.start()
+        wait_for("the kubelet ready", lambda: kubelet.events_of("ready"), timeout=10)
     assert [e.kind for e in kubelet.events] == ["registered", "ready"]
     assert kubelet.events[1].at - kubelet.events[0].at >= 0.05
     assert ready(kube.get(NODES, kubelet.node_name(iid) or "")) == "True"

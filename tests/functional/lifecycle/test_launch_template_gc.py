@@ -20,7 +20,7 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import NotFound
 from nodeflow.lifecycle.launch_templates import TEMPLATE_GRACE
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+from tests.functional.lifecycle.conftest import demo_node_pools, pending
 
 FINALIZER = "karpenter.k8s.aws/termination"
 # Templates gc must never delete: another cluster's (Karpenter's or nodeflow's), untagged, and one named as nodeflow
@@ -100,7 +100,7 @@ ALONE = {
 
 def _launch(local: LocalNodeflow, app: str, **spec: Any) -> str:
     """One pending pod of ``app`` launched on a node of its own; its NodeClaim."""
-    local.apply(pending_pods(app, 1, cpu="1", memory="1Gi", affinity=ALONE, **spec))
+    pending(local, app, 1, cpu="1", memory="1Gi", affinity=ALONE, **spec)
     local.send_pending([f"default/{app}"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1, created

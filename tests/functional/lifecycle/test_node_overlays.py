@@ -9,7 +9,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
 
 FUSE = "smarter-devices/fuse"
 
@@ -37,11 +37,9 @@ def conditions(local: LocalNodeflow, name: str) -> dict[str, tuple[str, str, str
     return {c["type"]: (c["status"], c["reason"], c["message"]) for c in obj.get("status", {}).get("conditions", [])}
 
 
-def fuse_pod(name: str) -> list[dict[str, Any]]:
-    (pod,) = pending_pods(name, 1, cpu="1", memory="1Gi")
-    pod["spec"]["containers"][0]["resources"]["limits"] = {FUSE: "1"}
-    pod["spec"]["containers"][0]["resources"]["requests"][FUSE] = "1"
-    return [pod]
+def fuse_pod(local: LocalNodeflow, name: str) -> list[str]:
+    """A workload whose pod asks for a FUSE device (kube-scheduler finds no node for it); its pod keys."""
+    return pending(local, name, 1, cpu="1", memory="1Gi", requests={FUSE: "1"}, limits={FUSE: "1"})
 
 
 def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_their_conditions(
@@ -49,7 +47,7 @@ def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_th
 ) -> None:
     local = make_local()
     # Without an overlay no instance type has the extended resource: nothing is provisioned.
-    local.apply(fuse_pod("fuse"))
+    fuse_pod(local, "fuse")
     local.send_pending(["default/fuse"])
     assert local.provision()["result"]["nodeClaimsCreated"] == []
 
@@ -89,7 +87,7 @@ def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_th
         }
 
     # A pod for m types: its NodeClaim's types were priced by the overlay (Karpenter's annotation says so).
-    local.apply(pending_pods("plain", 1, cpu="1", memory="1Gi", nodeSelector={wk.LABEL_INSTANCE_CATEGORY: "m"}))
+    pending(local, "plain", 1, cpu="1", memory="1Gi", nodeSelector={wk.LABEL_INSTANCE_CATEGORY: "m"})
     local.send_pending(["default/plain"])
     (plain,) = local.provision()["result"]["nodeClaimsCreated"]
     (claim,) = [c for c in claims(local) if c["metadata"]["name"] == plain]

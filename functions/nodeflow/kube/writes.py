@@ -18,12 +18,13 @@ from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.api.meta import Taint
 from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, KubeClient, Resource
-from nodeflow.kube.errors import AlreadyExists, Conflict, NotFound, retry_conflict
+from nodeflow.kube.errors import AlreadyExists, Conflict, NotFound, TooManyRequests, Unavailable, retry_conflict
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 __all__ = [
+    "MULTIPLE_BUDGETS",
     "add_finalizer",
     "add_taints",
     "cordon",
@@ -42,6 +43,11 @@ __all__ = [
     "uncordon",
     "update",
 ]
+
+
+#: The eviction API's answer (HTTP 500) for a pod that more than one PodDisruptionBudget selects (kube-apiserver's
+#: pkg/registry/core/pod/storage/eviction.go): no eviction of it can succeed until a budget goes.
+MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 
 def _c(client: KubeClient | ApiClient) -> KubeClient:
@@ -300,7 +306,10 @@ def evict(
     """Evict a pod through policy/v1 Eviction. True: evicted; False: the pod is already gone.
 
     Raises ``TooManyRequests`` (with the PodDisruptionBudget's message) when a budget does
-    not allow it now: try again later, it is not a failure.
+    not allow it now: try again later, it is not a failure. A pod that more than one budget
+    selects is never evicted: the API server answers 500 with ``MULTIPLE_BUDGETS`` (not a
+    fault of the server); that too is raised as ``TooManyRequests``, its ``status`` 500 (as
+    Karpenter, which holds the drain on it as on a budget).
     """
     options: dict[str, Any] = {}
     if grace_period_seconds is not None:
@@ -322,6 +331,10 @@ def evict(
         if uid is not None:  # the uid precondition failed: that pod is gone (a new one took the name)
             return False
         raise exc
+    except Unavailable as exc:
+        if exc.status == 500 and exc.message == MULTIPLE_BUDGETS:
+            raise TooManyRequests(exc.message, status=500, reason=exc.reason, details=exc.details) from exc
+        raise
     return True
 
 

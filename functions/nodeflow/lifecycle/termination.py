@@ -39,6 +39,7 @@ stays near 100 x 9 = 900 events.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -320,13 +321,16 @@ def drain(
 
     evicted: list[plan.DrainPod] = []
     refused: dict[str, str] = {}
+    codes: Counter[str] = Counter({"200": 0, "429": 0})
     for pod in decided.evict:
         try:
             if evict(deps.kube, pod.namespace, pod.name, uid=pod.uid):
                 evicted.append(pod)
+                codes["200"] += 1
                 deps.recorder.record(_pod_ref(pod), NORMAL, REASON_EVICTED, "Evicted pod")
-        except kerr.TooManyRequests as exc:  # a PodDisruptionBudget says not now: try again next time
+        except kerr.TooManyRequests as exc:  # PodDisruptionBudgets say not now (429; 500: two select it): later
             refused[pod.key] = exc.message
+            codes[str(exc.status or 429)] += 1
 
     out: dict[str, Any] = {
         "node": name,
@@ -337,7 +341,7 @@ def drain(
         "skipped": len(decided.skipped),
         # exact, for the metrics (the lists above are truncated): eviction responses by HTTP code (a pod found gone,
         # 404 or 409, is not told apart by ``evict`` and not counted)
-        "evictionRequests": {"200": len(evicted), "429": len(refused)},
+        "evictionRequests": dict(codes),
     }
     if not decided.done:
         held = plan.held_only(decided, refused=refused)

@@ -218,9 +218,10 @@ def seed(local: LocalNodeflow, *seeds: Seed) -> dict[str, str]:
             admin.create(REPLICA_SETS, owner, ns)
 
         def runs(ns: str = ns, name: str = name, node: str = node, kind: str | None = s.owner) -> str | None:
-            pods = admin.list_items(PODS, namespace=ns, label_selector=f"owned-pod={name}") or [
-                admin.get(PODS, name, ns)
-            ]
+            if kind == "DaemonSet":  # made by the controller, a moment after the DaemonSet
+                pods = admin.list_items(PODS, namespace=ns, label_selector=f"owned-pod={name}")
+            else:
+                pods = [admin.get(PODS, name, ns)]
             for p in pods:
                 owned = kind in (None, "Node") or p["metadata"].get("ownerReferences")
                 if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running" and owned:
@@ -235,10 +236,23 @@ def seed(local: LocalNodeflow, *seeds: Seed) -> dict[str, str]:
 
 
 def volume_agent(local: LocalNodeflow, node: str, attached: tuple[str, ...] = ("pv-logs",)) -> None:
-    """A DaemonSet pod on ``node`` (it tolerates every taint) using the PVC ``logs`` (bound to ``pv-logs``),
-    and a CSI VolumeAttachment of each of ``attached`` to the node."""
+    """A DaemonSet pod on ``node`` (it tolerates every taint) using the PVC ``logs`` (bound to the EBS volume
+    ``pv-logs``: kube-scheduler places no pod whose claim is unbound), and a CSI VolumeAttachment of each of
+    ``attached`` to the node."""
     local.apply(
         [
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": "pv-logs"},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0logs"},
+                    "claimRef": {"namespace": "default", "name": "logs"},
+                },
+            },
             {
                 "apiVersion": "v1",
                 "kind": "PersistentVolumeClaim",

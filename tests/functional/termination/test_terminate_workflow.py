@@ -100,7 +100,7 @@ def snapshot_before(local: LocalNodeflow, suffix: str, take: Callable[[], Any]) 
     return seen
 
 
-def finished(local: LocalNodeflow, arn: str, timeout: float = 30.0) -> dict[str, Any]:
+def finished(local: LocalNodeflow, arn: str, timeout: float = 60.0) -> dict[str, Any]:
     from sandbox.stepfunctions import wait_for_execution
 
     return wait_for_execution(local.clients.sfn, arn, timeout=timeout)
@@ -129,7 +129,7 @@ def test_terminate_drains_group_by_group_and_removes_the_node(local: LocalNodefl
     local.kube_server.requests.clear()
 
     arn = local.terminate(node.claim, reason="Expired")
-    desc = finished(local, arn)
+    desc = finished(local, arn, timeout=90)
     assert desc["status"] == "SUCCEEDED", desc
 
     # group by group: ordinary, DaemonSet, critical, critical DaemonSet; skipped pods stay
@@ -465,3 +465,36 @@ def test_evicted_pods_come_back_through_their_replica_set_and_run_on_a_new_node(
     pods = running(local.kube_server, "web", 2, timeout=60)
     assert {p["spec"]["nodeName"] for p in pods} == {other}
     assert not {p["metadata"]["name"] for p in pods} & set(node.pods)
+
+
+def test_a_pod_two_budgets_select_holds_the_drain_until_one_goes(local: LocalNodeflow) -> None:
+    """The real eviction API never evicts a pod that two PodDisruptionBudgets select: it answers 500 ("more than one
+    PodDisruptionBudget"), whatever the budgets allow. The drain holds on it as on a budget (as Karpenter does),
+    instead of failing the Drain step; once one budget goes, the pod is evicted and the termination ends."""
+    node = launch(local, "web", 1)
+    for name in ("web", "web-too"):
+        local.apply(
+            [
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+                }
+            ]
+        )
+    arn = local.terminate(node.claim)
+    eventually(lambda: visits(local, arn, "Drain") >= 3, what="the drain to poll while held")
+    answers = {e.status for e in local.kube_server.exchanges if e.path.endswith("/eviction")}
+    assert answers == {500}, answers
+    assert local.clients.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    assert visits(local, arn, "Terminate") == 0
+    assert instance_state(local, node.instance_id) == "running"
+    assert condition(claim_of(local, node.claim), "Drained") == ("False", "Draining")
+    assert any("1 blocked by a PodDisruptionBudget" in e["message"] for e in events(local, "FailedDraining"))
+
+    local.kube_server.delete("policy/v1", "PodDisruptionBudget", "web-too")
+    desc = finished(local, arn, timeout=60)
+    assert desc["status"] == "SUCCEEDED", desc
+    assert evictions(local).count(node.pods[0]) >= 2
+    assert claim_of(local, node.claim) is None

@@ -1,5 +1,5 @@
 """Capacity reservations through the deployed path (moto with DescribeCapacityReservations served in-process, the
-real launch workflow, the test API server): garbage collection writes the EC2NodeClass's
+real launch workflow, the real control plane): garbage collection writes the EC2NodeClass's
 status.capacityReservations as Karpenter does (a capacity block within 40 minutes of its end ``expiring``) and
 rewrites nothing when nothing changed; a NodeClaim that allows reserved capacity launches into the reservation
 (CreateFleet through a launch template that targets it) and gets capacity type ``reserved`` and the reservation

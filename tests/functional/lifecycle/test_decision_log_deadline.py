@@ -1,4 +1,4 @@
-"""The decision log's deadline in the Lambdas, for real: the provisioner in the sandbox (moto, the test API server)
+"""The decision log's deadline in the Lambdas, for real: the provisioner in the sandbox (moto, the real control plane)
 with DynamoDB throttling every decision-log write stops writing at its deadline (the Lambda context's remaining
 time less ``DECISION_LOG_MARGIN_SECONDS``), ends before its timeout with its NodeClaims made, and publishes what it
 did not write as ``DecisionLogWriteTimeouts``. Every writer (provisioner, disruption, interruption) gets the

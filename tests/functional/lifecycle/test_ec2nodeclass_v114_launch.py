@@ -1,5 +1,5 @@
 """An EC2NodeClass with Karpenter v1.14's launch settings, through the real launch workflow (moto, the
-test API server): the launch template CreateFleet used carries its network interfaces (EFA-only
+real control plane): the launch template CreateFleet used carries its network interfaces (EFA-only
 included), connection tracking, CPU options, the resolved placement group and the kubelet settings and
 instanceStorePolicy RAID0 in the user data; CreateFleet carries spec.context; the NodeClaim's allocatable
 follows kubelet.maxPods. A placement group that does not resolve fails the launch naming

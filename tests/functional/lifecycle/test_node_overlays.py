@@ -1,4 +1,4 @@
-"""NodeOverlays in the cluster (karpenter.sh/v1alpha1, CRD registered in the test API server) are read by the
+"""NodeOverlays in the cluster (karpenter.sh/v1alpha1, CRD registered in the real control plane) are read by the
 provisioner and the disruption round (their snapshot lists them), applied to the instance types before solving,
 and get Karpenter's conditions (ValidationSucceeded, Ready; Conflict for the loser of an equal-weight overlap)."""
 

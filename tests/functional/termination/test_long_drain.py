@@ -174,7 +174,7 @@ def test_a_held_drain_continues_as_new_and_the_continuation_terminates(short: Lo
     hold(local, batch)
     first = local.terminate(node.claim, reason="Expired")
     second, third = f"{node.claim}_c2", f"{node.claim}_c3"
-    eventually(lambda: exists(local, third), what="two hand-overs")
+    eventually(lambda: exists(local, third), timeout=90, what="two hand-overs")  # 7 passes: slow when loaded
 
     # the first execution ran its 3 passes, handed over and succeeded at ContinuedAsNew
     desc = finished(local, first)

@@ -18,7 +18,7 @@ from tests.functional.lifecycle.conftest import pending
 HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
 VERSION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
 PAUSE = [  # the disruption round marks NodeClaims Drifted, then stops: no workflow outlives the test
-    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
+    # (namespace nodeflow: the install's, agent/manifests/00-namespace.yaml)
     {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 from nodeflow.api import labels as wk
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import demo_node_pools, pending
 
@@ -218,6 +219,16 @@ def _ghost(local: LocalNodeflow, name: str, **labels: str) -> dict[str, Any]:
     if not labels:
         node["spec"]["taints"] = [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]
     local.apply([node])
+
+    def unreachable() -> bool:
+        taints = local.kube_server.get("v1", "Node", name)["spec"].get("taints") or []
+        return {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"} in [
+            {"key": t["key"], "effect": t["effect"]} for t in taints
+        ]
+
+    # As it has been since its kubelet went: the node lifecycle controller tainted it unreachable (until then, a
+    # Node without taints, kube-scheduler would bind pending pods to it: it looks at taints, not at Ready)
+    wait_for(f"the node lifecycle controller to taint {name} unreachable", unreachable)
     return node
 
 

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from nodeflow.handlers import runtime
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.capacity_reservations import reservation, serve_capacity_reservations
 from tests.functional.lifecycle.conftest import pending
-from tests.realk8s.workloads import running, unschedulable
+from tests.realk8s.workloads import running
 
 EC2 = "karpenter.k8s.aws/v1"
 KARPENTER = "karpenter.sh/v1"
@@ -269,7 +270,11 @@ def test_nodes_on_an_ending_capacity_block_are_drained_and_replaced(
     assert not local.instances()
 
     # its pods come back (the ReplicaSet controller) and are provisioned again, not on the ending block: on-demand
-    unschedulable(local.kube_server, "train", 1)
+    def replaced() -> bool:
+        pods = local.kube_server.list_items("v1", "Pod", "default", label_selector="app=train")
+        return any(not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp") for p in pods)
+
+    wait_for("the ReplicaSet controller to replace the evicted pod", replaced)
     local.send_pending(["default/train"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1

@@ -21,7 +21,7 @@ from nodeflow.kube.errors import NotFound
 from nodeflow.lifecycle.launch_templates import TEMPLATE_GRACE
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import demo_node_pools, pending
-from tests.realk8s.workloads import TEMPLATE_HASH
+from tests.realk8s.workloads import TEMPLATE_HASH, running
 
 FINALIZER = "karpenter.k8s.aws/termination"
 # Templates gc must never delete: another cluster's (Karpenter's or nodeflow's), untagged, and one named as nodeflow
@@ -106,6 +106,7 @@ def _launch(local: LocalNodeflow, app: str, **spec: Any) -> str:
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1, created
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    running(local.kube_server, app, 1)  # bound there before the next pod comes (or kube-scheduler may bind that one)
     return str(created[0])
 
 

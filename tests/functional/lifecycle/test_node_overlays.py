@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from nodeflow.api import labels as wk
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending
+from tests.realk8s.workloads import TEMPLATE_HASH
 
 FUSE = "smarter-devices/fuse"
 
@@ -86,6 +88,13 @@ def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_th
             "Ready": ("True", "Ready", ""),
         }
 
+    # The FUSE workload goes: no simulated kubelet reports the device, so its pod would stay pending, and be
+    # provisioned for again with the next one.
+    local.kube_server.delete("apps/v1", "ReplicaSet", f"fuse-{TEMPLATE_HASH}")
+    wait_for(
+        "the FUSE pod to go",
+        lambda: not local.kube_server.list_items("v1", "Pod", "default", label_selector="app=fuse"),
+    )
     # A pod for m types: its NodeClaim's types were priced by the overlay (Karpenter's annotation says so).
     pending(local, "plain", 1, cpu="1", memory="1Gi", nodeSelector={wk.LABEL_INSTANCE_CATEGORY: "m"})
     local.send_pending(["default/plain"])

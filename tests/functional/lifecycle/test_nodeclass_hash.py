@@ -28,6 +28,15 @@ PAUSE = [  # the disruption round marks NodeClaims Drifted, then stops: no workf
 ]
 
 
+NOT_WITH_WEB = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
 def _launch(local: LocalNodeflow) -> str:
     pending(local, "web", 2, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
@@ -86,7 +95,7 @@ def test_hash_annotations_after_a_launch_and_drift_on_a_spec_edit(local: LocalNo
 def test_a_hash_of_another_version_or_none_is_restamped_not_drifted(local: LocalNodeflow) -> None:
     kube = KubeClient(local.kube_server.api_client())
     legacy = _launch(local)
-    pending(local, "api", 2, cpu="1", memory="2Gi")
+    pending(local, "api", 2, cpu="1", memory="2Gi", affinity=NOT_WITH_WEB)  # a NodeClaim of their own
     local.send_pending(["default/api"])
     (older,) = local.provision()["result"]["nodeClaimsCreated"]
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())

@@ -67,6 +67,13 @@ def release(local: LocalNodeflow, pod: str) -> None:
     )
 
 
+def settled(local: LocalNodeflow, node: Launched) -> list[dict[str, Any]]:
+    """Once the pod may go: wait until the chain of executions terminated ``node`` (the one running may still hand
+    over before its next pass sees the pod gone); every execution, finished."""
+    eventually(lambda: claim_of(local, node.claim) is None, timeout=60, what=f"NodeClaim {node.claim} to go")
+    return local.wait_for_terminations()
+
+
 def gone(local: LocalNodeflow, node: Launched) -> None:
     assert claim_of(local, node.claim) is None
     assert node_of(local, node.node) is None
@@ -206,7 +213,7 @@ def test_a_held_drain_continues_as_new_and_the_continuation_terminates(short: Lo
 
     # the pod may go: the latest execution finishes the termination
     release(local, batch)
-    done = local.wait_for_terminations()
+    done = settled(local, node)
     assert all(d["status"] == "SUCCEEDED" for d in done), [(d["name"], d["status"]) for d in done]
     names = sorted(d["name"] for d in done)
     assert names[0] == node.claim
@@ -288,7 +295,7 @@ def test_a_failed_hand_over_keeps_draining_and_tries_again(
     assert "ThrottlingException" in outs[3]["handOverFailed"]
     assert instance_state(local, node.instance_id) == "running"
     release(local, batch)
-    done = local.wait_for_terminations()
+    done = settled(local, node)
     assert [d["status"] for d in done] == ["SUCCEEDED"] * len(done)
     gone(local, node)
 
@@ -343,7 +350,7 @@ def test_a_retried_hand_over_starts_one_continuation(short: LocalNodeflow) -> No
     ]
     assert sorted(i["generation"] for i in started) == list(range(2, len(started) + 2))  # one per generation
     release(local, batch)
-    done = local.wait_for_terminations()
+    done = settled(local, node)
     assert all(d["status"] == "SUCCEEDED" for d in done)
     assert sorted(d["name"] for d in done)[:2] == [node.claim, f"{node.claim}_c2"]
     assert len({d["name"] for d in done}) == len(done)

@@ -14,6 +14,7 @@ from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import pending
+from tests.realk8s.workloads import running
 
 HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
 VERSION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
@@ -43,6 +44,7 @@ def _launch(local: LocalNodeflow) -> str:
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1, created
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    running(local.kube_server, "web", 2)  # bound there before other pods come
     return str(created[0])
 
 

@@ -1,4 +1,4 @@
-"""The volumes a node launches with, through the Launch step (moto, the test API server): an EC2NodeClass without
+"""The volumes a node launches with, through the Launch step (moto, the real control plane): an EC2NodeClass without
 ``blockDeviceMappings`` gets its AMI family's default volumes in the launch template, as the AWS provider writes
 them (AL2 / AL2023 a 20Gi encrypted gp3 /dev/xvda, Bottlerocket 4Gi + 20Gi, Windows 50Gi, Custom none: the
 AMI's own); the NodeClaim's ephemeral-storage capacity is the volume its kubelet really gets; the class's hash

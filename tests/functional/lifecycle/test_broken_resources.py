@@ -8,8 +8,9 @@ import copy
 from typing import Any
 
 from nodeflow.api import labels as wk
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+from tests.functional.lifecycle.conftest import demo_node_pools, pending
 
 NODEPOOL = ("karpenter.sh/v1", "NodePool")
 NODECLASS = ("karpenter.k8s.aws/v1", "EC2NodeClass")
@@ -56,7 +57,7 @@ def _claims(local: LocalNodeflow) -> list[dict[str, Any]]:
 
 def test_a_node_class_that_is_not_ready_is_never_chosen(local: LocalNodeflow) -> None:
     local.apply([_broken_class(), _pool("preferred", "broken", weight=100)])
-    local.apply(pending_pods("web", 3, cpu="1", memory="1Gi"))
+    pending(local, "web", 3, cpu="1", memory="1Gi")
     for _ in range(3):  # batch after batch: never a NodeClaim or a launch for the broken class
         local.send_pending(["default/web"])
         local.provision()
@@ -82,7 +83,7 @@ def test_a_node_class_that_is_not_ready_is_never_chosen(local: LocalNodeflow) ->
 
 def test_a_node_class_recovers_when_garbage_collection_resolves_it_again(local: LocalNodeflow) -> None:
     local.apply([_broken_class(), _pool("preferred", "broken", weight=100)])
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    pending(local, "web", 1, cpu="1", memory="1Gi")
     local.send_pending(["default/web"])
     local.provision()
     local.wait_for_executions()
@@ -96,7 +97,7 @@ def test_a_node_class_recovers_when_garbage_collection_resolves_it_again(local: 
     assert _condition(local.kube_server.get(*NODECLASS, "broken"), "Ready")["status"] == "True"
     assert _condition(local.kube_server.get(*NODEPOOL, "preferred"), "Ready")["status"] == "True"
     # larger than the first node (2 vCPU), whether or not web is bound to it yet
-    local.apply(pending_pods("api", 1, cpu="3", memory="1Gi"))
+    pending(local, "api", 1, cpu="3", memory="1Gi")
     local.send_pending(["default/api"])
     local.provision()
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
@@ -112,7 +113,7 @@ def test_an_invalid_node_pool_or_a_missing_class_leaves_the_others_working(local
     )
     local.kube_server.store_bypassing_admission(invalid)
     local.apply([_pool("orphan", "does-not-exist", weight=90)])
-    local.apply(pending_pods("web", 2, cpu="1", memory="1Gi"))
+    pending(local, "web", 2, cpu="1", memory="1Gi")
     local.send_pending(["default/web"])
     result = local.provision()["result"]
     assert result["nodeClaimsCreated"]
@@ -164,7 +165,7 @@ def test_a_launch_whose_clean_up_fails_too_is_finished_by_garbage_collection(loc
     }
     for name, handler in originals.items():
         local.dispatch.register(name, flaky(handler, times=10_000))
-    local.apply(pending_pods("web", 2, cpu="1", memory="1Gi"))
+    pending(local, "web", 2, cpu="1", memory="1Gi")
     local.send_pending(["default/web"])
     (claim,) = local.provision()["result"]["nodeClaimsCreated"]
     assert [d["status"] for d in local.wait_for_executions()] == ["FAILED"]
@@ -218,13 +219,23 @@ def _ghost(local: LocalNodeflow, name: str, **labels: str) -> dict[str, Any]:
     if not labels:
         node["spec"]["taints"] = [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]
     local.apply([node])
+
+    def unreachable() -> bool:
+        taints = local.kube_server.get("v1", "Node", name)["spec"].get("taints") or []
+        return {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"} in [
+            {"key": t["key"], "effect": t["effect"]} for t in taints
+        ]
+
+    # As it has been since its kubelet went: the node lifecycle controller tainted it unreachable (until then, a
+    # Node without taints, kube-scheduler would bind pending pods to it: it looks at taints, not at Ready)
+    wait_for(f"the node lifecycle controller to taint {name} unreachable", unreachable)
     return node
 
 
 def test_a_node_left_behind_never_absorbs_pending_pods_and_is_deleted(local: LocalNodeflow) -> None:
     _ghost(local, "ip-10-0-9-1.ec2.internal")  # unregistered, Ready=Unknown
     _ghost(local, "ip-10-0-9-2.ec2.internal", **{wk.LABEL_INITIALIZED: "true"})  # initialized once, now Unknown
-    local.apply(pending_pods("web", 3, cpu="1", memory="1Gi"))
+    pending(local, "web", 3, cpu="1", memory="1Gi")
     local.send_pending(["default/web"])
     result = local.provision()["result"]
     assert result["nodeClaimsCreated"], result  # not "placed" on a Node that will never run them
@@ -245,7 +256,7 @@ def test_a_node_left_behind_never_absorbs_pending_pods_and_is_deleted(local: Loc
 def test_an_instance_tagged_for_a_node_claim_that_names_another_is_a_leak(local: LocalNodeflow) -> None:
     """Behaviour 8: a NodeClaim owns the instance its providerID names; a second instance carrying its tag
     (a duplicate launch) is terminated once older than the grace period. One still launching is kept."""
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    pending(local, "web", 1, cpu="1", memory="1Gi")
     local.send_pending(["default/web"])
     (claim,) = local.provision()["result"]["nodeClaimsCreated"]
     assert [d["status"] for d in local.wait_for_executions()] == ["SUCCEEDED"]
@@ -275,7 +286,7 @@ def test_a_node_pool_whose_name_cannot_be_a_label_value_is_invalid_and_the_other
     provisioner raised on the NodeClaim it made for it and failed every batch."""
     long_name = "team-" + "x" * 120
     local.apply([_pool(long_name, "default", weight=100)])
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
+    pending(local, "web", 1, cpu="1", memory="1Gi")
     local.send_pending(["default/web"])
     (claim,) = local.provision()["result"]["nodeClaimsCreated"]
     assert claim.startswith("default-")
@@ -289,7 +300,7 @@ def test_a_node_claim_the_api_server_refuses_does_not_fail_the_other_node_pools(
     """The API server refuses (422) the first NodeClaim of a batch: its pods get FailedScheduling with the
     reason, the other NodePool's NodeClaim is created and launched, and the batch does not fail (retrying a
     refused object would fail the same way for ever)."""
-    from tests.kubeapi.cluster import APIError
+    from sandbox.controlplane.proxy import Fault
 
     gpu = {
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -301,14 +312,15 @@ def test_a_node_claim_the_api_server_refuses_does_not_fail_the_other_node_pools(
             }
         ],
     }
-    local.apply(pending_pods("web", 1, cpu="1", memory="1Gi"))
-    local.apply(pending_pods("train", 1, **gpu))
+    pending(local, "web", 1, cpu="1", memory="1Gi")
+    pending(local, "train", 1, **gpu)
     refused: list[str] = []
 
-    def refuse_first(method: str, path: str, query: dict[str, str]) -> None:
+    def refuse_first(method: str, path: str, query: dict[str, str]) -> Fault | None:
         if method == "POST" and path.endswith("/nodeclaims") and not refused:
             refused.append(path)
-            raise APIError(422, "Invalid", "NodeClaim is invalid: spec: refused by an admission policy")
+            return Fault(422, "Invalid", "NodeClaim is invalid: spec: refused by an admission policy")
+        return None
 
     local.kube_server.before_request = refuse_first
     try:

@@ -1,5 +1,5 @@
 """Capacity reservations through the deployed path (moto with DescribeCapacityReservations served in-process, the
-real launch workflow, the test API server): garbage collection writes the EC2NodeClass's
+real launch workflow, the real control plane): garbage collection writes the EC2NodeClass's
 status.capacityReservations as Karpenter does (a capacity block within 40 minutes of its end ``expiring``) and
 rewrites nothing when nothing changed; a NodeClaim that allows reserved capacity launches into the reservation
 (CreateFleet through a launch template that targets it) and gets capacity type ``reserved`` and the reservation
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from nodeflow.handlers import runtime
-from nodeflow.kube.client import KubeClient
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
-from sandbox.replicasets import SimulatedReplicaSets
 from tests.functional.capacity_reservations import reservation, serve_capacity_reservations
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
+from tests.realk8s.workloads import running
 
 EC2 = "karpenter.k8s.aws/v1"
 KARPENTER = "karpenter.sh/v1"
@@ -38,7 +38,7 @@ def _edit(local: LocalNodeflow, api_version: str, kind: str, name: str, edit: Ca
     rt = local.kube_server.resource_for(api_version, kind)
     obj = copy.deepcopy(local.kube_server.get(api_version, kind, name))
     edit(obj)
-    local.kube_server.cluster.update(rt, None, name, obj)
+    local.kube_server.kube.replace(rt, name, obj)
 
 
 def _select(local: LocalNodeflow, *terms: dict[str, Any]) -> None:
@@ -134,10 +134,7 @@ def test_gc_writes_status_capacity_reservations(
 
 
 def _only_m5_large(local: LocalNodeflow, app: str, replicas: int = 1) -> None:
-    pods = pending_pods(app, replicas, cpu="1", memory="2Gi")
-    for pod in pods:
-        pod["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "m5.large"}
-    local.apply(pods)
+    pending(local, app, replicas, cpu="1", memory="2Gi", nodeSelector={"node.kubernetes.io/instance-type": "m5.large"})
     local.send_pending([f"default/{app}"])
 
 
@@ -250,11 +247,8 @@ def test_nodes_on_an_ending_capacity_block_are_drained_and_replaced(
     assert _template_data(local, template)["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     node = claim["status"]["nodeName"]
     _wait_for_node(local, node)
-    deadline = time.monotonic() + 30
-    while not all(p["spec"].get("nodeName") == node for p in local.kube_server.objects("v1", "Pod", "default")):
-        assert time.monotonic() < deadline, "the scheduler did not bind the pod"
-        time.sleep(0.05)
-    replicasets = SimulatedReplicaSets(KubeClient(local.kube_server.api_client())).track_existing()
+    [pod] = running(local.kube_server, "train", 1)  # kube-scheduler bound it there
+    assert pod["spec"]["nodeName"] == node
 
     # more than 40 minutes before the end: nothing happens
     local.collect_garbage()
@@ -268,12 +262,19 @@ def test_nodes_on_an_ending_capacity_block_are_drained_and_replaced(
     assert terminated["status"] == "SUCCEEDED"
     assert '"CapacityBlockExpiring"' in terminated["input"]
     assert json.loads(terminated["output"])["drain"]["passes"] >= 1
-    assert not [p for p in local.kube_server.objects("v1", "Pod", "default") if p["spec"].get("nodeName") == node]
+    # evicted: the pods still bound there are terminating (with the instance gone no kubelet confirms it; the pod
+    # garbage collector deletes them once the Node is gone)
+    left = [p for p in local.kube_server.objects("v1", "Pod", "default") if p["spec"].get("nodeName") == node]
+    assert all(p["metadata"].get("deletionTimestamp") for p in left), left
     assert not [c for c in local.kube_server.objects(KARPENTER, "NodeClaim") if c["metadata"]["name"] == name]
     assert not local.instances()
 
-    # its pods come back (their ReplicaSet) and are provisioned again, not on the ending block: on-demand
-    assert replicasets.step() == 1
+    # its pods come back (the ReplicaSet controller) and are provisioned again, not on the ending block: on-demand
+    def replaced() -> bool:
+        pods = local.kube_server.list_items("v1", "Pod", "default", label_selector="app=train")
+        return any(not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp") for p in pods)
+
+    wait_for("the ReplicaSet controller to replace the evicted pod", replaced)
     local.send_pending(["default/train"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1

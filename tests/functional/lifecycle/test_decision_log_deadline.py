@@ -1,4 +1,4 @@
-"""The decision log's deadline in the Lambdas, for real: the provisioner in the sandbox (moto, the test API server)
+"""The decision log's deadline in the Lambdas, for real: the provisioner in the sandbox (moto, the real control plane)
 with DynamoDB throttling every decision-log write stops writing at its deadline (the Lambda context's remaining
 time less ``DECISION_LOG_MARGIN_SECONDS``), ends before its timeout with its NodeClaims made, and publishes what it
 did not write as ``DecisionLogWriteTimeouts``. Every writer (provisioner, disruption, interruption) gets the
@@ -13,7 +13,7 @@ import pytest
 from nodeflow.handlers.common import DECISION_LOG_MARGIN_SECONDS
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.faults.dynamodb import BatchWriteFaults
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
 
 
 def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
@@ -23,7 +23,7 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
     did not write counted."""
     from nodeflow.aws import decisions
 
-    local.apply(pending_pods("warm", 1))
+    pending(local, "warm", 1)
     local.send_pending(["default/warm"])
     assert local.provision()["result"]["nodeClaimsCreated"]  # the cold start (catalog, clients) out of the way
     faults = BatchWriteFaults(monkeypatch, local.world.decision_table_name)
@@ -33,7 +33,7 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
     local.clients.lambda_.update_function_configuration(
         FunctionName=local.function_name("provisioner"), Timeout=timeout
     )
-    local.apply(pending_pods("web", 3))
+    pending(local, "web", 3)
     local.send_pending(["default/web"])
 
     result = local.provision()["result"]

@@ -1,5 +1,5 @@
 """An EC2NodeClass with Karpenter v1.14's launch settings, through the real launch workflow (moto, the
-test API server): the launch template CreateFleet used carries its network interfaces (EFA-only
+real control plane): the launch template CreateFleet used carries its network interfaces (EFA-only
 included), connection tracking, CPU options, the resolved placement group and the kubelet settings and
 instanceStorePolicy RAID0 in the user data; CreateFleet carries spec.context; the NodeClaim's allocatable
 follows kubelet.maxPods. A placement group that does not resolve fails the launch naming
@@ -18,7 +18,7 @@ import pytest
 
 from nodeflow.catalog.offline import load_offline
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
 from tests.functional.placement_groups import serve_placement_groups
 
 NIP_SLOTS = "eks.amazonaws.com/nip-slots"
@@ -40,11 +40,11 @@ def _edit_node_class(local: LocalNodeflow, **spec: Any) -> None:
     rt = local.kube_server.resource_for("karpenter.k8s.aws/v1", "EC2NodeClass")
     obj = copy.deepcopy(local.kube_server.get("karpenter.k8s.aws/v1", "EC2NodeClass", "default"))
     obj["spec"].update(spec)
-    local.kube_server.cluster.update(rt, None, "default", obj)
+    local.kube_server.kube.replace(rt, "default", obj)
 
 
 def _provision(local: LocalNodeflow) -> list[dict[str, Any]]:
-    local.apply(pending_pods("train", 1, cpu="1", memory="2Gi"))
+    pending(local, "train", 1, cpu="1", memory="2Gi")
     local.send_pending(["default/train"])
     local.provision()
     return local.wait_for_executions()
@@ -128,11 +128,8 @@ def test_unresolvable_placement_group_fails_the_launch_naming_the_field(
 
 def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: Callable[..., LocalNodeflow]) -> None:
     local = make_local()
-    [pod] = pending_pods("mpi", 1, cpu="1", memory="2Gi")
-    pod["spec"]["containers"][0]["resources"]["requests"]["vpc.amazonaws.com/efa"] = "1"
-    pod["spec"]["containers"][0]["resources"]["limits"] = {"vpc.amazonaws.com/efa": "1"}
     # two types with EFA: c5n.18xlarge has 1 interface, c6in.32xlarge 2; one launch template attaches one count
-    pod["spec"]["affinity"] = {
+    affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
@@ -149,7 +146,8 @@ def test_pods_requesting_efa_get_the_instance_types_efa_interfaces(make_local: C
             }
         }
     }
-    local.apply([pod])
+    efa = {"vpc.amazonaws.com/efa": "1"}
+    pending(local, "mpi", 1, cpu="1", memory="2Gi", requests=efa, limits=efa, affinity=affinity)
     local.send_pending(["default/mpi"])
     local.provision()
     claim = _launched(local)  # the simulated kubelet does not report EFA devices: the node never initializes
@@ -186,10 +184,8 @@ def test_pods_requesting_nitro_enclave_slots_launch_with_enclaves_enabled(
             "capacity": {NIP_SLOTS: "4"},
         },
     }
-    [pod] = pending_pods("enclave", 1, cpu="1", memory="2Gi")
-    pod["spec"]["containers"][0]["resources"]["requests"][NIP_SLOTS] = "1"
-    pod["spec"]["containers"][0]["resources"]["limits"] = {NIP_SLOTS: "1"}
-    local.apply([overlay, pod])
+    local.apply([overlay])
+    pending(local, "enclave", 1, cpu="1", memory="2Gi", requests={NIP_SLOTS: "1"}, limits={NIP_SLOTS: "1"})
     local.send_pending(["default/enclave"])
     local.provision()
     claim = _launched(local)  # the simulated kubelet does not report enclave slots: the node never initializes

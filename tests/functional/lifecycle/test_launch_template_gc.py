@@ -20,7 +20,8 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import NotFound
 from nodeflow.lifecycle.launch_templates import TEMPLATE_GRACE
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
+from tests.functional.lifecycle.conftest import demo_node_pools, pending
+from tests.realk8s.workloads import TEMPLATE_HASH, running
 
 FINALIZER = "karpenter.k8s.aws/termination"
 # Templates gc must never delete: another cluster's (Karpenter's or nodeflow's), untagged, and one named as nodeflow
@@ -100,15 +101,20 @@ ALONE = {
 
 def _launch(local: LocalNodeflow, app: str, **spec: Any) -> str:
     """One pending pod of ``app`` launched on a node of its own; its NodeClaim."""
-    local.apply(pending_pods(app, 1, cpu="1", memory="1Gi", affinity=ALONE, **spec))
+    pending(local, app, 1, cpu="1", memory="1Gi", affinity=ALONE, **spec)
     local.send_pending([f"default/{app}"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1, created
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    running(local.kube_server, app, 1)  # bound there before the next pod comes (or kube-scheduler may bind that one)
     return str(created[0])
 
 
-def _terminate(local: LocalNodeflow, claim: str) -> None:
+def _terminate(local: LocalNodeflow, claim: str, app: str | None = None) -> None:
+    """Terminate ``claim``'s node; with ``app``, that workload goes first (its ReplicaSet deleted: on a real cluster
+    the evicted pods would come back, and the next provisioning would launch nodes for them too)."""
+    if app is not None:
+        local.kube_server.delete("apps/v1", "ReplicaSet", f"{app}-{TEMPLATE_HASH}")
     local.terminate(claim)
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_terminations())
 
@@ -132,13 +138,15 @@ def test_templates_of_a_live_class_go_once_unused_past_the_grace(
     assert _gc(local)["deletedLaunchTemplates"] == []  # all younger than the grace
     later(TEMPLATE_GRACE + timedelta(minutes=1))
     assert _gc(local)["deletedLaunchTemplates"] == []  # each used by a running instance
-    _terminate(local, first)  # the old template's only instance goes (as a consolidation would)
+    _terminate(local, first, "web")  # the old template's only instance goes (as a consolidation would)
     result = _gc(local)
     assert result["deletedLaunchTemplates"] == [old]
     assert _of_class(local, "default") == {new}
     assert set(FOREIGN) <= set(_templates(local))  # never touched
     # an idle class loses its current template too, and the next launch makes it again
-    _terminate(local, next(c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")))
+    _terminate(
+        local, next(c["metadata"]["name"] for c in local.kube_server.objects("karpenter.sh/v1", "NodeClaim")), "api"
+    )
     assert _gc(local)["deletedLaunchTemplates"] == [new]
     later(timedelta(0))
     _launch(local, "batch")

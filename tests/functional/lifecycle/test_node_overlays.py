@@ -1,4 +1,4 @@
-"""NodeOverlays in the cluster (karpenter.sh/v1alpha1, CRD registered in the test API server) are read by the
+"""NodeOverlays in the cluster (karpenter.sh/v1alpha1, CRD registered in the real control plane) are read by the
 provisioner and the disruption round (their snapshot lists them), applied to the instance types before solving,
 and get Karpenter's conditions (ValidationSucceeded, Ready; Conflict for the loser of an equal-weight overlap)."""
 
@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from nodeflow.api import labels as wk
+from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
+from tests.realk8s.workloads import TEMPLATE_HASH
 
 FUSE = "smarter-devices/fuse"
 
@@ -37,11 +39,9 @@ def conditions(local: LocalNodeflow, name: str) -> dict[str, tuple[str, str, str
     return {c["type"]: (c["status"], c["reason"], c["message"]) for c in obj.get("status", {}).get("conditions", [])}
 
 
-def fuse_pod(name: str) -> list[dict[str, Any]]:
-    (pod,) = pending_pods(name, 1, cpu="1", memory="1Gi")
-    pod["spec"]["containers"][0]["resources"]["limits"] = {FUSE: "1"}
-    pod["spec"]["containers"][0]["resources"]["requests"][FUSE] = "1"
-    return [pod]
+def fuse_pod(local: LocalNodeflow, name: str) -> list[str]:
+    """A workload whose pod asks for a FUSE device (kube-scheduler finds no node for it); its pod keys."""
+    return pending(local, name, 1, cpu="1", memory="1Gi", requests={FUSE: "1"}, limits={FUSE: "1"})
 
 
 def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_their_conditions(
@@ -49,7 +49,7 @@ def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_th
 ) -> None:
     local = make_local()
     # Without an overlay no instance type has the extended resource: nothing is provisioned.
-    local.apply(fuse_pod("fuse"))
+    fuse_pod(local, "fuse")
     local.send_pending(["default/fuse"])
     assert local.provision()["result"]["nodeClaimsCreated"] == []
 
@@ -88,8 +88,15 @@ def test_provisioner_and_disruption_apply_overlays_from_the_cluster_and_write_th
             "Ready": ("True", "Ready", ""),
         }
 
+    # The FUSE workload goes: no simulated kubelet reports the device, so its pod would stay pending, and be
+    # provisioned for again with the next one.
+    local.kube_server.delete("apps/v1", "ReplicaSet", f"fuse-{TEMPLATE_HASH}")
+    wait_for(
+        "the FUSE pod to go",
+        lambda: not local.kube_server.list_items("v1", "Pod", "default", label_selector="app=fuse"),
+    )
     # A pod for m types: its NodeClaim's types were priced by the overlay (Karpenter's annotation says so).
-    local.apply(pending_pods("plain", 1, cpu="1", memory="1Gi", nodeSelector={wk.LABEL_INSTANCE_CATEGORY: "m"}))
+    pending(local, "plain", 1, cpu="1", memory="1Gi", nodeSelector={wk.LABEL_INSTANCE_CATEGORY: "m"})
     local.send_pending(["default/plain"])
     (plain,) = local.provision()["result"]["nodeClaimsCreated"]
     (claim,) = [c for c in claims(local) if c["metadata"]["name"] == plain]

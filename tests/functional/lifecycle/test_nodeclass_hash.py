@@ -13,12 +13,13 @@ from nodeflow.handlers import runtime
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
+from tests.realk8s.workloads import running
 
 HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
 VERSION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
 PAUSE = [  # the disruption round marks NodeClaims Drifted, then stops: no workflow outlives the test
-    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeflow"}},
+    # (namespace nodeflow: the install's, agent/manifests/00-namespace.yaml)
     {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -28,12 +29,22 @@ PAUSE = [  # the disruption round marks NodeClaims Drifted, then stops: no workf
 ]
 
 
+NOT_WITH_WEB = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
 def _launch(local: LocalNodeflow) -> str:
-    local.apply(pending_pods("web", 2, cpu="1", memory="2Gi"))
+    pending(local, "web", 2, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1, created
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())
+    running(local.kube_server, "web", 2)  # bound there before other pods come
     return str(created[0])
 
 
@@ -86,7 +97,7 @@ def test_hash_annotations_after_a_launch_and_drift_on_a_spec_edit(local: LocalNo
 def test_a_hash_of_another_version_or_none_is_restamped_not_drifted(local: LocalNodeflow) -> None:
     kube = KubeClient(local.kube_server.api_client())
     legacy = _launch(local)
-    local.apply(pending_pods("api", 2, cpu="1", memory="2Gi"))
+    pending(local, "api", 2, cpu="1", memory="2Gi", affinity=NOT_WITH_WEB)  # a NodeClaim of their own
     local.send_pending(["default/api"])
     (older,) = local.provision()["result"]["nodeClaimsCreated"]
     assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_executions())

@@ -20,7 +20,7 @@ from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.lifecycle.nodeclass import VALIDATION_CACHE, ValidationCache, node_class_status
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import ROOT, pending_pods
+from tests.functional.lifecycle.conftest import ROOT, pending
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,7 @@ def test_a_denied_dry_run_makes_the_class_not_ready_until_allowed(local: LocalNo
     assert faults.dry_runs == [("CreateLaunchTemplate", "UnauthorizedOperation")]  # the first denial stops it
 
     # the class is not used: pending pods get no NodeClaim, no instance is launched
-    local.apply(pending_pods("web", 2, cpu="1", memory="2Gi"))
+    pending(local, "web", 2, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
     assert local.provision()["result"]["nodeClaimsCreated"] == []
     assert kube.list_items(kc.NODE_CLAIMS) == []
@@ -160,7 +160,7 @@ def test_the_launch_step_makes_no_dry_runs(local: LocalNodeflow) -> None:
     local.collect_garbage()
     asked = len(faults.dry_runs)
     assert asked > 0
-    local.apply(pending_pods("web", 2, cpu="1", memory="2Gi"))
+    pending(local, "web", 2, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) == 1

@@ -1,4 +1,5 @@
-"""The provisioner under rate limits, for real: the test API server answering 429 to NodeClaim creates, and
+"""The provisioner under rate limits, for real: the real API server's fault proxy answering 429 to NodeClaim creates
+(pending pods: real ReplicaSets' that kube-scheduler has no node for), and
 moto's Step Functions answering ThrottlingException to StartExecution. Nothing may be dropped: every NodeClaim
 is created once and every launch execution is started, now or by the next run."""
 
@@ -12,18 +13,20 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from benchmarks.provisioning_scale import node_class, node_pool, pod
+from sandbox.controlplane.proxy import Fault
 from tests.functional.faults.throttle import Throttle
+from tests.realk8s.workloads import unschedulable
 
 if TYPE_CHECKING:
     from nodeflow.lifecycle.provisioner import ProvisionDeps, ProvisionResult
-    from tests.kubeapi import KubeAPIServer
+    from sandbox.controlplane.facade import RealKubeAPI
 
 REGION = "us-east-1"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def world(aws_env: None, kube_server: RealKubeAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     import boto3
     from botocore.config import Config
     from moto import mock_aws
@@ -43,13 +46,14 @@ def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyP
         return real(self)
 
     monkeypatch.setattr(StepFunctionResponse, "start_execution", start_execution)
-    kube_server.reset()
     kube_server.create(node_class())
     kube_server.create(node_pool())
-    for ns in range(10):
+    for ns in range(3):
         kube_server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
-    for i in range(24):  # ~6 NodeClaims of 4-vCPU types
-        kube_server.create(pod(i // 8, i, None))
+    for app in range(3):  # ~6 NodeClaims of 4-vCPU types: 3 ReplicaSets of 8 pods kube-scheduler has no node for
+        kube_server.create(_replica_set(app, 8))
+    for app in range(3):
+        unschedulable(kube_server, f"app-{app:03d}", 8, namespace=f"team-{app}")
     with mock_aws():
         # botocore's own retries off: what is measured is the provisioner's backoff.
         sfn = boto3.client("stepfunctions", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
@@ -62,6 +66,23 @@ def world(aws_env: None, kube_server: KubeAPIServer, monkeypatch: pytest.MonkeyP
             yield {"sfn": sfn, "arn": arn, "throttle": throttle, "kube": kube_server}
         finally:
             kube_server.before_request = None
+
+
+def _replica_set(app: int, replicas: int) -> dict[str, Any]:
+    """The benchmark's Deployment ``app`` as the ReplicaSet it runs (its pod template: the benchmark's pod)."""
+    template = pod(app, 0, None)
+    meta = template["metadata"]
+    labels = meta["labels"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": meta["ownerReferences"][0]["name"], "namespace": meta["namespace"], "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": template["spec"]},
+        },
+    }
 
 
 def _deps(world: dict[str, Any], sleeps: list[float], **options: Any) -> ProvisionDeps:
@@ -102,18 +123,19 @@ def _claims(world: dict[str, Any]) -> list[str]:
 
 def _fail_creates(world: dict[str, Any], times: int, details: dict[str, Any] | None) -> list[str]:
     """The next ``times`` NodeClaim POSTs are answered 429 (with ``details``); returns the POSTs seen."""
-    from tests.kubeapi.cluster import APIError
-
     seen: list[str] = []
     lock = threading.Lock()
 
-    def hook(method: str, path: str, _query: dict[str, str]) -> None:
+    def hook(method: str, path: str, _query: dict[str, str]) -> Fault | None:
         if method == "POST" and path.endswith("/nodeclaims"):
             with lock:
                 seen.append("429" if len(seen) < times else "ok")
                 refuse = seen[-1] == "429"
             if refuse:
-                raise APIError(429, "TooManyRequests", "Too many requests, please try again later.", details)
+                retry = (details or {}).get("retryAfterSeconds")
+                message = "Too many requests, please try again later."
+                return Fault(429, "TooManyRequests", message, details=details, retry_after=retry)
+        return None
 
     world["kube"].before_request = hook
     return seen

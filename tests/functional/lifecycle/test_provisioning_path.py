@@ -12,23 +12,11 @@ import pytest
 
 from nodeflow.api import labels as wk
 from nodeflow.handlers import runtime
-from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.controlplane.proxy import Fault
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import demo_node_pools
-from tests.realk8s.workloads import replica_set, running, unschedulable
-
-
-@pytest.fixture
-def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
-    return real_kube
-
-
-def pending(local: LocalNodeflow, name: str, replicas: int, cpu: str = "1", memory: str = "2Gi") -> list[str]:
-    """A ReplicaSet's pods kube-scheduler found no node for (their keys)."""
-    local.apply([replica_set(name, replicas, cpu, memory)])
-    return unschedulable(local.kube_server, name, replicas)
+from tests.functional.lifecycle.conftest import demo_node_pools, pending
+from tests.realk8s.workloads import running
 
 
 def claims(local: LocalNodeflow) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Static NodePools (spec.replicas) through the real handlers (moto with the launch and terminate workflows, the
-test API server): the provisioner Lambda creates and launches the NodeClaims a static pool lacks with no pending
+real control plane): the provisioner Lambda creates and launches the NodeClaims a static pool lacks with no pending
 pod, a second run creates nothing, the disruption Lambda scales the pool down when replicas drop and, on its
 periodic run, brings it back up when replicas rise."""
 

@@ -12,7 +12,7 @@ from nodeflow.api.quantity import format_milli
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
 
 CLASS_CONDITIONS = (
     "SubnetsReady",
@@ -45,7 +45,7 @@ def _status_patches(local: LocalNodeflow) -> int:
 
 def test_status_after_the_demo_scenario_reads_back_through_the_api(local: LocalNodeflow) -> None:
     kube = KubeClient(local.kube_server.api_client())
-    local.apply(pending_pods("web", 5, cpu="1", memory="2Gi"))
+    pending(local, "web", 5, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert created

@@ -14,7 +14,7 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import Forbidden
 from nodeflow.kube.status import recount_node_pool
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.lifecycle.conftest import pending_pods
+from tests.functional.lifecycle.conftest import pending
 
 POOL_STATUS = "/apis/karpenter.sh/v1/nodepools/default/status"
 
@@ -33,7 +33,7 @@ def _expected(nodes: list[dict[str, Any]]) -> dict[str, str]:
 
 def test_registration_and_termination_recount_the_node_pool(local: LocalNodeflow) -> None:
     kube = KubeClient(local.kube_server.api_client())
-    local.apply(pending_pods("web", 5, cpu="1", memory="2Gi"))
+    pending(local, "web", 5, cpu="1", memory="2Gi")
     local.send_pending(["default/web"])
     created = local.provision()["result"]["nodeClaimsCreated"]
     assert len(created) >= 2

@@ -18,7 +18,7 @@ from nodeflow.api import labels as wk
 from nodeflow.kube.client import PODS
 from nodeflow.lifecycle.termination import HAND_OVER_ATTEMPTS, max_history_events
 from sandbox.nodeflow import LocalNodeflow
-from tests.functional.termination.conftest import Launched, bound_pod, eventually, kube, launch, ready
+from tests.functional.termination.conftest import Launched, eventually, kube, launch, replacement
 from tests.functional.termination.test_terminate_workflow import (
     claim_of,
     finished,
@@ -65,6 +65,13 @@ def release(local: LocalNodeflow, pod: str) -> None:
     kube(local).patch(
         PODS, pod, {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: None}}}, namespace="default"
     )
+
+
+def settled(local: LocalNodeflow, node: Launched) -> list[dict[str, Any]]:
+    """Once the pod may go: wait until the chain of executions terminated ``node`` (the one running may still hand
+    over before its next pass sees the pod gone); every execution, finished."""
+    eventually(lambda: claim_of(local, node.claim) is None, timeout=60, what=f"NodeClaim {node.claim} to go")
+    return local.wait_for_terminations()
 
 
 def gone(local: LocalNodeflow, node: Launched) -> None:
@@ -148,7 +155,7 @@ def test_a_pod_disruption_budget_hold_backs_off_then_completes(local: LocalNodef
     node = launch(local, "db", 1)
     (db,) = node.pods
     local.apply([PDB])
-    arn = local.terminate(node.claim)
+    local.terminate(node.claim)
     eventually(lambda: len(drain_passes(local)) >= 5, what="five refused drain passes")
     refused = [(out["heldPasses"], out["waitSeconds"]) for _, out in drain_passes(local)[:5]]
     assert refused == [(1, 10), (2, 20), (3, 40), (4, 80), (5, 160)]
@@ -156,10 +163,11 @@ def test_a_pod_disruption_budget_hold_backs_off_then_completes(local: LocalNodef
     assert db in pod_names(local)
     assert instance_state(local, node.instance_id) == "running"
 
-    # a replacement is Ready elsewhere: the budget lets the eviction through and the count starts again
-    local.apply([bound_pod("db-replacement", "another-node", labels={"app": "db"})])
-    ready(local, "db-replacement")
-    assert finished(local, arn)["status"] == "SUCCEEDED"
+    # a replacement runs elsewhere (the workload scaled up, a node provisioned for it): the budget lets the
+    # eviction through and the count starts again
+    replacement(local, "db")
+    eventually(lambda: claim_of(local, node.claim) is None, timeout=60, what="the termination to finish")
+    assert all(d["status"] == "SUCCEEDED" for d in local.wait_for_terminations())
     after = [out for _, out in drain_passes(local) if out.get("evicted") == [f"default/{db}"]]
     assert after
     assert after[0]["heldPasses"] == 0
@@ -173,7 +181,7 @@ def test_a_held_drain_continues_as_new_and_the_continuation_terminates(short: Lo
     hold(local, batch)
     first = local.terminate(node.claim, reason="Expired")
     second, third = f"{node.claim}_c2", f"{node.claim}_c3"
-    eventually(lambda: exists(local, third), what="two hand-overs")
+    eventually(lambda: exists(local, third), timeout=90, what="two hand-overs")  # 7 passes: slow when loaded
 
     # the first execution ran its 3 passes, handed over and succeeded at ContinuedAsNew
     desc = finished(local, first)
@@ -205,7 +213,7 @@ def test_a_held_drain_continues_as_new_and_the_continuation_terminates(short: Lo
 
     # the pod may go: the latest execution finishes the termination
     release(local, batch)
-    done = local.wait_for_terminations()
+    done = settled(local, node)
     assert all(d["status"] == "SUCCEEDED" for d in done), [(d["name"], d["status"]) for d in done]
     names = sorted(d["name"] for d in done)
     assert names[0] == node.claim
@@ -287,7 +295,7 @@ def test_a_failed_hand_over_keeps_draining_and_tries_again(
     assert "ThrottlingException" in outs[3]["handOverFailed"]
     assert instance_state(local, node.instance_id) == "running"
     release(local, batch)
-    done = local.wait_for_terminations()
+    done = settled(local, node)
     assert [d["status"] for d in done] == ["SUCCEEDED"] * len(done)
     gone(local, node)
 
@@ -342,7 +350,7 @@ def test_a_retried_hand_over_starts_one_continuation(short: LocalNodeflow) -> No
     ]
     assert sorted(i["generation"] for i in started) == list(range(2, len(started) + 2))  # one per generation
     release(local, batch)
-    done = local.wait_for_terminations()
+    done = settled(local, node)
     assert all(d["status"] == "SUCCEEDED" for d in done)
     assert sorted(d["name"] for d in done)[:2] == [node.claim, f"{node.claim}_c2"]
     assert len({d["name"] for d in done}) == len(done)

@@ -4,6 +4,7 @@ VolumeAttachments), terminate, finalizers removed; started twice, or with the in
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,11 +20,24 @@ from tests.functional.termination.conftest import (
     fast_clock,
     kube,
     launch,
-    ready,
+    replacement,
+    replacement_for_evicted,
+    seed,
     volume_agent,
 )
+from tests.realk8s.workloads import running
 
 DS = "DaemonSet"
+
+
+def budget(app: str, min_available: int = 1) -> dict[str, Any]:
+    """A PodDisruptionBudget for ``app``'s pods."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": app, "namespace": "default"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+    }
 
 
 def claim_of(local: LocalNodeflow, name: str) -> dict[str, Any] | None:
@@ -36,8 +50,10 @@ def node_of(local: LocalNodeflow, name: str) -> dict[str, Any] | None:
     return next((n for n in local.kube_server.objects("v1", "Node") if n["metadata"]["name"] == name), None)
 
 
-def pod_names(local: LocalNodeflow) -> set[str]:
-    return {p["metadata"]["name"] for p in local.kube_server.objects("v1", "Pod", "default")}
+def pod_names(local: LocalNodeflow, node: str | None = None) -> set[str]:
+    """The pods in namespace default (on ``node``)."""
+    pods = local.kube_server.objects("v1", "Pod", "default")
+    return {p["metadata"]["name"] for p in pods if node is None or p["spec"].get("nodeName") == node}
 
 
 def condition(obj: dict[str, Any] | None, kind: str) -> tuple[str, str] | None:
@@ -70,20 +86,21 @@ def visits(local: LocalNodeflow, arn: str, state: str) -> int:
 
 
 def snapshot_before(local: LocalNodeflow, suffix: str, take: Callable[[], Any]) -> list[Any]:
-    """Run ``take()`` each time function ``suffix`` is invoked, before it runs; the results in order."""
+    """Run ``take()`` each time function ``suffix`` is invoked, before it runs; the results in order. ``take`` runs
+    in a context of its own: the invocation's impersonation (its function's identity) is not the test's."""
     seen: list[Any] = []
     name = local.function_name(suffix)
     original = local.dispatch.handlers[name]
 
     def wrapped(event: Any, context: Any) -> Any:
-        seen.append(take())
+        seen.append(contextvars.Context().run(take))
         return original(event, context)
 
     local.dispatch.register(name, wrapped)
     return seen
 
 
-def finished(local: LocalNodeflow, arn: str, timeout: float = 30.0) -> dict[str, Any]:
+def finished(local: LocalNodeflow, arn: str, timeout: float = 60.0) -> dict[str, Any]:
     from sandbox.stepfunctions import wait_for_execution
 
     return wait_for_execution(local.clients.sfn, arn, timeout=timeout)
@@ -94,32 +111,35 @@ def finished(local: LocalNodeflow, arn: str, timeout: float = 30.0) -> dict[str,
 
 def test_terminate_drains_group_by_group_and_removes_the_node(local: LocalNodeflow) -> None:
     node = launch(local, "web", 2)
-    local.apply(
-        [
-            bound_pod("logs", node.node, owner=DS),
-            bound_pod("dns", node.node, priorityClassName="system-cluster-critical"),
-            bound_pod("cni", node.node, owner=DS, priorityClassName="system-node-critical"),
-            bound_pod("kube-proxy-static", node.node, owner="Node"),
-            bound_pod("mirror", node.node, owner=None, annotations={"kubernetes.io/config.mirror": "abc"}),
-            bound_pod("tolerant", node.node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
-            bound_pod("job-done", node.node, phase="Succeeded"),
-        ]
+    seeded = seed(
+        local,
+        bound_pod("logs", node.node, owner=DS),
+        bound_pod("dns", node.node, priorityClassName="system-cluster-critical"),
+        bound_pod("cni", node.node, owner=DS, priorityClassName="system-node-critical"),
+        bound_pod("kube-proxy-static", node.node, owner="Node"),
+        bound_pod("mirror", node.node, owner=None, annotations={"kubernetes.io/config.mirror": "abc"}),
+        bound_pod("tolerant", node.node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
+        bound_pod("job-done", node.node, owner=None, phase="Succeeded"),
     )
-    at_terminate = snapshot_before(local, "terminate", lambda: (node_of(local, node.node), claim_of(local, node.claim)))
+    at_terminate = snapshot_before(
+        local,
+        "terminate",
+        lambda: (node_of(local, node.node), claim_of(local, node.claim), pod_names(local, node.node)),
+    )
     local.kube_server.requests.clear()
 
     arn = local.terminate(node.claim, reason="Expired")
-    desc = finished(local, arn)
+    desc = finished(local, arn, timeout=90)
     assert desc["status"] == "SUCCEEDED", desc
 
     # group by group: ordinary, DaemonSet, critical, critical DaemonSet; skipped pods stay
     evicted = evictions(local)
     assert sorted(evicted[:2]) == sorted(node.pods)
-    assert evicted[2:] == ["logs", "dns", "cni"]
-    assert pod_names(local) == {"kube-proxy-static", "mirror", "tolerant", "job-done"}
+    assert [seeded[name] for name in evicted[2:]] == ["logs", "dns", "cni"]
 
-    # while draining: tainted, labelled, both being deleted; drained before the instance went
-    ((seen_node, seen_claim),) = at_terminate
+    # while draining: tainted, labelled, both being deleted; drained before the instance went, the skipped pods left
+    ((seen_node, seen_claim, seen_pods),) = at_terminate
+    assert {seeded.get(p, p) for p in seen_pods} == {"kube-proxy-static", "mirror", "tolerant", "job-done"}
     assert {"key": wk.TAINT_DISRUPTED, "effect": "NoSchedule"} in seen_node["spec"]["taints"]
     assert seen_node["metadata"]["labels"][wk.LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS] == "karpenter"
     assert seen_node["metadata"].get("deletionTimestamp")
@@ -137,7 +157,7 @@ def test_terminate_drains_group_by_group_and_removes_the_node(local: LocalNodefl
     assert [
         e["message"] for e in events(local, "DisruptionTerminating") if e["involvedObject"]["kind"] == "NodeClaim"
     ] == ["Disrupting NodeClaim: Expired"]
-    assert {e["involvedObject"]["name"] for e in events(local, "Evicted")} == {*node.pods, "logs", "dns", "cni"}
+    assert {e["involvedObject"]["name"] for e in events(local, "Evicted")} == {*node.pods, *evicted[2:]}
     draining = events(local, "FailedDraining")
     assert draining
     assert all(e["type"] == "Warning" and e["involvedObject"]["kind"] == "Node" for e in draining)
@@ -146,25 +166,27 @@ def test_terminate_drains_group_by_group_and_removes_the_node(local: LocalNodefl
     trace = local.trace(arn)
     assert trace.names[:3] == ["Taint", "Drain", "Drained?"]
     assert trace.names[-4:] == ["Terminate", "Terminating?", "RemoveFinalizer", "Terminated"]
-    assert len(trace.visits("Drain")) == 5  # one pass per group, then done
+    # one pass per group, then done (more while the evicted pods are still terminating)
+    assert len(trace.visits("Drain")) >= 5
     output = json.loads(desc["output"])
     assert output["termination"]["terminated"] is True
     assert output["finalized"] == {"node": node.node, "nodeFinalized": True, "nodeClaimFinalized": True}
 
 
-def test_plain_termination_stays_within_the_control_plane_budget(local: LocalNodeflow) -> None:
+def test_plain_termination_stays_within_the_control_plane_budget(make_local: Callable[..., LocalNodeflow]) -> None:
+    # waits at a tenth: the evicted pods' 30 s grace period is 3 s, more than their containers take to stop
+    local = make_local(wait_scale=0.1)
     node = launch(local, "web", 3)
-    local.apply(
-        [
-            bound_pod(
-                "kube-proxy",
-                node.node,
-                owner=DS,
-                priorityClassName="system-node-critical",
-                tolerations=[{"operator": "Exists"}],
-            ),
-            bound_pod("static", node.node, owner="Node"),
-        ]
+    seed(
+        local,
+        bound_pod(
+            "kube-proxy",
+            node.node,
+            owner=DS,
+            priorityClassName="system-node-critical",
+            tolerations=[{"operator": "Exists"}],
+        ),
+        bound_pod("static", node.node, owner="Node"),
     )
     arn = local.terminate(node.claim)
     assert finished(local, arn)["status"] == "SUCCEEDED"
@@ -187,22 +209,12 @@ def test_plain_termination_stays_within_the_control_plane_budget(local: LocalNod
     # real boot (README, benchmarks/provisioning.py), so termination has 14 / 6
     assert trace.transitions <= 25 - 11
     assert trace.task_invocations <= 10 - 4
-    assert pod_names(local) == {"kube-proxy", "static"}
 
 
 def test_a_pod_disruption_budget_holds_the_drain_until_a_replacement_is_ready(local: LocalNodeflow) -> None:
     node = launch(local, "db", 1)
     (db,) = node.pods
-    local.apply(
-        [
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "db", "namespace": "default"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-            }
-        ]
-    )
+    local.apply([budget("db")])
     arn = local.terminate(node.claim)
     eventually(lambda: visits(local, arn, "Drain") >= 3, what="the drain to poll while blocked")
     assert db in pod_names(local)
@@ -216,18 +228,17 @@ def test_a_pod_disruption_budget_holds_the_drain_until_a_replacement_is_ready(lo
     )
     assert json.loads(local.clients.sfn.describe_execution(executionArn=arn)["input"])["nodeClaim"] == node.claim
 
-    # a replacement comes up elsewhere; once it is Ready the budget allows the eviction
-    replacement = bound_pod("db-replacement", "another-node", labels={"app": "db"})
-    replacement["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
-    local.apply([replacement])
+    # the workload scales up: its new pod has no node (this one is tainted), so one is provisioned for it; once
+    # the pod runs there the disruption controller's status allows one disruption and the eviction goes through
+    other = replacement(local, "db")
     assert visits(local, arn, "Terminate") == 0
-    ready(local, "db-replacement")
-    desc = finished(local, arn)
+    desc = finished(local, arn, timeout=60)
     assert desc["status"] == "SUCCEEDED"
     assert db not in pod_names(local)
-    assert "db-replacement" in pod_names(local)
     assert evictions(local).count(db) >= 2  # refused (429) first, then let through
     assert claim_of(local, node.claim) is None
+    # the ReplicaSet controller replaced the evicted pod; kube-scheduler bound it to the other node
+    assert {p["spec"]["nodeName"] for p in running(local.kube_server, "db", 2)} == {other}
 
 
 def test_do_not_disrupt_without_a_grace_period_blocks_the_termination(local: LocalNodeflow) -> None:
@@ -314,7 +325,7 @@ def test_do_not_disrupt_with_a_grace_period_is_deleted_at_deadline_minus_its_gra
 
 def test_the_termination_waits_for_volume_attachments(local: LocalNodeflow) -> None:
     node = launch(local, "web", 1)
-    local.apply(volume_agent(node.node, ("pv-data", "pv-logs")))
+    volume_agent(local, node.node, ("pv-data", "pv-logs"))
     arn = local.terminate(node.claim)
     eventually(lambda: visits(local, arn, "WaitForVolumes") >= 2, what="the workflow to wait for the volume")
     assert condition(claim_of(local, node.claim), "VolumesDetached") == ("False", "AwaitingVolumeDetachment")
@@ -414,3 +425,76 @@ def test_every_step_is_idempotent(local: LocalNodeflow) -> None:
     assert node_of(local, node.node) is None
     assert instance_state(local, node.instance_id) in ("shutting-down", "terminated")
     assert sorted(evictions(local)) == sorted(node.pods)
+
+
+def test_evicted_pods_come_back_through_their_replica_set_and_run_on_a_new_node(local: LocalNodeflow) -> None:
+    """End to end on the real control plane: the Node is tainted and drained through the real eviction API under
+    a PodDisruptionBudget the disruption controller keeps the status of; the first eviction is let through, the
+    second refused (429, a DisruptionBudget cause) while the first pod's replacement, made by the ReplicaSet
+    controller, has no node; nodeflow provisions one for it, kube-scheduler binds it there, the budget allows the
+    second eviction; the instance is terminated in moto, its kubelet stops, the Node and NodeClaim go."""
+    node = launch(local, "web", 2)
+    local.apply([budget("web")])
+    eventually(
+        lambda: (
+            (local.kube_server.get("policy/v1", "PodDisruptionBudget", "web").get("status") or {}).get(
+                "disruptionsAllowed"
+            )
+            == 1
+        ),
+        what="the disruption controller's status of the budget",
+    )
+    arn = local.terminate(node.claim, reason="Drifted")
+    eventually(
+        lambda: any(e.status == 429 for e in local.kube_server.exchanges if e.path.endswith("/eviction")),
+        what="an eviction refused",
+    )
+    refused = next(e for e in local.kube_server.exchanges if e.path.endswith("/eviction") and e.status == 429)
+    assert "disruption budget" in refused.message
+    assert visits(local, arn, "Terminate") == 0
+
+    other = replacement_for_evicted(local, "web")
+    desc = finished(local, arn, timeout=60)
+    assert desc["status"] == "SUCCEEDED", desc
+    assert set(evictions(local)) == set(node.pods)
+    assert node_of(local, node.node) is None
+    assert claim_of(local, node.claim) is None
+    assert instance_state(local, node.instance_id) in ("shutting-down", "terminated")
+    eventually(lambda: node.node not in local.kubelet.running(), what="the kubelet to stop")
+    # both pods run again, on the new node (each made again by the ReplicaSet controller, bound by kube-scheduler)
+    pods = running(local.kube_server, "web", 2, timeout=60)
+    assert {p["spec"]["nodeName"] for p in pods} == {other}
+    assert not {p["metadata"]["name"] for p in pods} & set(node.pods)
+
+
+def test_a_pod_two_budgets_select_holds_the_drain_until_one_goes(local: LocalNodeflow) -> None:
+    """The real eviction API never evicts a pod that two PodDisruptionBudgets select: it answers 500 ("more than one
+    PodDisruptionBudget"), whatever the budgets allow. The drain holds on it as on a budget (as Karpenter does),
+    instead of failing the Drain step; once one budget goes, the pod is evicted and the termination ends."""
+    node = launch(local, "web", 1)
+    for name in ("web", "web-too"):
+        local.apply(
+            [
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+                }
+            ]
+        )
+    arn = local.terminate(node.claim)
+    eventually(lambda: visits(local, arn, "Drain") >= 3, what="the drain to poll while held")
+    answers = {e.status for e in local.kube_server.exchanges if e.path.endswith("/eviction")}
+    assert answers == {500}, answers
+    assert local.clients.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    assert visits(local, arn, "Terminate") == 0
+    assert instance_state(local, node.instance_id) == "running"
+    assert condition(claim_of(local, node.claim), "Drained") == ("False", "Draining")
+    assert any("1 blocked by a PodDisruptionBudget" in e["message"] for e in events(local, "FailedDraining"))
+
+    local.kube_server.delete("policy/v1", "PodDisruptionBudget", "web-too")
+    desc = finished(local, arn, timeout=60)
+    assert desc["status"] == "SUCCEEDED", desc
+    assert evictions(local).count(node.pods[0]) >= 2
+    assert claim_of(local, node.claim) is None

@@ -34,7 +34,7 @@ _VALUE = re.compile(r'("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null): ')
 
 def crd(filename: str) -> dict[str, Any]:
     """One of the CRDs the control plane installs (agent/manifests/crds)."""
-    return next(d for d in yaml.safe_load_all((CRD_DIR / filename).read_text()) if d)  # type: ignore[no-any-return]
+    return next(d for d in yaml.safe_load_all((CRD_DIR / filename).read_text()) if d)
 
 
 def schema(filename: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Requests "as" someone: the official ``kubernetes`` client sends ``Impersonate-User`` / ``Impersonate-Group``
 (what ``kubectl --as --as-group`` sends) for code running inside ``acting_as(user)``: how the sandbox runs each
 Lambda handler with its function's Kubernetes groups (``LocalNodeflow``), against the real API server's
-impersonation and RBAC. ``user`` is anything with a ``name`` and ``groups``.
+impersonation and RBAC. ``user`` is anything with a ``name`` and ``groups`` (``Acting`` is the plain one).
 
 The identity is a context variable: it follows the code, not the thread. A thread started inside the block
 (``threading.Thread``, a ``ThreadPoolExecutor`` worker) does not have it unless the work is run with
@@ -19,9 +19,10 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["ClientImpersonation", "User", "acting_as", "current"]
+__all__ = ["Acting", "ClientImpersonation", "User", "acting_as", "current"]
 
 
 class User(Protocol):
@@ -32,6 +33,14 @@ class User(Protocol):
 
     @property
     def groups(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class Acting:
+    """A ``User``: the name and groups a request impersonates (``kubectl --as NAME --as-group GROUP...``)."""
+
+    name: str
+    groups: tuple[str, ...] = ()
 
 
 _ACTING: contextvars.ContextVar[User | None] = contextvars.ContextVar("acting_as", default=None)

@@ -3,4 +3,4 @@ v1.36.2; see sandbox/controlplane) and the simulated kubelets (sandbox/kwok), wi
 
 from tests.functional.conftest import aws_env  # noqa: F401
 from tests.functional.sandbox.conftest import clients, shared_clients, world  # noqa: F401
-from tests.realk8s.fixtures import cluster, cluster_scope, control_plane, real_kube, real_kube_server  # noqa: F401
+from tests.realk8s.fixtures import admission, cluster, cluster_scope, control_plane, real_kube, real_kube_server  # noqa: F401

@@ -11,6 +11,8 @@
 - ``real_kube`` (function): that facade, reset first (what earlier tests created is deleted, the proxy's log and
   hook cleared). A directory migrated from tests/kubeapi overrides its ``kube_server`` fixture with it
   (tests/realk8s/README.md).
+- ``admission`` (session): ``tests.realk8s.admission.Admission``: what the server says of a custom resource in a
+  dry-run create or update (the CRDs' OpenAPI schemas, list types and CEL rules, as kube-apiserver runs them).
 - ``cluster_scope`` (session): the kinds to reset between tests (``sandbox.controlplane.isolation``).
 - ``cluster`` (function): a ``TestCluster`` with a namespace of the test's own (and its ``default``
   ServiceAccount, so pods are admitted at once) and unique names; whatever the test created is deleted when it
@@ -38,6 +40,7 @@ from sandbox.controlplane import ADMIN, ControlPlane
 from sandbox.controlplane.audit import AuditLog, apiserver_args
 from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.controlplane.isolation import ClusterScope
+from tests.realk8s.admission import Admission, crd_resources
 
 NODE_MONITOR_GRACE_PERIOD = 8.0
 NODE_MONITOR_PERIOD = 1.0
@@ -94,6 +97,15 @@ def control_plane(tmp_path_factory: TempPathFactory) -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def audit_log(control_plane: ControlPlane) -> AuditLog:
     return AuditLog.of(control_plane)
+
+
+@pytest.fixture(scope="session")
+def admission(control_plane: ControlPlane) -> Iterator[Admission]:
+    kube = control_plane.kube(ADMIN)
+    try:
+        yield Admission(kube, crd_resources())
+    finally:
+        kube.api_client.close()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,9 @@ import pytest
 from nodeflow.kube.client import NODE_POOLS, PODS, Resource
 from nodeflow.kube.errors import Forbidden
 from sandbox.controlplane import IMPERSONATOR, KUBELET
+from sandbox.controlplane.impersonation import Acting, ClientImpersonation, acting_as
 from sandbox.controlplane.processes import port_is_free, sweep_orphans
 from tests.functional.kube.conftest import node_pool
-from tests.kubeapi.impersonation import ClientImpersonation, acting_as
-from tests.kubeapi.rbac import UserInfo
 from tests.realk8s.fixtures import TestCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,9 +41,9 @@ def test_rbac_decides_what_each_identity_may_do(cluster: TestCluster) -> None:
         impersonator.list_items(PODS, namespace=cluster.namespace)
     ClientImpersonation.install()
     try:
-        with acting_as(UserInfo("someone", ("system:masters",))):
+        with acting_as(Acting("someone", ("system:masters",))):
             assert impersonator.list_items(PODS, namespace=cluster.namespace) == []
-        with acting_as(UserInfo("nobody", ("system:authenticated",))), pytest.raises(Forbidden, match='"nobody"'):
+        with acting_as(Acting("nobody", ("system:authenticated",))), pytest.raises(Forbidden, match='"nobody"'):
             impersonator.list_items(PODS, namespace=cluster.namespace)
     finally:
         ClientImpersonation.uninstall()

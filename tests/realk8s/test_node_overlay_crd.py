@@ -1,6 +1,7 @@
 """The generated NodeOverlay CRD (karpenter.sh/v1alpha1) and the NodeOverlay model agree: an object the API
-server admits (OpenAPI schema + CEL rules, as tests/kubeapi evaluates them) validates in the model, and one it
-refuses is refused by the model too; each CEL rule refuses its own bad object with upstream's message."""
+server admits (OpenAPI schema + CEL rules: the real kube-apiserver's dry run, tests/realk8s/admission.py) validates
+in the model, and one it refuses is refused by the model too; each CEL rule refuses its own bad object with
+upstream's message."""
 
 from __future__ import annotations
 
@@ -8,16 +9,12 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from nodeflow.api.karpenter_overlay import NodeOverlay
-from tests.kubeapi import cel
-from tests.kubeapi.crds import CRD_DIR
-from tests.kubeapi.schema import cel_issues, prune_and_validate
+from tests.realk8s.admission import Admission, crd
 
-CRD = next(d for d in yaml.safe_load_all((CRD_DIR / "karpenter.sh_nodeoverlays.yaml").read_text()) if d)
-SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+CRD = crd("karpenter.sh_nodeoverlays.yaml")
 
 GOOD: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1alpha1",
@@ -35,11 +32,6 @@ GOOD: dict[str, Any] = {
         "weight": 10,
     },
 }
-
-
-def crd_issues(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
-    obj = copy.deepcopy(obj)
-    return prune_and_validate(obj, SCHEMA) + cel_issues(obj, SCHEMA, None)
 
 
 def with_spec(**changes: Any) -> dict[str, Any]:
@@ -63,8 +55,8 @@ def test_crd_names_version_and_columns() -> None:
     assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Ready", "Age", "Weight"]
 
 
-def test_the_good_object_is_admitted_by_both() -> None:
-    assert crd_issues(GOOD) == []
+def test_the_good_object_is_admitted_by_both(admission: Admission) -> None:
+    assert admission.create(GOOD) == []
     NodeOverlay.model_validate(GOOD)
 
 
@@ -86,10 +78,10 @@ def test_the_good_object_is_admitted_by_both() -> None:
         ({"requirements": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}, "kubernetes.io/hostname"),
     ],
 )
-def test_each_cel_rule_refuses_its_bad_object(spec: dict[str, Any], message: str) -> None:
-    violations = cel.validate(SCHEMA, with_spec(**spec))
-    assert len(violations) == 1
-    assert message in violations[0][1]
+def test_each_cel_rule_refuses_its_bad_object(spec: dict[str, Any], message: str, admission: Admission) -> None:
+    [issue] = admission.create(with_spec(**spec))
+    assert issue.reason == "FieldValueInvalid"
+    assert message in issue.detail
     with pytest.raises(ValidationError):
         NodeOverlay.model_validate(with_spec(**spec))
 
@@ -107,13 +99,14 @@ def test_each_cel_rule_refuses_its_bad_object(spec: dict[str, Any], message: str
     + [{"requirements": [{"key": "k", "operator": op, "values": ["1"]}]} for op in ("Gt", "Gte", "In", "Unknown")]
     + [{"requirements": [{"key": "k", "operator": "In", "values": [v]}]} for v in ("ok", "-bad", "a" * 64)],
 )
-def test_model_and_crd_agree(spec: dict[str, Any]) -> None:
+def test_model_and_crd_agree(spec: dict[str, Any], admission: Admission) -> None:
     obj = with_spec(**spec)
     obj["spec"] = {k: v for k, v in obj["spec"].items() if v is not None}
-    admitted = crd_issues(obj) == []
+    issues = admission.create(obj)
+    admitted = issues == []
     try:
         NodeOverlay.model_validate(obj)
         valid = True
     except ValidationError:
         valid = False
-    assert valid == admitted, (spec, crd_issues(obj))
+    assert valid == admitted, (spec, issues)

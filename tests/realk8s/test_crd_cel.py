@@ -1,6 +1,7 @@
-"""Every CEL rule (x-kubernetes-validations) of the generated NodePool, NodeClaim and EC2NodeClass CRDs, evaluated with
-common-expression-language (tests/kubeapi/cel.py): a good object is admitted on create and update, and for each rule a
-bad object (or update) is refused with that rule's message at that rule's field, and only by it.
+"""Every CEL rule (x-kubernetes-validations) of the generated NodePool, NodeClaim and EC2NodeClass CRDs, run by the
+real kube-apiserver (a server-side dry run per case, ``tests/realk8s/admission.py``): a good object is admitted on
+create and update, and for each rule a bad object (or update) is refused with that rule's message at that rule's
+field, and only by it (and by the OpenAPI checks the same bad value breaks: the server runs both).
 """
 
 from __future__ import annotations
@@ -13,21 +14,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kubeapi import cel
-from tests.kubeapi.crds import CRD_DIR
+from sandbox.controlplane.facade import RealKubeAPI
+from sandbox.controlplane.launcher import CRD_DIR
+from tests.realk8s.admission import Admission, Issue, schema
 
 Obj = dict[str, Any]
 
-
-def _schema(filename: str) -> Obj:
-    doc = next(d for d in yaml.safe_load_all((CRD_DIR / filename).read_text()) if d)
-    return doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
-
-
 SCHEMAS = {
-    "NodePool": _schema("karpenter.sh_nodepools.yaml"),
-    "NodeClaim": _schema("karpenter.sh_nodeclaims.yaml"),
-    "EC2NodeClass": _schema("karpenter.k8s.aws_ec2nodeclasses.yaml"),
+    "NodePool": schema("karpenter.sh_nodepools.yaml"),
+    "NodeClaim": schema("karpenter.sh_nodeclaims.yaml"),
+    "EC2NodeClass": schema("karpenter.k8s.aws_ec2nodeclasses.yaml"),
 }
 
 _REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
@@ -651,19 +647,44 @@ CASES: list[tuple[str, str, str, Callable[[Obj], None], bool]] = [
 ]
 
 
+def _too_short(path: str) -> str:
+    return f"{path} in body should be at least 1 chars long"
+
+
 _SG_EXCLUSIVE = (
     "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term",
     "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term",
 )
-# Bad objects that break more rules than their own, as on a real API server: Karpenter states the
-# mutual-exclusion rules as "not every term has both", which an empty list of terms also breaks; a key
-# bad in both evictionSoft and evictionSoftGracePeriod breaks the key rule of each. Entries are messages
-# at the case's own rule path, or (path, message) pairs.
+# Bad objects that break more than their own rule. Karpenter states the mutual-exclusion rules as "not every term
+# has both", which an empty list of terms also breaks; a key bad in both evictionSoft and evictionSoftGracePeriod
+# breaks the key rule of each; and the server runs the OpenAPI checks (minLength, minItems, pattern) with the CEL
+# rules, so an empty string or list, or a value a pattern refuses, breaks those too. Entries are messages at the
+# case's own rule path, or (path, message) pairs.
 ALSO_BROKEN: dict[tuple[str, str], tuple[str | tuple[str, str], ...]] = {
+    **{
+        (kind, f"{field} may not be empty"): (_too_short(f"{ref}.{field}"),)
+        for kind, ref in (("NodePool", f"{_NP_SPEC}.nodeClassRef"), ("NodeClaim", "spec.nodeClassRef"))
+        for field in ("group", "kind", "name")
+    },
+    ("NodeClaim", "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"): (
+        (
+            "spec.requirements[].values[]",
+            "spec.requirements[2].values[0] in body should match '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'",
+        ),
+    ),
+    ("EC2NodeClass", "role cannot be empty"): (_too_short("spec.role"),),
+    ("EC2NodeClass", "instanceProfile cannot be empty"): (_too_short("spec.instanceProfile"),),
+    ("EC2NodeClass", "'alias' is improperly formatted, must match the format 'family@version'"): (
+        "spec.amiSelectorTerms[0].alias in body should match '^[a-zA-Z0-9]+@.+$'",
+    ),
     ("EC2NodeClass", "subnetSelectorTerms cannot be empty"): (
         "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",
+        "spec.subnetSelectorTerms in body should have at least 1 items",
     ),
-    ("EC2NodeClass", "securityGroupSelectorTerms cannot be empty"): _SG_EXCLUSIVE,
+    ("EC2NodeClass", "securityGroupSelectorTerms cannot be empty"): (
+        *_SG_EXCLUSIVE,
+        "spec.securityGroupSelectorTerms in body should have at least 1 items",
+    ),
     ("EC2NodeClass", f"valid keys for evictionSoft are [{_SIGNALS}]"): (
         ("spec.kubelet.evictionSoftGracePeriod", f"valid keys for evictionSoftGracePeriod are [{_SIGNALS}]"),
     ),
@@ -689,6 +710,11 @@ def _case_id(case: tuple[str, str, str, Callable[[Obj], None], bool]) -> str:
     return f"{case[0]}:{case[1]}:{case[2]}"
 
 
+def _by_field(issues: list[Issue]) -> list[tuple[str, str]]:
+    """(field with list indexes as [], detail), sorted."""
+    return sorted((re.sub(r"\[\d+\]", "[]", issue.field), issue.detail) for issue in issues)
+
+
 def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
     in_crds = {(kind, path, message) for kind, schema in SCHEMAS.items() for path, message, _ in _rules(schema)}
     in_table = {(kind, path, message) for kind, path, message, _, _ in CASES}
@@ -699,49 +725,87 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(GOOD))
-def test_good_object_is_admitted_on_create_and_update(kind: str) -> None:
+def test_good_object_is_admitted_on_create_and_update(kind: str, admission: Admission) -> None:
     good = GOOD[kind]
-    assert cel.validate(SCHEMAS[kind], good) == []
-    assert cel.validate(SCHEMAS[kind], good, copy.deepcopy(good)) == []
+    assert admission.create(good) == []
+    assert admission.update(good, copy.deepcopy(good)) == []
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_each_rule_rejects_its_bad_object(case: tuple[str, str, str, Callable[[Obj], None], bool]) -> None:
+def test_each_rule_rejects_its_bad_object(
+    case: tuple[str, str, str, Callable[[Obj], None], bool], admission: Admission
+) -> None:
     kind, rule_path, message, mutate, on_update = case
     good = GOOD[kind]
     bad = copy.deepcopy(good)
     mutate(bad)
-    violations = cel.validate(SCHEMAS[kind], bad, good) if on_update else cel.validate(SCHEMAS[kind], bad)
+    issues = admission.update(good, bad) if on_update else admission.create(bad)
     expected = [(rule_path, message)] + [
         (rule_path, m) if isinstance(m, str) else m for m in ALSO_BROKEN.get((kind, message), ())
     ]
-    assert sorted((re.sub(r"\[\d+\]", "[]", path), msg) for path, msg in violations) == sorted(expected)
+    assert _by_field(issues) == sorted(expected)
+    assert {issue.reason for issue in issues} == {"FieldValueInvalid"}
     if on_update:  # a transition rule does not apply on create
-        assert cel.validate(SCHEMAS[kind], bad) == []
+        assert admission.create(bad) == []
 
 
 def test_transition_rules_are_the_ones_naming_oldself() -> None:
-    transition = {m for s in SCHEMAS.values() for _, m, rule in _rules(s) if cel.is_transition_rule(rule)}
+    transition = {m for s in SCHEMAS.values() for _, m, rule in _rules(s) if re.search(r"\boldSelf\b", rule)}
     assert transition == {
         "nodeClassRef.group is immutable",
         "nodeClassRef.kind is immutable",
         "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
         "spec is immutable",
     }
+    assert transition == {message for _, _, message, _, on_update in CASES if on_update}
 
 
-def test_a_rule_that_cannot_evaluate_is_reported_with_its_field() -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "n": {"type": "string", "x-kubernetes-validations": [{"rule": "int(self) > 0", "message": "positive"}]}
-        },
-    }
-    assert cel.validate(schema, {"n": "5"}) == []
-    assert cel.validate(schema, {"n": "0"}) == [("n", "positive")]
-    [(path, detail)] = cel.validate(schema, {"n": "five"})
-    assert path == "n"
-    assert "failed to evaluate" in detail
+PROBES = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "celprobes.test.nodeflow.io"},
+    "spec": {
+        "group": "test.nodeflow.io",
+        "scope": "Cluster",
+        "names": {"plural": "celprobes", "singular": "celprobe", "kind": "CelProbe", "listKind": "CelProbeList"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "n": {
+                                "type": "string",
+                                "maxLength": 16,
+                                "x-kubernetes-validations": [{"rule": "int(self) > 0", "message": "positive"}],
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_a_rule_that_cannot_evaluate_is_reported_with_its_field(real_kube: RealKubeAPI) -> None:
+    real_kube.register_crd(PROBES)  # deleted by the next reset
+    admission = Admission(real_kube.kube, {"CelProbe": real_kube.resource_for("test.nodeflow.io/v1", "CelProbe")})
+
+    def issues(n: str) -> list[Issue]:
+        return admission.create(
+            {"apiVersion": "test.nodeflow.io/v1", "kind": "CelProbe", "metadata": {"name": "p"}, "n": n}
+        )
+
+    assert issues("5") == []
+    assert issues("0") == [Issue("n", "FieldValueInvalid", "positive")]
+    [issue] = issues("five")
+    assert (issue.field, issue.reason) == ("n", "FieldValueInvalid")
+    # the rule's message, after the evaluation error (tests/kubeapi said "failed to evaluate")
+    assert issue.detail == "type conversion error from 'string' to 'int' evaluating rule: positive"
 
 
 def _examples() -> list[tuple[str, Obj]]:
@@ -762,5 +826,5 @@ def test_examples_exist() -> None:
 
 
 @pytest.mark.parametrize(("name", "doc"), EXAMPLES, ids=[name for name, _ in EXAMPLES])
-def test_every_example_passes_the_cel_rules(name: str, doc: Obj) -> None:
-    assert cel.validate(SCHEMAS[doc["kind"]], doc) == []
+def test_every_example_is_admitted(name: str, doc: Obj, admission: Admission) -> None:
+    assert admission.create(doc) == []

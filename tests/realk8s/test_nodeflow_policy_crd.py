@@ -1,6 +1,7 @@
 """The generated NodeflowPolicy CRD (nodeflow.io/v1alpha1) and the NodeflowPolicy model agree: a policy the API
-server admits (OpenAPI schema, list types and CEL rules, as tests/kubeapi evaluates them) validates in the model,
-and one it refuses is refused by the model too; each CEL rule refuses its own bad object with its message."""
+server admits (OpenAPI schema, list types and CEL rules: the real kube-apiserver's dry run,
+tests/realk8s/admission.py) validates in the model, and one it refuses is refused by the model too; each CEL rule
+refuses its own bad object with its message."""
 
 from __future__ import annotations
 
@@ -8,17 +9,12 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
-from tests.kubeapi import cel
-from tests.kubeapi.crds import CRD_DIR
-from tests.kubeapi.schema import cel_issues, prune_and_validate
-from tests.kubeapi.table import jsonpath
+from tests.realk8s.admission import NOT_CHECKED, Admission, Issue, crd
 
-CRD = next(d for d in yaml.safe_load_all((CRD_DIR / "nodeflow.io_nodeflowpolicies.yaml").read_text()) if d)
-SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+CRD = crd("nodeflow.io_nodeflowpolicies.yaml")
 
 GOOD: dict[str, Any] = {
     "apiVersion": "nodeflow.io/v1alpha1",
@@ -53,12 +49,6 @@ GOOD: dict[str, Any] = {
 }
 
 
-def crd_issues(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
-    obj = copy.deepcopy(obj)
-    issues = prune_and_validate(obj, SCHEMA)
-    return issues or cel_issues(obj, SCHEMA, None)  # the API server runs CEL once the schema passed
-
-
 def model_valid(obj: dict[str, Any]) -> bool:
     try:
         NodeflowPolicy.model_validate(obj)
@@ -74,7 +64,7 @@ def with_spec(**changes: Any) -> dict[str, Any]:
     return obj
 
 
-def test_crd_names_scope_version_and_columns() -> None:
+def test_crd_names_scope_version_and_columns(admission: Admission) -> None:
     spec = CRD["spec"]
     assert CRD["metadata"]["name"] == "nodeflowpolicies.nodeflow.io"
     assert (spec["group"], spec["scope"], spec["names"]["kind"], spec["names"]["plural"]) == (
@@ -96,13 +86,17 @@ def test_crd_names_scope_version_and_columns() -> None:
         "Pauses",
         "Age",
     ]
-    # every column's JSONPath selects something of the example
+    # every column's JSONPath selects something of the example, in the server's Table (priority ones included)
+    table = admission.table(GOOD)
+    [row] = table["rows"]
+    cells = dict(zip([c["name"] for c in table["columnDefinitions"]], row["cells"], strict=True))
     for name in ("NodePools", "Resources", "Cluster$/h", "Pauses", "Limits", "NodePool$/h", "Namespace$/h"):
-        assert jsonpath(GOOD, columns[name]["jsonPath"]), name
+        assert name in columns
+        assert cells[name] not in (None, "", "<none>"), (name, cells)
 
 
-def test_the_good_object_is_admitted_by_both() -> None:
-    assert crd_issues(GOOD) == []
+def test_the_good_object_is_admitted_by_both(admission: Admission) -> None:
+    assert admission.create(GOOD) == []
     assert model_valid(GOOD)
 
 
@@ -146,20 +140,12 @@ def test_the_good_object_is_admitted_by_both() -> None:
         ),
     ],
 )
-def test_each_cel_rule_refuses_its_bad_object(spec: dict[str, Any], message: str) -> None:
+def test_each_cel_rule_refuses_its_bad_object(spec: dict[str, Any], message: str, admission: Admission) -> None:
     obj = with_spec(**spec)
-    assert prune_and_validate(copy.deepcopy(obj), SCHEMA) == []
-    violations = cel.validate(SCHEMA, prune_and_validate_copy(obj))
-    assert len(violations) == 1, violations
-    assert message in violations[0][1]
+    [issue] = admission.create(obj)  # the rule's, and nothing of the OpenAPI schema
+    assert issue.reason == "FieldValueInvalid"
+    assert message in issue.detail
     assert not model_valid(obj)
-
-
-def prune_and_validate_copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as the API server stores it before CEL runs (pruned, defaults applied)."""
-    out = copy.deepcopy(obj)
-    prune_and_validate(out, SCHEMA)
-    return out
 
 
 POOL = {"nodePools": ["gpu"], "namespaces": ["ml"]}
@@ -217,25 +203,42 @@ WINDOW = {"name": "w", "schedule": "@daily", "duration": "1h", "disruption": Tru
     + [{"pauses": [{**WINDOW, "nodePools": ["a", "a"]}]}]
     + [{"pauses": [{**WINDOW, "name": "Bad Name"}]}],
 )
-def test_model_and_crd_agree(spec: dict[str, Any]) -> None:
+def test_model_and_crd_agree(spec: dict[str, Any], admission: Admission) -> None:
     obj = with_spec(**spec)
-    admitted = crd_issues(obj) == []
-    assert model_valid(obj) == admitted, (spec, crd_issues(obj))
+    issues = admission.create(obj)
+    assert model_valid(obj) == (issues == []), (spec, issues)
 
 
-def test_a_pause_window_longer_than_366_days_is_refused_naming_the_field() -> None:
-    issues = crd_issues(with_spec(pauses=[{**WINDOW, "duration": "8785h"}]))
+def test_a_pause_window_longer_than_366_days_is_refused_naming_the_field(admission: Admission) -> None:
+    issues = admission.create(with_spec(pauses=[{**WINDOW, "duration": "8785h"}]))
     assert issues == [
-        ("spec.pauses[0].duration", "FieldValueInvalid", '"string": a pause window lasts at most 8784h (366 days)')
+        Issue("spec.pauses[0].duration", "FieldValueInvalid", "a pause window lasts at most 8784h (366 days)")
     ]
     # the reviewer's durations: too many digits for the pattern (so CEL never parses past Go's range)
     for duration in ("99999999999h", "20000000h"):
-        ((path, kind, _),) = crd_issues(with_spec(pauses=[{**WINDOW, "duration": duration}]))
-        assert (path, kind) == ("spec.pauses[0].duration", "FieldValueInvalid")
+        [issue] = admission.create(with_spec(pauses=[{**WINDOW, "duration": duration}]))
+        assert (issue.field, issue.reason) == ("spec.pauses[0].duration", "FieldValueInvalid")
+        assert "in body should match" in issue.detail
 
 
-def test_a_duplicate_in_a_list_is_refused_by_the_list_type() -> None:
-    issues = crd_issues(with_spec(nodePoolAccess=[{**POOL, "nodePools": ["gpu", "gpu"]}]))
-    assert issues == [("spec.nodePoolAccess[0].nodePools[1]", "FieldValueDuplicate", 'Duplicate value: "gpu"')]
-    issues = crd_issues(with_spec(pauses=[WINDOW, WINDOW]))
-    assert issues == [("spec.pauses[1]", "FieldValueDuplicate", 'Duplicate value: {"name":"w"}')]
+def test_a_duplicate_in_a_list_is_refused_by_the_list_type(admission: Admission) -> None:
+    issues = admission.create(with_spec(nodePoolAccess=[{**POOL, "nodePools": ["gpu", "gpu"]}]))
+    assert issues == [Issue("spec.nodePoolAccess[0].nodePools[1]", "FieldValueDuplicate", 'Duplicate value: "gpu"')]
+    issues = admission.create(with_spec(pauses=[WINDOW, WINDOW]))
+    assert issues == [Issue("spec.pauses[1]", "FieldValueDuplicate", 'Duplicate value: {"name":"w"}')]
+
+
+def test_only_a_blocking_error_skips_the_cel_rules(admission: Admission) -> None:
+    """The server runs the CEL rules with the OpenAPI checks, unless an error is blocking (a missing required field,
+    a value outside its enum, a string too long): then it skips them and adds a cause without a field saying so.
+    (tests/kubeapi skipped them after any schema error, silently.)"""
+    issues = admission.create(with_spec(pauses=[{**WINDOW, "name": "Bad Name", "disruption": False}]))
+    assert sorted(issue.field for issue in issues) == ["spec.pauses[0]", "spec.pauses[0].name"]
+    assert any("a window must pause provisioning and/or disruption" in issue.detail for issue in issues)
+    issues = admission.create(
+        with_spec(costCeilings={"namespaces": [{"name": "a"}]}, pauses=[{**WINDOW, "disruption": False}])
+    )
+    assert issues == [
+        Issue("spec.costCeilings.namespaces[0].maxPricePerHour", "FieldValueRequired", "Required value"),
+        Issue("", "FieldValueInvalid", NOT_CHECKED),
+    ]

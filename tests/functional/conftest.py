@@ -1,19 +1,15 @@
-"""Fixtures shared by the functional tests: fake AWS credentials for moto, one test Kubernetes API server with
-Karpenter's CRDs per session (tests reset it before use), the real control plane (one per worker, started by the
-first test that asks for ``real_kube``; a directory migrated to it overrides ``kube_server`` with ``real_kube``:
+"""Fixtures shared by the functional tests: fake AWS credentials for moto, the real control plane (one per worker,
+started by the first test that asks for it; ``kube_server`` is its ``RealKubeAPI``, reset before each test:
 tests/realk8s/README.md), and the metrics the handlers publish."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from sandbox.controlplane.facade import RealKubeAPI
 from tests.realk8s.fixtures import control_plane, real_kube, real_kube_server  # noqa: F401 (the real control plane)
-
-if TYPE_CHECKING:
-    from tests.kubeapi import KubeAPIServer
 
 
 @pytest.fixture
@@ -29,18 +25,11 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, value)
 
 
-@pytest.fixture(scope="session")
-def kube_server() -> Iterator[KubeAPIServer]:
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
-
-    server = KubeAPIServer().start()
-    for crd in karpenter_crds():
-        server.register_crd(crd)
-    try:
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:  # noqa: F811 (the fixture, by name)
+    """The Kubernetes side of every functional test: the real control plane (the in-process imitation,
+    tests/kubeapi, serves only tests/functional/kubeapi, which tests it)."""
+    return real_kube
 
 
 @pytest.fixture

@@ -101,7 +101,7 @@ def _describe(pods: list[dict[str, Any]]) -> str:
     """Each pod's node, phase and scheduling verdict (for a wait that timed out)."""
     out = []
     for p in pods:
-        scheduled = next(
+        scheduled: dict[str, Any] = next(
             (c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {}
         )
         out.append(

@@ -67,6 +67,10 @@ REASONS: dict[str, str] = {
         "(nodeflow.aws.ec2.instance_profile_name): the prefix is the cluster's, creation requires the cluster's "
         "tags and role changes require them on the profile."
     ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/karpenter/*/{}/*]": (
+        "Read only (GetInstanceProfile): the instance profiles Karpenter created for this cluster's EC2NodeClasses "
+        "(path /karpenter/<region>/<cluster>/<uid>/), which an adopted EC2NodeClass keeps while they hold its role."
+    ),
     "AwsSolutions-IAM5[Resource::<{}.Arn>:*]": (
         "The EventBridge Scheduler target grant of CDK covers the versions of this one function (it invokes $LATEST)."
     ),
@@ -133,6 +137,11 @@ def acknowledge_findings(stack: Stack) -> None:
         _ack(
             granted,
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/{}_*]",
+            stack.config.cluster_name,
+        )
+        _ack(
+            granted,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/karpenter/*/{}/*]",
             stack.config.cluster_name,
         )
     # Launching roles, and the roles that validate EC2NodeClasses with dry runs of the same launch calls (IAM judges

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.kubeapi import KubeAPIServer
-from tests.kubeapi.test_kubectl import START, Clock, clock, kube, kubeconfig, kubectl, needs_kubectl, rows, server
+from tests.kubeapi.test_kubectl import START, Clock, clock, kube, kubeconfig, kubectl, rows, server
 
 __all__ = ["clock", "kube", "kubeconfig", "server"]
 
@@ -57,7 +57,6 @@ spec:
 """
 
 
-@needs_kubectl
 def test_kubectl_apply_and_get_a_policy(kube: KubeAPIServer, kubeconfig: str, clock: Clock) -> None:
     assert "nodeflowpolicy.nodeflow.io/gpu-access created" in kubectl(kubeconfig, "apply", "-f", "-", stdin=POLICY)
     clock.now = START + timedelta(minutes=3)
@@ -75,7 +74,6 @@ def test_kubectl_apply_and_get_a_policy(kube: KubeAPIServer, kubeconfig: str, cl
     assert "nodeflowpolicy.nodeflow.io/gpu-access unchanged" in kubectl(kubeconfig, "apply", "-f", "-", stdin=POLICY)
 
 
-@needs_kubectl
 def test_kubectl_refuses_a_bad_policy_naming_the_fields(kube: KubeAPIServer, kubeconfig: str) -> None:
     out = kubectl(kubeconfig, "apply", "-f", "-", stdin=BAD, check=False)
     assert 'The NodeflowPolicy "open-door" is invalid' in out, out
@@ -87,7 +85,6 @@ def test_kubectl_refuses_a_bad_policy_naming_the_fields(kube: KubeAPIServer, kub
     assert kube.objects("nodeflow.io/v1alpha1", "NodeflowPolicy") == []
 
 
-@needs_kubectl
 def test_kubectl_explain_reads_the_policy_descriptions(kube: KubeAPIServer, kubeconfig: str) -> None:
     out = kubectl(kubeconfig, "explain", "nodeflowpolicy.spec")
     assert "GROUP:      nodeflow.io" in out

@@ -253,6 +253,7 @@ def test_round_trip_of_every_record_and_the_json_is_stable() -> None:
             "pods",
             "policy",
             "detail",
+            "version",
         ]
 
 

@@ -240,8 +240,14 @@ def _a_pod_no_node_fits_is_provisioned_and_logged(kubectl: Kubectl, out: str, en
     kubectl("create", "-f", "-", stdin=pod)
     kubectl("wait", "pod/big", "--for=condition=Ready", "--timeout=120s")
     node = kubectl("get", "pod", "big", "-o", "jsonpath={.spec.nodeName}").stdout
-    new = [row for row in kubectl.table("nodeclaims", "--no-headers") if row[0] not in before]
-    assert node in [row[4] for row in new], new
+    # the NodeClaim's NODE column is filled by its status write, which may trail the pod's Ready condition
+    deadline = time.monotonic() + 30
+    while True:
+        new = [row for row in kubectl.table("nodeclaims", "--no-headers") if row[0] not in before]
+        if node in [row[4] for row in new] or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert node in [row[4] for row in new], (node, new)
     # the decision log of the kept cluster, with the command the demo printed: the pod's NodeClaim and why
     endpoint = re.search(r"AWS_ENDPOINT_URL=(\S+)", out)
     assert endpoint, out[-3000:]

@@ -63,11 +63,18 @@ def agent_deployment(name: str = c.AGENT_DEPLOYMENT, **env: str) -> dict[str, An
                 "metadata": {"labels": labels},
                 "spec": {
                     "terminationGracePeriodSeconds": 1,
+                    # the install labels namespace nodeflow pod-security restricted: the real API server refuses
+                    # a pod without these (the ReplicaSet's FailedCreate)
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
                             "name": "agent",
                             "image": "python:3.12.8-slim-bookworm",
                             "env": [{"name": k, "value": v} for k, v in env.items()],
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
                         }
                     ],
                 },

@@ -29,11 +29,11 @@ $(VENV)/lambda-wheels/.done: requirements.txt $(STAMP)
 	touch $@
 
 # pytest-xdist workers: one more than the cores this process may use (a third of the suite's time is spent
-# waiting on workflows, subprocesses and the test API server), idle workers stealing queued tests;
-# TEST_JOBS=0 runs them in this process.
+# waiting on workflows, subprocesses and the control plane); --dist load hands tests out in collected order, so the
+# long ones tests/conftest.py puts first start on different workers at once; TEST_JOBS=0 runs them in this process.
 TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')
 unit: $(STAMP) node_modules/.package-lock.json
-	$(PY) -m pytest -q -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal)
+	$(PY) -m pytest -q -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist load)
 
 test: lint typecheck unit
 

@@ -63,6 +63,7 @@ for extra in (str(ROOT / "functions"), str(ROOT)):
 
 from benchmarks import cost_model  # noqa: E402
 from benchmarks.cost_model import KARPENTER, PRICES, PRICES_AS_OF, Churn, StackFacts  # noqa: E402
+from benchmarks.environment import environment  # noqa: E402
 
 REGION = "us-east-1"
 CLUSTER = "demo"  # examples/demo's EC2NodeClass selects the sandbox's subnets by this name
@@ -398,20 +399,6 @@ def _later_for(fn: str, clock: Callable[[], datetime], ahead: timedelta) -> Call
     return lambda: clock() + ahead if CURRENT.get() == fn else clock()
 
 
-@contextlib.contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, quiet: float = 1.0) -> dict[str, Any]:
     """Run the phases (module docstring) once; the per-unit tallies as JSON (``cost_model.monthly``'s input)."""
     from moto import mock_aws
@@ -451,7 +438,7 @@ def measure(*, pods: int = 4, churn: int = 10, runs: int = 3, burst: int = 10, q
     try:
         plane.start()
         kube = RealKubeAPI(plane).start()
-        with _environment(env), mock_aws(config=MOCK_CONFIG):
+        with environment(env), mock_aws(config=MOCK_CONFIG):
             local = LocalNodeflow(
                 Clients(region=REGION),
                 kube,

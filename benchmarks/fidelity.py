@@ -33,7 +33,6 @@ import contextlib
 import copy
 import io
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,6 +48,7 @@ for _path in (str(ROOT / "functions"), str(ROOT)):
         sys.path.insert(0, _path)
 
 from benchmarks import plan_scale  # noqa: E402
+from benchmarks.environment import environment  # noqa: E402
 from benchmarks.solver_parity import MixDeployment, karpenter_mix_deployments  # noqa: E402
 
 DEMO = ROOT / "examples" / "demo"
@@ -346,16 +346,8 @@ def aws_sandbox() -> Iterator[None]:
         "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
         "POWERTOOLS_METRICS_DISABLED": "true",
     }
-    saved = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
+    with environment(settings):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def run_workload(kube: Any, work: Workload, *, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:

@@ -5,8 +5,8 @@ marks unreachable once the instance is gone."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -14,6 +14,7 @@ from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, KubeClient, Resource
 from nodeflow.kube.errors import Conflict, NotFound
 from sandbox.aws import AwsWorld, Clients
 from sandbox.controlplane import KUBELET
+from sandbox.controlplane.facade import wait_for
 from sandbox.kwok import LEASES, NODE_LEASE_NAMESPACE, SimulatedKubelets
 from tests.functional.sandbox.conftest import CLUSTER
 from tests.functional.sandbox.test_kubelet import create_claim, launch
@@ -21,18 +22,6 @@ from tests.realk8s.fixtures import NODE_MONITOR_GRACE_PERIOD, TestCluster
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 LEASE_SECONDS = 4  # renewed every second: well inside the node lifecycle controller's grace period
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0, every: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
 
 
 def taint_keys(node: dict[str, Any]) -> set[str]:

@@ -21,9 +21,10 @@ per kind, in parallel) and the namespaces that exist; ``created_since(mark)`` fi
    namespace controller would do the same, but not before 5 s (its fixed delay after a namespace's deletion),
    and a later test could not create a namespace of the same name meanwhile.
 
-Kinds are found by discovery once (preferred version of every group, with list and delete), less those the API
-server itself allocates or reconciles (service IPs and CIDRs, API Priority and Fairness objects, the APIService
-registrations) and events.k8s.io Events (the core Events under another API).
+Kinds are found by discovery once (every kind with list and delete, in every version its group serves: one a
+group serves only at a version other than its preferred one, such as karpenter.sh's v1alpha1 NodeOverlays,
+included), less those the API server itself allocates or reconciles (service IPs and CIDRs, API Priority and
+Fairness objects, the APIService registrations) and events.k8s.io Events (the core Events under another API).
 """
 
 from __future__ import annotations
@@ -72,17 +73,26 @@ class Mark:
 
 
 def _discover(kube: KubeClient) -> list[Resource]:
+    """Every kind that can be listed and deleted, once each: at its group's preferred version when served there,
+    else at the first version that serves it (karpenter.sh's NodeOverlays are v1alpha1 only, its preferred
+    version is v1)."""
     versions = [("", "v1")]
     for group in kube.request("GET", "/apis").get("groups") or []:
-        if group["name"] not in SKIPPED_GROUPS:
-            versions.append((group["name"], group["preferredVersion"]["version"]))
+        if group["name"] in SKIPPED_GROUPS:
+            continue
+        preferred = group["preferredVersion"]["version"]
+        others = [v["version"] for v in group.get("versions") or [] if v["version"] != preferred]
+        versions.extend((group["name"], v) for v in [preferred, *others])
     found = []
+    seen: set[tuple[str, str]] = set()
     for group, version in versions:
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         for r in kube.request("GET", path).get("resources") or []:
             verbs = set(r.get("verbs") or [])
-            if "/" in r["name"] or not {"list", "delete"} <= verbs or (group, r["name"]) in SKIPPED:
+            key = (group, r["name"])
+            if "/" in r["name"] or not {"list", "delete"} <= verbs or key in SKIPPED or key in seen:
                 continue
+            seen.add(key)
             found.append(Resource(group, version, r["name"], r["kind"], bool(r.get("namespaced"))))
     return found
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from nodeflow.kube.client import NAMESPACES, NODE_CLAIMS, NODES, PODS, Resource
+from nodeflow.kube.client import NAMESPACES, NODE_CLAIMS, NODE_OVERLAYS, NODES, PODS, Resource
 from nodeflow.kube.errors import AlreadyExists, NotFound
 from sandbox.controlplane import ControlPlane
 from sandbox.controlplane.facade import wait_for
@@ -48,6 +48,17 @@ def test_reset_deletes_what_was_created_since_the_mark_and_nothing_else(
             },
         },
     )
+    # karpenter.sh serves NodeOverlays at v1alpha1 only (its preferred version is v1): reset deletes them too.
+    overlay = f"iso-overlay-{suffix}"
+    kube.create(
+        NODE_OVERLAYS,
+        {
+            "apiVersion": "karpenter.sh/v1alpha1",
+            "kind": "NodeOverlay",
+            "metadata": {"name": overlay},
+            "spec": {"requirements": [], "capacity": {"example.com/device": "1"}},
+        },
+    )
     kube.create(NAMESPACES, {"metadata": {"name": ns}})
     with contextlib.suppress(AlreadyExists):  # the controller-manager may be first
         kube.create(
@@ -79,6 +90,7 @@ def test_reset_deletes_what_was_created_since_the_mark_and_nothing_else(
     assert {k.plural: sorted(v) for k, v in created.items() if not k.namespaced} == {
         "nodes": [node],
         "nodeclaims": [claim],
+        "nodeoverlays": [overlay],
         "namespaces": [ns],
         "clusterroles": [role],
     }
@@ -90,7 +102,13 @@ def test_reset_deletes_what_was_created_since_the_mark_and_nothing_else(
     assert not any(name.startswith(f"{ns}/") for names in by_kind.values() for name in names)  # its namespace is
 
     cluster_scope.reset(mark)
-    for kind, name in ((NODES, node), (NODE_CLAIMS, claim), (CLUSTER_ROLES, role), (NAMESPACES, ns)):
+    for kind, name in (
+        (NODES, node),
+        (NODE_CLAIMS, claim),
+        (NODE_OVERLAYS, overlay),
+        (CLUSTER_ROLES, role),
+        (NAMESPACES, ns),
+    ):
         try:
             kube.get(kind, name)
             raise AssertionError(f"{kind.plural}/{name} survived the reset")

@@ -64,7 +64,8 @@ def _check() -> int:
     except BinariesNotFound as exc:
         print(f"error: the tests and the demo need a Kubernetes control plane's binaries: {exc}", file=sys.stderr)
         return 1
-    print(f"Kubernetes binaries from {found.source}:")
+    versions = f" ({found.versions})" if found.versions else ""
+    print(f"Kubernetes binaries{versions} from {found.source}:")
     for name, path in sorted(found.paths.items()):
         print(f"  {name:<24} {path}")
     return 0

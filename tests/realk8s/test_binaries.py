@@ -1,6 +1,7 @@
 """Where the control plane's binaries come from (sandbox/controlplane/binaries.py), in order: NODEFLOW_K8S_BIN,
-KUBEBUILDER_ASSETS, the cache, the shared tarball (unpacked into the cache once), the official releases
-(downloaded into the cache; here from a fake server on 127.0.0.1, never the internet), else a clear error."""
+KUBEBUILDER_ASSETS, the shared tarball's versions (their cache, else the tarball unpacked into it once), the pinned
+official releases' versions (their cache, else downloaded into it once, from NODEFLOW_K8S_MIRROR when set: here a
+fake mirror on 127.0.0.1 or a file:// folder, never the internet), else a clear error."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import tarfile
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from sandbox.controlplane.binaries import (
     ALL,
     ETCD_RELEASE,
     KUBERNETES_RELEASE,
+    RELEASE_CACHE_NAME,
+    TARBALL_CACHE_NAME,
     Archive,
     BinariesNotFound,
     Release,
@@ -176,58 +180,144 @@ class FakeReleases:
 
 
 K8S_TGZ = tarball({f"kubernetes/server/bin/{n}": CONTENT[n] for n in ALL if n != "etcd"}, "w:gz")
-ETCD_TGZ = tarball({"etcd-v3.5.30-linux-amd64/etcd": CONTENT["etcd"], "etcd-v3.5.30-linux-amd64/etcdctl": b"x"}, "w:gz")
+ETCD_TGZ = tarball({"etcd-v3.5.21-linux-amd64/etcd": CONTENT["etcd"], "etcd-v3.5.21-linux-amd64/etcdctl": b"x"}, "w:gz")
+# Where a mirror holds the pinned releases: <version>/<file>, as dl.k8s.io does.
+K8S_PATH = "/v1.36.0/kubernetes-server-linux-amd64.tar.gz"
+ETCD_PATH = "/v3.5.21/etcd-v3.5.21-linux-amd64.tar.gz"
 
 
 @pytest.fixture
-def releases() -> Iterator[FakeReleases]:
-    server = FakeReleases({"/k8s.tar.gz": K8S_TGZ, "/etcd.tar.gz": ETCD_TGZ})
+def mirror() -> Iterator[FakeReleases]:
+    """A mirror on 127.0.0.1 serving fake archives at the pinned releases' paths."""
+    server = FakeReleases({K8S_PATH: K8S_TGZ, ETCD_PATH: ETCD_TGZ})
     yield server
     server.close()
 
 
-def fake_releases(url: str, k8s_sum: str = sha(K8S_TGZ), etcd_sum: str = sha(ETCD_TGZ)) -> list[Release]:
+def pinned_to_fakes(k8s: bytes = K8S_TGZ, etcd: bytes = ETCD_TGZ) -> list[Release]:
+    """The real releases (versions, files, archive layouts, algorithms), their digests those of the fake archives."""
     return [
-        Release(f"{url}/k8s.tar.gz", k8s_sum, KUBERNETES_RELEASE.archive),
-        Release(f"{url}/etcd.tar.gz", etcd_sum, ETCD_RELEASE.archive),
+        replace(KUBERNETES_RELEASE, digest=hashlib.sha512(k8s).hexdigest()),
+        replace(ETCD_RELEASE, digest=sha(etcd)),
     ]
 
 
-def test_without_a_tarball_the_pinned_releases_are_downloaded_into_the_cache(
-    tmp_path: Path, releases: FakeReleases
+def test_without_a_tarball_the_pinned_releases_are_downloaded_from_the_mirror_into_their_cache(
+    tmp_path: Path, mirror: FakeReleases
 ) -> None:
-    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache")}
-    found = find(env, shared_dirs=[tmp_path / "nowhere"], releases=fake_releases(releases.url))
-    assert sorted(found.paths) == sorted(ALL)  # type: ignore[attr-defined]
-    assert found.path("etcd").read_bytes() == CONTENT["etcd"]  # type: ignore[attr-defined]
-    assert releases.requests == ["/k8s.tar.gz", "/etcd.tar.gz"]
-    find(env, shared_dirs=[], releases=fake_releases(releases.url))
-    assert len(releases.requests) == 2  # once
+    """NODEFLOW_K8S_MIRROR replaces the official hosts; the Kubernetes archive is checked by sha512, etcd's by sha256;
+    the cache folder and the reported versions are the download's (v1.36.0, etcd v3.5.21), not the tarball's."""
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache"), "NODEFLOW_K8S_MIRROR": mirror.url + "/"}
+    logs: list[str] = []
+    found = find_binaries(env, shared_dirs=[tmp_path / "nowhere"], releases=pinned_to_fakes(), log=logs.append)
+    assert sorted(found.paths) == sorted(ALL)
+    assert found.path("etcd").read_bytes() == CONTENT["etcd"]
+    assert found.path("kube-scheduler") == tmp_path / "cache" / "v1.36.0-etcd-v3.5.21" / "bin" / "kube-scheduler"
+    assert found.versions == "Kubernetes v1.36.0, etcd v3.5.21"
+    assert mirror.requests == [K8S_PATH, ETCD_PATH]
+    assert logs[0] == (
+        f"downloading Kubernetes v1.36.0 from {mirror.url}{K8S_PATH} into {tmp_path / 'cache' / RELEASE_CACHE_NAME} "
+        "(once)"
+    )
+    again = find_binaries(env, shared_dirs=[], releases=pinned_to_fakes())
+    assert len(mirror.requests) == 2  # once
+    assert again.source == f"the cache {tmp_path / 'cache' / 'v1.36.0-etcd-v3.5.21'}"
+    assert again.versions == "Kubernetes v1.36.0, etcd v3.5.21"
 
 
-def test_a_download_with_a_wrong_sum_is_refused_and_nothing_is_kept(tmp_path: Path, releases: FakeReleases) -> None:
-    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache")}
-    with pytest.raises(BinariesNotFound, match=r"k8s.tar.gz: sha256 \w+ does not match the pinned 1111"):
-        find(env, shared_dirs=[], releases=fake_releases(releases.url, k8s_sum="1" * 64))
+def test_a_file_url_mirror_is_read_like_a_web_one(tmp_path: Path) -> None:
+    folder = tmp_path / "mirror"
+    for path, data in ((K8S_PATH, K8S_TGZ), (ETCD_PATH, ETCD_TGZ)):
+        (folder / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path.lstrip("/")).write_bytes(data)
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache"), "NODEFLOW_K8S_MIRROR": folder.as_uri()}
+    found = find_binaries(env, shared_dirs=[], releases=pinned_to_fakes())
+    assert found.path("kubectl").read_bytes() == CONTENT["kubectl"]
+
+
+def test_the_real_pins_refuse_an_archive_that_is_not_the_release(tmp_path: Path, mirror: FakeReleases) -> None:
+    """The production pins (no test digest): the mirror's fake Kubernetes archive is refused, the error names the
+    URL, the archive's sha512 and the pinned one; nothing is left in the cache."""
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache"), "NODEFLOW_K8S_MIRROR": mirror.url}
+    with pytest.raises(BinariesNotFound) as err:
+        find_binaries(env, shared_dirs=[])
+    message = str(err.value)
+    assert f"{mirror.url}{K8S_PATH}: sha512 {hashlib.sha512(K8S_TGZ).hexdigest()} does not match the pinned " in message
+    assert KUBERNETES_RELEASE.digest in message
+    assert mirror.requests == [K8S_PATH]
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [".lock"]
 
 
-def test_an_unpinned_release_is_refused_before_any_connection(tmp_path: Path, releases: FakeReleases) -> None:
-    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache")}
-    with pytest.raises(BinariesNotFound, match=r"no tarball at .*its sha256 is not pinned"):
-        find(env, shared_dirs=[tmp_path], releases=fake_releases(releases.url, k8s_sum=""))
-    assert releases.requests == []
-
-
-def test_the_official_releases_are_pinned_to_the_versions_of_the_shared_tarball(tmp_path: Path) -> None:
-    assert KUBERNETES_RELEASE.url == "https://dl.k8s.io/v1.36.2/kubernetes-server-linux-amd64.tar.gz"
-    assert ETCD_RELEASE.url == (
-        "https://github.com/etcd-io/etcd/releases/download/v3.5.30/etcd-v3.5.30-linux-amd64.tar.gz"
+def test_a_wrong_second_archive_leaves_nothing_of_the_first(tmp_path: Path, mirror: FakeReleases) -> None:
+    """Kubernetes' archive is right and unpacked, etcd's (against its real sha256 pin) is wrong: the error names
+    etcd's URL and both sha256 sums, and the Kubernetes binaries already unpacked are not kept either."""
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache"), "NODEFLOW_K8S_MIRROR": mirror.url}
+    releases = [pinned_to_fakes()[0], ETCD_RELEASE]
+    with pytest.raises(BinariesNotFound) as err:
+        find_binaries(env, shared_dirs=[], releases=releases)
+    assert f"{mirror.url}{ETCD_PATH}: sha256 {sha(ETCD_TGZ)} does not match the pinned {ETCD_RELEASE.digest}" in str(
+        err.value
     )
-    # Their sums could not be obtained offline: until they are pinned, the download refuses to run (no network).
-    if not (KUBERNETES_RELEASE.sha256 and ETCD_RELEASE.sha256):
-        with pytest.raises(BinariesNotFound, match="not pinned"):
-            find_binaries({"NODEFLOW_K8S_CACHE": str(tmp_path)}, shared_dirs=[], cache_name=CACHE_NAME)
+    assert mirror.requests == [K8S_PATH, ETCD_PATH]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".lock"]
+
+
+def test_no_download_allowed_names_what_would_be_downloaded_and_connects_to_nothing(
+    tmp_path: Path, mirror: FakeReleases
+) -> None:
+    env = {
+        "NODEFLOW_K8S_CACHE": str(tmp_path / "cache"),
+        "NODEFLOW_K8S_MIRROR": mirror.url,
+        "NODEFLOW_K8S_DOWNLOAD": "0",
+    }
+    with pytest.raises(BinariesNotFound) as err:
+        find_binaries(env, shared_dirs=[tmp_path / "a"])
+    message = str(err.value)
+    assert "NODEFLOW_K8S_DOWNLOAD=0 forbids the download" in message
+    assert f"Kubernetes v1.36.0 from {mirror.url}{K8S_PATH}, etcd v3.5.21 from {mirror.url}{ETCD_PATH}" in message
+    assert mirror.requests == []
+
+
+def test_a_mirror_that_is_not_a_url_is_refused_naming_it(tmp_path: Path, mirror: FakeReleases) -> None:
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache"), "NODEFLOW_K8S_MIRROR": "mirror.example/k8s"}
+    with pytest.raises(BinariesNotFound, match=r"NODEFLOW_K8S_MIRROR=mirror.example/k8s: not an http://, https://"):
+        find_binaries(env, shared_dirs=[], releases=pinned_to_fakes())
+
+
+def test_an_unpinned_release_is_refused_before_any_connection(tmp_path: Path, mirror: FakeReleases) -> None:
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache"), "NODEFLOW_K8S_MIRROR": mirror.url}
+    releases = [replace(KUBERNETES_RELEASE, digest=""), ETCD_RELEASE]
+    with pytest.raises(BinariesNotFound, match=r"no tarball at .*its sha512 is not pinned"):
+        find_binaries(env, shared_dirs=[tmp_path], releases=releases)
+    assert mirror.requests == []
+
+
+def test_a_release_names_a_digest_algorithm_it_can_check() -> None:
+    with pytest.raises(ValueError, match="algorithm 'md5' is not one of sha256, sha512"):
+        replace(ETCD_RELEASE, algorithm="md5")
+
+
+def test_the_tested_versions_cache_comes_before_the_downloaded_one(tmp_path: Path, shared: Path) -> None:
+    """Both caches complete: the shared tarball's (the versions the tests run) is used."""
+    env = {"NODEFLOW_K8S_CACHE": str(tmp_path / "cache")}
+    downloaded = fake_folder(tmp_path / "cache" / RELEASE_CACHE_NAME / "bin")
+    (downloaded / ".complete").write_text("ok\n")
+    assert find_binaries(env, shared_dirs=[]).versions == "Kubernetes v1.36.0, etcd v3.5.21"
+    found = find(env, shared_dirs=[shared], cache_name=TARBALL_CACHE_NAME)
+    assert found.versions == "Kubernetes v1.36.2, etcd v3.5.30"  # type: ignore[attr-defined]
+    assert found.source == f"the cache {tmp_path / 'cache' / 'v1.36.2-etcd-v3.5.30'}"  # type: ignore[attr-defined]
+
+
+def test_the_official_releases_are_pinned_and_say_their_versions() -> None:
+    """The download pins Kubernetes v1.36.0 (sha512, its CHANGELOG) and etcd v3.5.21 (sha256): other patch releases
+    than the shared tarball's v1.36.2 and v3.5.30, so they have their own cache folder."""
+    assert KUBERNETES_RELEASE.url == "https://dl.k8s.io/v1.36.0/kubernetes-server-linux-amd64.tar.gz"
+    assert (KUBERNETES_RELEASE.algorithm, len(KUBERNETES_RELEASE.digest)) == ("sha512", 128)
+    assert ETCD_RELEASE.url == (
+        "https://github.com/etcd-io/etcd/releases/download/v3.5.21/etcd-v3.5.21-linux-amd64.tar.gz"
+    )
+    assert (ETCD_RELEASE.algorithm, len(ETCD_RELEASE.digest)) == ("sha256", 64)
+    assert (TARBALL_CACHE_NAME, RELEASE_CACHE_NAME) == ("v1.36.2-etcd-v3.5.30", "v1.36.0-etcd-v3.5.21")
 
 
 def test_nothing_anywhere_and_no_download_is_a_clear_error(tmp_path: Path) -> None:

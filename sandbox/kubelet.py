@@ -173,9 +173,11 @@ def ready_condition(stamp: str) -> dict[str, str]:
     }
 
 
-def mark_ready(kube: KubeClient, name: str, startup_taints: list[dict[str, str]]) -> bool:
+def mark_ready(kube: KubeClient, name: str, startup_taints: list[dict[str, str]], attempts: int = 5) -> bool:
     """Report the Node Ready, then remove its startup taints as the daemons owning them would (a strategic merge
-    status patch, then a spec patch guarded by the resourceVersion read); False on a conflict (try again)."""
+    status patch, then a spec patch guarded by the resourceVersion read, read again and retried on a conflict: the
+    node lifecycle controller writes the same taints when the Node turns Ready); False when every attempt met a
+    conflict (try again on a later pass)."""
     kube.patch(
         NODES,
         name,
@@ -186,20 +188,22 @@ def mark_ready(kube: KubeClient, name: str, startup_taints: list[dict[str, str]]
     startup = {_taint_id(t) for t in startup_taints}
     if not startup:
         return True
-    current = kube.get(NODES, name)
-    taints = (current.get("spec") or {}).get("taints") or []
-    kept = [t for t in taints if _taint_id(t) not in startup]
-    if len(kept) == len(taints):
+    for _ in range(attempts):
+        current = kube.get(NODES, name)
+        taints = (current.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if _taint_id(t) not in startup]
+        if len(kept) == len(taints):
+            return True
+        try:
+            kube.patch(
+                NODES,
+                name,
+                {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "spec": {"taints": kept}},
+            )
+        except Conflict:
+            continue
         return True
-    try:
-        kube.patch(
-            NODES,
-            name,
-            {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "spec": {"taints": kept}},
-        )
-    except Conflict:
-        return False
-    return True
+    return False
 
 
 @dataclass(frozen=True)

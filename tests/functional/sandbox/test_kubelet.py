@@ -10,7 +10,9 @@ from typing import Any
 
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from sandbox.aws import AwsWorld, Clients
-from sandbox.controlplane.facade import wait_for
+from sandbox.controlplane.facade import RealKubeAPI, wait_for
+from sandbox.controlplane.proxy import Fault
+from sandbox.kubelet import mark_ready
 from sandbox.kwok import SimulatedKubelets
 from tests.functional.sandbox.conftest import CLUSTER
 
@@ -192,3 +194,36 @@ def test_kubelet_in_background(world: AwsWorld, clients: Clients, kube: KubeClie
     assert kubelet.events[1].at - kubelet.events[0].at >= 0.05
     assert ready(kube.get(NODES, kubelet.node_name(iid) or "")) == "True"
     assert kubelet.errors == []
+
+
+def test_a_conflict_on_the_startup_taints_patch_is_read_again_and_retried(
+    kube_server: RealKubeAPI, kube: KubeClient
+) -> None:
+    """The node lifecycle controller rewrites a Node's taints when it turns Ready (it lifts not-ready), so the
+    guarded patch that removes the startup taints can meet a 409: the taints are read again and the patch retried
+    at once, not left for a later pass (which a driven kubelet may never get)."""
+    name = "ip-10-0-0-9.ec2.internal"
+    kube.create(
+        NODES,
+        {
+            "metadata": {"name": name},
+            "spec": {"taints": [{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}]},
+        },
+    )
+    conflicts: list[str] = []
+
+    def conflict_once(method: str, path: str, query: dict[str, str]) -> Fault | None:
+        if method == "PATCH" and path.endswith(f"/nodes/{name}") and not conflicts:
+            conflicts.append(path)
+            return Fault.conflict()
+        return None
+
+    kube_server.before_request = conflict_once
+    try:
+        startup = [{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}]
+        assert mark_ready(kube, name, startup)
+    finally:
+        kube_server.before_request = None
+    assert conflicts  # the 409 was met
+    assert "node.cilium.io/agent-not-ready" not in taints(kube.get(NODES, name))
+    assert ready(kube.get(NODES, name)) == "True"

@@ -44,6 +44,9 @@ from tests.realk8s.admission import Admission, crd_resources
 
 NODE_MONITOR_GRACE_PERIOD = 8.0
 NODE_MONITOR_PERIOD = 1.0
+#: kube-scheduler retries an unschedulable pod after at most this (its default backoff doubles up to 10 s): a pod that
+#: failed on a Node still tainted unregistered / not-ready is tried again within a second of the Node turning Ready
+SCHEDULER_MAX_BACKOFF = 1.0
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 #: whose requests the audit log records: the handlers' impersonating token, the agent's ServiceAccount
 AUDITED = ("nodeflow-test-impersonator", "system:serviceaccount:nodeflow:nodeflow-agent")
@@ -85,6 +88,7 @@ def control_plane(tmp_path_factory: TempPathFactory) -> Iterator[ControlPlane]:
         controllers=True,
         node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD,
         node_monitor_period=NODE_MONITOR_PERIOD,
+        scheduler_max_backoff=SCHEDULER_MAX_BACKOFF,
         extra_args={"kube-apiserver": apiserver_args(tmp_path_factory.mktemp("audit"), AUDITED)},
     )
     plane.start()

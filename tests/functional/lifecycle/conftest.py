@@ -52,39 +52,6 @@ def pending(
     return unschedulable(local.kube_server, name, replicas)
 
 
-def pending_pods(name: str, replicas: int, cpu: str = "1", memory: str = "2Gi", **spec: Any) -> list[dict[str, Any]]:
-    """A Deployment's pods as the scheduler leaves them: Pending, PodScheduled=False/Unschedulable."""
-    out = []
-    for i in range(replicas):
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"{name}-7d4b9c-{i:05d}",
-                    "namespace": "default",
-                    "labels": {"app": name, "pod-template-hash": "7d4b9c"},
-                    "ownerReferences": [
-                        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-7d4b9c", "uid": f"rs-{name}"}
-                    ],
-                },
-                "spec": {
-                    "containers": [
-                        {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-                    ],
-                    **spec,
-                },
-                "status": {
-                    "phase": "Pending",
-                    "conditions": [
-                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes"}
-                    ],
-                },
-            }
-        )
-    return out
-
-
 @pytest.fixture
 def make_local(aws_env: None, kube_server: RealKubeAPI) -> Iterator[Callable[..., LocalNodeflow]]:
     """``make_local(**options)``: a started LocalNodeflow with the demo NodePools applied."""

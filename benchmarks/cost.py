@@ -652,7 +652,8 @@ def facts_from_template(template: Mapping[str, Any], validation_default: Any) ->
 def disruption_scale(sizes: Sequence[int]) -> dict[str, float]:
     """The disruption round's seconds at each size: ``benchmarks.disruption_lambda`` (2 invocations; the second
     one: warm, NodeClaim conditions already written) in a subprocess, 10 pods per node. Its CPU seconds plus the
-    API server's it waited on: wall seconds on a shared benchmark machine measure the other tenants."""
+    API server's it waited on (kube-apiserver's and etcd's): wall seconds on a shared benchmark machine measure the
+    other tenants."""
     from benchmarks.all import last_json
 
     out: dict[str, float] = {}
@@ -764,7 +765,7 @@ def render(out: Mapping[str, Any]) -> str:
     if scale:
         lines += [
             "",
-            "Disruption round at each size, CPU seconds of the function and the API server "
+            "Disruption round at each size, CPU seconds of the function and the API server (kube-apiserver + etcd) "
             "(`benchmarks.disruption_lambda`, 10 pods a node): "
             + ", ".join(f"{int(n):,} nodes {v:.2f} s" for n, v in sorted(scale.items(), key=lambda x: int(x[0]))),
         ]

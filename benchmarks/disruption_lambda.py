@@ -1,17 +1,21 @@
-"""The whole disruption Lambda invocation at scale: ``nodeflow.lifecycle.disruption.run`` against the test API server
-holding the fragmented cluster of ``benchmarks.disruption`` (default 5,000 nodes and 50,000 pods, one NodePool with
-a 10% budget).
+"""The whole disruption Lambda invocation at scale: ``nodeflow.lifecycle.disruption.run`` against a real
+kube-apiserver holding the fragmented cluster of ``benchmarks.disruption`` (default 5,000 nodes and 50,000 pods, one
+NodePool with a 10% budget).
 
     .venv/bin/python -m benchmarks.disruption_lambda [--nodes 5000] [--pods 50000] [--invocations 2] [--quick] [--json]
 
-The server runs in a child process (seeded in-process, no HTTP; the pods without admission, to seed fast;
-``--server-cpu`` pins it), so this
-process's CPU time is the Lambda's alone. Each invocation runs for real: ``take_snapshot`` over HTTP with the official
-client, the round (``prepare`` + ``decide``), the NodeClaim conditions (``mark_conditions``: the first invocation
-writes every NodeClaim's, later ones only changes), the validation wait (0 s here) and its second snapshot and round,
-then the command (candidates tainted; terminate / launch / replace workflows counted, not started). Reported per
-invocation, wall and CPU seconds of this process: the snapshots (LIST + parse, both), the rounds (both), the
-conditions, and the total. Target (issue 18): one round for 5,000 nodes and 50,000 pods in at most 5 s on one core.
+The cluster is a control plane of its own (``benchmarks.realcluster``: etcd and kube-apiserver, no controllers, so
+nothing acts on the seeded objects), seeded before the first invocation: NodePools and EC2NodeClasses through the
+API, Nodes, NodeClaims and pods written into etcd (``store_bypassing_admission``: their creationTimestamps, which
+decide what may be consolidated, kept; minutes at the default size, where tests/kubeapi's store took seconds); its
+processes are separate, so this process's CPU time is the Lambda's alone, and "server CPU" is kube-apiserver's and
+etcd's (``--server-cpu`` pins them). Each invocation runs for real: ``take_snapshot`` over HTTPS with the official
+client, straight to kube-apiserver, the round (``prepare`` + ``decide``), the NodeClaim conditions
+(``mark_conditions``: the first invocation writes every NodeClaim's, later ones only changes), the validation wait
+(0 s here) and its second snapshot and round, then the command (candidates tainted; terminate / launch / replace
+workflows counted, not started). Reported per invocation, wall and CPU seconds of this process: the snapshots (LIST
++ parse, both), the rounds (both), the conditions, and the total. Target (issue 18): one round for 5,000 nodes and
+50,000 pods in at most 5 s on one core.
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import multiprocessing
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -42,50 +44,23 @@ def _dump(obj: Any, api_version: str, kind: str) -> dict[str, Any]:
     return {"apiVersion": api_version, "kind": kind, **body}
 
 
-def serve(conn: Any, args: dict[str, Any]) -> None:
-    """The child: build the cluster, seed the test API server with it, answer "cpu" until "stop"."""
-    if args.get("server_cpu") is not None:
-        os.sched_setaffinity(0, {args["server_cpu"]})
+def objects(nodes: int, pods: int) -> list[dict[str, Any]]:
+    """The fragmented cluster's EC2NodeClasses, NodePools, Nodes, NodeClaims and pods, as the API takes them."""
     from nodeflow.catalog.offline import load_offline
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
 
-    t0 = time.perf_counter()
-    state = fragmented(load_offline(REGION), args["nodes"], args["pods"], "10%").state
-    kube = KubeAPIServer(history_size=10).start()
-    for crd in karpenter_crds():
-        kube.register_crd(crd)
-    for nc in state.node_classes:
-        kube.create(_dump(nc, "karpenter.k8s.aws/v1", "EC2NodeClass"))
-    for pool in state.node_pools:
-        kube.create(_dump(pool, "karpenter.sh/v1", "NodePool"))
-    for node in state.nodes:
-        kube.create(_dump(node, "v1", "Node"))
-    for claim in state.node_claims:
-        kube.create(_dump(claim, "karpenter.sh/v1", "NodeClaim"))
+    state = fragmented(load_offline(REGION), nodes, pods, "10%").state
+    out = [_dump(nc, "karpenter.k8s.aws/v1", "EC2NodeClass") for nc in state.node_classes]
+    out += [_dump(pool, "karpenter.sh/v1", "NodePool") for pool in state.node_pools]
+    out += [_dump(node, "v1", "Node") for node in state.nodes]
+    out += [_dump(claim, "karpenter.sh/v1", "NodeClaim") for claim in state.node_claims]
     for pod in state.pods:
         body = _dump(pod, "v1", "Pod")
         for container in body["spec"]["containers"]:
             container.setdefault("image", "public.ecr.aws/nginx/nginx:1.27")  # not in the scheduling model
-        kube.store_bypassing_admission(body)  # valid pods: admission skipped only to seed 50,000 in seconds
-    del state
-    gc.collect()
-    conn.send({"kube": kube.url, "seeded": time.perf_counter() - t0})
-    while True:
-        command = conn.recv()
-        if command == "stop":
-            break
-        if command == "cpu":
-            conn.send(time.process_time())
-    kube.stop()
-
-
-def _recv(conn: Any, proc: Any) -> Any:
-    """The server's answer; fails (instead of hanging) when the server process died."""
-    while not conn.poll(0.5):
-        if not proc.is_alive():
-            raise RuntimeError(f"the server process exited with code {proc.exitcode}")
-    return conn.recv()
+        if not body["spec"].get("overhead"):  # set by admission from a RuntimeClass only; refused otherwise
+            body["spec"].pop("overhead", None)
+        out.append(body)
+    return out
 
 
 class _Phases:
@@ -112,30 +87,26 @@ class _Phases:
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    import kubernetes.client
-
+    from benchmarks.realcluster import pin, seed, server_cpu, started
     from nodeflow.catalog.offline import load_offline
-    from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
     from nodeflow.lifecycle import disruption as lifecycle
+    from sandbox.controlplane import ADMIN
 
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe()
-    options = {"nodes": args.nodes, "pods": args.pods, "server_cpu": args.server_cpu}
-    proc = ctx.Process(target=serve, args=(child, options), daemon=True)
-    proc.start()
-    try:
-        info = _recv(parent, proc)
-        print(f"seeded {args.nodes} nodes, {args.pods} pods in {info['seeded']:.1f} s (server process)", flush=True)
-        config = kubernetes.client.Configuration(host=info["kube"])
-        config.api_key = {"BearerToken": "admin"}
-        config.api_key_prefix = {"BearerToken": "Bearer"}
-        kube = KubeClient(kubernetes.client.ApiClient(config))
+    with started() as server:
+        plane = server.plane
+        if args.server_cpu is not None:
+            pin(plane, args.server_cpu)
+        # ages decide what may be consolidated: Nodes, NodeClaims and pods keep their creationTimestamps
+        seeded = seed(server, objects(args.nodes, args.pods), stored=("Node", "NodeClaim", "Pod"))
+        gc.collect()
+        print(f"seeded {args.nodes} nodes, {args.pods} pods in {seeded:.1f} s", flush=True)
+        kube = plane.kube(ADMIN)  # straight to kube-apiserver
         catalog = load_offline(REGION)
-        started: list[str] = []
+        started_terminations: list[str] = []
 
         def terminate(name: str, _reason: str) -> bool:
-            started.append(name)
+            started_terminations.append(name)
             return True
 
         deps = lifecycle.DisruptionDeps(
@@ -161,8 +132,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             phases.wrap(lifecycle, "prepare", "round")
             phases.wrap(lifecycle, "decide", "round")
             phases.wrap(lifecycle, "mark_conditions", "conditions")
-            parent.send("cpu")
-            server0 = _recv(parent, proc)
+            server0 = server_cpu(plane)
             gc.collect()
             wall, cpu = time.perf_counter(), time.process_time()
             try:
@@ -171,8 +141,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 total_wall, total_cpu = time.perf_counter() - wall, time.process_time() - cpu
                 for attr, real in originals.items():
                     setattr(lifecycle, attr, real)
-            parent.send("cpu")
-            server_cpu = _recv(parent, proc) - server0
+            server_seconds = server_cpu(plane) - server0
             command = out.command
             what = (
                 f"{command['method']}, {len(command['candidates'])} node(s)"
@@ -187,7 +156,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
             print(
                 f"| {i + 1} | {cell('snapshot')} | {cell('round')} | {cell('conditions')} "
-                f"| {total_wall:.2f} / {total_cpu:.2f} | {server_cpu:.2f} | {what} |",
+                f"| {total_wall:.2f} / {total_cpu:.2f} | {server_seconds:.2f} | {what} |",
                 flush=True,
             )
             case = f"invocation {i + 1}, {args.nodes} nodes, {args.pods} pods"
@@ -197,15 +166,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ("conditions wall", phases.wall.get("conditions", 0.0)),
                 ("total wall", total_wall),
                 ("total CPU", total_cpu),
-                ("server CPU", server_cpu),  # the API server's CPU the invocation waited on (benchmarks.cost)
+                ("server CPU", server_seconds),  # the API server's CPU the invocation waited on (benchmarks.cost)
             ):
                 rows.append({"case": case, "metric": metric, "value": round(value, 3)})
-        parent.send("stop")
+        kube.api_client.close()  # type: ignore[no-untyped-call]
         return rows
-    finally:
-        proc.join(timeout=30)
-        if proc.is_alive():
-            proc.terminate()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--invocations", type=int, default=2, help="invocations in a row on the same server")
-    parser.add_argument("--server-cpu", type=int, default=None, help="pin the server process to this CPU")
+    parser.add_argument("--server-cpu", type=int, default=None, help="pin etcd and kube-apiserver to this CPU")
     parser.add_argument("--quick", action="store_true", help="500 nodes, 5,000 pods")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line (benchmarks.all)")
     args = parser.parse_args(argv)

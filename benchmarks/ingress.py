@@ -1,6 +1,7 @@
-"""Ingress latency benchmark, in the local setup: the agent as a subprocess watching the test
-Kubernetes API server, the webhook behind a Function URL on 127.0.0.1 (SigV4 verified), moto
-EventBridge routing to the provisioning queue, an SQS event-source mapping with the deployed
+"""Ingress latency benchmark, in the local setup: the agent as a subprocess watching a real
+kube-apiserver (``benchmarks.realcluster``, controllers running; the agent goes through the facade's
+proxy, as in the end-to-end tests), the webhook behind a Function URL on 127.0.0.1 (SigV4 verified),
+moto EventBridge routing to the provisioning queue, an SQS event-source mapping with the deployed
 batching (``nodeflow.ingress.routing``), and the provisioner (in-process, through the Lambda API).
 
     .venv/bin/python -m benchmarks.ingress [--trials 10] [--burst 200]
@@ -10,6 +11,10 @@ batching (``nodeflow.ingress.routing``), and the provisioner (in-process, throug
    provisioner's invocation with it (plus the batching window).
 2. Burst: --burst pods turned unschedulable as fast as the API server takes it; time until the
    last one reached the provisioner, and how many provisioner batches it took.
+
+The pods are held (``tests.realk8s.workloads.held``: no owner, a scheduler name no scheduler has), so the
+benchmark alone decides when each turns unschedulable: a merge patch of its status, as the admin, straight to
+kube-apiserver. Measured on tests/kubeapi's in-process server before (docs/benchmarks/index.md).
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ UNSCHEDULABLE = {
 
 
 def _pod(name: str) -> dict[str, Any]:
-    from tests.functional.lifecycle.conftest import pending_pods
+    from tests.realk8s.workloads import held_pods
 
-    pod = pending_pods(name, 1, cpu="250m", memory="256Mi")[0]
+    pod = held_pods(name, 1, cpu="250m", memory="256Mi")[0]
     pod["metadata"]["name"] = name
     pod["status"] = {"phase": "Pending"}
     return pod
@@ -58,7 +63,17 @@ def _stats(values: list[float]) -> str:
 
 
 def run(trials: int, burst: int) -> dict[str, Any]:
-    from kubernetes.client import CoreV1Api
+    from benchmarks.realcluster import started
+
+    with started(controllers=True) as kube:
+        return _run(kube, trials, burst)
+
+
+def _unschedulable(kube: Any, name: str) -> None:
+    kube.patch("v1", "Pod", name, UNSCHEDULABLE, "default", subresource="status")
+
+
+def _run(kube: Any, trials: int, burst: int) -> dict[str, Any]:
     from moto import mock_aws
 
     from nodeflow.ingress.routing import PROVISIONING_BATCH_WINDOW_SECONDS
@@ -67,53 +82,44 @@ def run(trials: int, burst: int) -> dict[str, Any]:
     from sandbox.esm import unschedulable_pods
     from sandbox.nodeflow import LocalNodeflow
     from tests.functional.lifecycle.conftest import demo_node_pools
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
 
-    kube = KubeAPIServer().start()
-    for crd in karpenter_crds():
-        kube.register_crd(crd)
-    core = CoreV1Api(kube.api_client())
-    try:
-        with mock_aws(config=MOCK_CONFIG):
-            quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"}
-            local = LocalNodeflow(Clients.fake(), kube, env=quiet).start()
-            try:
-                local.apply(demo_node_pools())
-                local.start_webhook()
-                source = local.start_event_source()
-                with AgentProcess(local.agent_env()) as agent:
-                    agent.wait_ready()
-                    patched: dict[str, float] = {}
-                    for i in range(trials):
-                        name = f"single-{i:03d}"
-                        kube.create(_pod(name))
-                        time.sleep(0.2)
-                        patched[name] = time.time()
-                        core.patch_namespaced_pod_status(name, "default", UNSCHEDULABLE)
-                        source.wait_for(_carries(name), timeout=30)
-                        time.sleep(2.0)
-                    arrivals = unschedulable_pods(source.snapshot())
-                    to_queue = [arrivals[n][0] - t for n, t in patched.items()]
-                    to_provisioner = [arrivals[n][1] - t for n, t in patched.items()]
+    with mock_aws(config=MOCK_CONFIG):
+        quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"}
+        local = LocalNodeflow(Clients.fake(), kube, env=quiet).start()
+        try:
+            local.apply(demo_node_pools())
+            local.start_webhook()
+            source = local.start_event_source()
+            with AgentProcess(local.agent_env()) as agent:
+                agent.wait_ready()
+                patched: dict[str, float] = {}
+                for i in range(trials):
+                    name = f"single-{i:03d}"
+                    kube.create(_pod(name))
+                    time.sleep(0.2)
+                    patched[name] = time.time()
+                    _unschedulable(kube, name)
+                    source.wait_for(_carries(name), timeout=30)
+                    time.sleep(2.0)
+                arrivals = unschedulable_pods(source.snapshot())
+                to_queue = [arrivals[n][0] - t for n, t in patched.items()]
+                to_provisioner = [arrivals[n][1] - t for n, t in patched.items()]
 
-                    names = [f"burst-{i:04d}" for i in range(burst)]
-                    for n in names:
-                        kube.create(_pod(n))
-                    time.sleep(0.5)
-                    start = time.time()
-                    for n in names:
-                        core.patch_namespaced_pod_status(n, "default", UNSCHEDULABLE)
-                    patched_all = time.time() - start
-                    source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=120)
-                    arrivals = unschedulable_pods(source.snapshot())
-                    last = max(arrivals[n][1] for n in names) - start
-                    burst_batches = len({arrivals[n][1] for n in names})
-                    metrics = agent.metrics()
-            finally:
-                local.stop()
-    finally:
-        kube.stop()
+                names = [f"burst-{i:04d}" for i in range(burst)]
+                for n in names:
+                    kube.create(_pod(n))
+                time.sleep(0.5)
+                start = time.time()
+                for n in names:
+                    _unschedulable(kube, n)
+                patched_all = time.time() - start
+                source.wait_for(lambda bs: set(names) <= set(unschedulable_pods(bs)), timeout=120)
+                arrivals = unschedulable_pods(source.snapshot())
+                last = max(arrivals[n][1] for n in names) - start
+                burst_batches = len({arrivals[n][1] for n in names})
+                metrics = agent.metrics()
+        finally:
+            local.stop()
     return {
         "window": PROVISIONING_BATCH_WINDOW_SECONDS,
         "to_queue": to_queue,

@@ -1,15 +1,22 @@
 """Interruption benchmark, in the local setup: moto in-process (EventBridge default bus and its
-rules, SQS, Step Functions executing the real terminate.asl.json), the test Kubernetes API server,
-handlers in-process, the simulated kubelet and scheduler, the interruption function behind an SQS
+rules, SQS, Step Functions executing the real terminate.asl.json), a real control plane
+(``benchmarks.realcluster``: kube-apiserver, etcd, kube-controller-manager, kube-scheduler), handlers
+in-process, simulated kubelets (``sandbox.kwok``), the interruption function behind an SQS
 event-source mapping (no batching window).
 
     .venv/bin/python -m benchmarks.interruption [--nodes 4] [--pods-per-node 6]
 
 For each node (one at a time): the AWS sample "EC2 Spot Instance Interruption Warning" for its
 instance is put on the default bus; measured from that PutEvents to the first eviction request the
-API server receives, and to the end of the terminate execution; plus the execution's state
-transitions and Lambda invocations (DESIGN budget for a whole lifecycle: 25 / 10, of which launch
-uses 11 / 4).
+API server receives (through the facade's proxy), and to the end of the terminate execution; plus
+the execution's state transitions and Lambda invocations (DESIGN budget for a whole lifecycle: 25 / 10,
+of which launch uses 11 / 4).
+
+Each node's pods are a real ReplicaSet's, bound by kube-scheduler; the evictions are the real eviction
+API's, and the drain waits until the simulated kubelet confirmed each deletion (its containers stop 1 s
+after the eviction, unscaled), so "event → terminated" includes that second. The ReplicaSet controller
+makes new pods for the evicted ones (they stay pending: nothing provisions for them). Measured on
+tests/kubeapi's in-process server before (docs/benchmarks/index.md), where a deletion was immediate.
 """
 
 from __future__ import annotations
@@ -34,19 +41,22 @@ def _instance_id(claim: dict[str, Any]) -> str:
 
 
 def run(nodes: int, pods_per_node: int) -> dict[str, Any]:
+    from benchmarks.realcluster import started
+
+    with started(controllers=True) as kube:
+        return _run(kube, nodes, pods_per_node)
+
+
+def _run(kube: Any, nodes: int, pods_per_node: int) -> dict[str, Any]:
     from moto import mock_aws
 
     from sandbox.aws import MOCK_CONFIG, Clients
     from sandbox.nodeflow import LocalNodeflow
     from sandbox.stepfunctions import quiet_engine_logs, wait_for_execution
     from tests.fixtures.aws_events import SPOT, variant
-    from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
+    from tests.functional.lifecycle.conftest import demo_node_pools
+    from tests.realk8s.workloads import replica_set, running, unschedulable
 
-    kube = KubeAPIServer().start()
-    for crd in karpenter_crds():
-        kube.register_crd(crd)
     evictions: list[float] = []
     lock = threading.Lock()
 
@@ -57,62 +67,51 @@ def run(nodes: int, pods_per_node: int) -> dict[str, Any]:
 
     rows: list[dict[str, Any]] = []
     quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"}
-    try:
-        with mock_aws(config=MOCK_CONFIG), quiet_engine_logs():
-            local = LocalNodeflow(Clients.fake(), kube, env=quiet, wait_scale=0.01).start()
-            try:
-                local.apply(demo_node_pools())
-                # one node per Deployment: pods that fill a 2-vCPU node
-                for i in range(nodes):
-                    local.apply(pending_pods(f"svc{i}", pods_per_node, cpu="250m", memory="256Mi"))
-                    local.send_pending([f"default/svc{i}"])
-                    local.provision()
-                    local.wait_for_executions(timeout=60)
-                claims = [
-                    c for c in kube.objects("karpenter.sh/v1", "NodeClaim") if c.get("status", {}).get("nodeName")
-                ]
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline and any(
-                    not p["spec"].get("nodeName") for p in kube.objects("v1", "Pod", "default")
-                ):
-                    time.sleep(0.05)
-                local.start_interruption_source()
-                kube.before_request = hook
-                for claim in claims:
-                    with lock:
-                        evictions.clear()
-                    event = variant(SPOT, instance_id=_instance_id(claim), detail={"instance-action": "terminate"})
-                    t0 = time.time()
-                    local.send_aws_event(event)
-                    arn = (
-                        f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{claim['metadata']['name']}"
-                    )
-                    deadline = time.monotonic() + 60
-                    while time.monotonic() < deadline:
-                        try:
-                            done = wait_for_execution(local.clients.sfn, arn, timeout=60)
-                            break
-                        except Exception:
-                            time.sleep(0.05)
-                    ended = time.time()
-                    trace = local.trace(arn)
-                    with lock:
-                        first = min(evictions) if evictions else float("nan")
-                    rows.append(
-                        {
-                            "status": done["status"],
-                            "to_eviction": first - t0,
-                            "to_end": ended - t0,
-                            "transitions": trace.transitions,
-                            "invocations": trace.task_invocations,
-                            "evictions": len(evictions),
-                        }
-                    )
-                kube.before_request = None
-            finally:
-                local.stop()
-    finally:
-        kube.stop()
+    with mock_aws(config=MOCK_CONFIG), quiet_engine_logs():
+        local = LocalNodeflow(Clients.fake(), kube, env=quiet, wait_scale=0.01).start()
+        try:
+            local.apply(demo_node_pools())
+            # one node per Deployment: pods that fill a 2-vCPU node
+            for i in range(nodes):
+                local.apply([replica_set(f"svc{i}", pods_per_node, cpu="250m", memory="256Mi")])
+                local.send_pending(unschedulable(kube, f"svc{i}", pods_per_node))
+                local.provision()
+                local.wait_for_executions(timeout=60)
+                running(kube, f"svc{i}", pods_per_node, timeout=60)  # kube-scheduler bound them
+            claims = [c for c in kube.objects("karpenter.sh/v1", "NodeClaim") if c.get("status", {}).get("nodeName")]
+            local.start_interruption_source()
+            kube.before_request = hook
+            for claim in claims:
+                with lock:
+                    evictions.clear()
+                event = variant(SPOT, instance_id=_instance_id(claim), detail={"instance-action": "terminate"})
+                t0 = time.time()
+                local.send_aws_event(event)
+                arn = f"{local.terminate_arn.replace(':stateMachine:', ':execution:', 1)}:{claim['metadata']['name']}"
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    try:
+                        done = wait_for_execution(local.clients.sfn, arn, timeout=60)
+                        break
+                    except Exception:
+                        time.sleep(0.05)
+                ended = time.time()
+                trace = local.trace(arn)
+                with lock:
+                    first = min(evictions) if evictions else float("nan")
+                rows.append(
+                    {
+                        "status": done["status"],
+                        "to_eviction": first - t0,
+                        "to_end": ended - t0,
+                        "transitions": trace.transitions,
+                        "invocations": trace.task_invocations,
+                        "evictions": len(evictions),
+                    }
+                )
+            kube.before_request = None
+        finally:
+            local.stop()
     return {"rows": rows}
 
 

@@ -1,5 +1,6 @@
 """Provisioning-path benchmark, in the local setup (moto in-process with Step Functions executing
-the real launch.asl.json, the test Kubernetes API server, handlers in-process, simulated kubelet).
+the real launch.asl.json, a real control plane (``benchmarks.realcluster``: kube-apiserver, etcd,
+kube-controller-manager, kube-scheduler), handlers in-process, simulated kubelets (``sandbox.kwok``)).
 
     .venv/bin/python -m benchmarks.provisioning [--pods 1000] [--repeat 3]
 
@@ -10,6 +11,12 @@ the real launch.asl.json, the test Kubernetes API server, handlers in-process, s
    counted from the execution histories, with a node that boots in ~50 s and is Ready ~20 s
    later (Step Functions waits scaled by 0.01, the kubelet's delays scaled alike).
    DESIGN budget for a whole lifecycle (launch to terminate): <= 25 transitions, <= 10 invocations.
+
+The pending pods are 20 real ReplicaSets' (``tests.realk8s.workloads``), created before the clock starts and
+waited for until kube-scheduler marked every one unschedulable; kube-scheduler binds them once their nodes are
+up. One control plane serves every repetition (``RealKubeAPI.reset`` between them). Measured on tests/kubeapi's
+in-process server before (docs/benchmarks/index.md): the API server is now separate processes, so it no longer
+shares the benchmark's interpreter lock.
 """
 
 from __future__ import annotations
@@ -35,32 +42,37 @@ READY_SECONDS = 20.0
 SHAPES = [("250m", "512Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("1", "8Gi")]
 
 
-def _pods(count: int) -> list[dict[str, Any]]:
-    from tests.functional.lifecycle.conftest import pending_pods
-
-    out: list[dict[str, Any]] = []
+def _workloads(count: int) -> list[tuple[str, int, str, str]]:
+    """(name, replicas, cpu, memory) of the ReplicaSets holding ``count`` pods: ~20, shapes in turn."""
+    out: list[tuple[str, int, str, str]] = []
     per = max(1, count // 20)
-    i = 0
-    while len(out) < count:
+    placed = i = 0
+    while placed < count:
         cpu, memory = SHAPES[i % len(SHAPES)]
-        out.extend(pending_pods(f"app{i:02d}", min(per, count - len(out)), cpu=cpu, memory=memory))
+        n = min(per, count - placed)
+        out.append((f"app{i:02d}", n, cpu, memory))
+        placed += n
         i += 1
     return out
 
 
-def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
+def _pending(local: Any, name: str, replicas: int, cpu: str, memory: str, **spec: Any) -> list[str]:
+    """A ReplicaSet's pods, once kube-scheduler found no node for any of them; their keys."""
+    from tests.realk8s.workloads import replica_set, unschedulable
+
+    local.apply([replica_set(name, replicas, cpu, memory, **spec)])
+    return unschedulable(local.kube_server, name, replicas, timeout=120)
+
+
+def run_once(kube: Any, pods: int, *, wait: bool) -> dict[str, Any]:
     from moto import mock_aws
 
     from sandbox.aws import MOCK_CONFIG, Clients
     from sandbox.nodeflow import LocalNodeflow
-    from tests.functional.lifecycle.conftest import demo_node_pools, pending_pods
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
+    from tests.functional.lifecycle.conftest import demo_node_pools
 
-    kube = KubeAPIServer().start()
+    kube.reset()
     try:
-        for crd in karpenter_crds():
-            kube.register_crd(crd)
         with mock_aws(config=MOCK_CONFIG):
             local = LocalNodeflow(
                 Clients(region="us-east-1"),
@@ -75,8 +87,8 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
                 for pool in pools:  # no CPU limit: the batch is larger than the demo's 1,000 CPU
                     pool.get("spec", {}).pop("limits", None)
                 local.apply(pools)
-                local.apply(_pods(pods))
-                local.send_pending([f"default/app{i:02d}" for i in range(20)])
+                keys = [k for w in _workloads(pods) for k in _pending(local, *w)]
+                local.send_pending(keys)
                 batch = local.receive_batch()
                 first: list[float] = []
                 here = threading.local()
@@ -138,16 +150,10 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
                 ):
                     time.sleep(0.1)
                 # (a type the mix never picks, so it cannot join an existing node)
-                local.apply(
-                    pending_pods(
-                        "late",
-                        1,
-                        cpu="1",
-                        memory="1Gi",
-                        nodeSelector={"node.kubernetes.io/instance-type": "m7i.8xlarge"},
-                    )
+                late_keys = _pending(
+                    local, "late", 1, "1", "1Gi", nodeSelector={"node.kubernetes.io/instance-type": "m7i.8xlarge"}
                 )
-                local.send_pending(["default/late"])
+                local.send_pending(late_keys)
                 batch = local.receive_batch()
                 first.clear()
                 entered.clear()
@@ -169,7 +175,7 @@ def run_once(pods: int, *, wait: bool) -> dict[str, Any]:
                 out["idle_states"] = " > ".join(v.name for v in trace.states)
                 return out
     finally:
-        kube.stop()
+        kube.reset()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
-    runs = [run_once(args.pods, wait=True) for _ in range(args.repeat)]
+    from benchmarks.realcluster import started
+
+    with started(controllers=True) as kube:
+        runs = [run_once(kube, args.pods, wait=True) for _ in range(args.repeat)]
     firsts = [r["first_create_fleet"] for r in runs if r["first_create_fleet"] is not None]
     last = runs[-1]
     print(f"{args.pods} pending pods in one batch -> {last['node_claims']} NodeClaims")

@@ -3,19 +3,24 @@
     .venv/bin/python -m benchmarks.provisioning_scale [--pending 20000] [--bound 2000] [--nodes 500] [--repeat 3]
         [--sfn-burst N --sfn-rate R] [--kube-inflight N] [--quick]
 
-The test Kubernetes API server (tests/kubeapi) and a moto server (Step Functions, not executing) run in a
-CHILD process, so the provisioner's own cost (this process: snapshot LIST + parse, solve, NodeClaim POSTs,
-StartExecution calls) is measured apart from the servers' (reported as "server CPU"). Each repetition starts
-from the same seeded cluster (the NodeClaims and executions of the previous one are deleted first) and
-runs ``nodeflow.lifecycle.provisioner.provision`` once, with a new batch id.
+A real control plane (``benchmarks.realcluster``: etcd and kube-apiserver, no controllers, so the seeded pods stay
+pending with their made-up owners), the facade's fault proxy in front of it and a moto server (Step Functions, not
+executing) are started by a CHILD process, so the provisioner's own cost (this process: snapshot LIST + parse,
+solve, NodeClaim POSTs, StartExecution calls) is measured apart from the servers' (reported as "server CPU": the
+child's, which relays every request through the proxy and runs moto, plus kube-apiserver's and etcd's). The cluster
+is seeded through the API (admission and validation run: minutes at the default size, where tests/kubeapi's store
+took seconds). Each repetition starts from the same seeded cluster (the NodeClaims and Events of the previous one
+are deleted first, ``ClusterScope.reset``) and runs ``nodeflow.lifecycle.provisioner.provision`` once, with a new
+batch id.
 
 Reported: list+parse snapshot, solve, time to the first StartExecution, to all NodeClaims created and to
 all launch executions started, this process's CPU seconds and the server process's.
 
 Throttling, as in AWS: ``--sfn-burst/--sfn-rate`` give StartExecution a token bucket (us-east-1 standard
 workflows: 1,300 burst, 300/s refill) that answers ThrottlingException when empty; ``--kube-inflight`` makes
-the API server answer 429 (Retry-After: 1) to mutating requests beyond N in flight (kube-apiserver's
---max-mutating-requests-inflight, default 200). The provisioner must still start every execution.
+the proxy answer 429 (Retry-After: 1, the proxy's ``Fault``) to mutating requests beyond N in flight to the API
+server (what kube-apiserver's --max-mutating-requests-inflight, default 200, meant before API Priority and Fairness,
+which queues instead). The provisioner must still start every execution.
 
 ``--in-process`` measures only the path to the first StartExecution, without servers: the LIST bodies the API
 server would send are built in memory, then ``take_snapshot`` (parse), ``build_input`` and ``plan`` (input + solve,
@@ -36,6 +41,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -225,60 +231,50 @@ def pod(app: int, i: int, node_name: str | None) -> dict[str, Any]:
     }
 
 
-def seed(server: Any, pending: int, bound: int, nodes: int) -> None:
-    server.create(node_class())
-    server.create(node_pool())
-    for ns in range(10):
-        server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
+def objects(pending: int, bound: int, nodes: int) -> list[dict[str, Any]]:
+    """The cluster to seed: the EC2NodeClass, the NodePool, 10 namespaces, the nodes, the bound and pending pods."""
+    out = [node_class(), node_pool()]
+    out += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}} for ns in range(10)]
     names = []
     for i in range(nodes):
         body = node(i)
-        server.create(body)
+        out.append(body)
         names.append(body["metadata"]["name"])
     # Bound pods: 1 CPU each, 4 per node (the nodes are full: the pending pods need new capacity).
     for i in range(bound):
         body = pod(1000 + i // REPLICAS, i, names[i % nodes] if nodes else None)
         body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "900m", "memory": "3Gi"}}
-        server.create(body)
-    for i in range(pending):
-        server.create(pod(i // REPLICAS, i, None))
+        out.append(body)
+    out += [pod(i // REPLICAS, i, None) for i in range(pending)]
+    return out
 
 
 # --- the server process ------------------------------------------------------------------------
 
 
-def _install_kube_inflight(server: Any, limit: int, counter: dict[str, int]) -> None:
-    """429 with Retry-After: 1 to mutating requests beyond ``limit`` in flight (the handler threads of the
-    test server stand for the API server's in-flight requests)."""
-    from tests.kubeapi.cluster import APIError
-    from tests.kubeapi.server import _Handler
+class _MutatingInflight:
+    """A proxy hook: 429 with Retry-After: 1 to a mutating request beyond ``limit`` in flight to the API server
+    (forwarded by the proxy and not answered yet: its exchange is logged when the answer comes)."""
 
-    lock = threading.Lock()
-    state = {"inflight": 0}
-    real = _Handler._handle
+    def __init__(self, proxy: Any, limit: int, counter: dict[str, int]) -> None:
+        self.proxy, self.limit, self.counter = proxy, limit, counter
+        self.lock = threading.Lock()
+        self.forwarded = self.answered = self.seen = 0
 
-    def handle(self: Any, method: str) -> None:
+    def __call__(self, method: str, path: str, query: Mapping[str, str]) -> None:
+        from sandbox.controlplane.proxy import Fault
+
         if method == "GET":
-            real(self, method)
             return
-        with lock:
-            over = state["inflight"] >= limit
-            if not over:
-                state["inflight"] += 1
-        if over:
-            counter["kube_429"] = counter.get("kube_429", 0) + 1
-            err = APIError(
-                429, "TooManyRequests", "Too many requests, please try again later.", {"retryAfterSeconds": 1}
-            )
-            self._send_json(429, err.status())
-            return
-        try:
-            real(self, method)
-        finally:
-            with lock:
-                state["inflight"] -= 1
-
-    _Handler._handle = handle  # type: ignore[method-assign]
+        with self.lock:
+            new = self.proxy.exchanges[self.seen :]
+            self.seen += len(new)
+            self.answered += sum(1 for e in new if e.method != "GET" and not e.injected)
+            if self.forwarded - self.answered >= self.limit:
+                self.counter["kube_429"] = self.counter.get("kube_429", 0) + 1
+                message = "Too many requests, please try again later."
+                raise Fault(429, "TooManyRequests", message, details={"retryAfterSeconds": 1}, retry_after=1)
+            self.forwarded += 1
 
 
 def _install_sfn_bucket(burst: int, rate: float, counter: dict[str, int]) -> None:
@@ -311,50 +307,54 @@ def _install_sfn_bucket(burst: int, rate: float, counter: dict[str, int]) -> Non
 
 
 def serve(conn: Any, args: dict[str, Any]) -> None:
-    """The child: seed the test API server, start moto, answer commands until "stop"."""
+    """The child: start the control plane and seed it, start moto, answer commands until "stop"."""
     if args.get("server_cpu") is not None:
         os.sched_setaffinity(0, {args["server_cpu"]})
     os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
     from moto.server import ThreadedMotoServer
 
-    from tests.kubeapi import KubeAPIServer
-    from tests.kubeapi.crds import karpenter_crds
+    from benchmarks.realcluster import pin, seed, server_cpu, started
+    from sandbox.controlplane import ADMIN
 
     counter: dict[str, int] = {}
-    if args.get("kube_inflight"):
-        _install_kube_inflight(None, args["kube_inflight"], counter)
     if args.get("sfn_burst"):
         _install_sfn_bucket(args["sfn_burst"], args["sfn_rate"], counter)
-    kube = KubeAPIServer(history_size=10).start()
-    for crd in karpenter_crds():
-        kube.register_crd(crd)
-    t0 = time.perf_counter()
-    seed(kube, args["pending"], args["bound"], args["nodes"])
-    seeded = time.perf_counter() - t0
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    conn.send({"kube": kube.url, "moto": f"http://{host}:{port}", "seeded": seeded})
-    rt_claims = kube.resource_for("karpenter.sh/v1", "NodeClaim")
-    rt_events = kube.resource_for("v1", "Event")
-    while True:
-        command = conn.recv()
-        if command == "stop":
-            break
-        if command == "reset":  # forget the previous repetition's NodeClaims and Events
-            with kube.cluster.lock:
-                for rt in (rt_claims, rt_events):
-                    kube.cluster._objects.get(rt.storage, {}).clear()
-            kube.requests.clear()
-            counter.clear()
-            conn.send(time.process_time())
-        elif command == "stats":
-            posts = sum(1 for m, p, _ in kube.requests if m == "POST" and p.endswith("/nodeclaims"))
-            gets = sum(1 for m, _, _ in kube.requests if m == "GET")
-            conn.send({"cpu": time.process_time(), "claim_posts": posts, "gets": gets, **counter})
-    moto.stop()
-    kube.stop()
+    with started() as kube:
+        if args.get("server_cpu") is not None:
+            pin(kube.plane, args["server_cpu"])
+        seeded = seed(kube, objects(args["pending"], args["bound"], args["nodes"]))
+        assert kube.scope is not None
+        mark = kube.scope.mark()
+        if args.get("kube_inflight"):
+            kube.before_request = _MutatingInflight(kube.proxy, args["kube_inflight"], counter)
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        moto.start()
+        host, port = moto.get_host_and_port()
+        conn.send(
+            {"kube": kube.url, "token": kube.plane.token_for(ADMIN), "moto": f"http://{host}:{port}", "seeded": seeded}
+        )
+
+        def cpu() -> float:
+            return time.process_time() + server_cpu(kube.plane)
+
+        while True:
+            command = conn.recv()
+            if command == "stop":
+                break
+            if command == "reset":  # forget the previous repetition's NodeClaims and Events
+                kube.scope.reset(mark)
+                kube.requests.clear()
+                kube.exchanges.clear()
+                if isinstance(kube.before_request, _MutatingInflight):
+                    kube.before_request = _MutatingInflight(kube.proxy, args["kube_inflight"], counter)
+                counter.clear()
+                conn.send(cpu())
+            elif command == "stats":
+                posts = sum(1 for m, p, _ in kube.requests if m == "POST" and p.endswith("/nodeclaims"))
+                gets = sum(1 for m, _, _ in kube.requests if m == "GET")
+                conn.send({"cpu": cpu(), "claim_posts": posts, "gets": gets, **counter})
+        moto.stop()
 
 
 # --- the provisioner process ---------------------------------------------------------------------
@@ -402,8 +402,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         )["stateMachineArn"]
         import kubernetes.client
 
-        config = kubernetes.client.Configuration(host=info["kube"])
-        config.api_key = {"BearerToken": "admin"}
+        config = kubernetes.client.Configuration(host=info["kube"])  # the proxy, plain HTTP on 127.0.0.1
+        config.api_key = {"BearerToken": info["token"]}
         config.api_key_prefix = {"BearerToken": "Bearer"}
         config.connection_pool_maxsize = 64
         kube = KubeClient(kubernetes.client.ApiClient(config))
@@ -478,35 +478,18 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def list_bodies(pending: int, bound: int, nodes: int) -> dict[str, bytes]:
-    """kind -> the LIST body the test API server would answer for the seeded cluster."""
-    objects: dict[str, list[dict[str, Any]]] = {}
-
-    def add(body: dict[str, Any]) -> None:
-        items = objects.setdefault(body["kind"], [])
+    """kind -> the LIST body an API server would answer for the seeded cluster (``objects``)."""
+    objects_by_kind: dict[str, list[dict[str, Any]]] = {}
+    for body in objects(pending, bound, nodes):
+        items = objects_by_kind.setdefault(body["kind"], [])
         meta = body["metadata"]
         meta.setdefault("uid", f"{body['kind'].lower()}-{len(items)}")
         meta.setdefault("resourceVersion", str(len(items) + 1))
         meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
         items.append(body)
-
-    add(node_class())
-    add(node_pool())
-    for ns in range(10):
-        add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{ns}"}})
-    names = []
-    for i in range(nodes):
-        body = node(i)
-        add(body)
-        names.append(body["metadata"]["name"])
-    for i in range(bound):
-        body = pod(1000 + i // REPLICAS, i, names[i % nodes] if nodes else None)
-        body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "900m", "memory": "3Gi"}}
-        add(body)
-    for i in range(pending):
-        add(pod(i // REPLICAS, i, None))
     return {
         kind: json.dumps({"kind": f"{kind}List", "metadata": {"resourceVersion": "1"}, "items": items}).encode()
-        for kind, items in objects.items()
+        for kind, items in objects_by_kind.items()
     }
 
 
@@ -621,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="2,000 pending, 200 bound, 50 nodes, one run")
-    parser.add_argument("--server-cpu", type=int, default=None, help="pin the server process to this CPU")
+    parser.add_argument("--server-cpu", type=int, default=None, help="pin the servers (child, etcd, API server) here")
     parser.add_argument("--kube-inflight", type=int, default=0, help="429 beyond N mutating requests in flight")
     parser.add_argument("--sfn-burst", type=int, default=0, help="StartExecution token bucket size (0: none)")
     parser.add_argument("--sfn-rate", type=float, default=300.0, help="StartExecution token refill per second")
@@ -667,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         ("all launch executions started", "all_started"),
         ("provision() returned (incl. events)", "total"),
         ("provisioner CPU (this process)", "cpu"),
-        ("server CPU (test API server + moto)", "server_cpu"),
+        ("server CPU (kube-apiserver + etcd + proxy + moto)", "server_cpu"),
     ]
     for label, key in rows:
         if key in best:

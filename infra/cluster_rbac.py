@@ -2,8 +2,8 @@
 
 ``infra/cluster/controller-rbac.yaml`` binds each group to what its functions call, and nothing else. The stack
 (``infra.iam.access_entry``) and the sandbox (each in-process handler invocation impersonates its function's
-groups against the test API server, which enforces that file) read the same table, so what is tested is what is
-deployed. Plain Python, no CDK: the sandbox imports it.
+groups against the tests' real kube-apiserver, which enforces that file) read the same table, so what is tested
+is what is deployed. Plain Python, no CDK: the sandbox imports it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The in-cluster agent (``agent/nodeflow_agent``) as a local subprocess, as the end-to-end tests,
-the ingress benchmark and ``make demo`` run it: pointed at the test API server and the sandbox's
+the ingress benchmark and ``make demo`` run it: pointed at the control plane's API server and the sandbox's
 Function URL, health endpoints on 127.0.0.1, JSON logs collected to a file."""
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """nodeflow running locally: the moto account (VPC, table, queue, Lambdas, the real launch state
-machine), the Kubernetes API server, the handlers dispatched in-process, simulated kubelets.
+machine), the Kubernetes control plane, the handlers dispatched in-process, simulated kubelets.
 
-Used by the functional tests of the provisioning path and by ``make demo``. Handlers read their
+Used by the functional tests of the provisioning path, the benchmarks and ``make demo``. Handlers read their
 settings from the environment exactly as in Lambda; ``LocalNodeflow`` sets it (and restores it).
 
-Two clusters, chosen by what ``kube_server`` is:
-
-- a real control plane (``sandbox.controlplane.facade.RealKubeAPI``, its controllers running): the simulated
-  kubelets of ``sandbox.kwok`` register the Nodes and run the pods; the real kube-scheduler binds pods, the real
-  controllers run ReplicaSets, PDB status, garbage collection and node lifecycle. Handlers reach the API server
-  through the facade's fault proxy; with ``rbac`` they authenticate with a token that may only impersonate, and
-  each invocation impersonates its function's groups against the install's ClusterRoles.
-- tests/kubeapi's imitation (``KubeAPIServer``): ``sandbox.kubelet`` and ``sandbox.scheduler`` play the kubelet and
-  the scheduler. Kept only until every test directory has moved to the real control plane; then this path goes.
+The cluster is a real control plane (``kube_server``: a ``sandbox.controlplane.facade.RealKubeAPI``, its controllers
+running): the simulated kubelets of ``sandbox.kwok`` register the Nodes and run the pods; the real kube-scheduler
+binds pods, the real controllers run ReplicaSets, PDB status, garbage collection and node lifecycle. Handlers reach
+the API server through the facade's fault proxy; with ``rbac`` they authenticate with a token that may only
+impersonate, and each invocation impersonates its function's groups against the install's ClusterRoles.
 """
 
 from __future__ import annotations
@@ -34,9 +30,7 @@ from sandbox.aws import AwsWorld, Clients, as_clients, build_world, create_funct
 from sandbox.esm import SqsEventSource
 from sandbox.faults import Ec2Faults
 from sandbox.function_url import Caller, FunctionUrlServer
-from sandbox.kubelet import SimulatedKubelet
 from sandbox.kwok import SimulatedKubelets
-from sandbox.scheduler import SimulatedScheduler
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
 __all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow", "stopped_executions_stay_aborted"]
@@ -65,9 +59,6 @@ FUNCTIONS: Mapping[str, str] = {
 # The agent's IAM identity in the sandbox (what IRSA / Pod Identity would hand it).
 AGENT_ACCESS_KEY = "AKIASANDBOXAGENT0001"
 AGENT_SECRET_KEY = "sandbox-agent-secret-key"
-# With RBAC on, the API server's tokens for the handlers (may only impersonate: see _enforce_rbac) and the agent.
-LAMBDA_KUBE_TOKEN = "nodeflow-sandbox-lambda"
-AGENT_KUBE_TOKEN = "nodeflow-sandbox-agent"
 # ASL placeholder -> function suffix.
 LAUNCH_SUBSTITUTIONS: Mapping[str, str] = {
     "LaunchFunctionArn": "launch",
@@ -131,7 +122,7 @@ class LocalNodeflow:
     (or against a ThreadedMotoServer through ``clients``); stop with ``stop()``."""
 
     clients: Clients | Any
-    kube_server: Any  # sandbox.controlplane.facade.RealKubeAPI (or, until it goes, tests.kubeapi.KubeAPIServer)
+    kube_server: Any  # sandbox.controlplane.facade.RealKubeAPI
     cluster_name: str = "demo"
     region: str = "us-east-1"
     wait_scale: float = 0.001
@@ -139,16 +130,15 @@ class LocalNodeflow:
     kubelet_register_after: float = 0.0
     kubelet_ready_after: float = 0.0
     kubelet_skip: Callable[[str], bool] | None = None
-    kubelet_interval: float = 0.1  # how often the simulated kubelets look at EC2 (and the imitation's scheduler)
-    # real cluster: seconds a deleted pod's containers take to exit on SIGTERM (None: its whole grace period)
+    kubelet_interval: float = 0.1  # how often the simulated kubelets look at EC2
+    # seconds a deleted pod's containers take to exit on SIGTERM (None: its whole grace period)
     container_stop_seconds: float | None = 1.0
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
     rbac: bool = True  # the API server enforces the RBAC manifests; handlers act as their functions' groups
 
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
-    kubelet: SimulatedKubelets | SimulatedKubelet = field(init=False)
-    scheduler: SimulatedScheduler | None = field(default=None, init=False)  # the imitation's; None: kube-scheduler
+    kubelet: SimulatedKubelets = field(init=False)
     faults: Ec2Faults = field(init=False)
     launch_arn: str = field(init=False)
     terminate_arn: str = field(init=False)
@@ -168,18 +158,9 @@ class LocalNodeflow:
     def function_name(self, suffix: str) -> str:
         return f"nodeflow-{self.cluster_name}-{suffix}"
 
-    @property
-    def real(self) -> bool:
-        """The cluster is a real control plane (else tests/kubeapi's imitation)."""
-        from sandbox.controlplane.facade import RealKubeAPI
-
-        return isinstance(self.kube_server, RealKubeAPI)
-
     def _handler_token(self) -> dict[str, str]:
         """The token of the handlers' kubeconfig: with RBAC, one that may only impersonate."""
-        if not self.rbac:
-            return {}
-        return {"token": self.kube_server.impersonator_token if self.real else LAMBDA_KUBE_TOKEN}
+        return {"token": self.kube_server.impersonator_token} if self.rbac else {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -187,7 +168,6 @@ class LocalNodeflow:
         from moto.stepfunctions.parser.utils import TMP_THREADS
 
         from nodeflow.handlers import runtime
-        from nodeflow.kube.client import KubeClient
 
         self._stopped = False
         self._engine_threads_before = set(TMP_THREADS)  # the Step Functions engine's threads started before this
@@ -257,25 +237,11 @@ class LocalNodeflow:
         self._aborts = stopped_executions_stay_aborted()
         self._aborts.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
-        if self.real:
-            self._start_kubelets()
-            return self
-        self.kubelet = SimulatedKubelet(
-            KubeClient(self.kube_server.api_client()),
-            self.clients.ec2,
-            self.cluster_name,
-            register_after=self.kubelet_register_after,
-            ready_after=self.kubelet_ready_after,
-            skip=self.kubelet_skip,
-        )
-        self.kubelet.run_in_background(self.kubelet_interval)
-        self.scheduler = SimulatedScheduler(KubeClient(self.kube_server.api_client())).run_in_background(
-            self.kubelet_interval
-        )
+        self._start_kubelets()
         return self
 
     def _start_kubelets(self) -> None:
-        """The simulated kubelets of the real cluster, as the kubelets' identity, straight to the API server (not
+        """The simulated kubelets, as the kubelets' identity, straight to the API server (not
         through the proxy: their traffic is not the code under test's). Their Leases outlive the node lifecycle
         controller's grace period twice over."""
         from sandbox.controlplane import KUBELET
@@ -309,7 +275,6 @@ class LocalNodeflow:
             lambda: self.event_source.stop() if self.event_source else None,
             lambda: self.interruption_source.stop() if self.interruption_source else None,
             lambda: self.function_url.stop() if self.function_url else None,
-            lambda: self.scheduler.stop() if self.scheduler else None,
             lambda: self.kubelet.stop(),
             lambda: self.faults.uninstall(),
             lambda: self._scaler.__exit__(None, None, None),
@@ -370,22 +335,13 @@ class LocalNodeflow:
 
         import yaml
 
-        from infra.cluster_rbac import CONTROLLER_RBAC, FUNCTION_GROUPS
+        from infra.cluster_rbac import FUNCTION_GROUPS
         from sandbox.controlplane.impersonation import ClientImpersonation, acting_as
 
-        agent = ROOT / "agent" / "manifests"
-        account = yaml.safe_load((agent / "10-serviceaccount.yaml").read_text())["metadata"]
-        if self.real:  # the install's ClusterRoles are applied (RealKubeAPI.start); the agent gets a bound token
-            self.kube_server.enable_rbac()
-            agent_token = self.kube_server.service_account_token(account["namespace"], account["name"])
-        else:
-            from tests.kubeapi.rbac import AUTHENTICATED, Authorizer, Tokens, UserInfo, service_account_user
-
-            tokens = Tokens()
-            tokens.add(LAMBDA_KUBE_TOKEN, UserInfo("nodeflow-sandbox-lambda", (AUTHENTICATED,)), impersonate=True)
-            tokens.add(AGENT_KUBE_TOKEN, service_account_user(account["namespace"], account["name"]))
-            self.kube_server.enable_rbac(Authorizer.from_files(CONTROLLER_RBAC, agent / "20-rbac.yaml"), tokens)
-            agent_token = AGENT_KUBE_TOKEN
+        account = yaml.safe_load((ROOT / "agent" / "manifests" / "10-serviceaccount.yaml").read_text())["metadata"]
+        # the install's ClusterRoles are applied (RealKubeAPI.start); the agent gets a bound token
+        self.kube_server.enable_rbac()
+        agent_token = self.kube_server.service_account_token(account["namespace"], account["name"])
         (Path(self._tmp.name) / "agent-token").write_text(agent_token)
         ClientImpersonation.install()
         users = {self.function_name(s): _Acting(self.function_name(s), g) for s, g in FUNCTION_GROUPS.items()}

@@ -1,6 +1,6 @@
-"""``RealKubeAPI``: what tests and the sandbox used of tests/kubeapi's ``KubeAPIServer``, on a real control plane
-(``ControlPlane``) behind a fault-injecting proxy (``FaultProxy``). A test written for the imitation runs on the
-real server through it with few changes (tests/realk8s/README.md lists them).
+"""``RealKubeAPI``: the Kubernetes side of the tests, the sandbox and the benchmarks: a real control plane
+(``ControlPlane``) behind a fault-injecting proxy (``FaultProxy``), with the surface the tests had on the old
+in-process imitation (tests/realk8s/README.md says what a real cluster does differently).
 
 What each part means on the real server:
 
@@ -23,9 +23,8 @@ What each part means on the real server:
 - RBAC is always on, with the ClusterRoles the install applies (``infra/cluster/controller-rbac.yaml``,
   ``agent/manifests``: applied once by ``start()``). ``enable_rbac()`` starts recording; ``denied()`` is the 403s
   the API server gave since then; ``disable_rbac()`` stops recording.
-- tests/kubeapi's switches have no equivalent: the real controllers run (disruption controller for PDB status,
-  garbage collector, node lifecycle, ReplicaSets...), CEL rules are the API server's, and its clock is the
-  machine's. ``cluster`` says so when a migrated test still reaches for it.
+- Nothing is switched off or faked: the real controllers run (disruption controller for PDB status, garbage
+  collector, node lifecycle, ReplicaSets...), CEL rules are the API server's, and its clock is the machine's.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from sandbox.controlplane.proxy import Exchange, FaultProxy, Hook
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-__all__ = ["INSTALL_MANIFESTS", "NoEquivalent", "RealKubeAPI", "wait_for"]
+__all__ = ["INSTALL_MANIFESTS", "RealKubeAPI", "wait_for"]
 
 INSTALL_MANIFESTS = (
     REPO / "agent" / "manifests" / "00-namespace.yaml",
@@ -77,19 +76,6 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0, ev
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
-
-
-class NoEquivalent(AttributeError):
-    """A tests/kubeapi switch a real control plane does not have (the message says what replaces it)."""
-
-
-NO_EQUIVALENT = (
-    "tests/kubeapi's `cluster` switches have no real equivalent and are not faked: the real controllers run "
-    "(PodDisruptionBudget status comes from the disruption controller: wait for it; garbage collection is the "
-    "garbage collector's, asynchronous: wait for the dependents to go), CEL validation is always on (store an "
-    "object the rules refuse with store_bypassing_admission), and the API server's clock is the machine's (pass "
-    "times to the code under test instead of faking the server's). See tests/realk8s/README.md."
-)
 
 
 class _Discovery:
@@ -214,10 +200,6 @@ class RealKubeAPI:
         self._rbac_from = self._rbac_to = None
         self.timings["reset"] = time.monotonic() - began
         return removed
-
-    @property
-    def cluster(self) -> Any:
-        raise NoEquivalent(NO_EQUIVALENT)
 
     # ------------------------------------------------------------------------------------------- clients
 

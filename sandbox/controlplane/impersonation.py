@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Acting", "ClientImpersonation", "User", "acting_as", "current"]
+__all__ = ["Acting", "ClientImpersonation", "User", "acting_as"]
 
 
 class User(Protocol):
@@ -44,11 +44,6 @@ class Acting:
 
 
 _ACTING: contextvars.ContextVar[User | None] = contextvars.ContextVar("acting_as", default=None)
-
-
-def current() -> User | None:
-    """Who the code running now acts as (None: nobody)."""
-    return _ACTING.get()
 
 
 @contextmanager

@@ -10,7 +10,7 @@ What it decides:
   as sent, so authentication, impersonation and RBAC are the real server's.
 - ``before_request(method, path, query)`` runs first for every request (``query``: the decoded query string,
   one value per key). It returns ``None`` to forward the request as it is, or an action (below); raising a
-  ``Fault`` (or anything with ``code``, ``reason`` and ``message``, as tests/kubeapi's ``APIError``) answers it.
+  ``Fault`` answers it.
   An exception of any other kind is answered 500 and kept in ``hook_errors`` (a broken hook must show).
 - Actions: ``Fault`` (answer a ``Status`` with its code, reason, message, details and ``Retry-After``; a
   ``Fault`` of code 410 on a watch is sent as the real server sends an expired watch: HTTP 200 and one
@@ -20,7 +20,7 @@ What it decides:
   end it with a 410 ``ERROR`` event, as when the server's window moved past the watcher's resourceVersion).
 - Streaming answers (watches, and any answer without a Content-Length) are relayed piece by piece as they
   arrive, never buffered; each piece is flushed at once.
-- ``requests`` holds ``(method, path, query string)`` of every request (tests/kubeapi's shape, for ``count``);
+- ``requests`` holds ``(method, path, query string)`` of every request (for ``count``);
   ``exchanges`` holds each one's answer too: the status code, who it impersonated, and whether the proxy
   made it up (``injected``) or the server gave it. ``denied()`` is the 403s the server gave.
 """
@@ -285,12 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Fault as fault:
             action = fault
         except Exception as exc:
-            if all(hasattr(exc, a) for a in ("code", "reason", "message")):  # tests/kubeapi's APIError
-                code, reason, message = (getattr(exc, a) for a in ("code", "reason", "message"))
-                action = Fault(int(code), str(reason), str(message), details=getattr(exc, "details", None))
-            else:
-                proxy.hook_errors.append(exc)
-                action = Fault.internal(f"proxy hook failed: {exc!r}")
+            proxy.hook_errors.append(exc)
+            action = Fault.internal(f"proxy hook failed: {exc!r}")
         watch = is_watch(path, query)
         if action is None and watch and proxy.expired(query.get("resourceVersion", "")):
             action = Fault.gone("too old resource version: the history before it was compacted")

@@ -27,8 +27,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:  # noqa: F811 (the fixture, by name)
-    """The Kubernetes side of every functional test: the real control plane (the in-process imitation,
-    tests/kubeapi, serves only tests/functional/kubeapi, which tests it)."""
+    """The Kubernetes side of every functional test: the real control plane."""
     return real_kube
 
 

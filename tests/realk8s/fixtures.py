@@ -9,8 +9,7 @@
 - ``real_kube_server`` (session): a ``RealKubeAPI`` over it (``sandbox.controlplane.facade``): the fault proxy,
   the install's RBAC applied, the baseline marked.
 - ``real_kube`` (function): that facade, reset first (what earlier tests created is deleted, the proxy's log and
-  hook cleared). A directory migrated from tests/kubeapi overrides its ``kube_server`` fixture with it
-  (tests/realk8s/README.md).
+  hook cleared); it is the functional tests' ``kube_server`` (tests/functional/conftest.py).
 - ``admission`` (session): ``tests.realk8s.admission.Admission``: what the server says of a custom resource in a
   dry-run create or update (the CRDs' OpenAPI schemas, list types and CEL rules, as kube-apiserver runs them).
 - ``cluster_scope`` (session): the kinds to reset between tests (``sandbox.controlplane.isolation``).

@@ -804,7 +804,7 @@ def test_a_rule_that_cannot_evaluate_is_reported_with_its_field(real_kube: RealK
     assert issues("0") == [Issue("n", "FieldValueInvalid", "positive")]
     [issue] = issues("five")
     assert (issue.field, issue.reason) == ("n", "FieldValueInvalid")
-    # the rule's message, after the evaluation error (tests/kubeapi said "failed to evaluate")
+    # the rule's message, after the evaluation error (the old imitation said "failed to evaluate")
     assert issue.detail == "type conversion error from 'string' to 'int' evaluating rule: positive"
 
 

@@ -1,7 +1,7 @@
 """The layer tests use on the real control plane (sandbox/controlplane/facade.py, proxy.py, etcd.py): the fault
 proxy forwards everything (impersonation and watches included), logs it and fails what a hook says, as the real
 server words its errors; the facade seeds with status, stores what admission would refuse through etcd, compacts,
-and reports RBAC denials; tests/kubeapi's switches say what replaces them."""
+and reports RBAC denials."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from nodeflow.kube.client import (
     PODS,
     KubeClient,
 )
-from sandbox.controlplane.facade import NoEquivalent, RealKubeAPI, wait_for
+from sandbox.controlplane.facade import RealKubeAPI, wait_for
 from sandbox.controlplane.impersonation import Acting, ClientImpersonation, acting_as
 from sandbox.controlplane.proxy import CutWatch, Delay, Drop, ExpireWatch, Fault, FaultProxy
 from sandbox.informer import Informer
@@ -81,20 +81,12 @@ def test_a_fault_is_answered_as_the_server_words_it(
     assert [(e.status, e.injected) for e in real_kube.exchanges] == [(status, True)] * tries + [(200, False)]
 
 
-class _APIError(Exception):
-    """The shape of tests/kubeapi's ``APIError`` (a code, a reason, a message), which tests not yet moved raise."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
-
-
-def test_a_raised_api_error_or_a_broken_hook_is_answered(real_kube: RealKubeAPI, kube: KubeClient) -> None:
+def test_a_raised_fault_or_a_broken_hook_is_answered(real_kube: RealKubeAPI, kube: KubeClient) -> None:
     def hook(method: str, path: str, query: dict[str, str]) -> None:
-        raise _APIError(409, "AlreadyExists", "tests/kubeapi's error, as migrated tests raise it")
+        raise Fault(409, "AlreadyExists", "a Fault the hook raised")
 
     real_kube.before_request = hook
-    with pytest.raises(ke.AlreadyExists, match="as migrated tests raise it"):
+    with pytest.raises(ke.AlreadyExists, match="a Fault the hook raised"):
         kube.list_items(NODES)
     real_kube.before_request = lambda method, path, query: 1 / 0  # type: ignore[return-value]
     with pytest.raises(ke.Unavailable, match="proxy hook failed: ZeroDivisionError"):
@@ -309,11 +301,6 @@ def test_rbac_denials_are_the_servers_403s_to_impersonated_functions(real_kube: 
     assert denied[0].groups == FUNCTION_GROUPS["launch"]
     assert not any(d.injected for d in denied)
     assert "nodeflow-demo-launch" in denied[0].describe()
-
-
-def test_the_imitations_switches_say_what_replaces_them(real_kube: RealKubeAPI) -> None:
-    with pytest.raises(NoEquivalent, match="disruption controller"):
-        real_kube.cluster.pdb_controller = False
 
 
 def test_a_tls_proxy_serves_kubectl(real_kube: RealKubeAPI, tmp_path: Path) -> None:

@@ -231,7 +231,7 @@ def test_a_duplicate_in_a_list_is_refused_by_the_list_type(admission: Admission)
 def test_only_a_blocking_error_skips_the_cel_rules(admission: Admission) -> None:
     """The server runs the CEL rules with the OpenAPI checks, unless an error is blocking (a missing required field,
     a value outside its enum, a string too long): then it skips them and adds a cause without a field saying so.
-    (tests/kubeapi skipped them after any schema error, silently.)"""
+    (The old imitation skipped them after any schema error, silently.)"""
     issues = admission.create(with_spec(pauses=[{**WINDOW, "name": "Bad Name", "disruption": False}]))
     assert sorted(issue.field for issue in issues) == ["spec.pauses[0]", "spec.pauses[0].name"]
     assert any("a window must pause provisioning and/or disruption" in issue.detail for issue in issues)

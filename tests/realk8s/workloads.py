@@ -1,7 +1,7 @@
 """Workloads for tests on the real control plane: real ReplicaSets whose pods the real kube-scheduler finds no
 node for (what nodeflow provisions for), and waits for what the real controllers do with them.
 
-On tests/kubeapi a test seeded pods with a made-up owner and a ``PodScheduled=False`` status. On a real cluster the
+On the old imitation (tests/kubeapi) a test seeded pods with a made-up owner and a ``PodScheduled=False`` status. On a real cluster the
 garbage collector deletes pods whose owner does not exist, and kube-scheduler writes (and rewrites) their
 ``PodScheduled`` condition itself; so the pods come from a ReplicaSet, and a test waits for the scheduler's verdict
 before it provisions (as the agent only reports pods once the scheduler gave up on them).

@@ -39,7 +39,7 @@ def test_list_pages_with_limit_and_continue(kube: RealKubeAPI, agent_token: Path
 
 
 def test_watch_streams_events_and_ends_at_the_timeout_without_a_bookmark(kube: RealKubeAPI, agent_token: Path) -> None:
-    """A real API server sends BOOKMARKs about once a minute, not when a short watch times out (tests/kubeapi did):
+    """A real API server sends BOOKMARKs about once a minute, not when a short watch times out (the old imitation did):
     the watch just ends, and the agent watches again from the last resourceVersion it saw."""
     client = _client(kube, agent_token)
     [page] = list(client.list_pages("/api/v1/pods"))

@@ -22,7 +22,7 @@ from botocore.credentials import Credentials
 from nodeflow.ingress.auth import hmac_signature
 from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import AGENT_ACCESS_KEY, AGENT_SECRET_KEY
-from tests.functional.lifecycle.conftest import demo_node_pools, local, make_local, pending_pods
+from tests.functional.lifecycle.conftest import demo_node_pools, local, make_local
 
 __all__ = [
     "Reply",
@@ -31,7 +31,6 @@ __all__ = [
     "kube_server",
     "local",
     "make_local",
-    "pending_pods",
     "post",
     "signed_request",
 ]

@@ -49,7 +49,7 @@ def _seed(kube: KubeClient, server: Any) -> None:
 
 
 def test_an_invalid_node_pool_still_gets_its_status_and_event(kube: KubeClient, server: Any) -> None:
-    """A real API server validates only the status on a /status write (tests/kubeapi validated the whole object and
+    """A real API server validates only the status on a /status write (the old imitation validated the whole object and
     refused it): the NodePool stored before its CRD's rule gets its ValidationSucceeded=False condition, the
     orphan its NodeClassReady=False, both their Events, and nothing is logged as not written."""
     _seed(kube, server)

@@ -1,15 +1,13 @@
 """The provisioning path for real: moto (Step Functions executing the real launch.asl.json, Lambda
 tasks dispatched to our handlers in-process), the real control plane (kube-apiserver and etcd with Karpenter's
 CRDs, the controller-manager, kube-scheduler: ``kube_server`` is ``real_kube``), and simulated kubelets turning moto
-instances into Nodes. Pending pods are a real ReplicaSet's that kube-scheduler found no node for (``pending``).
-
-``pending_pods`` (hand-made pods with a made-up owner) is for the directories still on tests/kubeapi."""
+instances into Nodes. Pending pods are a real ReplicaSet's that kube-scheduler found no node for (``pending``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 import yaml
@@ -18,9 +16,6 @@ from sandbox.aws import MOCK_CONFIG, Clients
 from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import LocalNodeflow
 from tests.realk8s.workloads import replica_set, unschedulable
-
-if TYPE_CHECKING:
-    from tests.kubeapi import KubeAPIServer
 
 ROOT = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -57,41 +52,8 @@ def pending(
     return unschedulable(local.kube_server, name, replicas)
 
 
-def pending_pods(name: str, replicas: int, cpu: str = "1", memory: str = "2Gi", **spec: Any) -> list[dict[str, Any]]:
-    """A Deployment's pods as the scheduler leaves them: Pending, PodScheduled=False/Unschedulable."""
-    out = []
-    for i in range(replicas):
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"{name}-7d4b9c-{i:05d}",
-                    "namespace": "default",
-                    "labels": {"app": name, "pod-template-hash": "7d4b9c"},
-                    "ownerReferences": [
-                        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-7d4b9c", "uid": f"rs-{name}"}
-                    ],
-                },
-                "spec": {
-                    "containers": [
-                        {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-                    ],
-                    **spec,
-                },
-                "status": {
-                    "phase": "Pending",
-                    "conditions": [
-                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes"}
-                    ],
-                },
-            }
-        )
-    return out
-
-
 @pytest.fixture
-def make_local(aws_env: None, kube_server: RealKubeAPI | KubeAPIServer) -> Iterator[Callable[..., LocalNodeflow]]:
+def make_local(aws_env: None, kube_server: RealKubeAPI) -> Iterator[Callable[..., LocalNodeflow]]:
     """``make_local(**options)``: a started LocalNodeflow with the demo NodePools applied."""
     from moto import mock_aws
 

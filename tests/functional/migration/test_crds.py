@@ -8,11 +8,11 @@ Their schemas are nodeflow's own CRD files (what is judged is ownership and the 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from nodeflow.install import NAMESPACE, StackOutputs
 from nodeflow.installer import InstallFailed, install, uninstall
@@ -22,7 +22,7 @@ from nodeflow.kube.errors import NotFound
 from sandbox.controlplane import ADMIN, ControlPlane
 from sandbox.controlplane.facade import wait_for
 from sandbox.controlplane.isolation import ClusterScope
-from tests.kubeapi.crds import karpenter_crds
+from sandbox.controlplane.launcher import CRD_DIR
 
 KARPENTER = (
     "ec2nodeclasses.karpenter.k8s.aws",
@@ -47,7 +47,8 @@ def outputs() -> StackOutputs:
 
 def karpenters(name: str, versions: tuple[str, ...] | None = None) -> dict[str, Any]:
     """CRD ``name`` as Karpenter's chart installs it (optionally serving only ``versions``)."""
-    [crd] = [copy.deepcopy(c) for c in karpenter_crds() if c["metadata"]["name"] == name]
+    docs: list[dict[str, Any]] = [d for f in sorted(CRD_DIR.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text())]
+    [crd] = [d for d in docs if d and d["metadata"]["name"] == name]
     crd["metadata"] = {"name": name, "labels": dict(HELM_LABELS), "annotations": dict(HELM_ANNOTATIONS)}
     if versions is not None:
         template = crd["spec"]["versions"][0]

@@ -6,7 +6,8 @@
 For each workload, on a real control plane (``sandbox.controlplane``: etcd, kube-apiserver, kube-controller-manager
 and kube-scheduler), with simulated kubelets (``sandbox.kwok``) and nodeflow running in-process against moto
 (``sandbox.nodeflow.LocalNodeflow``): the workload's real Deployments / StatefulSets / Jobs / Pods are created, the
-benchmark waits for kube-scheduler to mark every pod Unschedulable (no node yet), then
+benchmark waits for kube-scheduler to mark every pod Unschedulable (no node yet) and for the PV controller to bind
+every claim that names its volume, then
 
 - round 1: the provisioner gets every pending pod in one event, its NodeClaims launch through the real launch
   workflow, the kubelets register the nodes, and the benchmark waits until kube-scheduler has bound every pod or

@@ -6,7 +6,8 @@
 For each workload, on a real control plane (``sandbox.controlplane``: etcd, kube-apiserver, kube-controller-manager
 and kube-scheduler), with simulated kubelets (``sandbox.kwok``) and nodeflow running in-process against moto
 (``sandbox.nodeflow.LocalNodeflow``): the workload's real Deployments / StatefulSets / Jobs / Pods are created, the
-benchmark waits for kube-scheduler to mark every pod Unschedulable (no node yet), then
+benchmark waits for kube-scheduler to mark every pod Unschedulable (no node yet) and for the PV controller to bind
+every claim that names its volume, then
 
 - round 1: the provisioner gets every pending pod in one event, its NodeClaims launch through the real launch
   workflow, the kubelets register the nodes, and the benchmark waits until kube-scheduler has bound every pod or
@@ -57,6 +58,7 @@ REGION = "us-east-1"
 QUIET_SECONDS = 12.0  # no new binding for this long after the last node came up: kube-scheduler is done
 NOMINATED_PODS = "nodeflow.io/nominated-pods"  # nodeflow.api.labels.ANNOTATION_NOMINATED_PODS
 CLAIM_LABEL = "karpenter.sh/nodeclaim"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # nodeflow.constraints.ANNOTATION_BIND_COMPLETED
 WORKLOADS = ("demo", "mix", "spread", "affinity", "gpu", "arm64", "volumes")
 
 
@@ -242,7 +244,23 @@ class Run:
 
         from sandbox.controlplane.facade import wait_for
 
-        return list(wait_for(f"{expected} unschedulable pods of {self.work.name}", all_unschedulable, 120.0, 0.25))
+        keys = list(wait_for(f"{expected} unschedulable pods of {self.work.name}", all_unschedulable, 120.0, 0.25))
+        # kube-scheduler marks a pod Unschedulable before the PV controller has bound its pre-bound claim; a plan
+        # made then leaves the pod out (the claim is not bound yet, as Karpenter does): wait for the bindings
+        claims = f"the claims of {self.work.name} bound to their volumes"
+        wait_for(claims, lambda: not self.unbound_claims(), 60.0, 0.25)
+        return keys
+
+    def unbound_claims(self) -> list[str]:
+        """The workload's claims that name their volume (``spec.volumeName``) and that the PV controller has not
+        bound yet (no ``pv.kubernetes.io/bind-completed``): claims of a WaitForFirstConsumer class bind only once
+        their pod is scheduled and are not waited for."""
+        return sorted(
+            _key(c)
+            for ns in self.work.namespaces()
+            for c in self.kube.objects("v1", "PersistentVolumeClaim", ns)
+            if c["spec"].get("volumeName") and BIND_COMPLETED not in (c["metadata"].get("annotations") or {})
+        )
 
     def provision_round(self, local: Any, keys: Sequence[str], timeout: float) -> Round:
         began = time.monotonic()

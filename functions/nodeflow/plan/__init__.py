@@ -19,13 +19,12 @@ Must not touch: the cluster or AWS (no I/O), the clock (``now`` is an input), th
 from __future__ import annotations
 
 import dataclasses
-import gc
 from collections.abc import Mapping
 from datetime import datetime
 
 from nodeflow.catalog.model import CatalogData
 from nodeflow.plan.assumptions import plan_warnings
-from nodeflow.plan.build import build_input
+from nodeflow.plan.build import build_input, gc_paused
 from nodeflow.plan.nodes import claim_index, left_behind, nominated_pods
 from nodeflow.plan.overlays import overlay_verdicts
 from nodeflow.plan.pods import convert_pods, pod_converter
@@ -70,14 +69,9 @@ def plan(
     """
     # The solver allocates much and frees little while it runs; with a large cluster's objects alive (a snapshot
     # of tens of thousands of pods) each cyclic GC pass rescans all of them: paused for the plan, as for the input.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         inp = build_input(state, catalog, preference_policy, min_values_policy, unavailable, now)
         return with_static(solve(inp), inp)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 STATIC_REASON = "static NodePool (spec.replicas): it launches no node for pending pods, only its replicas"

@@ -14,6 +14,8 @@ read).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -44,7 +46,7 @@ from nodeflow.scheduling.types import (
     SchedulingInput,
 )
 
-__all__ = ["build_input"]
+__all__ = ["build_input", "gc_paused"]
 
 
 def build_input(
@@ -58,12 +60,19 @@ def build_input(
     """The solver input for ``state``: pending pods, pools resolved to instance types, nodes, and what the
     NodeflowPolicies of ``state`` allow (``now``: the time pause windows are judged at; None: none is open)."""
     # Tens of thousands of acyclic objects (one PodInput per pod): cyclic GC passes would only add time.
-    gc_was_enabled = gc.isenabled()
+    with gc_paused():
+        return _build_input(state, catalog, preference_policy, min_values_policy, unavailable, now)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (as it was after it)."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _build_input(state, catalog, preference_policy, min_values_policy, unavailable, now)
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
             gc.enable()
 
 

@@ -27,6 +27,7 @@ from nodeflow.api.core import Pod
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.aws import errors as aws_errors
 from nodeflow.catalog.model import CatalogData
+from nodeflow.catalog.overlays import OverlayResult
 from nodeflow.catalog.reservations import CapacityReservation
 from nodeflow.governance.decisions import ClaimOutcome, Decision, provisioning_records
 from nodeflow.kube import errors as kerr
@@ -341,22 +342,60 @@ def _never_launched(claim: NodeClaim) -> bool:
 def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     """Provision every pending pod of the cluster; ``batch`` is the stable id of the triggering events."""
     out = ProvisionResult(batch=batch)
-    if deps.karpenter is not None:  # a Karpenter controller runs: no status, no NodeClaim, no launch (a run later)
-        reports = Reports(deps.log)
-        out.karpenter = deps.karpenter(reports)
-        out.report_errors = reports.failed
-        if out.karpenter is not None:
-            if deps.retry is not None:
-                now = deps.now()
-                due = PauseRetry(now + timedelta(seconds=KARPENTER_RETRY_SECONDS), KARPENTER_RETRY_SECONDS, (), 0)
-                _schedule_retry(deps, out, due)
-            return out
+    if _karpenter_runs(deps, out):  # a Karpenter controller runs: no status, no NodeClaim, no launch (a run later)
+        return out
     t0 = deps.timer()
     snap = deps.snapshot(deps.kube)
     out.timings["snapshot"] = deps.timer() - t0
+    snap, overlays = _report_status(deps, snap, out)
+    out.pending_pods = len(snap.pending)
+    if not snap.pending and not any(is_static(p) for p in snap.node_pools):
+        out.resumed = _resume(deps, [c.name for c in snap.node_claims if _never_launched(c)], out, threading.Lock())
+        return out
+
+    t1 = deps.timer()
+    state = snap.provisioning_state()
+    if deps.reservations is not None:  # reserved offerings, less what NodeClaims not launched yet will take
+        live = deps.reservations(snap.node_classes, deps.now())
+        if live:
+            state = dataclasses.replace(state, capacity_reservations=available_after_launches(live, snap.node_claims))
+    now = deps.now()
+    result = plan(state, deps.catalog, unavailable=deps.unavailable(now), now=now)
+    out.timings["solve"] = deps.timer() - t1
+
+    pending: Mapping[str, Pod] = {p.key: p for p in snap.pending}
+    outcomes, refused = _create_and_start(deps, _Launches(deps, batch, snap, result, overlays, pending, out, t0))
+    _failed_scheduling(deps, result, pending, refused, out)
+    out.unschedulable = len(result.unschedulable)
+    if deps.retry is not None:
+        _schedule_retry(deps, out, pause_retry(state, result, now))
+    if deps.decisions is not None:  # last: the launches and events do not wait for it
+        _log_decisions(deps, batch, list(pending), result, outcomes)
+    return out
+
+
+def _karpenter_runs(deps: ProvisionDeps, out: ProvisionResult) -> bool:
+    """Does a Karpenter controller run (``out.karpenter`` says which; a run is scheduled for later)?"""
+    if deps.karpenter is None:
+        return False
+    reports = Reports(deps.log)
+    out.karpenter = deps.karpenter(reports)
+    out.report_errors = reports.failed
+    if out.karpenter is None:
+        return False
+    if deps.retry is not None:
+        now = deps.now()
+        due = PauseRetry(now + timedelta(seconds=KARPENTER_RETRY_SECONDS), KARPENTER_RETRY_SECONDS, (), 0)
+        _schedule_retry(deps, out, due)
+    return True
+
+
+def _report_status(deps: ProvisionDeps, snap: Snapshot, out: ProvisionResult) -> tuple[Snapshot, OverlayResult | None]:
+    """NodePools', EC2NodeClasses', NodeflowPolicies' and NodeOverlays' conditions and Events written; the snapshot
+    as they leave it, and what the NodeOverlays changed (None without any)."""
+    t_status = deps.timer()
     # A NodePool that is invalid, or whose EC2NodeClass is missing or not Ready, gets its condition and an
     # Event, and the solver skips it (reason per pod); NodePools around it keep working.
-    t_status = deps.timer()
     # Each object's report stands on its own: a write the API server refuses is logged and counted, the rest go on.
     reports = Reports(deps.log)
     snap = reconcile_status(
@@ -373,60 +412,73 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
         else None
     )
     out.timings["status"] = deps.timer() - t_status
-    out.pending_pods = len(snap.pending)
-    if not snap.pending and not any(is_static(p) for p in snap.node_pools):
-        waiting = [c.name for c in snap.node_claims if _never_launched(c)]
-        lock = threading.Lock()
-        resumed = _in_parallel(lambda name: _start(deps, name, out, lock), waiting)
-        out.resumed = [name for name, ok in zip(waiting, resumed, strict=True) if ok]
-        return out
+    return snap, overlays
 
-    t1 = deps.timer()
-    state = snap.provisioning_state()
-    if deps.reservations is not None:  # reserved offerings, less what NodeClaims not launched yet will take
-        live = deps.reservations(snap.node_classes, deps.now())
-        if live:
-            state = dataclasses.replace(state, capacity_reservations=available_after_launches(live, snap.node_claims))
-    now = deps.now()
-    result = plan(state, deps.catalog, unavailable=deps.unavailable(now), now=now)
-    out.timings["solve"] = deps.timer() - t1
 
-    # Each NodeClaim's launch starts as soon as it exists (the first CreateFleet does not wait for the whole batch
-    # to be written), a bounded number at a time (CLAIM_WORKERS), in the plan's order.
-    pools = {p.name: p for p in snap.node_pools}
-    known = {c.name for c in snap.node_claims}
-    static_names = _static_names(result.node_claims, snap.node_claims)  # a static NodeClaim has no pods to name it
-    t2 = deps.timer()
-    lock = threading.Lock()
-    pending: Mapping[str, Pod] = {p.key: p for p in snap.pending}
-    bucket = _TokenBucket(NOMINATED_BURST, NOMINATED_PER_SECOND, deps.timer)
+def _resume(deps: ProvisionDeps, names: Sequence[str], out: ProvisionResult, lock: threading.Lock) -> list[str]:
+    """Start the launches of the NodeClaims ``names`` (that never launched); those started."""
+    started = _in_parallel(lambda name: _start(deps, name, out, lock), names)
+    return [name for name, ok in zip(names, started, strict=True) if ok]
 
-    def nominate(name: str, keys: Sequence[str]) -> None:
+
+class _Launches:
+    """The NodeClaims of one plan being created and launched, a bounded number at a time: each NodeClaim's launch
+    starts as soon as it exists (the first CreateFleet does not wait for the whole batch to be written), then its
+    pods' Nominated events are sent, as the rate limit lets them."""
+
+    def __init__(
+        self,
+        deps: ProvisionDeps,
+        batch: str,
+        snap: Snapshot,
+        result: SchedulingResult,
+        overlays: OverlayResult | None,
+        pending: Mapping[str, Pod],
+        out: ProvisionResult,
+        t0: float,
+    ) -> None:
+        self.deps = deps
+        self.batch = batch
+        self.snap = snap
+        self.result = result
+        self.overlays = overlays
+        self.pending = pending
+        self.out = out
+        self.t0 = t0  # when the run started (the timings count from it)
+        self.pools = {p.name: p for p in snap.node_pools}
+        self.known = {c.name for c in snap.node_claims}
+        self.static_names = _static_names(result.node_claims, snap.node_claims)  # a static one has no pods to name it
+        self.lock = threading.Lock()
+        self.bucket = _TokenBucket(NOMINATED_BURST, NOMINATED_PER_SECOND, deps.timer)
+
+    def nominate(self, name: str, keys: Sequence[str]) -> None:
         """The Nominated events of a NodeClaim's pods the rate limit lets through."""
+        out = self.out
         for key in keys:
-            pod = pending.get(key)
+            pod = self.pending.get(key)
             if pod is None:
                 continue
-            if not bucket.try_accept():
-                with lock:
+            if not self.bucket.try_accept():
+                with self.lock:
                     out.nominations_dropped += 1
                 continue
             try:
-                deps.recorder.nominated(pod, name)
+                self.deps.recorder.nominated(pod, name)
             except kerr.KubeError:  # an event that cannot be written is not worth failing the batch
-                with lock:
+                with self.lock:
                     out.event_errors += 1
             else:
-                with lock:
+                with self.lock:
                     out.nominated += 1
 
-    def create_and_start(item: tuple[int, NodeClaimPlan]) -> tuple[str | None, str | None, bool]:
+    def launch(self, item: tuple[int, NodeClaimPlan]) -> tuple[str | None, str | None, bool]:
         """(name, refusal, started) of one planned NodeClaim."""
+        deps, out, lock, t0 = self.deps, self.out, self.lock, self.t0
         i, nc = item
-        claim_batch, key = static_names.get(i, (batch, None))
+        claim_batch, key = self.static_names.get(i, (self.batch, None))
         try:
-            notes = claim_annotations(overlays, nc.nodepool, nc.instance_types[:MAX_CLAIM_INSTANCE_TYPES])
-            name = _create_claim(deps, nc, pools[nc.nodepool], claim_batch, key, notes)
+            notes = claim_annotations(self.overlays, nc.nodepool, nc.instance_types[:MAX_CLAIM_INSTANCE_TYPES])
+            name = _create_claim(deps, nc, self.pools[nc.nodepool], claim_batch, key, notes)
         except (ValueError, kerr.Invalid, kerr.Forbidden) as exc:
             # What this NodePool makes cannot be created (refused by validation or admission): its pods wait
             # with the reason, and the other NodePools' NodeClaims are still made. Retrying cannot help.
@@ -438,41 +490,53 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
             if "first_start" not in out.timings:
                 out.timings["first_start"] = deps.timer() - t0
             out.timings["all_started"] = deps.timer() - t0
-        nominate(name, nc.pods)  # after the launch started: it does not wait for events
+        self.nominate(name, nc.pods)  # after the launch started: it does not wait for events
         return name, None, started
 
-    claims: list[tuple[str, tuple[str, ...]]] = []
-    refused: list[tuple[str, tuple[str, ...]]] = []  # (NodePool, pods) whose NodeClaim was refused
-    outcomes: list[ClaimOutcome] = []  # each planned NodeClaim's, for the decision log
-    for nc, (name, refusal, started) in zip(
-        result.node_claims, _in_parallel(create_and_start, list(enumerate(result.node_claims))), strict=True
-    ):
+
+def _create_and_start(
+    deps: ProvisionDeps, launches: _Launches
+) -> tuple[list[ClaimOutcome], list[tuple[str, tuple[str, ...]]]]:
+    """Create and launch the planned NodeClaims (CLAIM_WORKERS at a time, in the plan's order), then resume those
+    of earlier runs that never launched: each planned NodeClaim's outcome, for the decision log, and the (NodePool,
+    pods) whose NodeClaim was refused."""
+    t2 = deps.timer()
+    out, plans = launches.out, launches.result.node_claims
+    proposed: set[str] = set()
+    refused: list[tuple[str, tuple[str, ...]]] = []
+    outcomes: list[ClaimOutcome] = []
+    for nc, (name, refusal, started) in zip(plans, _in_parallel(launches.launch, list(enumerate(plans))), strict=True):
+        known = name in launches.known
         outcomes.append(
             ClaimOutcome(None, "refused", refusal or "")
             if name is None
-            else ClaimOutcome(name, "existing" if name in known else "created")
+            else ClaimOutcome(name, "existing" if known else "created")
         )
         if name is None:
             out.refused[nc.nodepool] = refusal or ""
             refused.append((nc.nodepool, nc.pods))
             continue
-        claims.append((name, nc.pods))
-        (out.existing if name in known else out.created).append(name)
+        proposed.add(name)
+        (out.existing if known else out.created).append(name)
         out.pools[name] = nc.nodepool
         if started:
             out.started.append(name)
-    proposed = {name for name, _ in claims}
-    waiting = [c.name for c in snap.node_claims if c.name not in proposed and _never_launched(c)]
-    out.resumed = [
-        name
-        for name, ok in zip(waiting, _in_parallel(lambda n: _start(deps, n, out, lock), waiting), strict=True)
-        if ok
-    ]
+    waiting = [c.name for c in launches.snap.node_claims if c.name not in proposed and _never_launched(c)]
+    out.resumed = _resume(deps, waiting, out, launches.lock)
     out.timings["create_and_start"] = deps.timer() - t2
+    return outcomes, refused
 
-    # FailedScheduling events last, a few at a time: they are for people, the launches do not wait for them.
+
+def _failed_scheduling(
+    deps: ProvisionDeps,
+    result: SchedulingResult,
+    pods: Mapping[str, Pod],
+    refused: Sequence[tuple[str, tuple[str, ...]]],
+    out: ProvisionResult,
+) -> None:
+    """FailedScheduling events last, a few at a time: they are for people, the launches do not wait for them. A pod
+    the plan left pending gets its reasons per NodePool; a pod whose NodeClaim was refused, the refusal."""
     t4 = deps.timer()
-    pods = pending
     calls: list[Callable[[], Any]] = []
     for u in result.unschedulable:
         if u.pod in pods:
@@ -490,12 +554,6 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
             except kerr.KubeError:  # an event that cannot be written is not worth failing the batch
                 out.event_errors += 1
     out.timings["events"] = deps.timer() - t4
-    out.unschedulable = len(result.unschedulable)
-    if deps.retry is not None:
-        _schedule_retry(deps, out, pause_retry(state, result, now))
-    if deps.decisions is not None:  # last: the launches and events do not wait for it
-        _log_decisions(deps, batch, list(pending), result, outcomes)
-    return out
 
 
 def _schedule_retry(deps: ProvisionDeps, out: ProvisionResult, retry: PauseRetry | None) -> None:

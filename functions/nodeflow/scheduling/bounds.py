@@ -20,8 +20,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from nodeflow.scheduling.ceilings import split_shares
 from nodeflow.scheduling.nodepools import limits_in_use
-from nodeflow.scheduling.packing import split_shares
 from nodeflow.scheduling.pricing import PRICE_EPSILON
 from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, SchedulingInput, SchedulingResult
 

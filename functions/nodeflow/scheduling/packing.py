@@ -2,14 +2,19 @@
 
 Karpenter's NodeClaim (scheduling) side: which instance types of a NodePool hold a group's pods
 (``candidates``), opening a NodeClaim sized for cost (``new_claim``: the type with the lowest
-price per pod of the group decides how many pods it takes), adding pods to open NodeClaims while
-that does not make them pricier (``place_on_claims``), growing partly filled NodeClaims onto a
-larger type when that is cheaper than new ones (``grow_claims``), the final merge pass
-(``merge_claims``) and re-packing pass (``repack_claims``, see ``repack``), minValues, and the
-NodeClaim plans written at the end (``plan``).
+price per pod of the group decides how many pods it takes; into a capacity reservation first),
+adding pods to open NodeClaims while that does not make them pricier (``place_on_claims``),
+growing partly filled NodeClaims onto a larger type when that is cheaper than new ones
+(``grow_claims``), the final merge pass (``merge_claims``) and re-packing pass (``repack_claims``,
+see ``repack``), minValues, and the NodeClaim plans written at the end (``plan``).
 
-Topology is not decided here: callers pass the hostname limits, and every placement is booked
-with ``Topology.record``.
+What bounds the NodeClaims is asked of three collaborators, each its own module: ``limits.Limits``
+(NodePool and group limits: what is left, what a NodeClaim is charged, why one is refused),
+``ceilings.Ceilings`` ($/hour ceilings of the cluster, NodePools and namespaces) and
+``reservations.Reservations`` (what each capacity reservation can still launch).
+
+Must not touch: topology (callers pass the hostname limits, and every placement is booked with
+``Topology.record``), existing nodes, which bounds bind a solve (``bounds``), the clock.
 """
 
 from __future__ import annotations
@@ -24,18 +29,11 @@ from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import InstanceType, Offering
 from nodeflow.scheduling import repack
 from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.ceilings import CeilingBudget, Ceilings, cannot_pay
 from nodeflow.scheduling.existing import ports_conflict
 from nodeflow.scheduling.groups import Group
-from nodeflow.scheduling.nodepools import (
-    NO_NODEPOOL,
-    CeilingBudget,
-    GroupBudget,
-    Pool,
-    Reasons,
-    Sizes,
-    capacity,
-    limit_reason,
-)
+from nodeflow.scheduling.limits import Limits, capacity
+from nodeflow.scheduling.nodepools import NO_NODEPOOL, Pool, Reasons
 from nodeflow.scheduling.pricing import (
     ALLOW_UNDEFINED,
     OFFERING_KEYS,
@@ -46,7 +44,8 @@ from nodeflow.scheduling.pricing import (
     type_keys_changed,
     type_matches,
 )
-from nodeflow.scheduling.requirements import Requirement, Requirements
+from nodeflow.scheduling.requirements import Requirements
+from nodeflow.scheduling.reservations import Reservations, best_first, pinned
 from nodeflow.scheduling.taints import untolerated
 from nodeflow.scheduling.topology import UNBOUNDED
 from nodeflow.scheduling.types import HostPort, NodeClaimPlan, PodInput, SchedulingInput
@@ -60,9 +59,7 @@ __all__ = [
     "Candidates",
     "Claim",
     "Packer",
-    "cannot_pay",
     "min_values_violation",
-    "split_shares",
 ]
 
 # Like Karpenter, a NodeClaim carries at most this many instance types (the cheapest).
@@ -263,7 +260,6 @@ class Packer:
         # NodeClaim is sized for cost and charged only its type (see ``_try_plain``); ``solver._settled`` keeps
         # whichever of the two places more pods.
         self.dense_limits = dense_limits
-        self.limit_refusals = 0  # new NodeClaims refused by a limit (a denser packing may place their pods)
         self.pricer = pricer
         self.topology = topology
         self.claims = claims
@@ -289,173 +285,34 @@ class Packer:
         self._pods = inp.pods
         # id(types) -> (types, the most any of them has allocatable per resource): an upper bound for any sublist.
         self._max_alloc_cache: dict[int, tuple[list[InstanceType], dict[str, int]]] = {}
-        # (id(types), limited resources) -> (types, their sizes on them): limits checked without a lookup per type.
-        self._sizes_cache: dict[tuple[int, tuple[str, ...]], tuple[Sequence[InstanceType], Sizes]] = {}
         if shared is not None:
             # Another solve of the same pods and NodePools under other bounds (``solver._settled``): what these
             # caches hold does not depend on limits or policies (candidates are keyed by NodePool name).
             self._zone_cache, self._plan_cache = shared._zone_cache, shared._plan_cache
             self._candidate_cache, self._narrow_cache = shared._candidate_cache, shared._narrow_cache
-            self._max_alloc_cache, self._sizes_cache = shared._max_alloc_cache, shared._sizes_cache
-        # Capacity reservation id -> instances it can still launch (Karpenter's ReservationManager: the least
-        # capacity any offering of it reports); every NodeClaim opened on it takes one.
-        self.reservations: dict[str, int] = {}
-        for pool in pools:
-            for it in pool.reserved_types:
-                for o in it.offerings:
-                    if o.reservation_id:
-                        left = self.reservations.get(o.reservation_id)
-                        if left is None or o.reservation_capacity < left:
-                            self.reservations[o.reservation_id] = o.reservation_capacity
-        # id(claim) -> why a NodeClaim that could have used a capacity reservation did not (all used up).
-        self.fallback_notes: dict[int, str] = {}
+            self._max_alloc_cache = shared._max_alloc_cache
+        # What bounds the NodeClaims opened here: NodePool and group limits, $/hour ceilings, capacity reservations.
+        self.limits: Limits = Limits(inp, pools, shared.limits if shared is not None else None)
+        self.ceilings = Ceilings(inp, pools)
+        self.reservations = Reservations(pools)
         # NodeflowPolicy $/hour ceilings and group limits: none without policies (every check below is skipped).
         self.governed = bool(inp.ceilings or inp.group_limits)
-        self.ns_ceilings: dict[str, list[CeilingBudget]] = {}
         # Group uid -> NodePool -> why a NodeClaim was not made there before one was elsewhere (under policies only:
         # a ceiling or group limit a NodePool ahead refused), for ``explain``.
         self.passed_over: dict[int, dict[str, str]] = {}
-        if self.governed:
-            self._govern(inp)
 
-    # -- NodeflowPolicy ceilings and group limits ----------------------------------------------------
-    def _govern(self, inp: SchedulingInput) -> None:
-        """Budgets for the policies' ceilings (what is left under each) and group limits, handed to the pools."""
-        budgets = [CeilingBudget(c, c.max_per_hour - c.in_use) for c in inp.ceilings]
-        cluster = tuple(b for b in budgets if b.input.scope == "cluster")
-        for b in budgets:
-            if b.input.scope == "namespace":
-                self.ns_ceilings.setdefault(b.input.name, []).append(b)
-        groups = [GroupBudget(g, {k: v - g.in_use.get(k, 0) for k, v in g.limits.items()}) for g in inp.group_limits]
-        for pool in self.pools:
-            name = pool.input.name
-            pool.ceilings = cluster + tuple(b for b in budgets if b.input.scope == "nodePool" and b.input.name == name)
-            pool.groups = tuple(g for g in groups if name in g.input.nodepools)
-
-    def _budgets(self, pool: Pool, namespace: str) -> list[CeilingBudget]:
-        """The ceilings a new NodeClaim of ``pool`` for pods of ``namespace`` counts against."""
-        return [*pool.ceilings, *self.ns_ceilings.get(namespace, ())]
-
-    def _limits(self, pool: Pool) -> dict[str, int] | None:
-        """What is left under the pool's own limits and its groups' (the least of them per resource)."""
-        if not pool.groups:
-            return pool.remaining
-        merged = dict(pool.remaining or {})
-        for g in pool.groups:
-            for k, v in g.remaining.items():
-                merged[k] = min(merged[k], v) if k in merged else v
-        return merged
-
-    def _charge_limits(self, pool: Pool, types: Sequence[InstanceType]) -> None:
-        """A new NodeClaim that may launch as any of ``types`` counts the most any of them has against the pool's
-        limits and its groups' (Karpenter's subtractMax)."""
-        if pool.remaining is not None:
-            for name in pool.remaining:
-                pool.remaining[name] -= max(capacity(it, name) for it in types)
-        for g in pool.groups:
-            for name in g.remaining:
-                g.remaining[name] -= max(capacity(it, name) for it in types)
-
-    def _limit_reason(self, pool: Pool, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> str:
-        """Why none of ``types`` fits: the pool's own limit, else the group limit the smallest type exceeds."""
-        self.limit_refusals += 1
-        if not pool.groups:
-            return limit_reason(pool, types, remaining, self._smallest(types, remaining))
-        own = pool.remaining
-        if own is not None and not self._within(types, own):
-            return limit_reason(pool, types, own, self._smallest(types, own))
-        for g in pool.groups:
-            if not self._within(types, g.remaining):
-                return g.reason(types, self._smallest(types, g.remaining))
-        # Each type crosses one budget or another: name them all.
-        parts = [limit_reason(pool, types, own, self._smallest(types, own))] if own is not None else []
-        return "; ".join([*parts, *(g.reason(types, self._smallest(types, g.remaining)) for g in pool.groups)])
-
-    def _sizes(self, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> Sizes:
-        """``types``' sizes on the resources ``remaining`` limits (cached per type list)."""
-        keys = tuple(sorted(remaining))
-        key = (id(types), keys)
-        hit = self._sizes_cache.get(key)
-        if hit is not None and hit[0] is types:
-            return hit[1]
-        sizes = Sizes.of(types, keys)
-        self._sizes_cache[key] = (types, sizes)
-        return sizes
-
-    def _within(self, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> list[int]:
-        """The indices of ``types`` no larger than ``remaining`` on any resource it limits."""
-        return self._sizes(types, remaining).within(remaining)
-
-    def _smallest(self, types: Sequence[InstanceType], remaining: Mapping[str, int]) -> InstanceType:
-        """The smallest of ``types`` on the resources ``remaining`` limits (in their name order)."""
-        return types[self._sizes(types, remaining).smallest]
-
-    def _ceiling_reason(self, pool: Pool, budgets: Sequence[CeilingBudget], price: float) -> str:
-        binding = min(budgets, key=lambda b: b.left)
-        return binding.reason(pool.input.name, price)
-
-    def _open_charge(self, claim: Claim, budgets: Sequence[CeilingBudget], group: Group, take: int) -> None:
-        """A new NodeClaim's price counts against its ceilings (its pods are all of the group's namespace)."""
-        for b in budgets:
-            b.left -= claim.price
-        if self.ns_ceilings:
-            claim.shares = {group.namespace: [group.requests.get("cpu", 0) * take, take]}
-
-    def _join_deltas(self, claim: Claim, group: Group, take: int, price: float) -> tuple[float, dict[str, float]]:
-        """How the NodeClaim's $/hour changes (in total, and per namespace with a ceiling) when ``take`` pods of
-        the group join it and its price becomes ``price``."""
-        delta = price - claim.price
-        per_ns: dict[str, float] = {}
-        if self.ns_ceilings and claim.shares is not None:
-            before = split_shares(claim.shares)
-            after_shares = {k: list(v) for k, v in claim.shares.items()}
-            entry = after_shares.setdefault(group.namespace, [0, 0])
-            entry[0] += group.requests.get("cpu", 0) * take
-            entry[1] += take
-            after = split_shares(after_shares)
-            for ns in self.ns_ceilings:
-                change = after.get(ns, 0.0) * price - before.get(ns, 0.0) * claim.price
-                if change:
-                    per_ns[ns] = change
-        return delta, per_ns
-
-    def _ns_left(self, group: Group) -> float | None:
-        """The least left under the $/hour ceilings of the group's namespace, when it has one and its pods request
-        CPU (their share of a NodeClaim goes by CPU), else None."""
-        if not self.ns_ceilings or group.requests.get("cpu", 0) <= 0:
-            return None
-        budgets = self.ns_ceilings.get(group.namespace)
-        return None if budgets is None else min(b.left for b in budgets)
-
-    def _join_fits(self, claim: Claim, group: Group, take: int, price: float) -> bool:
-        """Do the pods joining keep every ceiling (the NodeClaim's and the namespaces') at or under its max?"""
-        delta, per_ns = self._join_deltas(claim, group, take, price)
-        if delta > PRICE_EPSILON and any(b.left < delta - PRICE_EPSILON for b in claim.pool.ceilings):
-            return False
-        return not any(
-            change > PRICE_EPSILON and any(b.left < change - PRICE_EPSILON for b in self.ns_ceilings[ns])
-            for ns, change in per_ns.items()
-        )
-
-    def _join_charge(self, claim: Claim, group: Group, take: int, price: float) -> None:
-        delta, per_ns = self._join_deltas(claim, group, take, price)
-        for b in claim.pool.ceilings:
-            b.left -= delta
-        for ns, change in per_ns.items():
-            for b in self.ns_ceilings[ns]:
-                b.left -= change
-        if claim.shares is not None:
-            entry = claim.shares.setdefault(group.namespace, [0, 0])
-            entry[0] += group.requests.get("cpu", 0) * take
-            entry[1] += take
+    def _bounded(self, pool: Pool) -> bool:
+        """Under a limit (the NodePool's own or a group's) or a $/hour ceiling: the final merge and re-packing passes
+        leave its NodeClaims alone, so they keep the instance types each was trimmed to."""
+        return self.limits.bounded(pool) or bool(self.ceilings.of(pool))
 
     def merge_claims(self) -> None:
         """Plans of modest size only (see ``_merge_claims`` and ``repack_claims``); then NodeClaims
         are numbered."""
         # Under NodeflowPolicy namespace ceilings the passes are skipped (they would move price among namespaces).
-        if len(self.claims) <= _MERGE_MAX_CLAIMS and not self.ns_ceilings:
+        if len(self.claims) <= _MERGE_MAX_CLAIMS and not self.ceilings.namespaced:
             self._merge_claims()
-        if len(self.claims) <= repack.MAX_CLAIMS and not self.ns_ceilings:
+        if len(self.claims) <= repack.MAX_CLAIMS and not self.ceilings.namespaced:
             self.repack_claims()
         for index, claim in enumerate(self.claims):
             claim.index = index
@@ -470,11 +327,7 @@ class Packer:
         for _ in range(_GROW_PASSES):
             merged = False
             candidates = sorted(
-                (
-                    c
-                    for c in self.claims
-                    if not c.topology and c.pool.remaining is None and not c.reservation and not _governed(c.pool)
-                ),
+                (c for c in self.claims if not c.topology and not c.reservation and not self._bounded(c.pool)),
                 key=lambda c: (c.price, c.index),
             )
             for small in candidates:
@@ -536,7 +389,7 @@ class Packer:
         by_key: dict[str, PodInput] | None = None
         for claim in self.claims:
             pool = claim.pool
-            if claim.topology or claim.ports or pool.remaining is not None or pool.min_values or _governed(pool):
+            if claim.topology or claim.ports or pool.min_values or self._bounded(pool):
                 continue
             if claim.requirements != pool.requirements:
                 continue
@@ -612,7 +465,7 @@ class Packer:
         upsize = allowed is not None  # pods that must join given NodeClaims may grow them
         denied = group.denied
         cpu, memory = group.requests.get("cpu", 0), group.requests.get("memory", 0)
-        left = self._ns_left(group)  # what the pods' namespace has left under its ceilings (None: no ceiling)
+        left = self.ceilings.left_for(group)  # what the pods' namespace has left under its ceilings (None: no ceiling)
         closed = False
         if upsize:
             candidates = self.claims
@@ -672,12 +525,12 @@ class Packer:
         denied = group.denied
         for alt in alts:
             for pool in self.pools:
-                if (denied and pool.input.name in denied) or pool.groups:
+                if (denied and pool.input.name in denied) or self.limits.grouped(pool):
                     continue
                 if pool.reserved_requirements is not None and pool.remaining is None:
-                    options = self._reserved_options(pool, group, alt)[1]
+                    options = self.reservations.options(pool, group, alt)[1]
                     if options:
-                        _it, o, cap = min(options, key=lambda opt: _option_key(opt, count))
+                        _it, o, cap = min(options, key=lambda opt: best_first(opt, count))
                         return o.price / min(cap, count), cap
                 cands = self.candidates(pool, group, alt)
                 if isinstance(cands, str) or pool.remaining is not None:
@@ -730,9 +583,9 @@ class Packer:
                     continue
                 if self.governed:
                     price = _first_price(types, prices, 0 if types is not claim.types else claim.start, used)
-                    if not self._join_fits(claim, group, take, price):
+                    if not self.ceilings.join_fits(claim, group, take, price):
                         continue
-                    self._join_charge(claim, group, take, price)
+                    self.ceilings.join(claim, group, take, price)
                 if types is not claim.types:
                     claim.start = 0
                 claim.requirements, claim.types, claim.prices = reqs, types, prices
@@ -781,8 +634,9 @@ class Packer:
         best: tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None = None
         # A larger type costs at least (price - now) / cap per pod: stop once that cannot win.
         budget = claim.price + standalone * cap
-        if claim.pool.ceilings:  # no larger type than what is left under its ceilings
-            budget = min(budget, claim.price + min(b.left for b in claim.pool.ceilings) + PRICE_EPSILON)
+        ceilings = self.ceilings.of(claim.pool) if self.governed else ()
+        if ceilings:  # no larger type than what is left under its ceilings
+            budget = min(budget, claim.price + min(b.left for b in ceilings) + PRICE_EPSILON)
         now, used = claim.price, claim.used
         # ``res.fits(used, alloc)`` and ``res.max_count(request, alloc, used)`` inlined over the resources that
         # count (this loop runs for every open NodeClaim in the window, for every group, at scale).
@@ -862,9 +716,9 @@ class Packer:
             return 0
         if self.governed:
             price = _first_price(types, prices, first, used)
-            if not self._join_fits(claim, group, take, price):
+            if not self.ceilings.join_fits(claim, group, take, price):
                 return 0
-            self._join_charge(claim, group, take, price)
+            self.ceilings.join(claim, group, take, price)
         claim.requirements, claim.types, claim.prices, claim.start = reqs, types, prices, first
         claim.used = used
         claim.ports |= group.host_ports
@@ -1000,71 +854,27 @@ class Packer:
         if note:
             if isinstance(outcome, str):
                 return f"{outcome}; {note}"
-            self.fallback_notes[id(outcome[0])] = note
+            self.reservations.notes[id(outcome[0])] = note
         return outcome
-
-    def _reserved_options(
-        self, pool: Pool, group: Group, alt: Requirements
-    ) -> tuple[Requirements, list[tuple[InstanceType, Offering, int]], list[str]]:
-        """The pool's reserved offerings that hold at least one pod of the group under ``alt``, with the pods
-        each type holds, and the matching reservations already used up (``"id (type, zone)"``)."""
-        reqs = pool.reserved_requirements
-        if reqs is None or pool.input.error or untolerated(group.tolerations, pool.input.taints, group.effects):
-            return Requirements(), [], []
-        if reqs.compatible(alt, ALLOW_UNDEFINED) is not None:
-            return reqs, [], []
-        if len(alt):
-            reqs = reqs.add(alt)
-        needed = res.add(pool.daemon, group.requests)
-        options: list[tuple[InstanceType, Offering, int]] = []
-        exhausted: list[str] = []
-        checks = [(k, r) for k, r in reqs.items() if k in OFFERING_KEYS]
-        for it in pool.reserved_types:
-            if not res.fits(needed, it.allocatable) or not type_matches(it, reqs):
-                continue
-            cap = 1 if group.host_ports else res.max_count(group.requests, it.allocatable, pool.daemon)
-            for o in it.offerings:
-                if not o.reservation_id or not all(r.has(offering_label(o, k)) for k, r in checks):
-                    continue
-                if not o.available and o.reservation_capacity > 0:
-                    continue  # not offered in its zone, an expiring capacity block, or recently refused
-                if not o.available or self.reservations.get(o.reservation_id, 0) <= 0:
-                    exhausted.append(f"{o.reservation_id} ({it.name}, {o.zone})")
-                    continue
-                options.append((it, o, cap))
-        return reqs, options, exhausted
 
     def _try_reserved(
         self, pool: Pool, group: Group, alt: Requirements, count: int, together: bool
     ) -> tuple[Claim, int, bool] | str:
         """Open a NodeClaim counted against one capacity reservation (its type, zone and id pinned), or say
         ("" when nothing applies) why the matching reservations cannot take it."""
-        reqs, options, exhausted = self._reserved_options(pool, group, alt)
-        remaining = self._limits(pool) if pool.groups else pool.remaining
+        reqs, options, exhausted = self.reservations.options(pool, group, alt)
+        remaining = self.limits.left(pool)
         if together:
             options = [opt for opt in options if opt[2] >= count]
         if remaining is not None:
             options = [opt for opt in options if all(capacity(opt[0], k) <= v for k, v in remaining.items())]
-        budgets = self._budgets(pool, group.namespace) if self.governed else []
-        if budgets:
-            allow = min(b.left for b in budgets) + PRICE_EPSILON
+        budgets = self.ceilings.budgets(pool, group.namespace) if self.governed else []
+        allow = Ceilings.allowance(budgets)
+        if allow is not None:
             options = [opt for opt in options if opt[1].price <= allow]
         strict = pool.min_values and self.strict_min_values
-        for it, o, cap in sorted(options, key=lambda opt: _option_key(opt, count)):
-            pins = [
-                Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({wk.CAPACITY_TYPE_RESERVED})),
-                Requirement(wk.LABEL_ZONE, False, frozenset({o.zone})),
-                Requirement(wk.LABEL_CAPACITY_RESERVATION_ID, False, frozenset({o.reservation_id})),
-                Requirement(wk.LABEL_CAPACITY_RESERVATION_TYPE, False, frozenset({o.reservation_type})),
-                Requirement(
-                    wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
-                    False,
-                    frozenset({offering_label(o, wk.LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE)}),
-                ),
-            ]
-            if o.zone_id:
-                pins.append(Requirement(wk.LABEL_ZONE_ID, False, frozenset({o.zone_id})))
-            claim_reqs = reqs.add(Requirements(pins))
+        for it, o, cap in sorted(options, key=lambda opt: best_first(opt, count)):
+            claim_reqs = pinned(reqs, o)
             if strict and min_values_violation(claim_reqs, [it]) is not None:
                 continue
             types, prices = self.pricer.sorted_types([it], claim_reqs)
@@ -1082,10 +892,10 @@ class Packer:
                 reservation=o.reservation_id,
             )
             claim.advance()
-            self.reservations[o.reservation_id] -= 1
-            self._charge_limits(pool, [it])
+            self.reservations.take(o.reservation_id)
+            self.limits.charge(pool, [it])
             if self.governed:
-                self._open_charge(claim, budgets, group, take)
+                self.ceilings.open(claim, budgets, group, take)
             return claim, take, take < cap
         if exhausted:
             return "capacity reservations used up: " + ", ".join(sorted(set(exhausted)))
@@ -1094,98 +904,94 @@ class Packer:
     def _try_plain(
         self, pool: Pool, group: Group, alt: Requirements, count: int, together: bool = False
     ) -> tuple[Claim, int, bool] | str:
+        """A new spot / on-demand NodeClaim of the pool for the group, its type chosen for the lowest price per pod
+        among the candidates the pool's limits and ceilings leave; or why none can be made."""
         cands = self.candidates(pool, group, alt)
         if isinstance(cands, str):
             return cands
         types, prices, caps = cands.types, cands.prices, cands.caps
-        remaining = self._limits(pool) if pool.groups else pool.remaining
+        remaining = self.limits.left(pool)
         # Under $/hour ceilings only types priced within what is left under every one of them (so the NodeClaim's
         # fallback types cannot cross it either).
-        budgets = self._budgets(pool, group.namespace) if self.governed else []
-        allow = min(b.left for b in budgets) + PRICE_EPSILON if budgets else None
+        budgets = self.ceilings.budgets(pool, group.namespace) if self.governed else []
         picked: list[int] | None = None  # which of the candidates ``types`` holds (None: all of them)
         if together:
             # As many of the pods as one node holds: all of them on the cheapest type that holds them
             # all, else the most any type holds (the rest cannot share this node).
             count = min(count, max(caps))
             whole = [i for i, cap in enumerate(caps) if cap >= count]
-            if remaining is None:
-                keep = whole
-            else:
-                fits = set(self._within(types, remaining))
-                keep = [i for i in whole if i in fits]
-            if not keep:
-                return self._limit_reason(pool, [types[i] for i in whole], remaining or {})
-            if allow is not None:
-                priced = [i for i in keep if prices[i] <= allow]
-                if not priced:
-                    return self._ceiling_reason(pool, budgets, prices[keep[0]])
-                keep = priced
-            types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
-            picked = keep
-            best = 0
-        elif remaining is not None or allow is not None:
-            indices = list(range(len(types))) if remaining is None else self._within(types, remaining)
-            if not indices:
-                return self._limit_reason(pool, types, remaining or {})
-            if allow is not None:
-                priced = [i for i in indices if prices[i] <= allow]
-                if not priced:
-                    return self._ceiling_reason(pool, budgets, prices[indices[0]])
-                indices = priced
+            allowed = self._allowed(pool, types, prices, whole, remaining, budgets)
+            if isinstance(allowed, str):
+                return allowed
+            picked, best = allowed, 0
+        elif remaining is not None or budgets:
+            allowed = self._allowed(pool, types, prices, None, remaining, budgets)
+            if isinstance(allowed, str):
+                return allowed
             # (every type left: the candidates' own answer, the same one in O(log n))
-            best = cands.best(count) if len(indices) == len(types) else _best_index(indices, prices, caps, types, count)
-            types, prices, caps = [types[i] for i in indices], [prices[i] for i in indices], [caps[i] for i in indices]
-            picked = indices
-            best = indices.index(best)
+            best = cands.best(count) if len(allowed) == len(types) else _best_index(allowed, prices, caps, types, count)
+            picked, best = allowed, allowed.index(best)
         else:
             best = cands.best(count)
+        if picked is not None:
+            types, prices, caps = [types[i] for i in picked], [prices[i] for i in picked], [caps[i] for i in picked]
         dense = self.dense_limits and remaining is not None
         if dense and not together:
             # As many pods as the largest type left holds, on the cheapest type that holds them.
             count = min(count, max(caps))
-            best = min((i for i in range(len(types)) if caps[i] >= count), key=lambda i: (prices[i], types[i].name))
+            best = _cheapest_holding(types, prices, caps, count)
         take = min(caps[best], count)
         if pool.min_values and self.strict_min_values:
             take = self._min_values_take(cands.requirements, types, caps, pool.daemon, group, take)
             if take <= 0 or (together and take < count):
                 fitting = _fitting(types, 0, res.add(pool.daemon, group.requests, max(take, 1)))
                 return min_values_violation(cands.requirements, fitting) or "minValues cannot be met"
-            best = min((i for i in range(len(types)) if caps[i] >= take), key=lambda i: (prices[i], types[i].name))
+            best = _cheapest_holding(types, prices, caps, take)
         partial = take < caps[best]
         if dense:
-            self._charge_limits(pool, types)  # it may grow onto any of them
+            self.limits.charge(pool, types)  # it may grow onto any of them
         elif remaining is not None:
             # Under a limit the NodeClaim keeps only types no larger than the chosen one on the
             # limited resources, so it is charged exactly what it may launch (Karpenter charges
             # the largest option; keeping oversized fallbacks would waste the limit).
-            keep = self._sizes(cands.types, remaining).no_larger_than(best, picked)
+            keep = self.limits.sizes(cands.types, remaining).no_larger_than(best, picked)
             best = keep.index(best)
-            types, prices, caps = [types[i] for i in keep], [prices[i] for i in keep], [caps[i] for i in keep]
-            self._charge_limits(pool, [types[best]])
-        # Cheaper types than the chosen one cannot hold ``take`` pods (it would be cheaper per pod).
-        first = bisect.bisect_left(prices, prices[best])
-        claim = Claim(
-            pool=pool,
-            requirements=cands.requirements,
-            types=types,
-            prices=prices,
-            start=first,
-            used=res.add(pool.daemon, group.requests, take),
-            ports=set(group.host_ports),
-            upsize=dense,
-        )
-        if dense:
-            allocatable = [it.allocatable for it in types]
-            claim.most = (
-                max(a.get("cpu", 0) for a in allocatable),
-                max(a.get("memory", 0) for a in allocatable),
-                max(a.get("pods", 0) for a in allocatable),
-            )
-        claim.advance()
+            types, prices = [types[i] for i in keep], [prices[i] for i in keep]
+            self.limits.charge(pool, [types[best]])
+        used = res.add(pool.daemon, group.requests, take)
+        claim = _opened(pool, cands.requirements, types, prices, best, used, set(group.host_ports), dense)
         if self.governed:
-            self._open_charge(claim, budgets, group, take)
+            self.ceilings.open(claim, budgets, group, take)
         return claim, take, partial
+
+    def _allowed(
+        self,
+        pool: Pool,
+        types: Sequence[InstanceType],
+        prices: Sequence[float],
+        subset: list[int] | None,
+        remaining: Mapping[str, int] | None,
+        budgets: Sequence[CeilingBudget],
+    ) -> list[int] | str:
+        """The indices of ``types`` (those ``subset`` picks; None: every one) no larger than what is left under the
+        pool's limits (``remaining``; None: no limit) and priced within its ceilings' ``budgets``, or why none is."""
+        if remaining is None:
+            keep = list(range(len(types))) if subset is None else subset
+        elif subset is None:
+            keep = self.limits.within(types, remaining)
+        else:
+            fits = set(self.limits.within(types, remaining))
+            keep = [i for i in subset if i in fits]
+        if not keep:
+            refused = types if subset is None else [types[i] for i in subset]
+            return self.limits.refusal(pool, refused, remaining or {})
+        allow = Ceilings.allowance(budgets)
+        if allow is not None:
+            priced = [i for i in keep if prices[i] <= allow]
+            if not priced:
+                return Ceilings.refusal(pool, budgets, prices[keep[0]])
+            keep = priced
+        return keep
 
     def _min_values_take(
         self,
@@ -1296,13 +1102,6 @@ def min_values_violation(reqs: Requirements, types: Sequence[InstanceType]) -> s
     return None
 
 
-def _option_key(option: tuple[InstanceType, Offering, int], count: int) -> tuple[float, int, str, str, str]:
-    """Reserved offerings, best first for ``count`` pods: lowest price per pod, more pods, then by name."""
-    it, o, cap = option
-    take = min(cap, count)
-    return (o.price / take, -take, it.name, o.zone, o.reservation_id)
-
-
 def _best_index(
     indices: Iterable[int],
     prices: Sequence[float],
@@ -1314,10 +1113,43 @@ def _best_index(
     return min(indices, key=lambda i: (prices[i] / min(caps[i], count), -min(caps[i], count), types[i].name))
 
 
-def _governed(pool: Pool) -> bool:
-    """Under NodeflowPolicy ceilings or group limits: the final merge and re-packing passes leave it alone (as
-    under a NodePool's own limits), so its NodeClaims keep the instance types each was trimmed to."""
-    return bool(pool.ceilings or pool.groups)
+def _cheapest_holding(types: Sequence[InstanceType], prices: Sequence[float], caps: Sequence[int], count: int) -> int:
+    """The cheapest of ``types`` (then by name) that holds ``count`` pods (``caps``: the pods each holds)."""
+    return min((i for i in range(len(types)) if caps[i] >= count), key=lambda i: (prices[i], types[i].name))
+
+
+def _opened(
+    pool: Pool,
+    requirements: Requirements,
+    types: list[InstanceType],
+    prices: list[float],
+    best: int,
+    used: dict[str, int],
+    ports: set[HostPort],
+    upsize: bool,
+) -> Claim:
+    """A new NodeClaim of ``pool`` holding ``used``, on ``types`` (cheapest first) from the price of the one at
+    ``best`` on: cheaper types cannot hold its pods (one would be cheaper per pod). ``upsize``: it may move onto
+    any of its types as pods join (its room is measured against the most any of them has)."""
+    claim = Claim(
+        pool=pool,
+        requirements=requirements,
+        types=types,
+        prices=prices,
+        start=bisect.bisect_left(prices, prices[best]),
+        used=used,
+        ports=ports,
+        upsize=upsize,
+    )
+    if upsize:
+        allocatable = [it.allocatable for it in types]
+        claim.most = (
+            max(a.get("cpu", 0) for a in allocatable),
+            max(a.get("memory", 0) for a in allocatable),
+            max(a.get("pods", 0) for a in allocatable),
+        )
+    claim.advance()
+    return claim
 
 
 def _first_price(types: Sequence[InstanceType], prices: Sequence[float], first: int, used: Mapping[str, int]) -> float:
@@ -1326,31 +1158,3 @@ def _first_price(types: Sequence[InstanceType], prices: Sequence[float], first: 
         if res.fits(used, types[i].allocatable):
             return prices[i]
     return float("inf")
-
-
-def cannot_pay(claim: Claim, namespace: str, cpu: int, left: float) -> bool:
-    """Would even one pod of ``namespace`` requesting ``cpu`` millicores (> 0) joining ``claim`` cost the namespace
-    more than the ``left`` it has under its ceilings? Its share grows from c/T to (c+cpu)/(T+cpu) of the
-    NodeClaim's CPU requests, and the price does not fall: the cost is at least that growth times today's price
-    (the check made on a join, ``Packer._join_fits``, cannot pass then). False when it may pay, or when shares go
-    by pod count (no CPU requested on it)."""
-    shares = claim.shares
-    if shares is None:
-        return False
-    total = 0
-    for requested, _ in shares.values():
-        total += requested
-    if total <= 0:
-        return False
-    mine = shares[namespace][0] if namespace in shares else 0
-    growth = (mine + cpu) / (total + cpu) - mine / total
-    return growth * claim.price > left + 2 * PRICE_EPSILON
-
-
-def split_shares(shares: Mapping[str, list[int]]) -> dict[str, float]:
-    """Namespace -> its fraction of a node's price: by CPU requests, per pod when none requests CPU."""
-    total = sum(cpu for cpu, _ in shares.values())
-    if total:
-        return {ns: cpu / total for ns, (cpu, _) in shares.items()}
-    pods = sum(n for _, n in shares.values()) or 1
-    return {ns: n / pods for ns, (_, n) in shares.items()}

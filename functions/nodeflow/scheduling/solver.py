@@ -40,7 +40,11 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 * ``groups``: pending pods grouped and ordered (Karpenter's queue);
 * ``nodepools``: the NodePools with their instance types, daemonset overhead and limits;
 * ``existing``: existing and in-flight nodes (Karpenter's ExistingNode);
-* ``packing``: NodeClaims being filled (Karpenter's NodeClaim);
+* ``packing``: NodeClaims being filled (Karpenter's NodeClaim), within
+  * ``limits``: NodePool and NodeflowPolicy group limits (Karpenter's remaining resources, subtractMax),
+  * ``ceilings``: NodeflowPolicy $/hour ceilings (cluster, NodePool, namespace),
+  * ``reservations``: capacity reservations (Karpenter's ReservationManager);
+* ``bounds``: which of those limits and ceilings bind a solve at all;
 * ``repack``: the last re-packing pass;
 * ``topology``: topology counts and domains, spread and pod (anti-)affinity (Karpenter's
   Topology and TopologyGroup);
@@ -322,7 +326,7 @@ class _Solver:
             return ""
         if claim.reservation:
             return f"; launched into capacity reservation {claim.reservation}"
-        note = self.packer.fallback_notes.get(id(claim))
+        note = self.packer.reservations.notes.get(id(claim))
         return f"; {note}, so not reserved" if note else ""
 
     # -- output --------------------------------------------------------------------------------
@@ -411,7 +415,7 @@ def _settled(inp: SchedulingInput) -> tuple[_Solver, SchedulingResult]:
         if not more:
             break
         keep = keep.union(more, inp)
-    if solver.packer.limit_refusals and result.unschedulable:
+    if solver.packer.limits.refusals and result.unschedulable:
         return _denser(inp, keep, solver, result)
     return solver, result
 

@@ -41,7 +41,9 @@ from nodeflow.api.core import Node
 from nodeflow.api.karpenter import NodeClaim, NodePool
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.model import InstanceType
-from nodeflow.scheduling.nodepools import CeilingBudget, GroupBudget, capacity, make_pool
+from nodeflow.scheduling.ceilings import CeilingBudget
+from nodeflow.scheduling.limits import GroupBudget, capacity
+from nodeflow.scheduling.nodepools import make_pool
 from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.types import (
@@ -236,8 +238,8 @@ def static_plans(
     out: list[NodeClaimPlan] = []
     problems: list[str] = []
     pricer = Pricer()
-    budgets = [CeilingBudget(c, c.max_per_hour - c.in_use) for c in ceilings]
-    groups = [GroupBudget(g, {k: v - g.in_use.get(k, 0) for k, v in g.limits.items()}) for g in group_limits]
+    budgets = [CeilingBudget.start(c) for c in ceilings]
+    groups = [GroupBudget.start(g) for g in group_limits]
     for pool in sorted(node_pools, key=lambda p: p.name):
         if not is_static(pool) or pool.metadata.deletion_timestamp is not None or pool.name not in pool_inputs:
             continue

@@ -12,7 +12,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.catalog.model import InstanceType, Offering
 from nodeflow.catalog.overlays import OverlayPool, adjusted_price, apply_overlays, precedence
-from nodeflow.plan import _overlaid
+from nodeflow.plan.overlays import overlaid
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import SchedulingInput
@@ -315,7 +315,7 @@ def test_price_and_capacity_from_two_overlays_on_one_type() -> None:
 
 
 def _solve(overlays: list[NodeOverlay], pods: list[Any], pools: list[Any]) -> Any:
-    return solve(SchedulingInput(pods=tuple(pods), nodepools=_overlaid(tuple(pools), overlays)))
+    return solve(SchedulingInput(pods=tuple(pods), nodepools=overlaid(tuple(pools), overlays)))
 
 
 def test_a_pod_requesting_an_overlaid_extended_resource_schedules() -> None:

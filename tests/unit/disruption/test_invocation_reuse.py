@@ -48,13 +48,13 @@ def test_node_totals_equal_the_converted_pods_requests(seed: int) -> None:
 def test_build_input_converts_no_pod_already_on_a_live_node(monkeypatch: pytest.MonkeyPatch) -> None:
     snap = random_cluster(3)
     converted: list[str] = []
-    real = plan_mod._Converter.pod
+    real = plan_mod.pods._Converter.pod
 
     def counting(self: Any, pod: Any, pending: bool = False) -> Any:
         converted.append(pod.key)
         return real(self, pod, pending)
 
-    monkeypatch.setattr(plan_mod._Converter, "pod", counting)
+    monkeypatch.setattr(plan_mod.pods._Converter, "pod", counting)
     inp = build_input(snap.state, CATALOG)
     deleting = {n.name for n in inp.nodes if not n.schedulable}
     on_live = {p.key for p in snap.state.pods if p.spec.node_name and p.spec.node_name not in deleting}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nodeflow.api.pool_names import PoolNames
 from nodeflow.scheduling import bounds, packing
-from nodeflow.scheduling.nodepools import Sizes, capacity
+from nodeflow.scheduling.limits import Sizes, capacity
 from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, PodInput, SchedulingInput
 

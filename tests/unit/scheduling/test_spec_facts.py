@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nodeflow.api.core import Pod
-from nodeflow.plan import _Converter
+from nodeflow.plan.pods import _Converter
 
 
 def _pod(name: str, **spec: Any) -> dict[str, Any]:

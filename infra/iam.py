@@ -29,7 +29,8 @@ from constructs import Construct
 
 from infra.config import NodeflowConfig
 from infra.grants import actions
-from nodeflow.aws.ec2 import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL, instance_profile_name
+from nodeflow.aws.ec2.instance_profiles import instance_profile_name
+from nodeflow.aws.ec2.tags import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL
 
 __all__ = [
     "AGENT_SERVICE_ACCOUNT",

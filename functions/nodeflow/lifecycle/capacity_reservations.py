@@ -28,7 +28,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.capacity_reservations import describe_capacity_reservations
 from nodeflow.aws.errors import AwsError
 from nodeflow.catalog.reservations import (
     EXPIRING_WINDOW,
@@ -60,7 +60,7 @@ def live_reservations(
     if not terms:
         return ()
     try:
-        found = ec2x.describe_capacity_reservations(ec2, terms, now)
+        found = describe_capacity_reservations(ec2, terms, now)
     except AwsError as exc:
         log("capacity reservations not described", {"error": f"{type(exc).__name__}: {exc}"})
         return ()

@@ -37,7 +37,12 @@ from nodeflow.api import labels as wk
 from nodeflow.api.block_devices import launched_block_device_mappings
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli, parse_quantity
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.fleet import MAX_FLEET_OVERRIDES, CapacityType, FleetRequest, FleetReservation, create_fleet
+from nodeflow.aws.ec2.instances import InstanceInfo, describe_instance_states, list_cluster_instances
+from nodeflow.aws.ec2.launch_template_data import LaunchTemplateSpec
+from nodeflow.aws.ec2.launch_templates import ensure_launch_template, is_launch_template_not_found
+from nodeflow.aws.ec2.node_class import ResolvedNodeClass
+from nodeflow.aws.ec2.placement_groups import resolve_placement_group
 from nodeflow.aws.errors import InsufficientCapacity, NotFound, Offering
 from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, bottlerocket_version, render_user_data
@@ -89,19 +94,19 @@ class NodeClassCache:
 
     def __init__(self, ttl_seconds: float = 60.0) -> None:
         self.ttl_seconds = ttl_seconds
-        self._items: dict[tuple[str, str, int], tuple[ec2x.ResolvedNodeClass, datetime]] = {}
+        self._items: dict[tuple[str, str, int], tuple[ResolvedNodeClass, datetime]] = {}
 
     @staticmethod
     def _key(node_class: EC2NodeClass) -> tuple[str, str, int]:
         return (node_class.name, node_class.metadata.uid or "", node_class.metadata.generation or 0)
 
-    def get(self, node_class: EC2NodeClass, now: datetime) -> ec2x.ResolvedNodeClass | None:
+    def get(self, node_class: EC2NodeClass, now: datetime) -> ResolvedNodeClass | None:
         hit = self._items.get(self._key(node_class))
         if hit is None or (now - hit[1]).total_seconds() >= self.ttl_seconds or not hit[0].ready:
             return None
         return hit[0]
 
-    def put(self, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass, now: datetime) -> None:
+    def put(self, node_class: EC2NodeClass, resolved: ResolvedNodeClass, now: datetime) -> None:
         self._items[self._key(node_class)] = (resolved, now)
 
 
@@ -195,7 +200,7 @@ def reserved_options(
     rank = min(_reservation_rank(r) for r, _ in fits)
     arch = next(it.labels.get(wk.LABEL_ARCH) for r, it in fits if _reservation_rank(r) == rank)
     chosen = [(r, it) for r, it in fits if _reservation_rank(r) == rank and it.labels.get(wk.LABEL_ARCH) == arch]
-    return tuple(chosen[: ec2x.MAX_FLEET_OVERRIDES])
+    return tuple(chosen[:MAX_FLEET_OVERRIDES])
 
 
 @dataclass(frozen=True)
@@ -238,7 +243,7 @@ def launch_options(
             continue
         priced.sort(key=lambda p: (p[0], p[1]))
         arch = priced[0][2].labels.get(wk.LABEL_ARCH, "amd64")
-        chosen = tuple(it for _, _, it in priced if it.labels.get(wk.LABEL_ARCH) == arch)[: ec2x.MAX_FLEET_OVERRIDES]
+        chosen = tuple(it for _, _, it in priced if it.labels.get(wk.LABEL_ARCH) == arch)[:MAX_FLEET_OVERRIDES]
         excluded = frozenset(
             (it.name, zone)
             for it in chosen
@@ -266,12 +271,12 @@ def _kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> ec2x.InstanceInfo | None:
+def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> InstanceInfo | None:
     """An instance already launched for ``claim`` (a retried Launch after CreateFleet succeeded)."""
     if claim.status is not None and claim.status.provider_id:
         instance_id = claim.status.provider_id.rsplit("/", 1)[-1]
-        return ec2x.describe_instance_states(deps.ec2, [instance_id]).get(instance_id)
-    found = ec2x.list_cluster_instances(deps.ec2, cluster_name, node_claim=claim.name)
+        return describe_instance_states(deps.ec2, [instance_id]).get(instance_id)
+    found = list_cluster_instances(deps.ec2, cluster_name, node_claim=claim.name)
     return found[0] if found else None
 
 
@@ -382,22 +387,20 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
                 capacity_reservation_interruptible=r.interruptible,
             )
             fleet_reservations.append(
-                ec2x.FleetReservation(
+                FleetReservation(
                     r.id,
                     r.instance_type,
                     r.zone,
-                    ec2x.ensure_launch_template(deps.ec2, reserved_spec),
+                    ensure_launch_template(deps.ec2, reserved_spec),
                     r.reservation_type,
                     r.interruptible,
                 )
             )
             targets[r.id] = r
         template = (
-            fleet_reservations[0].launch_template_name
-            if fleet_reservations
-            else ec2x.ensure_launch_template(deps.ec2, spec)
+            fleet_reservations[0].launch_template_name if fleet_reservations else ensure_launch_template(deps.ec2, spec)
         )
-        request = ec2x.FleetRequest(
+        request = FleetRequest(
             launch_template_name=template,
             capacity_type=_fleet_capacity_type(capacity_type),
             instance_types=[it.name for it in chosen_types],
@@ -415,7 +418,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
         )
         attempt += 1
         try:
-            instance = ec2x.create_fleet(deps.ec2, request)
+            instance = create_fleet(deps.ec2, request)
         except InsufficientCapacity as exc:
             offerings = exc.offerings or tuple(
                 Offering(o["InstanceType"], o["AvailabilityZone"], capacity_type) for o in request.overrides()
@@ -426,7 +429,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
         except NotFound as exc:
             # garbage collection deleted a template between ensure_launch_template and this call: the next pass
             # makes it again (as Karpenter's one retry); a template still missing after that is an error
-            if remade or not ec2x.is_launch_template_not_found(exc):
+            if remade or not is_launch_template_not_found(exc):
                 raise
             remade = True
             continue
@@ -464,7 +467,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
     raise NoCapacity(f"NodeClaim {claim.name}: {message}")
 
 
-def _fleet_capacity_type(capacity_type: str) -> ec2x.CapacityType:
+def _fleet_capacity_type(capacity_type: str) -> CapacityType:
     if capacity_type == wk.CAPACITY_TYPE_RESERVED:
         return "reserved"
     return "spot" if capacity_type == wk.CAPACITY_TYPE_SPOT else "on-demand"
@@ -518,7 +521,7 @@ def _placement_group(deps: LaunchDeps, node_class: EC2NodeClass) -> str | None:
     selector = node_class.spec.placement_group_selector
     if selector is None:
         return None
-    group = ec2x.resolve_placement_group(deps.ec2, selector)
+    group = resolve_placement_group(deps.ec2, selector)
     if group is None:
         what = f"id {selector.id!r}" if selector.id else f"name {selector.name!r}"
         raise NodeClassNotReady(
@@ -555,12 +558,12 @@ def _template_spec(
     deps: LaunchDeps,
     claim: NodeClaim,
     node_class: EC2NodeClass,
-    resolved: ec2x.ResolvedNodeClass,
+    resolved: ResolvedNodeClass,
     image_id: str,
     cluster_name: str,
     placement_group_id: str | None = None,
     efa_count: int = 0,
-) -> ec2x.LaunchTemplateSpec:
+) -> LaunchTemplateSpec:
     from nodeflow.api.meta import Taint
 
     labels = {**claim_requirements(claim).labels(), **(claim.metadata.labels or {})}
@@ -584,7 +587,7 @@ def _template_spec(
     )
     user_data = base64.b64encode(render_user_data(boot).encode()).decode()
     spec = node_class.spec
-    return ec2x.LaunchTemplateSpec(
+    return LaunchTemplateSpec(
         cluster_name=cluster_name,
         node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
         node_class=node_class.name,

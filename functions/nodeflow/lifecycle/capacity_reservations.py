@@ -1,7 +1,7 @@
 """Capacity reservations in the deployed path: what the provisioner may plan into, and capacity blocks ending.
 
 - ``live_reservations``: the reservations every EC2NodeClass's ``capacityReservationSelectorTerms`` select, live
-  from DescribeCapacityReservations (``nodeflow.aws.ec2.describe_capacity_reservations``), with EC2's available
+  from DescribeCapacityReservations (``nodeflow.aws.ec2.capacity_reservations``), with EC2's available
   instance counts; the provisioner gives them to the solver (``ClusterState.capacity_reservations``), which
   offers each class the ones it selects as ``reserved`` offerings (a capacity block within 40 minutes of its end
   is left out: nothing launches into it any more). When EC2 cannot be asked (throttled,

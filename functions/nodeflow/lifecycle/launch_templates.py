@@ -1,7 +1,7 @@
 """Launch templates garbage collection deletes, and the EC2NodeClass finalizer that decides when.
 
 The Launch step keeps one launch template per distinct launch configuration
-(``nodeflow.aws.ec2.ensure_launch_template``, named by its hash), so an edited EC2NodeClass, a new AMI, new user data
+(``nodeflow.aws.ec2.launch_templates``, named by its hash), so an edited EC2NodeClass, a new AMI, new user data
 or a new default leaves the old templates behind, and they count against the account's quota. As Karpenter's AWS
 provider, garbage collection (every run):
 
@@ -21,7 +21,7 @@ provider, garbage collection (every run):
   ``DELETIONS_PER_RUN`` go per run, oldest first.
 
 Only the launch templates a provisioner of this cluster made are ever considered
-(``nodeflow.aws.ec2.list_launch_templates``: named ``nodeflow/...``, or ``karpenter.k8s.aws/...`` as Karpenter names
+(``nodeflow.aws.ec2.launch_templates``: named ``nodeflow/...``, or ``karpenter.k8s.aws/...`` as Karpenter names
 its own, and tagged with the cluster, a NodePool and an EC2NodeClass); the stack allows ec2:DeleteLaunchTemplate only on
 templates tagged so (infra/iam.py ``Permissions.delete_launch_templates``). A failed call is logged and tried again next
 run: a class keeps its finalizer until all its templates are gone, and nothing else in garbage collection waits for it.

@@ -9,12 +9,12 @@ Conditions (as Karpenter names them): ``SubnetsReady``, ``SecurityGroupsReady``,
 ``InstanceProfileReady``, ``ValidationSucceeded`` (False with reason DependenciesNotReady while one of the
 four is False; once they resolve, False with Karpenter's reason ``CreateLaunchTemplateAuthCheckFailed`` /
 ``CreateFleetAuthCheckFailed`` / ``RunInstancesAuthCheckFailed`` when EC2 answers a dry run of that launch call
-with UnauthorizedOperation: ``nodeflow.aws.ec2.dry_run_launch_authorization``, its outcome cached per class
+with UnauthorizedOperation: ``nodeflow.aws.ec2.validation.dry_run_launch_authorization``, its outcome cached per class
 generation and what it resolved to for 30 minutes in ``VALIDATION_CACHE``) and the root ``Ready``, each with
 the object's generation as observedGeneration;
 ``status.subnets`` (id, zone, zoneID), ``securityGroups`` (id, name), ``amis`` (id, name, requirements),
 ``instanceProfile`` and ``capacityReservations``: what ``capacityReservationSelectorTerms`` select, live from
-DescribeCapacityReservations (``ec2.describe_capacity_reservations``; active, not ended, by id), each as Karpenter
+DescribeCapacityReservations (``nodeflow.aws.ec2.capacity_reservations``; active, not ended, by id), each as Karpenter
 writes it (``nodeflow.catalog.reservations.to_status``: a capacity block within 40 minutes of its end is
 ``expiring``), an empty list when none; with Karpenter's ``CapacityReservationsReady`` condition (True once they
 were asked).
@@ -266,7 +266,7 @@ class NodeClassResolver:
     def validate(
         self, node_class: EC2NodeClass, resolved: ResolvedNodeClass
     ) -> tuple[bool, AuthorizationDenied | None]:
-        """(conclusive, denial) of the launch-authorization dry runs (``ec2.dry_run_launch_authorization``) for a
+        """(conclusive, denial) of the launch-authorization dry runs (``nodeflow.aws.ec2.validation``) for a
         class that resolved, from the cache when asked before; an inconclusive answer (throttled, EC2 unavailable)
         is not cached and leaves the condition as it was."""
         key = ValidationCache.key(node_class, resolved)

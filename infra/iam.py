@@ -9,7 +9,7 @@ Least privilege, modelled on Karpenter's controller policy:
   carry them and an EC2NodeClass's tag. Subnets, security groups, images and
   snapshots are read-only inputs and are not tag-conditioned (an EC2NodeClass may select any).
 - iam:PassRole only for the node role, only to EC2; instance profiles only under the cluster's name prefix and
-  with the cluster's tags (``nodeflow.aws.ec2.instance_profile_name``).
+  with the cluster's tags (``nodeflow.aws.ec2.instance_profiles.instance_profile_name``).
 - ssm only for the public AMI parameters (``/aws/service/...``), pricing:GetProducts, ec2:Describe* in the
   stack's region, eks:DescribeCluster only for the cluster.
 - DynamoDB per partition (``dynamodb:LeadingKeys``): the offerings cache, the webhook's nonces and event ids.
@@ -29,7 +29,8 @@ from constructs import Construct
 
 from infra.config import NodeflowConfig
 from infra.grants import actions
-from nodeflow.aws.ec2 import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL, instance_profile_name
+from nodeflow.aws.ec2.instance_profiles import instance_profile_name
+from nodeflow.aws.ec2.tags import TAG_EKS_CLUSTER, TAG_NODECLASS, TAG_NODEPOOL
 
 __all__ = [
     "AGENT_SERVICE_ACCOUNT",
@@ -154,7 +155,7 @@ class Permissions:
                 resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
             ),
             # ... and those Karpenter created for the cluster's classes (path /karpenter/<region>/<cluster>/<uid>/):
-            # an adopted class keeps its profile while it holds the role (nodeflow.aws.ec2.ensure_instance_profile)
+            # an adopted class keeps its profile while it holds the role (nodeflow.aws.ec2.instance_profiles)
             iam.PolicyStatement(
                 sid="ReadInstanceProfiles",
                 actions=actions("ReadInstanceProfiles"),
@@ -242,7 +243,7 @@ class Permissions:
         ]
 
     def launch_dry_run(self) -> list[iam.PolicyStatement]:
-        """EC2NodeClass validation (``nodeflow.aws.ec2.dry_run_launch_authorization``) for functions that resolve
+        """EC2NodeClass validation (``nodeflow.aws.ec2.validation``) for functions that resolve
         classes without launching (provisioner, gc): IAM evaluates a DryRun call as the real one, so the same
         launch statements as ``fleet``, with DescribeLaunchTemplates (the class's template for CreateFleet)."""
         return [
@@ -291,7 +292,7 @@ class Permissions:
 
     def delete_launch_templates(self) -> list[iam.PolicyStatement]:
         """List the cluster's launch templates and delete those a provisioner of the cluster made (by their tags:
-        the cluster's ownership tags, a NodePool's and an EC2NodeClass's, as ``nodeflow.aws.ec2.list_launch_templates``
+        the cluster's ownership tags, a NodePool's and an EC2NodeClass's, as ``nodeflow.aws.ec2.launch_templates``
         selects them). A template of another cluster, or one without these tags, cannot be deleted."""
         cluster = self.config.cluster_name
         return [

@@ -64,7 +64,7 @@ REASONS: dict[str, str] = {
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/{}_*]": (
         "Instance profiles nodeflow creates per EC2NodeClass are named <cluster>_<hash> "
-        "(nodeflow.aws.ec2.instance_profile_name): the prefix is the cluster's, creation requires the cluster's "
+        "(nodeflow.aws.ec2.instance_profiles): the prefix is the cluster's, creation requires the cluster's "
         "tags and role changes require them on the profile."
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/karpenter/*/{}/*]": (

@@ -302,7 +302,7 @@ def build_world(
     kubernetes_version: str = "1.33",
 ) -> AwsWorld:
     """Create everything nodeflow expects to find in the account (no Lambdas or state machines yet)."""
-    from nodeflow.aws.ec2 import alias_ssm_parameters
+    from nodeflow.aws.ec2.amis import alias_ssm_parameters
 
     clients = as_clients(clients_or_session, region)
     ec2, iam = clients.ec2, clients.iam

@@ -138,7 +138,7 @@ def test_ec2_writes_are_conditioned_on_the_cluster_tags(synthesized: Synthesized
 @pytest.mark.parametrize("which", WHICH)
 def test_only_gc_deletes_launch_templates_and_only_the_clusters_own(synthesized: Synthesized, which: str) -> None:
     """ec2:DeleteLaunchTemplate: granted to the gc function alone, in one statement, on launch templates that carry
-    the cluster's ownership tags, a NodePool's and an EC2NodeClass's (what nodeflow.aws.ec2.list_launch_templates
+    the cluster's ownership tags, a NodePool's and an EC2NodeClass's (what nodeflow.aws.ec2.launch_templates
     selects); a template of another cluster or one without these tags cannot be deleted."""
     cluster = synthesized.stacks[which].config.cluster_name
     granted = {

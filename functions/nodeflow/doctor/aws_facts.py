@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-from nodeflow.aws.ec2 import tag_filters
+from nodeflow.aws.ec2.tags import tag_filters
 from nodeflow.doctor.checks import (
     DISCOVERY_TAG,
     EXECUTION_WINDOW,

@@ -79,7 +79,9 @@ def _metrics(counts: Counter[str], result: BatchResult) -> None:
 
 
 def _status_checks(context: Any) -> dict[str, Any]:
-    from nodeflow.aws.ec2 import describe_instance_statuses  # only on the scheduled run (cold start stays small)
+    from nodeflow.aws.ec2.instances import (
+        describe_instance_statuses,  # only on the scheduled run (cold start stays small)
+    )
 
     rt = runtime()
     statuses = describe_instance_statuses(rt.client("ec2"), STATUS_CHECK_FILTERS)

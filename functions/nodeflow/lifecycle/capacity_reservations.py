@@ -1,7 +1,7 @@
 """Capacity reservations in the deployed path: what the provisioner may plan into, and capacity blocks ending.
 
 - ``live_reservations``: the reservations every EC2NodeClass's ``capacityReservationSelectorTerms`` select, live
-  from DescribeCapacityReservations (``nodeflow.aws.ec2.describe_capacity_reservations``), with EC2's available
+  from DescribeCapacityReservations (``nodeflow.aws.ec2.capacity_reservations``), with EC2's available
   instance counts; the provisioner gives them to the solver (``ClusterState.capacity_reservations``), which
   offers each class the ones it selects as ``reserved`` offerings (a capacity block within 40 minutes of its end
   is left out: nothing launches into it any more). When EC2 cannot be asked (throttled,
@@ -28,7 +28,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.capacity_reservations import describe_capacity_reservations
 from nodeflow.aws.errors import AwsError
 from nodeflow.catalog.reservations import (
     EXPIRING_WINDOW,
@@ -60,7 +60,7 @@ def live_reservations(
     if not terms:
         return ()
     try:
-        found = ec2x.describe_capacity_reservations(ec2, terms, now)
+        found = describe_capacity_reservations(ec2, terms, now)
     except AwsError as exc:
         log("capacity reservations not described", {"error": f"{type(exc).__name__}: {exc}"})
         return ()

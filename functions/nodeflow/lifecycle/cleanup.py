@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING, Any
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node
 from nodeflow.api.karpenter import NodeClaim
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.instances import (
+    InstanceInfo,
+    describe_instance_states,
+    list_cluster_instances,
+    terminate_instances,
+)
+from nodeflow.aws.ec2.tags import TAG_NODECLAIM
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
 from nodeflow.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
@@ -140,10 +146,8 @@ def cleanup(
     """Terminate the NodeClaim's instances, delete its Node and itself, requeue its pods."""
     claim = _get_claim(deps.kube, claim_name)
     ids = {i for i in (instance_id, _instance_id(claim.status.provider_id if claim and claim.status else None)) if i}
-    ids |= {
-        info.instance_id for info in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim_name)
-    }
-    states = ec2x.terminate_instances(deps.ec2, ids) if ids else {}
+    ids |= {info.instance_id for info in list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim_name)}
+    states = terminate_instances(deps.ec2, ids) if ids else {}
     reason, message = failure_reason(error)
     deleted = False
     if claim is not None:
@@ -232,18 +236,18 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     names = {c.name: c for c in claims}
     by_instance = {iid: c for c in claims if (iid := _instance_id(_provider_id(c)))}
 
-    def owned(info: ec2x.InstanceInfo) -> bool:
+    def owned(info: InstanceInfo) -> bool:
         if info.instance_id in by_instance:
             return True
-        claim = names.get(info.tags.get(ec2x.TAG_NODECLAIM, ""))
+        claim = names.get(info.tags.get(TAG_NODECLAIM, ""))
         # The NodeClaim its tag names owns it only while that NodeClaim points to no instance yet (launching).
         return claim is not None and _provider_id(claim) is None
 
-    instances = ec2x.list_cluster_instances(deps.ec2, deps.cluster_name)
+    instances = list_cluster_instances(deps.ec2, deps.cluster_name)
     orphans = [
         info.instance_id for info in instances if not owned(info) and _age(now, info.launch_time) >= grace_seconds
     ]
-    terminated = ec2x.terminate_instances(deps.ec2, orphans) if orphans else {}
+    terminated = terminate_instances(deps.ec2, orphans) if orphans else {}
 
     def launched_long_ago(c: NodeClaim) -> bool:
         cond = c.status.condition("Launched") if c.status else None
@@ -257,7 +261,7 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         if (iid := _instance_id(n.spec.provider_id)) and _ghost_candidate(n, claims, now, grace_seconds)
     ]
     asked = {*candidates, *(iid for iid, _ in ghosts)}
-    live = ec2x.describe_instance_states(deps.ec2, asked) if asked else {}
+    live = describe_instance_states(deps.ec2, asked) if asked else {}
     deleted = []
     disrupted: list[dict[str, str]] = []  # the deleted NodeClaims' labels (for the metrics)
     for iid, claim in sorted(candidates.items()):

@@ -2,7 +2,7 @@
 
 Idempotent: a NodeClaim that already has a providerID, or whose instance exists (found by its
 ``karpenter.sh/nodeclaim`` tag), is not launched again; each CreateFleet call carries a ClientToken
-derived from the NodeClaim uid, the attempt and the request (``ec2.fleet_client_token``), so a
+derived from the NodeClaim uid, the attempt and the request (``nodeflow.aws.ec2.fleet.fleet_client_token``), so a
 fallback is a new request to EC2 and a repeated call the same one. Capacity errors mark the
 offerings unavailable (3 minutes, shared through DynamoDB) and the launch falls back to the remaining
 offerings; when none is left it raises ``NoCapacity``. A launch template garbage collection deleted after this step
@@ -37,11 +37,23 @@ from nodeflow.api import labels as wk
 from nodeflow.api.block_devices import launched_block_device_mappings
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.quantity import format_milli, parse_quantity
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.fleet import (
+    MAX_FLEET_OVERRIDES,
+    CapacityType,
+    FleetRequest,
+    FleetReservation,
+    LaunchedInstance,
+    create_fleet,
+)
+from nodeflow.aws.ec2.instances import InstanceInfo, describe_instance_states, list_cluster_instances
+from nodeflow.aws.ec2.launch_template_data import LaunchTemplateSpec
+from nodeflow.aws.ec2.launch_templates import ensure_launch_template, is_launch_template_not_found
+from nodeflow.aws.ec2.node_class import ResolvedNodeClass
+from nodeflow.aws.ec2.placement_groups import resolve_placement_group
 from nodeflow.aws.errors import InsufficientCapacity, NotFound, Offering
 from nodeflow.aws.offerings import UnavailableOfferings
 from nodeflow.aws.userdata import ClusterInfo, NodeBootstrap, bottlerocket_version, render_user_data
-from nodeflow.catalog.instancetypes import resolve_instance_types
+from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.reservations import RESERVATION_TYPE_CAPACITY_BLOCK, CapacityReservation, status_state
 from nodeflow.kube import errors as kerr
@@ -89,19 +101,19 @@ class NodeClassCache:
 
     def __init__(self, ttl_seconds: float = 60.0) -> None:
         self.ttl_seconds = ttl_seconds
-        self._items: dict[tuple[str, str, int], tuple[ec2x.ResolvedNodeClass, datetime]] = {}
+        self._items: dict[tuple[str, str, int], tuple[ResolvedNodeClass, datetime]] = {}
 
     @staticmethod
     def _key(node_class: EC2NodeClass) -> tuple[str, str, int]:
         return (node_class.name, node_class.metadata.uid or "", node_class.metadata.generation or 0)
 
-    def get(self, node_class: EC2NodeClass, now: datetime) -> ec2x.ResolvedNodeClass | None:
+    def get(self, node_class: EC2NodeClass, now: datetime) -> ResolvedNodeClass | None:
         hit = self._items.get(self._key(node_class))
         if hit is None or (now - hit[1]).total_seconds() >= self.ttl_seconds or not hit[0].ready:
             return None
         return hit[0]
 
-    def put(self, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass, now: datetime) -> None:
+    def put(self, node_class: EC2NodeClass, resolved: ResolvedNodeClass, now: datetime) -> None:
         self._items[self._key(node_class)] = (resolved, now)
 
 
@@ -195,7 +207,7 @@ def reserved_options(
     rank = min(_reservation_rank(r) for r, _ in fits)
     arch = next(it.labels.get(wk.LABEL_ARCH) for r, it in fits if _reservation_rank(r) == rank)
     chosen = [(r, it) for r, it in fits if _reservation_rank(r) == rank and it.labels.get(wk.LABEL_ARCH) == arch]
-    return tuple(chosen[: ec2x.MAX_FLEET_OVERRIDES])
+    return tuple(chosen[:MAX_FLEET_OVERRIDES])
 
 
 @dataclass(frozen=True)
@@ -238,7 +250,7 @@ def launch_options(
             continue
         priced.sort(key=lambda p: (p[0], p[1]))
         arch = priced[0][2].labels.get(wk.LABEL_ARCH, "amd64")
-        chosen = tuple(it for _, _, it in priced if it.labels.get(wk.LABEL_ARCH) == arch)[: ec2x.MAX_FLEET_OVERRIDES]
+        chosen = tuple(it for _, _, it in priced if it.labels.get(wk.LABEL_ARCH) == arch)[:MAX_FLEET_OVERRIDES]
         excluded = frozenset(
             (it.name, zone)
             for it in chosen
@@ -266,12 +278,12 @@ def _kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> ec2x.InstanceInfo | None:
+def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> InstanceInfo | None:
     """An instance already launched for ``claim`` (a retried Launch after CreateFleet succeeded)."""
     if claim.status is not None and claim.status.provider_id:
         instance_id = claim.status.provider_id.rsplit("/", 1)[-1]
-        return ec2x.describe_instance_states(deps.ec2, [instance_id]).get(instance_id)
-    found = ec2x.list_cluster_instances(deps.ec2, cluster_name, node_claim=claim.name)
+        return describe_instance_states(deps.ec2, [instance_id]).get(instance_id)
+    found = list_cluster_instances(deps.ec2, cluster_name, node_claim=claim.name)
     return found[0] if found else None
 
 
@@ -295,32 +307,105 @@ def _resources(values: Mapping[str, int]) -> dict[str, str]:
 
 def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, Any]:
     """Launch the instance for NodeClaim ``claim_name`` and write the NodeClaim's status."""
+    claim = _launchable_claim(deps, claim_name)
+    existing = _find_launched(deps, claim, cluster_name)
+    if existing is not None:
+        return _adopt(deps, claim, existing)
+    target = _launch_target(deps, claim, cluster_name)
+    number = 0  # this CreateFleet call (part of its ClientToken)
+    fallbacks = 0
+    remade = False  # a launch template gc deleted after this step found it was made again (once)
+    while fallbacks < MAX_ATTEMPTS:
+        attempt = _next_attempt(deps, target)
+        if attempt is None:
+            break
+        request = _fleet_request(deps, target, attempt, number)
+        number += 1
+        try:
+            instance = create_fleet(deps.ec2, request)
+        except InsufficientCapacity as exc:
+            offerings = exc.offerings or tuple(
+                Offering(o["InstanceType"], o["AvailabilityZone"], attempt.capacity_type) for o in request.overrides()
+            )
+            deps.offerings.mark(offerings, deps.now(), reason=exc.code or "InsufficientInstanceCapacity")
+            fallbacks += 1
+            continue
+        except NotFound as exc:
+            # garbage collection deleted a template between ensure_launch_template and this call: the next pass
+            # makes it again (as Karpenter's one retry); a template still missing after that is an error
+            if remade or not is_launch_template_not_found(exc):
+                raise
+            remade = True
+            continue
+        return _record_launch(deps, target, attempt, instance)
+
+    message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
+    deps.recorder.insufficient_capacity(claim, message)
+    raise NoCapacity(f"NodeClaim {claim.name}: {message}")
+
+
+@dataclass(frozen=True)
+class _LaunchTarget:
+    """What a NodeClaim launches from, fixed for the whole Launch step: its EC2NodeClass, what the class resolved to
+    (ready), the placement group it selects, its settings, one subnet per zone and the architectures with an AMI."""
+
+    claim: NodeClaim
+    cluster_name: str
+    node_class: EC2NodeClass
+    resolved: ResolvedNodeClass
+    placement_group: str | None
+    settings: NodeClassSettings
+    subnets: Mapping[str, str]  # zone -> subnet id
+    architectures: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What one CreateFleet call offers: a capacity type, instance types of one architecture, zones (with their
+    subnet), the (type, zone) pairs left out, the EFA interfaces the template attaches, and for a reserved launch
+    the reservations it may use."""
+
+    capacity_type: str
+    architecture: str
+    instance_types: tuple[InstanceType, ...]
+    zones: Mapping[str, str]  # zone -> subnet id
+    excluded: frozenset[tuple[str, str]]
+    efa_count: int
+    reservations: tuple[CapacityReservation, ...] = ()
+
+
+def _launchable_claim(deps: LaunchDeps, claim_name: str) -> NodeClaim:
+    """The NodeClaim, unless it is gone or being deleted (``NodeClaimGone``)."""
     try:
         claim = get_node_claim(deps.kube, claim_name)
     except kerr.NotFound:
         raise NodeClaimGone(f"NodeClaim {claim_name} was deleted before it launched") from None
     if claim.metadata.deletion_timestamp is not None:
         raise NodeClaimGone(f"NodeClaim {claim_name} is being deleted")
+    return claim
 
-    existing = _find_launched(deps, claim, cluster_name)
-    if existing is not None:
-        at = existing.launch_time.isoformat() if existing.launch_time else deps.now().isoformat()
-        if not (claim.status and claim.status.provider_id):
-            it = _instance_type(deps, claim, existing.instance_type or "")
-            _write_launched(
-                deps,
-                claim,
-                existing.instance_id,
-                existing.instance_type or "",
-                existing.zone,
-                existing.capacity_type,
-                it,
-                None,
-            )
-        return _result(
-            claim, existing.instance_id, existing.instance_type or "", existing.zone, existing.capacity_type, at
+
+def _adopt(deps: LaunchDeps, claim: NodeClaim, existing: InstanceInfo) -> dict[str, Any]:
+    """A retried Launch whose instance exists: its status is written when it was not yet, and it is the result."""
+    at = existing.launch_time.isoformat() if existing.launch_time else deps.now().isoformat()
+    if not (claim.status and claim.status.provider_id):
+        it = _instance_type(deps, claim, existing.instance_type or "")
+        _write_launched(
+            deps,
+            claim,
+            existing.instance_id,
+            existing.instance_type or "",
+            existing.zone,
+            existing.capacity_type,
+            it,
+            None,
         )
+    return _result(claim, existing.instance_id, existing.instance_type or "", existing.zone, existing.capacity_type, at)
 
+
+def _launch_target(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> _LaunchTarget:
+    """The claim's EC2NodeClass resolved (from the cache while it is fresh) and ready, and its placement group;
+    ``NodeClassNotReady`` otherwise."""
     node_class = _node_class(deps, claim)
     resolved = deps.node_classes.get(node_class, deps.now()) if deps.node_classes is not None else None
     if resolved is None:
@@ -340,131 +425,151 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             deps.node_classes.put(node_class, resolved, deps.now())
     if not resolved.ready:
         raise NodeClassNotReady(f"EC2NodeClass {node_class.name} is not ready: no usable {', '.join(resolved.missing)}")
-    placement_group = _placement_group(deps, node_class)
-    settings = node_class_settings(node_class)
-    subnets = {zone: s.id for zone, s in resolved.subnets_by_zone.items()}
-    arches = {a.architecture for a in resolved.amis}
-
-    attempt = 0  # this CreateFleet call (part of its ClientToken)
-    fallbacks = 0
-    remade = False  # a launch template gc deleted after this step found it was made again (once)
-    while fallbacks < MAX_ATTEMPTS:
-        unavailable = deps.offerings.current(deps.now())
-        types = resolve_instance_types(deps.catalog, settings, unavailable)
-        reserved = reserved_options(
-            claim, types, subnets, arches, resolved.capacity_reservations, unavailable, deps.now()
-        )
-        targets: dict[str, CapacityReservation] = {}
-        if reserved:
-            arch = reserved[0][1].labels.get(wk.LABEL_ARCH, "amd64")
-            kept_types, efa_count = _efa_group(claim, tuple(it for _, it in reserved))
-            kept = {it.name for it in kept_types}
-            reserved = tuple((r, it) for r, it in reserved if it.name in kept)
-            capacity_type, chosen_types = wk.CAPACITY_TYPE_RESERVED, tuple({it.name: it for _, it in reserved}.values())
-            zones: Mapping[str, str] = {r.zone: subnets[r.zone] for r, _ in reserved}
-            excluded: frozenset[tuple[str, str]] = frozenset()
-        else:
-            options = launch_options(claim, types, subnets, arches)
-            if options is None:
-                break
-            arch = options.architecture
-            chosen_types, efa_count = _efa_group(claim, options.instance_types)
-            capacity_type, zones, excluded = options.capacity_type, options.subnets, options.excluded
-        ami = resolved.ami_for(arch)
-        assert ami is not None  # options only hold architectures with an AMI
-        spec = _template_spec(deps, claim, node_class, resolved, ami.id, cluster_name, placement_group, efa_count)
-        fleet_reservations = []
-        for r, _ in reserved:  # one launch template per reservation, targeting it
-            reserved_spec = dataclasses.replace(
-                spec,
-                capacity_reservation_id=r.id,
-                capacity_reservation_type=r.reservation_type,
-                capacity_reservation_interruptible=r.interruptible,
-            )
-            fleet_reservations.append(
-                ec2x.FleetReservation(
-                    r.id,
-                    r.instance_type,
-                    r.zone,
-                    ec2x.ensure_launch_template(deps.ec2, reserved_spec),
-                    r.reservation_type,
-                    r.interruptible,
-                )
-            )
-            targets[r.id] = r
-        template = (
-            fleet_reservations[0].launch_template_name
-            if fleet_reservations
-            else ec2x.ensure_launch_template(deps.ec2, spec)
-        )
-        request = ec2x.FleetRequest(
-            launch_template_name=template,
-            capacity_type=_fleet_capacity_type(capacity_type),
-            instance_types=[it.name for it in chosen_types],
-            subnets=zones,
-            client_token=claim.metadata.uid or claim.name,
-            cluster_name=cluster_name,
-            node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
-            node_claim=claim.name,
-            node_class=node_class.name,
-            tags=node_class.spec.tags or {},
-            unavailable=excluded,
-            attempt=attempt,
-            context=_fleet_context(claim, node_class),
-            reservations=tuple(fleet_reservations),
-        )
-        attempt += 1
-        try:
-            instance = ec2x.create_fleet(deps.ec2, request)
-        except InsufficientCapacity as exc:
-            offerings = exc.offerings or tuple(
-                Offering(o["InstanceType"], o["AvailabilityZone"], capacity_type) for o in request.overrides()
-            )
-            deps.offerings.mark(offerings, deps.now(), reason=exc.code or "InsufficientInstanceCapacity")
-            fallbacks += 1
-            continue
-        except NotFound as exc:
-            # garbage collection deleted a template between ensure_launch_template and this call: the next pass
-            # makes it again (as Karpenter's one retry); a template still missing after that is an error
-            if remade or not ec2x.is_launch_template_not_found(exc):
-                raise
-            remade = True
-            continue
-        if instance.unavailable_offerings:
-            deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
-        it = next((t for t in chosen_types if t.name == instance.instance_type), None)
-        where = {
-            wk.ANNOTATION_SUBNET_ID: zones.get(instance.zone or "", ""),
-            wk.ANNOTATION_SECURITY_GROUP_IDS: ",".join(sorted(g.id for g in resolved.security_groups)),
-            **hash_annotations(node_class, deps.cluster.ca_bundle),  # what the instance was launched from
-        }
-        _write_launched(
-            deps,
-            claim,
-            instance.instance_id,
-            instance.instance_type,
-            instance.zone,
-            instance.capacity_type,
-            it,
-            ami.id,
-            {k: v for k, v in where.items() if v},
-            targets.get(instance.capacity_reservation_id or ""),
-        )
-        return _result(
-            claim,
-            instance.instance_id,
-            instance.instance_type,
-            instance.zone,
-            instance.capacity_type,
-            deps.now().isoformat(),
-        )
-
-    message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"
-    deps.recorder.insufficient_capacity(claim, message)
-    raise NoCapacity(f"NodeClaim {claim.name}: {message}")
+    return _LaunchTarget(
+        claim=claim,
+        cluster_name=cluster_name,
+        node_class=node_class,
+        resolved=resolved,
+        placement_group=_placement_group(deps, node_class),
+        settings=node_class_settings(node_class),
+        subnets={zone: s.id for zone, s in resolved.subnets_by_zone.items()},
+        architectures=frozenset(a.architecture for a in resolved.amis),
+    )
 
 
-def _fleet_capacity_type(capacity_type: str) -> ec2x.CapacityType:
+def _next_attempt(deps: LaunchDeps, target: _LaunchTarget) -> _Attempt | None:
+    """What the next CreateFleet call offers, the offerings unavailable now left out: the claim's capacity
+    reservations when any fits (``reserved_options``), else spot or on-demand (``launch_options``); None when
+    nothing is left."""
+    claim = target.claim
+    unavailable = deps.offerings.current(deps.now())
+    types = resolve_instance_types(deps.catalog, target.settings, unavailable)
+    reserved = reserved_options(
+        claim,
+        types,
+        target.subnets,
+        target.architectures,
+        target.resolved.capacity_reservations,
+        unavailable,
+        deps.now(),
+    )
+    if reserved:
+        return _reserved_attempt(claim, reserved, target.subnets)
+    options = launch_options(claim, types, target.subnets, target.architectures)
+    if options is None:
+        return None
+    chosen_types, efa_count = _efa_group(claim, options.instance_types)
+    return _Attempt(
+        options.capacity_type, options.architecture, chosen_types, options.subnets, options.excluded, efa_count
+    )
+
+
+def _reserved_attempt(
+    claim: NodeClaim, reserved: Sequence[tuple[CapacityReservation, InstanceType]], subnets: Mapping[str, str]
+) -> _Attempt:
+    """A reserved launch into ``reserved``: those of the instance types one EFA count keeps (``_efa_group``)."""
+    arch = reserved[0][1].labels.get(wk.LABEL_ARCH, "amd64")
+    kept_types, efa_count = _efa_group(claim, tuple(it for _, it in reserved))
+    kept = {it.name for it in kept_types}
+    reserved = tuple((r, it) for r, it in reserved if it.name in kept)
+    return _Attempt(
+        capacity_type=wk.CAPACITY_TYPE_RESERVED,
+        architecture=arch,
+        instance_types=tuple({it.name: it for _, it in reserved}.values()),
+        zones={r.zone: subnets[r.zone] for r, _ in reserved},
+        excluded=frozenset(),
+        efa_count=efa_count,
+        reservations=tuple(r for r, _ in reserved),
+    )
+
+
+def _image_id(target: _LaunchTarget, attempt: _Attempt) -> str:
+    ami = target.resolved.ami_for(attempt.architecture)
+    assert ami is not None  # options only hold architectures with an AMI
+    return ami.id
+
+
+def _fleet_request(deps: LaunchDeps, target: _LaunchTarget, attempt: _Attempt, number: int) -> FleetRequest:
+    """The CreateFleet request of ``attempt``, its launch templates made when missing: the node's, or for a reserved
+    launch one per reservation, targeting it."""
+    claim, node_class = target.claim, target.node_class
+    spec = _template_spec(deps, target, _image_id(target, attempt), attempt.efa_count)
+    reservations = tuple(
+        FleetReservation(
+            r.id,
+            r.instance_type,
+            r.zone,
+            ensure_launch_template(
+                deps.ec2,
+                dataclasses.replace(
+                    spec,
+                    capacity_reservation_id=r.id,
+                    capacity_reservation_type=r.reservation_type,
+                    capacity_reservation_interruptible=r.interruptible,
+                ),
+            ),
+            r.reservation_type,
+            r.interruptible,
+        )
+        for r in attempt.reservations
+    )
+    template = reservations[0].launch_template_name if reservations else ensure_launch_template(deps.ec2, spec)
+    return FleetRequest(
+        launch_template_name=template,
+        capacity_type=_fleet_capacity_type(attempt.capacity_type),
+        instance_types=[it.name for it in attempt.instance_types],
+        subnets=attempt.zones,
+        client_token=claim.metadata.uid or claim.name,
+        cluster_name=target.cluster_name,
+        node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
+        node_claim=claim.name,
+        node_class=node_class.name,
+        tags=node_class.spec.tags or {},
+        unavailable=attempt.excluded,
+        attempt=number,
+        context=_fleet_context(claim, node_class),
+        reservations=reservations,
+    )
+
+
+def _record_launch(
+    deps: LaunchDeps, target: _LaunchTarget, attempt: _Attempt, instance: LaunchedInstance
+) -> dict[str, Any]:
+    """Mark what the fleet reported out of capacity, write the launched claim (labels, where it was launched from,
+    status) and return the step's result."""
+    claim = target.claim
+    if instance.unavailable_offerings:
+        deps.offerings.mark(instance.unavailable_offerings, deps.now(), reason="CreateFleet error")
+    it = next((t for t in attempt.instance_types if t.name == instance.instance_type), None)
+    where = {
+        wk.ANNOTATION_SUBNET_ID: attempt.zones.get(instance.zone or "", ""),
+        wk.ANNOTATION_SECURITY_GROUP_IDS: ",".join(sorted(g.id for g in target.resolved.security_groups)),
+        **hash_annotations(target.node_class, deps.cluster.ca_bundle),  # what the instance was launched from
+    }
+    targets = {r.id: r for r in attempt.reservations}
+    _write_launched(
+        deps,
+        claim,
+        instance.instance_id,
+        instance.instance_type,
+        instance.zone,
+        instance.capacity_type,
+        it,
+        _image_id(target, attempt),
+        {k: v for k, v in where.items() if v},
+        targets.get(instance.capacity_reservation_id or ""),
+    )
+    return _result(
+        claim,
+        instance.instance_id,
+        instance.instance_type,
+        instance.zone,
+        instance.capacity_type,
+        deps.now().isoformat(),
+    )
+
+
+def _fleet_capacity_type(capacity_type: str) -> CapacityType:
     if capacity_type == wk.CAPACITY_TYPE_RESERVED:
         return "reserved"
     return "spot" if capacity_type == wk.CAPACITY_TYPE_SPOT else "on-demand"
@@ -518,7 +623,7 @@ def _placement_group(deps: LaunchDeps, node_class: EC2NodeClass) -> str | None:
     selector = node_class.spec.placement_group_selector
     if selector is None:
         return None
-    group = ec2x.resolve_placement_group(deps.ec2, selector)
+    group = resolve_placement_group(deps.ec2, selector)
     if group is None:
         what = f"id {selector.id!r}" if selector.id else f"name {selector.name!r}"
         raise NodeClassNotReady(
@@ -551,17 +656,11 @@ def _instance_type(deps: LaunchDeps, claim: NodeClaim, name: str) -> InstanceTyp
     return None
 
 
-def _template_spec(
-    deps: LaunchDeps,
-    claim: NodeClaim,
-    node_class: EC2NodeClass,
-    resolved: ec2x.ResolvedNodeClass,
-    image_id: str,
-    cluster_name: str,
-    placement_group_id: str | None = None,
-    efa_count: int = 0,
-) -> ec2x.LaunchTemplateSpec:
+def _template_spec(deps: LaunchDeps, target: _LaunchTarget, image_id: str, efa_count: int) -> LaunchTemplateSpec:
+    """What the node's launch template holds: its image, user data (labels, taints, kubelet), the class's settings."""
     from nodeflow.api.meta import Taint
+
+    claim, node_class, resolved = target.claim, target.node_class, target.resolved
 
     labels = {**claim_requirements(claim).labels(), **(claim.metadata.labels or {})}
     taints = [
@@ -584,8 +683,8 @@ def _template_spec(
     )
     user_data = base64.b64encode(render_user_data(boot).encode()).decode()
     spec = node_class.spec
-    return ec2x.LaunchTemplateSpec(
-        cluster_name=cluster_name,
+    return LaunchTemplateSpec(
+        cluster_name=target.cluster_name,
         node_pool=(claim.metadata.labels or {}).get(wk.LABEL_NODEPOOL, ""),
         node_class=node_class.name,
         image_id=image_id,
@@ -601,7 +700,7 @@ def _template_spec(
         network_interfaces=spec.network_interfaces or (),
         connection_tracking=spec.connection_tracking,
         cpu_options=spec.cpu_options,
-        placement_group_id=placement_group_id,
+        placement_group_id=target.placement_group,
         efa_count=efa_count,
         ipv6=_is_ipv6_cluster(deps.cluster),
         enclave=wk.RESOURCE_NIP_SLOTS in _requests(claim),

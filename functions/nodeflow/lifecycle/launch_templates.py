@@ -1,7 +1,7 @@
 """Launch templates garbage collection deletes, and the EC2NodeClass finalizer that decides when.
 
 The Launch step keeps one launch template per distinct launch configuration
-(``nodeflow.aws.ec2.ensure_launch_template``, named by its hash), so an edited EC2NodeClass, a new AMI, new user data
+(``nodeflow.aws.ec2.launch_templates``, named by its hash), so an edited EC2NodeClass, a new AMI, new user data
 or a new default leaves the old templates behind, and they count against the account's quota. As Karpenter's AWS
 provider, garbage collection (every run):
 
@@ -21,7 +21,7 @@ provider, garbage collection (every run):
   ``DELETIONS_PER_RUN`` go per run, oldest first.
 
 Only the launch templates a provisioner of this cluster made are ever considered
-(``nodeflow.aws.ec2.list_launch_templates``: named ``nodeflow/...``, or ``karpenter.k8s.aws/...`` as Karpenter names
+(``nodeflow.aws.ec2.launch_templates``: named ``nodeflow/...``, or ``karpenter.k8s.aws/...`` as Karpenter names
 its own, and tagged with the cluster, a NodePool and an EC2NodeClass); the stack allows ec2:DeleteLaunchTemplate only on
 templates tagged so (infra/iam.py ``Permissions.delete_launch_templates``). A failed call is logged and tried again next
 run: a class keeps its finalizer until all its templates are gone, and nothing else in garbage collection waits for it.
@@ -37,7 +37,9 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.instances import InstanceInfo
+from nodeflow.aws.ec2.launch_templates import LaunchTemplate, delete_launch_template, list_launch_templates
+from nodeflow.aws.ec2.tags import TAG_LAUNCH_TEMPLATE_ID
 from nodeflow.aws.errors import AwsError
 from nodeflow.kube.client import EC2_NODE_CLASSES, KubeClient
 from nodeflow.kube.events import NORMAL, EventRecorder, ObjectRef
@@ -72,14 +74,14 @@ class LaunchTemplateDeps:
 
 
 def unused(
-    templates: Iterable[ec2x.LaunchTemplate],
-    instances: Iterable[ec2x.InstanceInfo],
+    templates: Iterable[LaunchTemplate],
+    instances: Iterable[InstanceInfo],
     now: datetime,
     grace: timedelta = TEMPLATE_GRACE,
-) -> list[ec2x.LaunchTemplate]:
+) -> list[LaunchTemplate]:
     """The ``templates`` no live instance among ``instances`` was launched from, older than ``grace`` (pure; one
     whose creation time is unknown is kept)."""
-    used = {i.tags.get(ec2x.TAG_LAUNCH_TEMPLATE_ID) for i in instances}
+    used = {i.tags.get(TAG_LAUNCH_TEMPLATE_ID) for i in instances}
     return [t for t in templates if t.id not in used and t.created is not None and now - t.created >= grace]
 
 
@@ -109,14 +111,14 @@ def finalizer_patches(classes: Iterable[EC2NodeClass]) -> dict[str, dict[str, An
     return out
 
 
-def _oldest(template: ec2x.LaunchTemplate) -> tuple[datetime, str]:
+def _oldest(template: LaunchTemplate) -> tuple[datetime, str]:
     return (template.created or datetime.max.replace(tzinfo=UTC), template.name)
 
 
-def _delete(deps: LaunchTemplateDeps, template: ec2x.LaunchTemplate) -> bool:
+def _delete(deps: LaunchTemplateDeps, template: LaunchTemplate) -> bool:
     """Delete one template; False (logged) when EC2 refused or failed the call (tried again next run)."""
     try:
-        ec2x.delete_launch_template(deps.ec2, template)
+        delete_launch_template(deps.ec2, template)
     except AwsError as exc:
         deps.log(
             "launch template not deleted",
@@ -130,7 +132,7 @@ def finalize(
     deps: LaunchTemplateDeps,
     node_class: EC2NodeClass,
     claims: Sequence[NodeClaim],
-    templates: Sequence[ec2x.LaunchTemplate],
+    templates: Sequence[LaunchTemplate],
     reports: Reports,
 ) -> tuple[list[str], bool]:
     """A class being deleted: (the templates deleted, whether its finalizer was removed). While NodeClaims of it exist,
@@ -157,7 +159,7 @@ def collect_launch_templates(
     deps: LaunchTemplateDeps,
     classes: Sequence[EC2NodeClass],
     claims: Sequence[NodeClaim],
-    instances: Sequence[ec2x.InstanceInfo],
+    instances: Sequence[InstanceInfo],
     now: datetime,
     reports: Reports,
 ) -> dict[str, list[str]]:
@@ -171,7 +173,7 @@ def collect_launch_templates(
             partial(deps.kube.patch, EC2_NODE_CLASSES, class_name, patch),
         )
     try:
-        templates = ec2x.list_launch_templates(deps.ec2, deps.cluster_name)
+        templates = list_launch_templates(deps.ec2, deps.cluster_name)
     except AwsError as exc:  # nothing is deleted and no class finalized this run
         deps.log("launch templates not listed", {"error": f"{type(exc).__name__}: {exc}"})
         return {"deletedLaunchTemplates": [], "finalizedNodeClasses": []}

@@ -9,12 +9,12 @@ Conditions (as Karpenter names them): ``SubnetsReady``, ``SecurityGroupsReady``,
 ``InstanceProfileReady``, ``ValidationSucceeded`` (False with reason DependenciesNotReady while one of the
 four is False; once they resolve, False with Karpenter's reason ``CreateLaunchTemplateAuthCheckFailed`` /
 ``CreateFleetAuthCheckFailed`` / ``RunInstancesAuthCheckFailed`` when EC2 answers a dry run of that launch call
-with UnauthorizedOperation: ``nodeflow.aws.ec2.dry_run_launch_authorization``, its outcome cached per class
+with UnauthorizedOperation: ``nodeflow.aws.ec2.validation.dry_run_launch_authorization``, its outcome cached per class
 generation and what it resolved to for 30 minutes in ``VALIDATION_CACHE``) and the root ``Ready``, each with
 the object's generation as observedGeneration;
 ``status.subnets`` (id, zone, zoneID), ``securityGroups`` (id, name), ``amis`` (id, name, requirements),
 ``instanceProfile`` and ``capacityReservations``: what ``capacityReservationSelectorTerms`` select, live from
-DescribeCapacityReservations (``ec2.describe_capacity_reservations``; active, not ended, by id), each as Karpenter
+DescribeCapacityReservations (``nodeflow.aws.ec2.capacity_reservations``; active, not ended, by id), each as Karpenter
 writes it (``nodeflow.catalog.reservations.to_status``: a capacity block within 40 minutes of its end is
 ``expiring``), an empty list when none; with Karpenter's ``CapacityReservationsReady`` condition (True once they
 were asked).
@@ -52,7 +52,8 @@ from typing import Any
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.api.template_hash import EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.node_class import ResolvedNodeClass, resolve_node_class
+from nodeflow.aws.ec2.validation import AuthorizationDenied, dry_run_launch_authorization
 from nodeflow.aws.errors import AwsError
 from nodeflow.catalog.reservations import to_status
 from nodeflow.kube import errors as kerr
@@ -107,9 +108,9 @@ _RESOLVED = (
 
 def node_class_status(
     node_class: EC2NodeClass,
-    resolved: ec2x.ResolvedNodeClass,
+    resolved: ResolvedNodeClass,
     now: datetime,
-    denied: ec2x.AuthorizationDenied | None = None,
+    denied: AuthorizationDenied | None = None,
     *,
     validated: bool = True,
 ) -> dict[str, Any]:
@@ -207,17 +208,17 @@ class ValidationCache:
     def __init__(self, ttl: timedelta = VALIDATION_TTL, size: int = VALIDATION_CACHE_SIZE) -> None:
         self.ttl = ttl
         self.size = size
-        self._entries: dict[str, tuple[datetime, ec2x.AuthorizationDenied | None]] = {}
+        self._entries: dict[str, tuple[datetime, AuthorizationDenied | None]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass) -> str:
+    def key(node_class: EC2NodeClass, resolved: ResolvedNodeClass) -> str:
         selected = json.dumps(resolved.status, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(selected.encode()).hexdigest()[:16]
         meta = node_class.metadata
         return f"{meta.name}/{meta.uid or ''}/{meta.generation or 0}/{digest}"
 
-    def get(self, key: str, now: datetime) -> tuple[bool, ec2x.AuthorizationDenied | None]:
+    def get(self, key: str, now: datetime) -> tuple[bool, AuthorizationDenied | None]:
         """(found, outcome) of an entry that has not expired at ``now``."""
         with self._lock:
             entry = self._entries.get(key)
@@ -226,7 +227,7 @@ class ValidationCache:
                 return False, None
             return True, entry[1]
 
-    def put(self, key: str, outcome: ec2x.AuthorizationDenied | None, now: datetime) -> None:
+    def put(self, key: str, outcome: AuthorizationDenied | None, now: datetime) -> None:
         with self._lock:
             for stale in [k for k, (until, _) in self._entries.items() if until <= now]:
                 del self._entries[stale]
@@ -263,9 +264,9 @@ class NodeClassResolver:
     dry_runs: bool = True
 
     def validate(
-        self, node_class: EC2NodeClass, resolved: ec2x.ResolvedNodeClass
-    ) -> tuple[bool, ec2x.AuthorizationDenied | None]:
-        """(conclusive, denial) of the launch-authorization dry runs (``ec2.dry_run_launch_authorization``) for a
+        self, node_class: EC2NodeClass, resolved: ResolvedNodeClass
+    ) -> tuple[bool, AuthorizationDenied | None]:
+        """(conclusive, denial) of the launch-authorization dry runs (``nodeflow.aws.ec2.validation``) for a
         class that resolved, from the cache when asked before; an inconclusive answer (throttled, EC2 unavailable)
         is not cached and leaves the condition as it was."""
         key = ValidationCache.key(node_class, resolved)
@@ -273,7 +274,7 @@ class NodeClassResolver:
         if found:
             return True, denied
         try:
-            denied = ec2x.dry_run_launch_authorization(self.ec2, resolved, self.cluster_name, node_class.spec.tags)
+            denied = dry_run_launch_authorization(self.ec2, resolved, self.cluster_name, node_class.spec.tags)
         except AwsError:
             return False, None
         self.validations.put(key, denied, self.now())
@@ -311,10 +312,10 @@ class NodeClassResolver:
             except kerr.NotFound:  # deleted meanwhile
                 continue
 
-    def resolve(self, node_class: EC2NodeClass) -> tuple[ec2x.ResolvedNodeClass, EC2NodeClass]:
+    def resolve(self, node_class: EC2NodeClass) -> tuple[ResolvedNodeClass, EC2NodeClass]:
         """(what it resolved to, the class with its new status)."""
         uses_alias = any(t.alias for t in node_class.spec.ami_selector_terms)
-        resolved = ec2x.resolve_node_class(
+        resolved = resolve_node_class(
             self.ec2,
             self.ssm,
             self.iam,

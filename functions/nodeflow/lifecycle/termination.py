@@ -47,8 +47,8 @@ from typing import Any
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.api.meta import Taint
-from nodeflow.aws import ec2 as ec2x
 from nodeflow.aws import sfn
+from nodeflow.aws.ec2.instances import describe_instance_states, list_cluster_instances, terminate_instances
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, PODS, PVCS, VOLUME_ATTACHMENTS, KubeClient
 from nodeflow.kube.events import (
@@ -259,9 +259,9 @@ def _taint_node(deps: TerminationDeps, node: Mapping[str, Any], name: str) -> No
 def _instance_gone(deps: TerminationDeps, claim: NodeClaim) -> bool:
     """True when no instance of the NodeClaim is pending or running any more (or none was ever launched)."""
     iid = _instance_id(_provider_id(claim))
-    if iid is not None and ec2x.describe_instance_states(deps.ec2, [iid]):
+    if iid is not None and describe_instance_states(deps.ec2, [iid]):
         return False
-    return not ec2x.list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim.name)
+    return not list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim.name)
 
 
 def _ignored_volumes(deps: TerminationDeps, pods: Iterable[plan.DrainPod]) -> set[str]:
@@ -507,8 +507,8 @@ def terminate(deps: TerminationDeps, claim_name: str, provider_id: str | None = 
     """TerminateInstances for the NodeClaim's instance(s); ``{"terminated": bool, "instances": {id: state}}``."""
     claim = _claim(deps, claim_name)
     ids = {i for i in (_instance_id(_provider_id(claim)), _instance_id(provider_id)) if i}
-    ids |= {i.instance_id for i in ec2x.list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim_name)}
-    states = ec2x.terminate_instances(deps.ec2, ids) if ids else {}
+    ids |= {i.instance_id for i in list_cluster_instances(deps.ec2, deps.cluster_name, node_claim=claim_name)}
+    states = terminate_instances(deps.ec2, ids) if ids else {}
     done = all(state in _GONE_STATES for state in states.values())
     if claim is not None:
         listed = ", ".join(f"{i} ({s})" for i, s in sorted(states.items())) or "no instance"

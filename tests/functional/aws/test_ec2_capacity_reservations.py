@@ -10,15 +10,10 @@ from typing import Any
 
 import pytest
 
-from nodeflow.aws.ec2 import (
-    FleetReservation,
-    capacity_reservation_queries,
-    create_fleet,
-    create_fleet_input,
-    describe_capacity_reservations,
-    ensure_launch_template,
-    resolve_node_class,
-)
+from nodeflow.aws.ec2.capacity_reservations import capacity_reservation_queries, describe_capacity_reservations
+from nodeflow.aws.ec2.fleet import FleetReservation, create_fleet, create_fleet_input
+from nodeflow.aws.ec2.launch_templates import ensure_launch_template
+from nodeflow.aws.ec2.node_class import resolve_node_class
 from nodeflow.aws.errors import InsufficientCapacity
 from tests.functional.aws.conftest import CLUSTER, K8S
 from tests.functional.aws.test_ec2_launch import fleet_request, lt_spec

@@ -9,18 +9,10 @@ from typing import Any
 import pytest
 
 from nodeflow.api.karpenter_ec2 import BlockDeviceMapping, MetadataOptions
-from nodeflow.aws.ec2 import (
-    MAX_FLEET_OVERRIDES,
-    FleetRequest,
-    LaunchTemplateSpec,
-    create_fleet,
-    create_fleet_input,
-    describe_instance_states,
-    ensure_launch_template,
-    launch_template_name,
-    list_cluster_instances,
-    terminate_instances,
-)
+from nodeflow.aws.ec2.fleet import MAX_FLEET_OVERRIDES, FleetRequest, create_fleet, create_fleet_input
+from nodeflow.aws.ec2.instances import describe_instance_states, list_cluster_instances, terminate_instances
+from nodeflow.aws.ec2.launch_template_data import LaunchTemplateSpec, launch_template_name
+from nodeflow.aws.ec2.launch_templates import ensure_launch_template
 from nodeflow.aws.errors import AlreadyExists, InsufficientCapacity, InvalidRequest, NotFound, Offering
 from tests.functional.aws.conftest import CLUSTER
 

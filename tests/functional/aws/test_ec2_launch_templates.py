@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from nodeflow.aws.ec2 import (
-    cluster_tags,
-    create_fleet,
+from nodeflow.aws.ec2.fleet import create_fleet
+from nodeflow.aws.ec2.launch_templates import (
     delete_launch_template,
     ensure_launch_template,
     is_launch_template_not_found,
     list_launch_templates,
 )
+from nodeflow.aws.ec2.tags import cluster_tags
 from nodeflow.aws.errors import NotFound
 from nodeflow.kube.reports import Reports
 from nodeflow.lifecycle import launch_templates as lt

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from nodeflow.api.karpenter import EC2NodeClass
-from nodeflow.aws.ec2 import alias_ssm_parameters, instance_profile_name, resolve_node_class
+from nodeflow.aws.ec2.amis import alias_ssm_parameters
+from nodeflow.aws.ec2.instance_profiles import instance_profile_name
+from nodeflow.aws.ec2.node_class import resolve_node_class
 from nodeflow.aws.errors import InvalidRequest
 from tests.functional.aws.conftest import CLUSTER, K8S, seed_ssm_parameter
 

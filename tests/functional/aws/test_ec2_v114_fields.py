@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 
 from nodeflow.api.karpenter_ec2 import ConnectionTracking, CPUOptions, NetworkInterface, PlacementGroupSelector
-from nodeflow.aws.ec2 import (
-    alias_ssm_parameters,
-    create_fleet,
-    ensure_launch_template,
-    resolve_node_class,
-    resolve_placement_group,
-)
+from nodeflow.aws.ec2.amis import alias_ssm_parameters
+from nodeflow.aws.ec2.fleet import create_fleet
+from nodeflow.aws.ec2.launch_templates import ensure_launch_template
+from nodeflow.aws.ec2.node_class import resolve_node_class
+from nodeflow.aws.ec2.placement_groups import resolve_placement_group
 from nodeflow.aws.errors import InvalidRequest
 from tests.functional.aws.conftest import CLUSTER, seed_ssm_parameter
 from tests.functional.aws.test_ec2_launch import fleet_request, lt_spec

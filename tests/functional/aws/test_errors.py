@@ -11,7 +11,10 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ParamValid
 from botocore.stub import Stubber
 
 from nodeflow.aws import errors as E
-from nodeflow.aws.ec2 import FleetRequest, LaunchTemplateSpec, create_fleet, ensure_launch_template, terminate_instances
+from nodeflow.aws.ec2.fleet import FleetRequest, create_fleet
+from nodeflow.aws.ec2.instances import terminate_instances
+from nodeflow.aws.ec2.launch_template_data import LaunchTemplateSpec
+from nodeflow.aws.ec2.launch_templates import ensure_launch_template
 from nodeflow.aws.errors import (
     AccessDenied,
     AlreadyExists,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nodeflow.api import labels as wk
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.launch_templates import delete_launch_template, list_launch_templates
 from nodeflow.handlers import runtime
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
@@ -225,8 +225,8 @@ def test_a_launch_whose_template_gc_deletes_before_create_fleet_makes_it_again(l
         """Runs inside the first CreateFleet call, before EC2 reads the template: deletes it as gc would."""
         if deleted:
             return
-        for template in ec2x.list_launch_templates(local.clients.ec2, local.cluster_name):
-            assert ec2x.delete_launch_template(local.clients.ec2, template)
+        for template in list_launch_templates(local.clients.ec2, local.cluster_name):
+            assert delete_launch_template(local.clients.ec2, template)
             deleted.append(template.name)
 
     local.faults.before = gc_meanwhile

@@ -15,7 +15,11 @@ import yaml
 
 from nodeflow.api.karpenter import EC2NodeClass
 from nodeflow.api.karpenter_ec2 import EC2NodeClassStatus
-from nodeflow.aws import ec2 as ec2x
+from nodeflow.aws.ec2.amis import AMIImage
+from nodeflow.aws.ec2.node_class import ResolvedNodeClass
+from nodeflow.aws.ec2.security_groups import SecurityGroup
+from nodeflow.aws.ec2.subnets import Subnet
+from nodeflow.aws.ec2.validation import AuthorizationDenied
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.lifecycle.nodeclass import VALIDATION_CACHE, ValidationCache, node_class_status
@@ -105,7 +109,7 @@ def test_a_denied_dry_run_makes_the_class_not_ready_until_allowed(local: LocalNo
 def test_the_validation_cache_is_bounded_and_expires() -> None:
     cache = ValidationCache(ttl=timedelta(minutes=30), size=2)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    denied = ec2x.AuthorizationDenied("CreateFleet", "CreateFleetAuthCheckFailed", "UnauthorizedOperation", "no")
+    denied = AuthorizationDenied("CreateFleet", "CreateFleetAuthCheckFailed", "UnauthorizedOperation", "no")
     cache.put("a", denied, t0)
     assert cache.get("a", t0 + timedelta(minutes=29)) == (True, denied)
     assert cache.get("a", t0 + timedelta(minutes=30)) == (False, None)  # expired
@@ -123,13 +127,13 @@ def _demo_class() -> EC2NodeClass:
     return EC2NodeClass.model_validate({**raw, "metadata": {**raw["metadata"], "uid": "u1", "generation": 1}})
 
 
-def _resolved() -> ec2x.ResolvedNodeClass:
-    return ec2x.ResolvedNodeClass(
+def _resolved() -> ResolvedNodeClass:
+    return ResolvedNodeClass(
         name="default",
         ami_family="AL2023",
-        subnets=(ec2x.Subnet("subnet-1", "us-east-1a", "use1-az1", 100),),
-        security_groups=(ec2x.SecurityGroup("sg-1", "nodes"),),
-        amis=(ec2x.AMIImage("ami-1", "al2023", "amd64"),),
+        subnets=(Subnet("subnet-1", "us-east-1a", "use1-az1", 100),),
+        security_groups=(SecurityGroup("sg-1", "nodes"),),
+        amis=(AMIImage("ami-1", "al2023", "amd64"),),
         instance_profile="profile",
     )
 
@@ -139,7 +143,7 @@ def test_an_inconclusive_dry_run_keeps_the_condition_it_had() -> None:
     class stays allowed); a class never validated before counts as validated."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
     node_class, resolved = _demo_class(), _resolved()
-    denied = ec2x.AuthorizationDenied("RunInstances", "RunInstancesAuthCheckFailed", "UnauthorizedOperation", "no")
+    denied = AuthorizationDenied("RunInstances", "RunInstancesAuthCheckFailed", "UnauthorizedOperation", "no")
     first = node_class_status(node_class, resolved, now, denied)
     conditions = {c["type"]: c for c in first["conditions"]}
     assert conditions["ValidationSucceeded"]["reason"] == "RunInstancesAuthCheckFailed"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeflow.aws.ec2 import alias_ssm_parameters
+from nodeflow.aws.ec2.amis import alias_ssm_parameters
 from sandbox.aws import AwsWorld, Clients, build_world, create_functions, create_state_machine, moto_server, substitute
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, wait_for_execution
 from tests.functional.sandbox.conftest import CLUSTER

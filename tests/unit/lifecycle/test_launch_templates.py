@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from nodeflow.api.karpenter import EC2NodeClass
-from nodeflow.aws.ec2 import InstanceInfo, LaunchTemplate
+from nodeflow.aws.ec2.instances import InstanceInfo
+from nodeflow.aws.ec2.launch_templates import LaunchTemplate
 from nodeflow.lifecycle.launch_templates import TEMPLATE_GRACE, finalizer_patches, unused, waiting_message
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

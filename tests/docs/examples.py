@@ -1,5 +1,7 @@
-"""The examples a reader copies: YAML code blocks of README.md and docs/ (their Kubernetes objects), shared by the
-offline check (tests/docs/test_examples.py) and the real API server's dry run (tests/realk8s/test_docs_examples.py)."""
+"""The examples a reader copies, from the fenced code blocks of README.md and docs/: the Kubernetes objects of the
+YAML blocks and the shell blocks with their runnable markers, shared by the offline checks
+(tests/docs/test_examples.py), the real API server's dry run (tests/realk8s/test_docs_examples.py) and the cluster
+examples' run (tests/realk8s/test_docs_cluster_examples.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-YAML_BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -32,16 +33,13 @@ def files() -> list[Path]:
 
 def yaml_examples() -> list[Example]:
     """Every Kubernetes object (a mapping with apiVersion and kind) in a YAML code block."""
-    out = []
-    for path in files():
-        text = path.read_text()
-        for match in YAML_BLOCK.finditer(text):
-            line = text.count("\n", 0, match.start()) + 1
-            where = f"{path.relative_to(ROOT).as_posix()}:{line}"
-            for i, doc in enumerate(yaml.safe_load_all(match.group(1))):
-                if isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc:
-                    out.append(Example(where, i, doc))
-    return out
+    return [
+        Example(block.where, i, doc)
+        for block in blocks()
+        if block.language in ("yaml", "yml")
+        for i, doc in enumerate(yaml.safe_load_all(block.text))
+        if isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- shell blocks

@@ -473,6 +473,27 @@ def register_stack(clients_or_session: ClientSource, world: AwsWorld) -> str:
     return name
 
 
+def register_decision_log_stack(
+    clients_or_session: ClientSource, cluster_name: str, decision_table: str, region: str = "us-east-1"
+) -> str:
+    """``register_stack`` for a world that is only a decision log (its table made by ``create_decision_table``):
+    what ``python -m nodeflow decisions --stack`` reads. Returns the stack's name."""
+    world = AwsWorld(
+        region=region,
+        cluster_name=cluster_name,
+        vpc_id="",
+        subnets={},
+        security_group_id="",
+        node_role_name="",
+        amis={},
+        table_name=f"nodeflow-{cluster_name}",
+        queue_url="",
+        lambda_role_arn="",
+        decision_table_name=decision_table,
+    )
+    return register_stack(clients_or_session, world)
+
+
 def _queue_with_dlq(clients: Clients, name: str) -> tuple[str, str]:
     sqs = clients.sqs
     dlq_url: str = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]

@@ -20,7 +20,8 @@ It also fills in the output of every runnable example: a ```console block right 
 line, in README.md and the pages, whose ``$ `` lines are commands run from the repository root (``python`` is this
 interpreter); the lines after each command are its standard output. tests/docs/test_examples.py runs them all and
 compares; a block after ``<!-- runnable: excerpt -->`` shows only some lines (``...`` for the rest), which the test
-finds in the output in that order.
+finds in the output in that order. Blocks after ``<!-- runnable: cluster ... -->`` run on a real control plane
+(tests/realk8s/test_docs_cluster_examples.py) and are not rewritten here.
 
 infra/config.py and the handlers are read as source (``ast``), not imported: the pages build without CDK, boto3 or
 Powertools loaded.

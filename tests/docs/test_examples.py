@@ -1,5 +1,7 @@
 """Every example in README.md and docs/ is true: each runnable shell example (a ```console block after
-``<!-- runnable -->``) prints what the page shows, and each YAML example of a nodeflow or Karpenter kind is valid
+``<!-- runnable -->``) prints what the page shows, every other shell block is run on the real control plane
+(``<!-- runnable: cluster -->``, tests/realk8s/test_docs_cluster_examples.py) or says in its first line why no test
+runs it (``# needs an AWS account; not run by the tests``), and each YAML example of a nodeflow or Karpenter kind is valid
 against the CRD the stack installs and loads as nodeflow reads it (the real API server's dry run of every example,
 built-in kinds included, is tests/realk8s/test_docs_examples.py)."""
 
@@ -11,7 +13,7 @@ import pytest
 import yaml
 
 from nodeflow.api.manifests import load_manifests
-from tests.docs.examples import ROOT, Example, files, yaml_examples
+from tests.docs.examples import NOT_RUN, ROOT, Block, Example, blocks, files, normalize, yaml_examples
 from tests.unit.test_crds import validate
 from tools import gen_docs
 
@@ -84,3 +86,44 @@ def test_an_excerpt_check_notices_a_line_out_of_order() -> None:
     assert _in_order(["a", "c"], ["a", "b", "c"]) == []
     assert _in_order(["c", "a"], ["a", "b", "c"]) == ["a"]
     assert _in_order(["x"], ["a"]) == ["x"]
+
+
+SHELL_BLOCKS = [b for b in blocks() if b.is_shell]
+
+
+@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.where)
+def test_a_shell_block_is_run_by_a_test_or_says_why_not(block: Block) -> None:
+    if block.kind is not None:
+        assert block.language == "console", f"{block.where}: a runnable block is a ```console block"
+        assert block.text.startswith("$ "), f"{block.where}: a runnable block starts with a `$ ` command"
+        if block.kind == "cluster":
+            normalize("", block.options.get("normalized", ""))  # names only known rules
+            assert set(block.options) <= {"after", "normalized"}, block.where
+        return
+    assert NOT_RUN.match(block.text), (
+        f"{block.where}: a shell block no test runs: mark it <!-- runnable --> (offline) or <!-- runnable: cluster "
+        "--> (tests/realk8s/test_docs_cluster_examples.py), or start it with `# <why>; not run by the tests`"
+    )
+    assert not any(line.startswith("$ ") for line in block.text.splitlines()), (
+        f"{block.where}: output shown after a `$ ` command that no test runs"
+    )
+
+
+def test_the_shell_block_check_sees_each_kind_of_block() -> None:
+    kinds = {b.kind for b in SHELL_BLOCKS}
+    assert {None, "offline", "excerpt", "cluster"} <= kinds
+    assert not [b.where for b in blocks() if b.language == "" and b.is_shell]  # every shell block is labelled
+    assert Block("x:1", "", None, "make demo\n").is_shell
+    assert Block("x:1", "text", None, "$ kubectl get pods\n").is_shell
+    assert not Block("x:1", "text", None, "usage: python -m nodeflow plan\n").is_shell
+
+
+def test_normalizing_touches_only_what_the_rule_names() -> None:
+    table = "$ kubectl get x\nNAME   READY   AGE\na      True    5s\nb      False   12m\n"
+    want = "$ kubectl get x\nNAME   READY   AGE\na      True    <age>\nb      False   <age>\n"
+    assert normalize(table, "AGE") == want
+    assert normalize(table, "") == table
+    line = "2026-03-01 12:00:00  provisioning  5 records since 2026-03-01T11:05:00Z (table t-12:00:00)\n"
+    assert normalize(line, "times") == "<time>  provisioning  5 records since <time> (table t-12:00:00)\n"
+    with pytest.raises(ValueError, match="unknown normalization"):
+        normalize(table, "everything")

@@ -242,22 +242,9 @@ def _cli(*args: str) -> tuple[int, str, str]:
 def _stack(world: dict[str, Any]) -> str:
     import boto3
 
-    from sandbox.aws import AwsWorld, register_stack
+    from sandbox.aws import register_decision_log_stack
 
-    stack_world = AwsWorld(
-        region=REGION,
-        cluster_name="shop",
-        vpc_id="",
-        subnets={},
-        security_group_id="",
-        node_role_name="",
-        amis={},
-        table_name="nodeflow-shop",
-        queue_url="",
-        lambda_role_arn="",
-        decision_table_name=TABLE,
-    )
-    return register_stack(lambda service: boto3.client(service, region_name=REGION), stack_world)
+    return register_decision_log_stack(lambda service: boto3.client(service, region_name=REGION), "shop", TABLE)
 
 
 def test_the_decisions_command_reads_the_stacks_log(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

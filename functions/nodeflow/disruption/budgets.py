@@ -8,6 +8,9 @@
 - The most restrictive active budget wins; with no budget at all the default is 10%.
 - Nodes already being disrupted (deleting, or tainted karpenter.sh/disrupted) count against it.
 - A budget that cannot be parsed allows nothing (fail safe).
+
+``RoundBudgets`` applies them in one disruption round: what each NodePool has left per reason, and which of some
+candidates the budgets let through together.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from datetime import UTC, datetime, timedelta
 
 from nodeflow.api.duration import MAX_SECONDS
 from nodeflow.api.karpenter_core import Budget
+from nodeflow.disruption.candidates import Candidate, budget_standing
+from nodeflow.disruption.model import Blocked, BlockKind, Reason, Snapshot
 
 __all__ = [
     "MAX_LOOKBACK",
     "BudgetError",
+    "RoundBudgets",
     "allowed",
     "budget_allows",
     "cron_matches",
@@ -244,3 +250,44 @@ def allowed(budgets: Sequence[Budget], reason: str, num_nodes: int, disrupting: 
         if value is not None:
             limit = min(limit, value)
     return max(0, limit - disrupting)
+
+
+class RoundBudgets:
+    """Remaining disruptions per (NodePool, reason) for one round: the nodes counted and those already being
+    disrupted are the candidates' (``budget_standing``), the budgets the NodePools' (``allowed``)."""
+
+    def __init__(self, snapshot: Snapshot, candidates: Sequence[Candidate], now: datetime) -> None:
+        self.now = now
+        self.pools = {p.name: p for p in snapshot.state.node_pools}
+        self.total: dict[str, int] = {}
+        self.disrupting: dict[str, int] = {}
+        for c in candidates:
+            counted, disrupting = budget_standing(c)
+            if counted:
+                self.total[c.pool_name] = self.total.get(c.pool_name, 0) + 1
+            if counted and disrupting:
+                self.disrupting[c.pool_name] = self.disrupting.get(c.pool_name, 0) + 1
+        self.cache: dict[tuple[str, Reason], int] = {}
+
+    def left(self, pool: str, reason: Reason) -> int:
+        """How many more nodes of NodePool ``pool`` may be disrupted for ``reason`` this round."""
+        key = (pool, reason)
+        if key not in self.cache:
+            budgets = self.pools[pool].spec.disruption.budgets
+            self.cache[key] = allowed(
+                budgets, reason.value, self.total.get(pool, 0), self.disrupting.get(pool, 0), self.now
+            )
+        return self.cache[key]
+
+    def within(self, candidates: Sequence[Candidate], reason: Reason, blocked: list[Blocked]) -> list[Candidate]:
+        """The candidates the budgets allow together (in order); the others are reported in ``blocked``."""
+        taken: dict[str, int] = {}
+        out: list[Candidate] = []
+        for c in candidates:
+            if taken.get(c.pool_name, 0) < self.left(c.pool_name, reason):
+                taken[c.pool_name] = taken.get(c.pool_name, 0) + 1
+                out.append(c)
+            else:
+                message = f"disruption budget of NodePool {c.pool_name} allows no more {reason.value} disruptions now"
+                blocked.append(Blocked(c.name, BlockKind.BLOCKED, message))
+        return out

@@ -16,7 +16,7 @@ are the snapshot's, the time is the round's ``now``.
   over already.
 - Such a command is simulated again with the solver given the ceilings and group limits that could bind (``limits``:
   those whose room, the candidates counted as freed, is less than the moving pods could need), so the replacements
-  go to the next NodePool as the provisioner's would (``nodeflow.disruption.round``); ``check`` stays the guard.
+  go to the next NodePool as the provisioner's would (``nodeflow.disruption.method.Round.validate``); ``check`` stays the guard.
   Only a refused command is simulated again: decisions that no ceiling or limit refuses are the same as without.
 
 Spend in use is ``nodeflow.governance.spend.cluster_spend`` (the provisioner's): nodes not going away and NodeClaims

@@ -1,6 +1,6 @@
-"""The whole disruption Lambda invocation at scale: ``nodeflow.lifecycle.disruption.run`` against the test API server
-holding the fragmented cluster of ``benchmarks.disruption`` (default 5,000 nodes and 50,000 pods, one NodePool with
-a 10% budget).
+"""The whole disruption Lambda invocation at scale: ``nodeflow.lifecycle.disruption_round.run`` against the test API
+server holding the fragmented cluster of ``benchmarks.disruption`` (default 5,000 nodes and 50,000 pods, one NodePool
+with a 10% budget).
 
     .venv/bin/python -m benchmarks.disruption_lambda [--nodes 5000] [--pods 50000] [--invocations 2] [--quick] [--json]
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from nodeflow.catalog.offline import load_offline
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
-    from nodeflow.lifecycle import disruption as lifecycle
+    from nodeflow.lifecycle import disruption_round as lifecycle
 
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,8 +16,6 @@ from typing import TYPE_CHECKING
 from nodeflow.api import labels as wk
 from nodeflow.api.block_devices import ephemeral_volume_bytes
 from nodeflow.api.core import (
-    DaemonSet,
-    Namespace,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -31,10 +28,8 @@ from nodeflow.api.core import (
 )
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.karpenter_overlay import NodeOverlay
-from nodeflow.api.manifests import Manifests
 from nodeflow.api.meta import Taint as ApiTaint
 from nodeflow.api.meta import Toleration as ApiToleration
-from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.api.pool_names import EVERY
 from nodeflow.api.quantity import to_milli
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
@@ -42,6 +37,7 @@ from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.overlays import OverlayPool, OverlayVerdict, apply_overlays
 from nodeflow.catalog.reservations import CapacityReservation
 from nodeflow.catalog.reservations import select as select_reservations
+from nodeflow.cluster import ClusterState, claim_index, left_behind, nominated_pods
 from nodeflow.constraints import (
     affinity_terms,
     namespace_label_map,
@@ -73,11 +69,8 @@ if TYPE_CHECKING:
     from nodeflow.governance.policy import Governance
 
 __all__ = [
-    "ClusterState",
     "build_input",
-    "claim_index",
     "convert_pods",
-    "left_behind",
     "node_class_readiness",
     "node_class_settings",
     "overlay_verdicts",
@@ -89,48 +82,6 @@ __all__ = [
 ]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterState:
-    """The objects a plan is made from (what `plan` reads from files, or a cluster snapshot)."""
-
-    node_pools: Sequence[NodePool] = ()
-    node_classes: Sequence[EC2NodeClass] = ()
-    node_claims: Sequence[NodeClaim] = ()
-    pods: Sequence[Pod] = ()
-    daemon_sets: Sequence[DaemonSet] = ()
-    nodes: Sequence[Node] = ()
-    pvcs: Sequence[PersistentVolumeClaim] = ()
-    pvs: Sequence[PersistentVolume] = ()
-    storage_classes: Sequence[StorageClass] = ()
-    namespaces: Sequence[Namespace] = ()
-    pdbs: Sequence[PodDisruptionBudget] = ()
-    # Every capacity reservation known (DescribeCapacityReservations); each EC2NodeClass gets those its
-    # capacityReservationSelectorTerms select, as ``reserved`` offerings of its instance types.
-    capacity_reservations: Sequence[CapacityReservation] = ()
-    node_overlays: Sequence[NodeOverlay] = ()
-    # nodeflow.io/v1alpha1 NodeflowPolicies: who may create which capacity, at what cost, when (``governance``).
-    policies: Sequence[NodeflowPolicy] = ()
-
-    @staticmethod
-    def from_manifests(manifests: Manifests) -> ClusterState:
-        return ClusterState(
-            node_pools=manifests.node_pools,
-            node_classes=manifests.node_classes,
-            node_claims=manifests.node_claims,
-            pods=manifests.pods,
-            daemon_sets=manifests.daemon_sets,
-            nodes=manifests.nodes,
-            pvcs=manifests.pvcs,
-            pvs=manifests.pvs,
-            storage_classes=manifests.storage_classes,
-            namespaces=manifests.namespaces,
-            pdbs=manifests.pdbs,
-            capacity_reservations=manifests.capacity_reservations,
-            node_overlays=manifests.node_overlays,
-            policies=manifests.policies,
-        )
 
 
 def plan(
@@ -504,49 +455,6 @@ def _fill_zeros(reported: Mapping[str, int], expected: Mapping[str, int]) -> dic
         if not out.get(key):
             out[key] = value
     return out
-
-
-def claim_index(
-    claims: Sequence[NodeClaim],
-) -> tuple[dict[str, NodeClaim], dict[str, NodeClaim], set[str]]:
-    """The NodeClaims not being deleted by their Node's name and by provider id, and the Node names and provider
-    ids of those being deleted (their Nodes are going away with them)."""
-    live = [c for c in claims if c.status is not None and c.metadata.deletion_timestamp is None]
-    by_node = {c.status.node_name: c for c in live if c.status is not None and c.status.node_name}
-    by_provider = {c.status.provider_id: c for c in live if c.status is not None and c.status.provider_id}
-    going = {
-        ref
-        for c in claims
-        if c.status is not None and c.metadata.deletion_timestamp is not None
-        for ref in (c.status.node_name, c.status.provider_id)
-        if ref
-    }
-    return by_node, by_provider, going
-
-
-def left_behind(node: Node) -> bool:
-    """A NodePool's Node that no live NodeClaim names (by status.nodeName or providerID) and that still carries
-    ``karpenter.sh/unregistered`` or reports Ready other than True was left by a failed or terminated launch (its
-    instance is likely gone): it is not capacity, and garbage collection deletes it. Pods planned onto it would
-    wait for ever (Karpenter deletes such a Node with its NodeClaim). A Node without a Ready condition (as in
-    manifests given to ``plan``) is taken as it is."""
-    if wk.LABEL_NODEPOOL not in (node.metadata.labels or {}):
-        return False  # not a NodePool's node: judged like any node (its taints count)
-    ready = next((c.status for c in node.status.conditions if c.type == "Ready"), None)
-    unregistered = any(t.key == wk.TAINT_UNREGISTERED for t in node.spec.taints or ())
-    return unregistered or (ready is not None and ready != "True")
-
-
-def nominated_pods(claim: NodeClaim) -> tuple[str, ...]:
-    """The pods ("namespace/name") ``claim`` was created for (its nominated-pods annotation)."""
-    raw = (claim.metadata.annotations or {}).get(wk.ANNOTATION_NOMINATED_PODS)
-    if not raw:
-        return ()
-    try:
-        keys = json.loads(raw)
-    except ValueError:
-        return ()
-    return tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else ()
 
 
 def _initialized(claim: NodeClaim) -> bool:

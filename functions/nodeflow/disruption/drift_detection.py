@@ -1,8 +1,9 @@
-"""Drift: why a node no longer matches its NodePool or EC2NodeClass (None when it still does).
+"""Drift detection: why a node no longer matches its NodePool or EC2NodeClass (None when it still does). Pure.
+The drift method that replaces drifted nodes is ``nodeflow.disruption.drift``.
 
 In Karpenter's order, the first that applies:
 1. NodePool template hash: the NodeClaim's karpenter.sh/nodepool-hash annotation differs from the
-   NodePool's hash now (``nodeflow.lifecycle.claims.nodepool_hash``, the number Karpenter computes).
+   NodePool's hash now (``nodeflow.api.template_hash.nodepool_hash``, the number Karpenter computes).
    Compared only when the NodeClaim carries both the hash and its karpenter.sh/nodepool-hash-version
    and that version is the NodePool's (``NODEPOOL_HASH_VERSION``): a hash of another version means
    nothing. nodeflow computes the NodePool's hash itself (Karpenter's annotation on the NodePool may
@@ -35,10 +36,10 @@ from functools import lru_cache
 
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
+from nodeflow.api.template_hash import NODEPOOL_HASH_VERSION, legacy_nodepool_hash, nodepool_hash
 from nodeflow.catalog.instancetypes import known_type
 from nodeflow.catalog.model import CatalogData, Offering
 from nodeflow.disruption.model import ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_SECURITY_GROUP_IDS, ANNOTATION_SUBNET_ID
-from nodeflow.lifecycle.claims import NODEPOOL_HASH_VERSION, legacy_nodepool_hash, nodepool_hash
 from nodeflow.scheduling.requirements import Requirement, Requirements
 
 __all__ = ["INSTANCE_TYPE_CHECK_AFTER", "drift_reason"]

@@ -31,9 +31,10 @@ from datetime import datetime
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Pod
 from nodeflow.api.duration import shift
+from nodeflow.cluster import ClusterState
 from nodeflow.disruption.candidates import Candidate, _aware
 from nodeflow.disruption.model import Move
-from nodeflow.plan import ClusterState, pod_converter
+from nodeflow.plan import pod_converter
 from nodeflow.scheduling.pricing import type_matches
 from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import (

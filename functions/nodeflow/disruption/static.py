@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Any
 
 from nodeflow.api.karpenter import NodePool
+from nodeflow.cluster import ClusterState
 from nodeflow.disruption.candidates import Candidate, _aware, _lifetime_remaining
-from nodeflow.plan import ClusterState
 from nodeflow.podutil import do_not_disrupt_active, eviction_cost
 from nodeflow.scheduling.static import is_static, static_counts
 

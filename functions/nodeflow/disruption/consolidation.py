@@ -42,7 +42,7 @@ from nodeflow.api import labels as wk
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.disruption import balanced
 from nodeflow.disruption.candidates import Candidate, settled
-from nodeflow.disruption.method import Round
+from nodeflow.disruption.method import BudgetClass, Round
 from nodeflow.disruption.model import BlockKind, Command, Reason, Settings
 from nodeflow.disruption.simulation import Simulator, moves_of
 from nodeflow.podutil import eviction_cost
@@ -52,6 +52,7 @@ from nodeflow.scheduling.types import NodeClaimPlan, SchedulingInput
 
 __all__ = [
     "Consolidation",
+    "ConsolidationMethod",
     "consolidate",
     "consolidation_order",
     "interleave_pools",
@@ -147,6 +148,22 @@ class Consolidation:
         if isinstance(outcome, str):
             return outcome
         return r.validate(outcome, candidates, lambda sim: consolidate(candidates, sim, r.settings, method, totals))
+
+
+class ConsolidationMethod:
+    """What the multi-node and single-node methods have in common: reason Underutilized, graceful, simulating,
+    and the round's shared ``Consolidation`` deciding which candidates they want."""
+
+    reason = Reason.UNDERUTILIZED
+    budget_class = BudgetClass.GRACEFUL
+    simulates = True
+    evaluated_without_candidates = True
+
+    def __init__(self, shared: Consolidation) -> None:
+        self.shared = shared
+
+    def should_disrupt(self, r: Round, c: Candidate) -> bool:
+        return self.shared.should_disrupt(r, c)
 
 
 # --- pricing the replacement --------------------------------------------------------------------------------------

@@ -13,27 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from nodeflow.disruption.candidates import Candidate
-from nodeflow.disruption.consolidation import Consolidation
-from nodeflow.disruption.method import BudgetClass, Round
+from nodeflow.disruption.consolidation import ConsolidationMethod
+from nodeflow.disruption.method import Round
 from nodeflow.disruption.model import Command, Reason
 
 __all__ = ["MultiNodeConsolidation", "longest_prefix"]
 
 
-class MultiNodeConsolidation:
+class MultiNodeConsolidation(ConsolidationMethod):
     """The multi-node consolidation method (see the module docstring)."""
 
-    reason = Reason.UNDERUTILIZED
-    budget_class = BudgetClass.GRACEFUL
     consolidation_type = "multi"
-    simulates = True
-    evaluated_without_candidates = True
-
-    def __init__(self, shared: Consolidation) -> None:
-        self.shared = shared
-
-    def should_disrupt(self, r: Round, c: Candidate) -> bool:
-        return self.shared.should_disrupt(r, c)
 
     def compute(self, r: Round, wanted: Sequence[Candidate]) -> Command | None:
         in_budget = self.shared.in_budget(r, wanted)

@@ -12,27 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodeflow.disruption.candidates import Candidate
-from nodeflow.disruption.consolidation import Consolidation, interleave_pools
-from nodeflow.disruption.method import BudgetClass, Round
-from nodeflow.disruption.model import BlockKind, Command, Reason
+from nodeflow.disruption.consolidation import ConsolidationMethod, interleave_pools
+from nodeflow.disruption.method import Round
+from nodeflow.disruption.model import BlockKind, Command
 
 __all__ = ["SingleNodeConsolidation"]
 
 
-class SingleNodeConsolidation:
+class SingleNodeConsolidation(ConsolidationMethod):
     """The single-node consolidation method (see the module docstring)."""
 
-    reason = Reason.UNDERUTILIZED
-    budget_class = BudgetClass.GRACEFUL
     consolidation_type = "single"
-    simulates = True
-    evaluated_without_candidates = True
-
-    def __init__(self, shared: Consolidation) -> None:
-        self.shared = shared
-
-    def should_disrupt(self, r: Round, c: Candidate) -> bool:
-        return self.shared.should_disrupt(r, c)
 
     def compute(self, r: Round, wanted: Sequence[Candidate]) -> Command | None:
         for c in interleave_pools(self.shared.in_budget(r, wanted)):  # one node per command

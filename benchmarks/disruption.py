@@ -45,10 +45,11 @@ from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData, InstanceType
 from nodeflow.catalog.offline import load_offline
+from nodeflow.cluster import ClusterState
 from nodeflow.disruption.model import Command, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.kube.snapshot import _LIST_MODELS
-from nodeflow.plan import ClusterState, build_input, node_class_settings, plan
+from nodeflow.plan import build_input, node_class_settings, plan
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 TYPES = ("m5.xlarge", "m5.2xlarge", "m5.4xlarge")

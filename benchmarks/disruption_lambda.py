@@ -1,4 +1,4 @@
-"""The whole disruption Lambda invocation at scale: ``nodeflow.lifecycle.disruption.run`` against a real
+"""The whole disruption Lambda invocation at scale: ``nodeflow.lifecycle.disruption_round.run`` against a real
 kube-apiserver holding the fragmented cluster of ``benchmarks.disruption`` (default 5,000 nodes and 50,000 pods, one
 NodePool with a 10% budget).
 
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from benchmarks.realcluster import pin, seed, server_cpu, started
     from nodeflow.catalog.offline import load_offline
     from nodeflow.kube.events import EventRecorder
-    from nodeflow.lifecycle import disruption as lifecycle
+    from nodeflow.lifecycle import disruption_round as lifecycle
     from sandbox.controlplane import ADMIN
 
     with started() as server:

@@ -175,7 +175,8 @@ CASES = ("none", "roomy", "binding", "limits-roomy", "limits-binding", "group-bi
 def measure(pods: int, repeat: int, limits: bool = False) -> dict[str, Any]:
     from nodeflow.api.manifests import load_manifests
     from nodeflow.catalog.offline import load_offline
-    from nodeflow.plan import ClusterState, build_input
+    from nodeflow.cluster import ClusterState
+    from nodeflow.plan import build_input
     from nodeflow.scheduling.solver import solve
 
     catalog = load_offline("us-east-1")

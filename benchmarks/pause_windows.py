@@ -47,9 +47,10 @@ def measure(windows: int, pools: int, duration: str, repeat: int) -> dict[str, A
     from nodeflow.api.karpenter import EC2NodeClass, NodePool
     from nodeflow.api.nodeflow_policy import NodeflowPolicy
     from nodeflow.catalog.offline import load_offline
+    from nodeflow.cluster import ClusterState
     from nodeflow.governance.policy import Governance
     from nodeflow.lifecycle.provisioner import pause_retry
-    from nodeflow.plan import ClusterState, plan
+    from nodeflow.plan import plan
 
     pauses = [
         {"name": f"w{i}", "schedule": "0 0 30 2 *", "duration": duration, "provisioning": True, "disruption": True}

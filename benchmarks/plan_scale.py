@@ -227,7 +227,8 @@ def measure(directory: Path, repeat: int, subprocess_too: bool, main_too: bool =
     from nodeflow.api.manifests import load_manifests
     from nodeflow.catalog.offline import load_offline
     from nodeflow.cli import main, render_table
-    from nodeflow.plan import ClusterState, build_input, plan_warnings
+    from nodeflow.cluster import ClusterState
+    from nodeflow.plan import build_input, plan_warnings
     from nodeflow.scheduling.solver import solve
 
     paths = [str(directory)]

@@ -6,7 +6,7 @@ NodeClaims from YAML, and prints the NodeClaims nodeflow would launch with their
 go or exactly why not (``nodeflow.explain_cli``).
 ``disrupt --dry-run`` says which nodes would be disrupted now, why, what replaces them and the saving.
 ``install-manifests --stack NAME`` renders the in-cluster manifests from a deployed stack's outputs.
-``governance -f PATH | --cluster`` prints the governance record (``nodeflow.governance.command``).
+``governance -f PATH | --cluster`` prints the governance record (``nodeflow.governance_cli``).
 ``decisions --stack NAME`` reads the stack's decision log (``nodeflow.decisions_cli``).
 ``doctor --stack NAME`` checks the cluster and account before install and nodeflow after (``nodeflow.doctor_cli``;
 its exit code 1 means a check failed).
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from nodeflow import __version__, decisions_cli, doctor_cli
+from nodeflow import governance_cli as governance_command
 from nodeflow.api.quantity import format_milli
 from nodeflow.aws.region import CATALOG_REGION_HELP, REGION_HELP
-from nodeflow.governance import command as governance_command
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -252,7 +252,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from nodeflow.api.manifests import ManifestError, load_manifests
     from nodeflow.aws.region import NoRegion
     from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
-    from nodeflow.plan import ClusterState, build_input, plan_warnings, with_static
+    from nodeflow.cluster import ClusterState
+    from nodeflow.plan import build_input, plan_warnings, with_static
 
     try:
         manifests = load_manifests(args.paths)
@@ -309,10 +310,10 @@ def _explain(manifests: Manifests, inp: SchedulingInput, args: argparse.Namespac
 
 
 def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from nodeflow.cluster import ClusterState
     from nodeflow.disruption.model import Settings, Snapshot
     from nodeflow.disruption.repair import RepairResult, decide_repairs
     from nodeflow.disruption.round import decide
-    from nodeflow.plan import ClusterState
 
     found = _now_arg(args, err)
     if found is None:

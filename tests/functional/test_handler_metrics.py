@@ -116,7 +116,7 @@ def test_interruption_message_types_are_karpenters(
 
     from nodeflow.handlers.karpenter_metrics import message_type, record_interruption_batch
     from nodeflow.interruption.messages import Deletion, Envelope, Rejected, StateChange, parse_message
-    from nodeflow.lifecycle.interruption import Outcome
+    from nodeflow.lifecycle.interruption_handling import Outcome
 
     monkeypatch.delenv("CLUSTER_NAME", raising=False)
     now = datetime(2026, 1, 1, tzinfo=UTC)

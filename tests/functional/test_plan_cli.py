@@ -13,7 +13,8 @@ import pytest
 from nodeflow.api.manifests import load_manifests
 from nodeflow.catalog.offline import load_offline
 from nodeflow.cli import main
-from nodeflow.plan import ClusterState, build_input
+from nodeflow.cluster import ClusterState
+from nodeflow.plan import build_input
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import type_matches
 

@@ -156,7 +156,7 @@ def test_only_housekeeping_and_termination_delete_nodes_and_node_claims() -> Non
 
 
 def test_the_pause_switch_is_readable_by_the_disruption_function_only() -> None:
-    from nodeflow.lifecycle.disruption import PAUSE_CONFIG_MAP
+    from nodeflow.lifecycle.disruption_round import PAUSE_CONFIG_MAP
 
     docs = _docs()
     assert all("configmaps" not in r["resources"] for rules in _cluster_roles().values() for r in rules)
@@ -177,7 +177,7 @@ def test_the_pause_switch_is_readable_by_the_disruption_function_only() -> None:
 
 def test_the_api_server_lets_the_disruption_function_read_the_pause_switch_only(real_kube: RealKubeAPI) -> None:
     """As the real authorizer decides it (SubjectAccessReview): that one ConfigMap, in that namespace, only read."""
-    from nodeflow.lifecycle.disruption import PAUSE_CONFIG_MAP
+    from nodeflow.lifecycle.disruption_round import PAUSE_CONFIG_MAP
 
     def may(verb: str, namespace: str, name: str | None) -> bool:
         attributes = {

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodeflow.api.karpenter import NodePool
-from nodeflow.lifecycle.claims import nodepool_hash
+from nodeflow.api.template_hash import nodepool_hash
 from tests.parity.harness import Obj, disrupt, managed_node, node_class, node_pool, pod
 
 HASH = "karpenter.sh/nodepool-hash"

@@ -1093,7 +1093,7 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     ),
     **{
         f"Consolidation / TTL / {title}": (
-            "the cluster changes during the 15 s validation wait (lifecycle/disruption.run re-decides after it; "
+            "the cluster changes during the 15 s validation wait (lifecycle/disruption_round.run re-decides after it; "
             "tests/functional/disruption); one dry-run round has no wait"
         )
         for title in (

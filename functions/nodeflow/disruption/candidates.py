@@ -48,6 +48,7 @@ __all__ = [
     "held_pods",
     "node_price",
     "pdb_blockers",
+    "settled",
 ]
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -89,6 +90,14 @@ class Candidate:
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def settled(c: Candidate, now: datetime) -> bool:
+    """consolidateAfter has passed since the node's last pod event (never with consolidateAfter Never)."""
+    after = c.pool.spec.disruption.consolidate_after_seconds
+    if after is None:
+        return False
+    return c.last_pod_event is None or shift(c.last_pod_event, after) <= now
 
 
 def _active(pod: Pod) -> bool:

@@ -21,9 +21,9 @@ from nodeflow.api.labels import (  # re-exported: the drift rules read them
 from nodeflow.scheduling.types import NodeClaimPlan
 
 if TYPE_CHECKING:  # an annotation only: the replace step does not import the planner
+    from nodeflow.cluster import ClusterState
     from nodeflow.disruption.balanced import Score
     from nodeflow.disruption.static import ScaleDown
-    from nodeflow.plan import ClusterState
 
 __all__ = [
     "ANNOTATION_EC2NODECLASS_HASH",

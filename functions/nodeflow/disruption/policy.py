@@ -16,7 +16,8 @@ are the snapshot's, the time is the round's ``now``.
   over already.
 - Such a command is simulated again with the solver given the ceilings and group limits that could bind (``limits``:
   those whose room, the candidates counted as freed, is less than the moving pods could need), so the replacements
-  go to the next NodePool as the provisioner's would (``nodeflow.disruption.round``); ``check`` stays the guard.
+  go to the next NodePool as the provisioner's would (``nodeflow.disruption.method.Round.validate``); ``check``
+  stays the guard.
   Only a refused command is simulated again: decisions that no ceiling or limit refuses are the same as without.
 
 Spend in use is ``nodeflow.governance.spend.cluster_spend`` (the provisioner's): nodes not going away and NodeClaims
@@ -31,12 +32,13 @@ from datetime import datetime
 
 from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import CatalogData
+from nodeflow.cluster import ClusterState
 from nodeflow.constraints import namespace_label_map
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.model import Command
 from nodeflow.governance.policy import Governance, NodeCost, Spend, spend_of
 from nodeflow.governance.spend import cluster_spend
-from nodeflow.plan import ClusterState, with_denials  # with_denials: the provisioner's rule, one for both
+from nodeflow.plan import with_denials  # with_denials: the provisioner's rule, one for both
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodeClaimPlan, PodInput, SchedulingInput
 

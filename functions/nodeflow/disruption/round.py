@@ -1,155 +1,69 @@
-"""One round of disruption: ``decide(snapshot, catalog, now, ...)`` -> ``RoundResult``.
+"""One round of disruption: ``decide(snapshot, catalog, now, ...)`` -> ``RoundResult``. Pure.
 
-Expiration first and apart: every node whose NodeClaim is older than its ``spec.expireAfter`` is
-returned in ``expirations`` (forceful: no budget, no blocker, no replacement simulation).
+This module only orders the methods, starts the round (what every method shares) and assembles the result;
+each method is a module of its own implementing ``nodeflow.disruption.method.Method``.
 
-Then at most ONE voluntary command, trying in Karpenter's order and stopping at the first found:
-1. emptiness: every unblocked candidate holding only DaemonSet/mirror pods whose last pod event is
-   at least consolidateAfter ago (policy WhenEmpty or WhenEmptyOrUnderutilized), as many as the
-   budgets (reason Empty) allow, deleted together;
-2. drift (reason Drifted): empty drifted candidates first, then the earliest drifted (the NodeClaim's
-   Drifted condition; drift found only now counts as now): the first unblocked one within budget whose
-   pods can be rescheduled, replaced by as many NodeClaims as its pods need (deleted when they fit elsewhere: on
-   any other node, one inside its consolidateAfter window too, as Karpenter's drift simulation is no
-   consolidation simulation);
-3. multi-node consolidation (reason Underutilized): the nodes consolidation may take (see
-   ``consolidation.unconsolidatable``; busy, consolidateAfter elapsed), best savings per disruption first
-   (``consolidation.consolidation_order``), the first up to ``multi_node_candidates`` within budget; binary
-   search for the longest prefix (at least 2) that can be deleted or replaced by one cheaper node;
-4. single-node consolidation: the first of those nodes (NodePools interleaved; any NodePool with budget
-   left) that can.
-Consolidation moves of NodePools with consolidationPolicy Balanced must also pass their score against the
-NodePool's totals over all its nodes (``nodeflow.disruption.balanced``); a rejected one is not taken.
+Expiration first and apart (``expiration``): every node whose NodeClaim is older than its ``spec.expireAfter``
+is returned in ``expirations`` (forceful: no budget, no blocker, no replacement simulation). Static NodePools
+above their replicas are scaled down in ``scale_downs`` (``static``: no budget, like expiration).
 
-Static NodePools (``spec.replicas``, ``nodeflow.disruption.static``): their nodes are never emptied or
-consolidated; a drifted one is replaced by a new NodeClaim of its pool's template ("static drift", tried before
-drift); a pool above its replicas is scaled down in ``scale_downs`` (no budget, like expiration).
+NodeflowPolicies (``nodeflow.disruption.policy``): a node of a NodePool inside a pause window with
+``disruption: true`` is not disrupted voluntarily (none of the methods below, nor a static scale-down) and is
+reported blocked with the window; expiration goes on. Then every candidate with a blocker (``candidates``) is
+reported blocked.
 
-NodeflowPolicies (``nodeflow.disruption.policy``): a node of a NodePool inside a pause window with ``disruption: true``
-is not disrupted voluntarily (none of the methods above, nor a static scale-down) and is reported blocked with the
-window; expiration goes on. Replacements are simulated without the NodePools the moving pods' namespaces may not
-use (or whose provisioning is paused). A command whose replacements would cross a $/hour ceiling or a group limit
-(the candidates counted as freed) is simulated again with the solver given the ceilings and limits that could bind,
-so its replacements go to another NodePool as the provisioner's would; when none can, it is not taken and its
-candidates are reported blocked with why.
-
-Emptiness and drift take candidates in disruption-cost order (Karpenter: sum of the pods' eviction costs,
-from the pod-deletion-cost annotation and priority, times the fraction of the node's lifetime left).
+Then at most ONE voluntary command, trying the methods in Karpenter's order and stopping at the first found:
+1. emptiness (``emptiness``, reason Empty);
+2. static drift (``static_drift``, reason Drifted), then drift (``drift``);
+3. multi-node consolidation (``multi_node_consolidation``, reason Underutilized);
+4. single-node consolidation (``single_node_consolidation``).
+Each method gets the candidates its budget class wants, filtered by its ``should_disrupt``, in disruption-cost
+order (Karpenter: sum of the pods' eviction costs, from the pod-deletion-cost annotation and priority, times the
+fraction of the node's lifetime left); the budgets (``budgets.RoundBudgets``), the simulation
+(``simulation``) and the policy check of a command (``method.Round.validate``: replacements that would cross a
+$/hour ceiling or a group limit are simulated again under them, else refused and their candidates reported
+blocked) are the round's, shared by every method.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from nodeflow.api.duration import shift
 from nodeflow.catalog.model import CatalogData
-from nodeflow.disruption.balanced import BALANCED, pool_totals
-from nodeflow.disruption.budgets import allowed
-from nodeflow.disruption.candidates import Candidate, budget_standing, build_candidates
-from nodeflow.disruption.consolidation import (
-    PodInputs,
-    Simulator,
-    consolidate,
-    consolidation_order,
-    interleave_pools,
-    moves_of,
-    on_hold,
-    unconsolidatable,
-)
-from nodeflow.disruption.drift import drift_reason
-from nodeflow.disruption.model import (
-    Blocked,
-    BlockKind,
-    Command,
-    Evaluation,
-    Expiration,
-    Reason,
-    RoundResult,
-    Settings,
-    Snapshot,
-)
+from nodeflow.disruption.budgets import RoundBudgets
+from nodeflow.disruption.candidates import Candidate, build_candidates
+from nodeflow.disruption.consolidation import Consolidation
+from nodeflow.disruption.drift import Drift
+from nodeflow.disruption.drift_detection import drift_reason
+from nodeflow.disruption.emptiness import Emptiness
+from nodeflow.disruption.expiration import expirations
+from nodeflow.disruption.method import Method, Round
+from nodeflow.disruption.model import Blocked, BlockKind, Command, Evaluation, RoundResult, Settings, Snapshot
+from nodeflow.disruption.multi_node_consolidation import MultiNodeConsolidation
 from nodeflow.disruption.policy import RoundPolicy
-from nodeflow.disruption.static import ScaleDown, scale_downs, static_drift
-from nodeflow.plan import build_input
-from nodeflow.scheduling.static import static_plan
-from nodeflow.scheduling.types import NodeClaimPlan
+from nodeflow.disruption.single_node_consolidation import SingleNodeConsolidation
+from nodeflow.disruption.static import ScaleDown, scale_downs
+from nodeflow.disruption.static_drift import StaticDrift
 
-__all__ = ["Prepared", "decide", "prepare"]
+__all__ = ["Prepared", "decide", "methods", "prepare"]
 
 
-class _Budgets:
-    """Remaining disruptions per (NodePool, reason) for this round."""
-
-    def __init__(self, snapshot: Snapshot, candidates: Sequence[Candidate], now: datetime) -> None:
-        self.now = now
-        self.pools = {p.name: p for p in snapshot.state.node_pools}
-        self.total: dict[str, int] = {}
-        self.disrupting: dict[str, int] = {}
-        for c in candidates:
-            counted, disrupting = budget_standing(c)
-            if counted:
-                self.total[c.pool_name] = self.total.get(c.pool_name, 0) + 1
-            if counted and disrupting:
-                self.disrupting[c.pool_name] = self.disrupting.get(c.pool_name, 0) + 1
-        self.cache: dict[tuple[str, Reason], int] = {}
-
-    def left(self, pool: str, reason: Reason) -> int:
-        key = (pool, reason)
-        if key not in self.cache:
-            budgets = self.pools[pool].spec.disruption.budgets
-            self.cache[key] = allowed(
-                budgets, reason.value, self.total.get(pool, 0), self.disrupting.get(pool, 0), self.now
-            )
-        return self.cache[key]
-
-    def within(self, candidates: Sequence[Candidate], reason: Reason, blocked: list[Blocked]) -> list[Candidate]:
-        """The candidates the budgets allow together (in order); the others are reported blocked."""
-        taken: dict[str, int] = {}
-        out: list[Candidate] = []
-        for c in candidates:
-            if taken.get(c.pool_name, 0) < self.left(c.pool_name, reason):
-                taken[c.pool_name] = taken.get(c.pool_name, 0) + 1
-                out.append(c)
-            else:
-                message = f"disruption budget of NodePool {c.pool_name} allows no more {reason.value} disruptions now"
-                blocked.append(Blocked(c.name, BlockKind.BLOCKED, message))
-        return out
+def methods() -> tuple[Method, ...]:
+    """The voluntary methods of one round, in the order they are tried (Karpenter's ``NewMethods``)."""
+    shared = Consolidation()
+    return (
+        Emptiness(),
+        StaticDrift(),
+        Drift(),
+        MultiNodeConsolidation(shared),
+        SingleNodeConsolidation(shared),
+    )
 
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
-def _expirations(candidates: Sequence[Candidate], now: datetime) -> list[Expiration]:
-    out: list[Expiration] = []
-    for c in candidates:
-        seconds = c.claim.spec.expire_after_seconds
-        created = c.claim.metadata.creation_timestamp
-        if seconds is None or created is None or c.deleting:
-            continue
-        at = shift(_aware(created), seconds)
-        if at <= now:
-            out.append(Expiration(c.name, c.claim.name, at))
-    return sorted(out, key=lambda e: (e.expired_at, e.node))
-
-
-def _drifted_at(c: Candidate, now: datetime) -> datetime:
-    """When the node drifted: its NodeClaim's Drifted condition (True) lastTransitionTime, else now."""
-    cond = c.claim.status.condition("Drifted") if c.claim.status is not None else None
-    if cond is not None and cond.status == "True" and cond.last_transition_time is not None:
-        return min(_aware(cond.last_transition_time), now)
-    return now
-
-
-def _settled(c: Candidate, now: datetime) -> bool:
-    """consolidateAfter has passed since the node's last pod event (never with consolidateAfter Never)."""
-    after = c.pool.spec.disruption.consolidate_after_seconds
-    if after is None:
-        return False
-    return c.last_pod_event is None or shift(c.last_pod_event, after) <= now
 
 
 class Prepared:
@@ -231,27 +145,43 @@ def _decide(
     timer: Callable[[], float],
 ) -> RoundResult:
     evaluations: list[Evaluation] = []
-    since = [timer()]
-
-    def evaluated(reason: Reason, consolidation_type: str, eligible: int) -> None:
-        """A method was tried: its time runs from the previous one's end (the first's from the round's start,
-        so the candidates all methods share are counted once, where Karpenter's first method lists them)."""
-        at = timer()
-        evaluations.append(Evaluation(reason.value.lower(), consolidation_type, eligible, max(0.0, at - since[0])))
-        since[0] = at
-
+    since = timer()
     now = _aware(now)
-    settings = settings or Settings()
     if prepared is None:
         prepared = Prepared(snapshot, catalog, now)
     elif prepared.snapshot is not snapshot or prepared.catalog is not catalog or prepared.now != now:
         raise ValueError("prepared: made for another snapshot, catalog or time than the round's")
-    candidates = prepared.candidates
-    expirations = _expirations(candidates, now)
-    expired = {e.node for e in expirations}
+    expired = tuple(expirations(prepared.candidates, now))
+    r, downs = _start(prepared, settings or Settings(), unavailable, {e.node for e in expired})
+    command: Command | None = None
+    for method in methods():
+        if method.simulates:
+            r.simulate()
+        wanted = [c for c in r.wants(method.budget_class) if method.should_disrupt(r, c)]
+        if not wanted and not method.evaluated_without_candidates:
+            continue
+        command = method.compute(r, wanted)
+        # a method's time runs from the previous one's end (the first's from the round's start, so the candidates
+        # all methods share are counted once, where Karpenter's first method lists them)
+        at = timer()
+        evaluations.append(
+            Evaluation(method.reason.value.lower(), method.consolidation_type, len(wanted), max(0.0, at - since))
+        )
+        since = at
+        if command is not None:
+            break
+    return RoundResult(command, expired, _first_blockers(r.blocked, command), tuple(evaluations), downs)
+
+
+def _start(
+    prepared: Prepared, settings: Settings, unavailable: frozenset[tuple[str, str, str]], expired: set[str]
+) -> tuple[Round, tuple[ScaleDown, ...]]:
+    """The round every method shares: the live candidates (not expired, not deleting, not paused by a policy),
+    the pauses and blockers reported, the budgets; and the static scale-downs outside pause windows."""
+    snapshot, candidates, now = prepared.snapshot, prepared.candidates, prepared.now
     live = [c for c in candidates if c.name not in expired and not c.deleting]
     blocked: list[Blocked] = []
-    policy = RoundPolicy.of(snapshot.state, candidates, catalog, now)
+    policy = RoundPolicy.of(snapshot.state, candidates, prepared.catalog, now)
     downs = scale_downs(snapshot.state, candidates, now)
     if policy is not None:  # pause windows: no voluntary disruption of their NodePools' nodes
         pauses = {c.name: why for c in live if (why := policy.paused(c.pool_name)) is not None}
@@ -260,162 +190,30 @@ def _decide(
         downs, held = _unpaused(downs, policy)
         blocked += held
     blocked += [Blocked(c.name, BlockKind.BLOCKED, c.blocker) for c in live if c.blocker]
-    usable = [c for c in live if c.blocker is None]
-    budgets = _Budgets(snapshot, candidates, now)
-
-    def done(command: Command | None) -> RoundResult:
-        taken = set(command.candidates) if command is not None else set()
-        first: dict[str, Blocked] = {}
-        for b in blocked:  # one entry per node: the first blocker found
-            if b.node not in taken:
-                first.setdefault(b.node, b)
-        return RoundResult(command, tuple(expirations), tuple(first.values()), tuple(evaluations), downs)
-
-    # 1. emptiness
-    empty = [c for c in usable if not c.movable and _settled(c, now) and not c.static]
-    chosen = budgets.within(empty, Reason.EMPTY, blocked)
-    evaluated(Reason.EMPTY, "empty", len(empty))
-    if chosen:
-        before = sum(c.price or 0.0 for c in chosen)
-        return done(Command(Reason.EMPTY, "emptiness", tuple(c.name for c in chosen), (), (), before, 0.0))
-
-    base = build_input(
-        snapshot.state,
-        catalog,
-        settings.preference_policy,
-        settings.min_values_policy,
-        unavailable=unavailable,
+    r = Round(
+        snapshot=snapshot,
+        catalog=prepared.catalog,
         now=now,
+        settings=settings,
+        unavailable=unavailable,
+        drift=prepared.drift,
+        candidates=candidates,
+        live=live,
+        policy=policy,
+        budgets=RoundBudgets(snapshot, candidates, now),
+        blocked=blocked,
     )
-    if base.ceilings or base.group_limits:
-        # The policies' ceilings and group limits are checked on each command with its candidates counted as freed
-        # (``RoundPolicy.check``); a refused command is simulated again with the solver given those that could bind,
-        # the candidates counted as freed (``rerouted``), never as the provisioner counts them (still running).
-        base = dataclasses.replace(base, ceilings=(), group_limits=())
-    bound = [p for c in candidates for p in c.movable]
-    sim = Simulator(
-        base=base,
-        pods=PodInputs(snapshot.state, bound),
-        held=on_hold(candidates, snapshot.last_pod_events, now),
-        draining={c.name: tuple(p.key for p in c.movable if p.key not in c.held) for c in candidates if c.deleting},
-        deny=policy.denials([p.name for p in base.nodepools]) if policy is not None else None,
-    )
+    return r, downs
 
-    def refused(command: Command, cs: Sequence[Candidate]) -> str | None:
-        """Why the policies refuse ``command``'s replacements (a ceiling or group limit), or None."""
-        if policy is None or not command.replacements:
-            return None
-        return policy.check(command, cs, base, lambda key: (sim.requests_of(key) or {}).get("cpu", 0))
 
-    rerouting: list[Simulator] = []
-
-    def rerouted() -> Simulator | None:
-        """The simulator whose solver is given the ceilings and group limits that could bind (the candidates counted
-        as freed), so replacements go to the next NodePool as the provisioner's do; used only for a command the
-        policies refused (a decision no ceiling or limit refuses stays as without policies). None: no policy has
-        a ceiling or a group limit."""
-        if policy is None or not (policy.gov.ceilings or policy.gov.group_limits):
-            return None
-        if not rerouting:
-            rule = policy
-            rerouting.append(dataclasses.replace(sim, limits=lambda cs, pods: rule.limits(cs, pods, base)))
-        return rerouting[0]
-
-    # 2. static drift (a new NodeClaim of the pool's template replaces the node), then drift
-    static_drifted = [c for c in live if c.static and c.eventual_ok and prepared.drift(c)]
-    if static_drifted:
-        pool_inputs = {p.name: p for p in base.static_pools}
-
-        def template(pool: str) -> NodeClaimPlan | None:
-            made = static_plan(pool_inputs[pool], base.daemon_pods) if pool in pool_inputs else None
-            return made if isinstance(made, NodeClaimPlan) else None
-
-        left = lambda pool: budgets.left(pool, Reason.DRIFTED)  # noqa: E731
-        command = static_drift(static_drifted, snapshot.state, left, template)
-        evaluated(Reason.DRIFTED, "", len(static_drifted))
-        if command is not None:
-            why = refused(command, [c for c in static_drifted if c.name in command.candidates])
-            if why is None:
-                return done(command)
-            blocked += [Blocked(name, BlockKind.BLOCKED, why) for name in command.candidates]
-    # drift is eventual: a terminationGracePeriod lets it through pod blockers
-    drifted = [c for c in live if c.eventual_ok and not c.static and prepared.drift(c)]
-    drifted.sort(key=lambda c: (bool(c.movable), _drifted_at(c, now)))  # stable: then disruption cost
-    for c in budgets.within(drifted, Reason.DRIFTED, blocked):
-        result = sim.run([c])
-        if result.unschedulable:
-            first = result.unschedulable[0]
-            message = f"drifted, but pod {first.pod} could not be rescheduled"
-            governed = sorted((k, v) for k, v in first.reasons.items() if ": policy " in v or " by policy " in v)
-            if governed:  # a NodeflowPolicy closed a NodePool to it: say so
-                message += " (" + "; ".join(f"{k}: {v}" for k, v in governed) + ")"
-            blocked.append(Blocked(c.name, BlockKind.BLOCKED, message))
-            continue
-        after = sum(nc.price for nc in result.node_claims)
-        command = Command(
-            Reason.DRIFTED, "drift", (c.name,), result.node_claims, moves_of(result), c.price or 0.0, after
-        )
-        why = refused(command, [c])
-        again = rerouted() if why is not None else None
-        if again is not None:  # the replacements under the ceilings / limits, as the provisioner would make them
-            second = again.run([c])
-            if not second.unschedulable:
-                price = sum(nc.price for nc in second.node_claims)
-                other = Command(
-                    Reason.DRIFTED, "drift", (c.name,), second.node_claims, moves_of(second), c.price or 0.0, price
-                )
-                if refused(other, [c]) is None:
-                    command, why = other, None
-        if why is not None:
-            blocked.append(Blocked(c.name, BlockKind.BLOCKED, why))
-            continue
-        evaluated(Reason.DRIFTED, "", len(drifted))
-        return done(command)
-    evaluated(Reason.DRIFTED, "", len(drifted))
-
-    # 3. multi-node and 4. single-node consolidation (best savings per disruption first)
-    eligible: list[Candidate] = []
-    for c in usable:
-        if c.static:  # static NodePools are never consolidated
-            continue
-        why = unconsolidatable(c, catalog)
-        if why is not None:
-            blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, why))
-        elif c.movable and _settled(c, now):  # empty nodes are emptiness's
-            eligible.append(c)
-    eligible = consolidation_order(eligible)
-    in_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) > 0]
-    out_of_budget = [c for c in eligible if budgets.left(c.pool_name, Reason.UNDERUTILIZED) <= 0]
-    budgets.within(out_of_budget, Reason.UNDERUTILIZED, blocked)
-    balanced = any(p.spec.disruption.consolidation_policy == BALANCED for p in snapshot.state.node_pools)
-    totals = pool_totals(candidates) if balanced else None  # every node counts, blocked and deleting ones too
-
-    def attempt(cs: Sequence[Candidate], method: str) -> Command | str:
-        outcome = consolidate(cs, sim, settings, method, totals)
-        why = refused(outcome, cs) if isinstance(outcome, Command) else None
-        again = rerouted() if why is not None else None
-        if again is not None:  # under the ceilings / limits, as the provisioner would make the replacements
-            other = consolidate(cs, again, settings, method, totals)
-            if isinstance(other, Command) and refused(other, cs) is None:
-                return other
-        return outcome if why is None else why
-
-    multi = _multi_node(  # a batch takes no more nodes of a NodePool than its budget has left
-        budgets.within(in_budget, Reason.UNDERUTILIZED, [])[: settings.multi_node_candidates],
-        lambda cs: attempt(cs, "multi-node consolidation"),
-    )
-    evaluated(Reason.UNDERUTILIZED, "multi", len(eligible))
-    if multi is not None:
-        return done(multi)
-    single: Command | None = None
-    for c in interleave_pools(in_budget):  # one node per command: any node of a NodePool with budget left
-        outcome = attempt([c], "single-node consolidation")
-        if isinstance(outcome, Command):
-            single = outcome
-            break
-        blocked.append(Blocked(c.name, BlockKind.UNCONSOLIDATABLE, outcome))
-    evaluated(Reason.UNDERUTILIZED, "single", len(eligible))
-    return done(single)
+def _first_blockers(blocked: Sequence[Blocked], command: Command | None) -> tuple[Blocked, ...]:
+    """One entry per node not taken by ``command``: the first blocker found."""
+    taken = set(command.candidates) if command is not None else set()
+    first: dict[str, Blocked] = {}
+    for b in blocked:
+        if b.node not in taken:
+            first.setdefault(b.node, b)
+    return tuple(first.values())
 
 
 def _unpaused(downs: Sequence[ScaleDown], policy: RoundPolicy) -> tuple[tuple[ScaleDown, ...], list[Blocked]]:
@@ -434,20 +232,3 @@ def _unpaused(downs: Sequence[ScaleDown], policy: RoundPolicy) -> tuple[tuple[Sc
 
 def _no_timer() -> float:
     return 0.0
-
-
-def _multi_node(
-    candidates: Sequence[Candidate], attempt: Callable[[Sequence[Candidate]], Command | str]
-) -> Command | None:
-    """Binary search for the longest prefix (>= 2 nodes) of ``candidates`` that consolidates."""
-    low, high = 2, len(candidates)
-    best: Command | None = None
-    while low <= high:
-        mid = (low + high) // 2
-        outcome = attempt(candidates[:mid])
-        if isinstance(outcome, Command):
-            best = outcome
-            low = mid + 1
-        else:
-            high = mid - 1
-    return best

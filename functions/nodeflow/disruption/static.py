@@ -1,7 +1,7 @@
-"""Static NodePools (``spec.replicas``) in disruption: scale-down and drift replacement. Pure.
+"""Static NodePools (``spec.replicas``) in disruption: the scale-down. Pure.
 
-Static NodePools are never consolidated (emptiness and consolidation skip their nodes; the round does that),
-and the ordinary drift method leaves them to the static drift below. Expiration applies as to any node: the
+Static NodePools are never consolidated (emptiness and consolidation skip their nodes), and the ordinary
+drift method leaves them to static drift (``nodeflow.disruption.static_drift``). Expiration applies as to any node: the
 provisioner then brings the pool back to its replicas.
 
 Scale down (Karpenter's static deprovisioning): when a static NodePool has more active NodeClaims than
@@ -15,32 +15,24 @@ budget or blocker applying, chosen in this order:
    eviction costs of all their pods) times the fraction of the NodeClaim's lifetime left, then name.
 
 Nodes already deleting or being disrupted (``karpenter.sh/disrupted``) are not chosen.
-
-Static drift (Karpenter's StaticDrift, tried after emptiness and before drift): a drifted node of a static
-NodePool (Drifted condition, or drift found now) is replaced by a new NodeClaim of its pool's template, not by
-a simulation of its pods; not while the pool is above its replicas (scale-down first), not beyond the pool's
-disruption budget for Drifted, and not when ``limits.nodes`` leaves no room for the replacement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from nodeflow.api.karpenter import NodePool
+from nodeflow.cluster import ClusterState
 from nodeflow.disruption.candidates import Candidate, _aware, _lifetime_remaining
-from nodeflow.disruption.model import Command, Reason
-from nodeflow.plan import ClusterState
 from nodeflow.podutil import do_not_disrupt_active, eviction_cost
-from nodeflow.scheduling.static import is_static, node_limit, static_counts
-from nodeflow.scheduling.types import NodeClaimPlan
+from nodeflow.scheduling.static import is_static, static_counts
 
-__all__ = ["OVERPROVISIONED", "STATIC_DRIFT", "ScaleDown", "scale_downs", "static_drift"]
+__all__ = ["OVERPROVISIONED", "ScaleDown", "scale_downs"]
 
 OVERPROVISIONED = "overprovisioned"  # Karpenter's termination reason for a static scale-down
-STATIC_DRIFT = "static drift"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,33 +94,3 @@ def scale_downs(state: ClusterState, candidates: Sequence[Candidate], now: datet
         if is_static(pool) and pool.metadata.deletion_timestamp is None:
             out += _pool_scale_downs(pool, state, by_claim, now)
     return tuple(out)
-
-
-def static_drift(
-    drifted: Sequence[Candidate],
-    state: ClusterState,
-    left: Callable[[str], int],
-    replacement: Callable[[str], NodeClaimPlan | None],
-) -> Command | None:
-    """The static drift command of this round: the first drifted static node (in ``drifted``'s order) whose pool
-    allows it (see the module docstring), with a new NodeClaim of its pool (``replacement(pool)``) in its place.
-    ``left(pool)``: how many Drifted disruptions the pool's budgets still allow."""
-    seen: set[str] = set()
-    for c in drifted:
-        pool = c.pool
-        if not is_static(pool) or pool.name in seen:
-            continue
-        seen.add(pool.name)
-        if left(pool.name) <= 0:
-            continue
-        count = static_counts(pool.name, state.node_claims, state.nodes)
-        if len(count.active) + len(count.pending_disruption) > (pool.spec.replicas or 0):
-            continue  # scaling down first
-        limit = node_limit(pool)
-        if limit is not None and limit - count.total <= 0:
-            continue  # no room for the replacement under limits.nodes
-        plan = replacement(pool.name)
-        if plan is None:
-            continue
-        return Command(Reason.DRIFTED, STATIC_DRIFT, (c.name,), (plan,), (), c.price or 0.0, plan.price)
-    return None

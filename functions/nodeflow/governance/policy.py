@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from nodeflow.api.cron import latest_fire, parse_cron
 from nodeflow.api.nodeflow_policy import (
     MAX_PAUSE,
     NodeflowPolicy,
@@ -33,7 +34,6 @@ from nodeflow.api.nodeflow_policy import (
 )
 from nodeflow.api.pool_names import EVERY, PoolNames
 from nodeflow.api.quantity import to_milli
-from nodeflow.disruption.budgets import latest_fire, parse_cron
 
 __all__ = [
     "Ceiling",

@@ -54,7 +54,7 @@ from nodeflow.governance.spend import cluster_spend, offering_price
 from nodeflow.podutil import is_daemon_or_mirror
 
 if TYPE_CHECKING:
-    from nodeflow.plan import ClusterState
+    from nodeflow.cluster import ClusterState
 
 __all__ = ["ACCELERATORS", "RECORD_KIND", "Permissions", "build_record", "render_markdown"]
 

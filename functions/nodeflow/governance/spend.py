@@ -37,7 +37,7 @@ from nodeflow.governance.policy import NodeCost, Spend, spend_of
 from nodeflow.podutil import is_daemon_or_mirror
 
 if TYPE_CHECKING:
-    from nodeflow.plan import ClusterState
+    from nodeflow.cluster import ClusterState
 
 __all__ = ["cluster_spend", "offering_price"]
 
@@ -118,7 +118,7 @@ def _pod_shares(pods: Iterable[Pod]) -> tuple[tuple[str, int], ...]:
 def cluster_spend(state: ClusterState, catalog: CatalogData) -> tuple[Spend, list[NodeCost]]:
     """The $/hour in use (cluster, per NodePool, per namespace) and each node / launching NodeClaim that makes it
     up (Nodes by name, then NodeClaims by name), priced as the module docstring says."""
-    from nodeflow.plan import claim_index, left_behind, nominated_pods  # plan imports this module
+    from nodeflow.cluster import claim_index, left_behind, nominated_pods
 
     live = [c for c in state.node_claims if c.metadata.deletion_timestamp is None]
     by_node, by_provider, going = claim_index(state.node_claims)

@@ -21,7 +21,7 @@ from nodeflow.handlers.karpenter_metrics import (
 )
 from nodeflow.handlers.runtime import runtime
 from nodeflow.kube.reports import Reports
-from nodeflow.lifecycle.disruption import DisruptionDeps, pod_events, record_pod_events, run
+from nodeflow.lifecycle.disruption_round import DisruptionDeps, pod_events, record_pod_events, run
 from nodeflow.lifecycle.karpenter_guard import hold
 
 

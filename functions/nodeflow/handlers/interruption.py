@@ -21,7 +21,7 @@ from nodeflow.handlers.common import decision_log_time, log_warning, logger, met
 from nodeflow.handlers.karpenter_metrics import record_interruption_batch, record_status_checks
 from nodeflow.handlers.runtime import runtime
 from nodeflow.interruption.messages import STATUS_CHECK_FILTERS, Message, Rejected, parse_message, status_check_failures
-from nodeflow.lifecycle.interruption import BatchResult, InterruptionDeps, handle_batch, handle_status_checks
+from nodeflow.lifecycle.interruption_handling import BatchResult, InterruptionDeps, handle_batch, handle_status_checks
 from nodeflow.lifecycle.karpenter_guard import karpenter_guard
 
 

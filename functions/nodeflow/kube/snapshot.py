@@ -53,11 +53,11 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.api.meta import ListMeta, ObjectMeta
 from nodeflow.api.nodeflow_policy import POLICY_KIND, NodeflowPolicy
+from nodeflow.cluster import ClusterState
 from nodeflow.governance.invalid import stand_in
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient, Resource
 from nodeflow.kube.errors import Forbidden, NotFound, retry_read
-from nodeflow.plan import ClusterState
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

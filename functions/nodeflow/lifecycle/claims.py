@@ -13,23 +13,20 @@ from typing import Any
 from nodeflow.api import labels as wk
 from nodeflow.api.karpenter import NodePool
 from nodeflow.api.quantity import format_milli
-from nodeflow.api.template_hash import template_hash
+from nodeflow.api.template_hash import NODEPOOL_HASH_VERSION, nodepool_hash
 from nodeflow.scheduling.requirements import Requirement, Requirements
 from nodeflow.scheduling.types import NodeClaimPlan
 
 __all__ = [
     "MAX_CLAIM_INSTANCE_TYPES",
-    "NODEPOOL_HASH_VERSION",
     "batch_id",
     "node_claim_manifest",
     "node_claim_name",
-    "nodepool_hash",
     "requirement_dicts",
 ]
 
 # Karpenter keeps at most 60 instance types on a NodeClaim (the CreateFleet override limit).
 MAX_CLAIM_INSTANCE_TYPES = 60
-NODEPOOL_HASH_VERSION = "v3"
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -54,50 +51,6 @@ def node_claim_name(nodepool: str, batch: str, pods: Sequence[str], *, length: i
     digest = hashlib.sha256("\n".join([nodepool, batch, *sorted(pods)]).encode()).digest()
     suffix = _base36(digest, length)
     return f"{nodepool[: 253 - length - 1]}-{suffix}"
-
-
-def nodepool_hash(pool: NodePool) -> str:
-    """The NodePool's ``karpenter.sh/nodepool-hash`` as Karpenter computes it (version ``NODEPOOL_HASH_VERSION``):
-    every field of the template but its requirements (``nodeflow.api.template_hash``)."""
-    template = pool.spec.template
-    hit = _HASHES.get(id(template))
-    if hit is not None and hit[0] is template:  # models are frozen: one hash per template object
-        return hit[1]
-    value = template_hash(template)
-    if len(_HASHES) >= 256:
-        _HASHES.clear()
-    _HASHES[id(template)] = (template, value)
-    return value
-
-
-# Drift compares every NodeClaim with its NodePool's hash (0.2 ms each): computed once per NodePool object.
-_HASHES: dict[int, tuple[object, str]] = {}
-
-
-def legacy_nodepool_hash(pool: NodePool) -> str | None:
-    """The ``karpenter.sh/nodepool-hash`` nodeflow wrote before it computed Karpenter's number (same version
-    annotation, ``v3``): a NodeClaim recorded with it is not drifted while the fields it covered (labels,
-    annotations, taints, startup taints, nodeClassRef) are unchanged, so an upgrade replaces no node.
-    None for a template with a taint's timeAdded: that formula could not serialize the time (nodeflow then made no
-    NodeClaim of such a NodePool), so no NodeClaim carries it."""
-    template = pool.spec.template
-    spec = template.spec
-    if any(t.time_added is not None for t in (*(spec.taints or ()), *(spec.startup_taints or ()))):
-        return None
-    doc = {
-        "labels": dict(sorted((template.metadata.labels or {}).items())),
-        "annotations": dict(sorted((template.metadata.annotations or {}).items())),
-        "taints": sorted(
-            (t.model_dump(by_alias=True, exclude_none=True) for t in spec.taints or ()), key=lambda d: json.dumps(d)
-        ),
-        "startupTaints": sorted(
-            (t.model_dump(by_alias=True, exclude_none=True) for t in spec.startup_taints or ()),
-            key=lambda d: json.dumps(d),
-        ),
-        "nodeClassRef": spec.node_class_ref.model_dump(by_alias=True, exclude_none=True),
-    }
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    return str(int(hashlib.sha256(canonical.encode()).hexdigest()[:15], 16))
 
 
 def _requirement_dicts(req: Requirement) -> list[dict[str, Any]]:

@@ -157,7 +157,7 @@ def cleanup(
         if node is not None:
             _delete_with_finalizer(deps.kube, NODES, str(node["metadata"]["name"]))
         deleted = _delete_with_finalizer(deps.kube, NODE_CLAIMS, claim_name)
-        from nodeflow.plan import nominated_pods
+        from nodeflow.cluster import nominated_pods
 
         pods = nominated_pods(claim)
         if pods and deps.requeue is not None:
@@ -312,9 +312,9 @@ def _prune_nominations(
 ) -> dict[str, tuple[str, ...]]:
     """Stale nominations pruned (``lifecycle/nominations.py``); the pods are listed (after the NodeClaims) only when
     a NodeClaim carries nominations."""
+    from nodeflow.cluster import nominated_pods
     from nodeflow.kube.snapshot import take_snapshot
     from nodeflow.lifecycle.nominations import prune_nominations
-    from nodeflow.plan import nominated_pods
 
     if not any(nominated_pods(c) and c.metadata.deletion_timestamp is None for c in claims):
         return {}

@@ -27,9 +27,9 @@ from functools import partial
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import NodeClaim
+from nodeflow.cluster import nominated_pods
 from nodeflow.kube.client import NODE_CLAIMS, KubeClient
 from nodeflow.kube.reports import Reports
-from nodeflow.plan import nominated_pods
 
 __all__ = ["leaving_nodes", "open_nominations", "prune_nominations"]
 

@@ -17,11 +17,12 @@ from typing import Any
 from nodeflow.api.karpenter_overlay import CONDITION_VALIDATION_SUCCEEDED, NodeOverlay
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.overlays import OverlayPool, OverlayResult, apply_overlays
+from nodeflow.cluster import ClusterState
 from nodeflow.kube import client as kc
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.status import CONDITION_READY, set_condition
-from nodeflow.plan import ClusterState, build_input
+from nodeflow.plan import build_input
 
 __all__ = [
     "ANNOTATION_CAPACITY_OVERLAY_APPLIED",

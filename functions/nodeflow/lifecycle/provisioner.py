@@ -29,6 +29,7 @@ from nodeflow.aws import errors as aws_errors
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.overlays import OverlayResult
 from nodeflow.catalog.reservations import CapacityReservation
+from nodeflow.cluster import ClusterState
 from nodeflow.governance.decisions import ClaimOutcome, Decision, provisioning_records
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import KubeClient
@@ -43,7 +44,7 @@ from nodeflow.lifecycle.karpenter_guard import Pause
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
 from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
 from nodeflow.lifecycle.policy_status import report_policies
-from nodeflow.plan import ClusterState, build_input, plan
+from nodeflow.plan import build_input, plan
 from nodeflow.scheduling.static import is_static
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
 

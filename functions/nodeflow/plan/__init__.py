@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from nodeflow.catalog.model import CatalogData
+from nodeflow.cluster import ClusterState
 from nodeflow.plan.assumptions import plan_warnings
 from nodeflow.plan.build import build_input, gc_paused
 from nodeflow.plan.nodes import claim_index, left_behind, nominated_pods
@@ -30,7 +31,6 @@ from nodeflow.plan.overlays import overlay_verdicts
 from nodeflow.plan.pods import convert_pods, pod_converter
 from nodeflow.plan.policies import with_denials
 from nodeflow.plan.pools import node_class_readiness, node_class_settings
-from nodeflow.plan.state import ClusterState
 from nodeflow.scheduling.nodepools import NO_NODEPOOL
 from nodeflow.scheduling.solver import solve
 from nodeflow.scheduling.types import SchedulingInput, SchedulingResult

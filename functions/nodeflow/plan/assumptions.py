@@ -10,8 +10,8 @@ Must not touch: the plan itself (a warning never changes what is planned).
 from __future__ import annotations
 
 from nodeflow.api.pool_names import EVERY
+from nodeflow.cluster import ClusterState
 from nodeflow.plan.overlays import overlay_verdicts
-from nodeflow.plan.state import ClusterState
 from nodeflow.scheduling.types import SchedulingInput
 
 __all__ = ["plan_warnings"]

@@ -23,6 +23,7 @@ from nodeflow.api.core import Pod, daemon_set_pod
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.reservations import select as select_reservations
+from nodeflow.cluster import ClusterState
 from nodeflow.plan.nodes import Placed, claim_index, claim_input, initialized, left_behind, node_input, nominated_pods
 from nodeflow.plan.overlays import overlaid
 from nodeflow.plan.pods import (
@@ -35,7 +36,6 @@ from nodeflow.plan.pods import (
 )
 from nodeflow.plan.policies import bounds, governance, paused, with_denials
 from nodeflow.plan.pools import pool_input
-from nodeflow.plan.state import ClusterState
 from nodeflow.scheduling.static import is_static, static_plans
 from nodeflow.scheduling.types import (
     CeilingInput,

@@ -10,13 +10,13 @@ Must not touch: pending pods (``pods``), NodePools' instance types beyond readin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, resource_milli
 from nodeflow.api.karpenter import NodeClaim
+from nodeflow.cluster import claim_index, left_behind, nominated_pods
 from nodeflow.plan.pods import taint
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.pricing import type_matches
@@ -84,49 +84,6 @@ def _fill_zeros(reported: Mapping[str, int], expected: Mapping[str, int]) -> dic
         if not out.get(key):
             out[key] = value
     return out
-
-
-def claim_index(
-    claims: Sequence[NodeClaim],
-) -> tuple[dict[str, NodeClaim], dict[str, NodeClaim], set[str]]:
-    """The NodeClaims not being deleted by their Node's name and by provider id, and the Node names and provider
-    ids of those being deleted (their Nodes are going away with them)."""
-    live = [c for c in claims if c.status is not None and c.metadata.deletion_timestamp is None]
-    by_node = {c.status.node_name: c for c in live if c.status is not None and c.status.node_name}
-    by_provider = {c.status.provider_id: c for c in live if c.status is not None and c.status.provider_id}
-    going = {
-        ref
-        for c in claims
-        if c.status is not None and c.metadata.deletion_timestamp is not None
-        for ref in (c.status.node_name, c.status.provider_id)
-        if ref
-    }
-    return by_node, by_provider, going
-
-
-def left_behind(node: Node) -> bool:
-    """A NodePool's Node that no live NodeClaim names (by status.nodeName or providerID) and that still carries
-    ``karpenter.sh/unregistered`` or reports Ready other than True was left by a failed or terminated launch (its
-    instance is likely gone): it is not capacity, and garbage collection deletes it. Pods planned onto it would
-    wait for ever (Karpenter deletes such a Node with its NodeClaim). A Node without a Ready condition (as in
-    manifests given to ``plan``) is taken as it is."""
-    if wk.LABEL_NODEPOOL not in (node.metadata.labels or {}):
-        return False  # not a NodePool's node: judged like any node (its taints count)
-    ready = next((c.status for c in node.status.conditions if c.type == "Ready"), None)
-    unregistered = any(t.key == wk.TAINT_UNREGISTERED for t in node.spec.taints or ())
-    return unregistered or (ready is not None and ready != "True")
-
-
-def nominated_pods(claim: NodeClaim) -> tuple[str, ...]:
-    """The pods ("namespace/name") ``claim`` was created for (its nominated-pods annotation)."""
-    raw = (claim.metadata.annotations or {}).get(wk.ANNOTATION_NOMINATED_PODS)
-    if not raw:
-        return ()
-    try:
-        keys = json.loads(raw)
-    except ValueError:
-        return ()
-    return tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else ()
 
 
 def initialized(claim: NodeClaim) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.catalog.overlays import OverlayPool, OverlayVerdict, apply_overlays
-from nodeflow.plan.state import ClusterState
+from nodeflow.cluster import ClusterState
 from nodeflow.scheduling.types import NodePoolInput, SchedulingInput
 
 __all__ = ["overlaid", "overlay_verdicts"]

@@ -18,6 +18,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.core import PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, PodSpec, StorageClass
 from nodeflow.api.meta import Taint as ApiTaint
 from nodeflow.api.meta import Toleration as ApiToleration
+from nodeflow.cluster import ClusterState
 from nodeflow.constraints import (
     affinity_terms,
     namespace_label_map,
@@ -26,7 +27,6 @@ from nodeflow.constraints import (
     topology_spreads,
     volume_requirements,
 )
-from nodeflow.plan.state import ClusterState
 from nodeflow.podutil import do_not_disrupt_active, fully_blocking_pdbs, is_daemon_or_mirror
 from nodeflow.scheduling.requirements import Requirement, Requirements, normalize_key
 from nodeflow.scheduling.taints import Taint, Toleration

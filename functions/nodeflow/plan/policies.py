@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from nodeflow.catalog.model import CatalogData
-from nodeflow.plan.state import ClusterState
+from nodeflow.cluster import ClusterState
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.types import CeilingInput, GroupLimitInput, NodeInput, NodePoolInput, PodInput
 

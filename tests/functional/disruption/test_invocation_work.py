@@ -9,7 +9,7 @@ import pytest
 
 from nodeflow.disruption import candidates as candidates_mod
 from nodeflow.disruption import round as round_mod
-from nodeflow.lifecycle import disruption as lifecycle
+from nodeflow.lifecycle import disruption_round as lifecycle
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.disruption.test_disruption_lambda import AWAY_FROM_WEB, _later, _launch, _scale_down, _settle
 

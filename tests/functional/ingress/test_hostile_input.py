@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nodeflow.lifecycle.disruption import pod_events
+from nodeflow.lifecycle.disruption_round import pod_events
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.ingress.conftest import event, post, send, signed_request
 

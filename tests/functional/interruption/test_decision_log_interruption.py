@@ -58,7 +58,7 @@ def test_a_spot_interruption_is_recorded(world: dict[str, Any]) -> None:
     from nodeflow.interruption.messages import parse_message
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
-    from nodeflow.lifecycle.interruption import InterruptionDeps, handle_batch
+    from nodeflow.lifecycle.interruption_handling import InterruptionDeps, handle_batch
 
     kube = KubeClient(world["kube"].api_client())
     started: list[tuple[str, str]] = []
@@ -104,7 +104,7 @@ def test_a_kubectl_delete_nodeclaim_is_recorded_as_a_deletion_not_an_interruptio
     from nodeflow.interruption.messages import Deletion, Envelope
     from nodeflow.kube.client import NODE_CLAIMS, KubeClient
     from nodeflow.kube.events import EventRecorder
-    from nodeflow.lifecycle.interruption import InterruptionDeps, handle_batch
+    from nodeflow.lifecycle.interruption_handling import InterruptionDeps, handle_batch
 
     kube = KubeClient(world["kube"].api_client())
     kube.patch(NODE_CLAIMS, "default-abcde", {"metadata": {"finalizers": ["karpenter.sh/termination"]}})

@@ -19,7 +19,7 @@ from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import update_node_pool_statuses
 from nodeflow.lifecycle.cleanup import CleanupDeps, collect_garbage
-from nodeflow.lifecycle.disruption import DisruptionDeps, mark_conditions, record_pod_events
+from nodeflow.lifecycle.disruption_round import DisruptionDeps, mark_conditions, record_pod_events
 from nodeflow.lifecycle.nodeclass import reconcile_status
 from sandbox.controlplane.proxy import Fault
 from tests.functional.kube.conftest import node, node_claim, node_pool

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from nodeflow.api.core import Pod
+from nodeflow.cluster import ClusterState
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.snapshot import KINDS, is_pending, take_snapshot
 from nodeflow.kube.writes import delete
-from nodeflow.plan import ClusterState
 from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.controlplane.proxy import Fault
 from tests.functional.kube.conftest import (

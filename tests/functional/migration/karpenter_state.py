@@ -28,10 +28,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodeflow.api.karpenter import EC2NodeClass, NodePool
-from nodeflow.api.template_hash import EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash
+from nodeflow.api.template_hash import (
+    EC2NODECLASS_HASH_VERSION,
+    NODEPOOL_HASH_VERSION,
+    ec2nodeclass_hash,
+    nodepool_hash,
+)
 from nodeflow.handlers.runtime import runtime
 from nodeflow.kube.client import NODE_CLAIMS, NODES, KubeClient
-from nodeflow.lifecycle.claims import NODEPOOL_HASH_VERSION, nodepool_hash
 from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 

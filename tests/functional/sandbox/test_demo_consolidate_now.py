@@ -18,7 +18,7 @@ from nodeflow.governance.decisions import Decision
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
-from nodeflow.lifecycle.disruption import DisruptionDeps, run
+from nodeflow.lifecycle.disruption_round import DisruptionDeps, run
 from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.demo import consolidate_now
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from nodeflow.api.karpenter import NodePool
-from nodeflow.lifecycle.claims import legacy_nodepool_hash, nodepool_hash
+from nodeflow.api.template_hash import legacy_nodepool_hash, nodepool_hash
 
 REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 DEDICATED = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}

@@ -8,8 +8,8 @@ from typing import Any
 from nodeflow.api.core import Node, Pod, PodDisruptionBudget
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.catalog.offline import load_offline
+from nodeflow.cluster import ClusterState
 from nodeflow.disruption.model import Snapshot
-from nodeflow.plan import ClusterState
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 EARLIER = "2026-11-20T08:00:00Z"

@@ -4,8 +4,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from nodeflow.api.cron import CronError, cron_matches, parse_cron
 from nodeflow.api.karpenter_core import Budget
-from nodeflow.disruption.budgets import BudgetError, allowed, cron_matches, parse_cron, schedule_active
+from nodeflow.disruption.budgets import allowed, schedule_active
 from nodeflow.disruption.round import decide
 
 from .builders import CATALOG, NOW, node, pool, snapshot
@@ -62,7 +63,7 @@ def test_cron_macros_and_fields() -> None:
 
 @pytest.mark.parametrize("schedule", ["* * *", "61 * * * *", "* * * * mon-", "@sometimes", "*/0 * * * *"])
 def test_bad_cron(schedule: str) -> None:
-    with pytest.raises(BudgetError):
+    with pytest.raises(CronError):
         parse_cron(schedule)
 
 

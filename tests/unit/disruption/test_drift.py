@@ -3,10 +3,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from nodeflow.api.karpenter import NodePool
-from nodeflow.disruption.drift import drift_reason
+from nodeflow.api.template_hash import legacy_nodepool_hash, nodepool_hash
+from nodeflow.disruption.drift_detection import drift_reason
 from nodeflow.disruption.model import Reason, Snapshot
 from nodeflow.disruption.round import decide
-from nodeflow.lifecycle.claims import legacy_nodepool_hash, nodepool_hash
 
 from .builders import CATALOG, NOW, node, node_class, pod, pool, snapshot
 

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from nodeflow import plan as plan_mod
-from nodeflow.disruption import consolidation
-from nodeflow.disruption import drift as drift_mod
+from nodeflow.disruption import drift_detection as drift_mod
 from nodeflow.disruption import round as round_mod
+from nodeflow.disruption import simulation
 from nodeflow.disruption.candidates import build_candidates
-from nodeflow.disruption.consolidation import PodInputs
-from nodeflow.disruption.drift import drift_reason
+from nodeflow.disruption.drift_detection import drift_reason
 from nodeflow.disruption.model import Settings
 from nodeflow.disruption.round import decide, prepare
+from nodeflow.disruption.simulation import PodInputs
 from nodeflow.plan import build_input, convert_pods
 from nodeflow.scheduling import resources as res
 
@@ -72,7 +72,7 @@ def test_pod_inputs_build_one_converter_for_every_batch(monkeypatch: pytest.Monk
         made.append(1)
         return real(state)
 
-    monkeypatch.setattr(consolidation, "pod_converter", counting)
+    monkeypatch.setattr(simulation, "pod_converter", counting)
     bound = [p for c in build_candidates(snap, CATALOG, NOW) for p in c.movable]
     lazy = PodInputs(snap.state, bound)
     keys = [p.key for p in bound]

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nodeflow.api import cron as cron_mod
+from nodeflow.api.cron import Cron, cron_matches, latest_fire, parse_cron
 from nodeflow.api.nodeflow_policy import MAX_PAUSE
-from nodeflow.disruption import budgets
-from nodeflow.disruption.budgets import Cron, cron_matches, latest_fire, parse_cron, schedule_active
+from nodeflow.disruption.budgets import schedule_active
 from nodeflow.governance.policy import Window
 
 
@@ -106,14 +107,14 @@ def test_a_schedule_that_never_fires_costs_a_step_a_month_whatever_the_window(
     """The walk back visits only the days the cron lists in the months it lists: none here, whatever the window
     (a day-by-day walk visited every day of a 366-day window, and more of a longer one)."""
     visited: list[datetime] = []
-    days = budgets._days
+    days = cron_mod._days
 
     def counting(cron: Cron, month: datetime, last: int) -> Iterator[datetime]:
         for day in days(cron, month, last):
             visited.append(day)
             yield day
 
-    monkeypatch.setattr(budgets, "_days", counting)
+    monkeypatch.setattr(cron_mod, "_days", counting)
     cron = parse_cron(schedule)
     for now in (datetime(2026, 11, 28, 12, tzinfo=UTC), datetime(2028, 3, 1, tzinfo=UTC)):
         for window in (timedelta(hours=8784), timedelta(hours=20000000)):

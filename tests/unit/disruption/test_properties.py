@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from benchmarks.validate import check_result
 from nodeflow.disruption.budgets import allowed
 from nodeflow.disruption.candidates import build_candidates
-from nodeflow.disruption.consolidation import Simulator
 from nodeflow.disruption.model import Reason
 from nodeflow.disruption.round import decide
+from nodeflow.disruption.simulation import Simulator
 from nodeflow.plan import build_input, convert_pods
 from nodeflow.scheduling.types import ExistingPlacement, SchedulingResult
 

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from nodeflow.disruption import candidates, consolidation
-from nodeflow.disruption import round as round_mod
+from nodeflow.disruption import candidates, consolidation, simulation
+from nodeflow.disruption import method as method_mod
 from nodeflow.disruption.candidates import Candidate, build_candidates
-from nodeflow.disruption.consolidation import PodInputs, Simulator, _free
 from nodeflow.disruption.model import Settings, Snapshot
 from nodeflow.disruption.round import decide
+from nodeflow.disruption.simulation import PodInputs, Simulator, _free
 from nodeflow.plan import build_input, convert_pods
 from nodeflow.podutil import eviction_cost
 
@@ -133,7 +133,7 @@ def test_decide_matches_the_slow_reference_path(seed: int, monkeypatch: pytest.M
         settings = Settings(multi_node_candidates=multi)
         fast = decide(snap, CATALOG, NOW, settings=settings)
         with monkeypatch.context() as m:
-            m.setattr(round_mod, "PodInputs", lambda state, pods: convert_pods(state, list(pods)))
+            m.setattr(method_mod, "PodInputs", lambda state, pods: convert_pods(state, list(pods)))
             m.setattr(Simulator, "hopeless", _reference_hopeless)
             m.setattr(consolidation, "_eviction_cost", _reference_eviction_cost)
             slow = decide(snap, CATALOG, NOW, settings=settings)
@@ -218,9 +218,9 @@ def test_a_full_cluster_round_does_linear_work(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(candidates, "_evicted", counting_evicted)
     monkeypatch.setattr(candidates, "frozenset", counting_frozenset, raising=False)
     monkeypatch.setattr(Candidate, "__eq__", counting_eq)
-    monkeypatch.setattr(consolidation, "_free", counting_free)
-    monkeypatch.setattr(consolidation, "pod_converter", lambda state: lambda pods: counting_convert(state, pods))
-    monkeypatch.setattr(round_mod, "convert_pods", counting_convert, raising=False)  # an eager conversion there
+    monkeypatch.setattr(simulation, "_free", counting_free)
+    monkeypatch.setattr(simulation, "pod_converter", lambda state: lambda pods: counting_convert(state, pods))
+    monkeypatch.setattr(method_mod, "convert_pods", counting_convert, raising=False)  # an eager conversion there
     count = 60
     snap = _full_cluster(count)
     assert len(build_input(snap.state, CATALOG).nodes) == count

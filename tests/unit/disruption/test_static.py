@@ -8,9 +8,9 @@ import dataclasses
 
 from nodeflow.api.core import Node
 from nodeflow.api.karpenter import NodeClaim, NodePool
+from nodeflow.api.template_hash import nodepool_hash
 from nodeflow.disruption.model import Snapshot
 from nodeflow.disruption.round import decide
-from nodeflow.lifecycle.claims import nodepool_hash
 
 from .builders import CATALOG, NOW, node, pod, pool, snapshot
 

@@ -14,10 +14,10 @@ import pytest
 
 from nodeflow.api.core import Namespace, Pod
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
-from nodeflow.disruption.consolidation import PodInputs
 from nodeflow.disruption.model import BlockKind, Snapshot
 from nodeflow.disruption.policy import RoundPolicy
 from nodeflow.disruption.round import Prepared, decide
+from nodeflow.disruption.simulation import PodInputs
 from nodeflow.plan import build_input
 
 from ..disruption.builders import CATALOG, NOW, node, pod, pool, snapshot

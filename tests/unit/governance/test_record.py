@@ -12,8 +12,8 @@ from nodeflow.api.core import Namespace, Node, Pod, PodDisruptionBudget
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.catalog.offline import load_offline
+from nodeflow.cluster import ClusterState
 from nodeflow.governance.record import Permissions, build_record, render_markdown
-from nodeflow.plan import ClusterState
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)  # a Wednesday
 

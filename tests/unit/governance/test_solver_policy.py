@@ -16,7 +16,8 @@ from nodeflow.api.karpenter import EC2NodeClass, NodePool
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.offline import load_offline
-from nodeflow.plan import ClusterState, build_input, plan, plan_warnings
+from nodeflow.cluster import ClusterState
+from nodeflow.plan import build_input, plan, plan_warnings
 from nodeflow.scheduling.solver import explain
 from nodeflow.scheduling.types import SchedulingResult
 

@@ -10,8 +10,8 @@ import pytest
 from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import NodeClaim
 from nodeflow.catalog.model import CatalogData
+from nodeflow.cluster import ClusterState
 from nodeflow.governance.spend import cluster_spend
-from nodeflow.plan import ClusterState
 
 CATALOG = CatalogData(
     region="us-east-1",

@@ -14,7 +14,7 @@ from nodeflow.interruption.messages import Message, parse_message
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.client import NODE_CLAIMS, NODES, Resource
 from nodeflow.kube.events import ObjectRef
-from nodeflow.lifecycle.interruption import InterruptionDeps, handle_batch, notice, termination_reason
+from nodeflow.lifecycle.interruption_handling import InterruptionDeps, handle_batch, notice, termination_reason
 from tests.fixtures.aws_events import HEALTH, REBALANCE, SPOT, STATE_CHANGE, load, variant
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nodeflow.interruption.messages import STATUS_CHECK_FILTERS, status_check_failures
-from nodeflow.lifecycle.interruption import handle_status_checks, termination_reason
+from nodeflow.lifecycle.interruption_handling import handle_status_checks, termination_reason
 from nodeflow.lifecycle.termination import FORCEFUL_REASONS
 from tests.unit.interruption.test_logic import IID, NOW, OTHER, FakeKube, World, claim
 

@@ -11,7 +11,7 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim
 from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_types
 from nodeflow.catalog.offline import load_offline
 from nodeflow.catalog.reservations import CapacityReservation
-from nodeflow.disruption.drift import drift_reason
+from nodeflow.disruption.drift_detection import drift_reason
 from nodeflow.lifecycle.capacity_reservations import available_after_launches, expiring_capacity_blocks
 from nodeflow.lifecycle.launch import reserved_options
 from tests.unit.disruption.builders import CATALOG, node, pool

@@ -11,6 +11,7 @@ from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.catalog.offline import load_offline
+from nodeflow.cluster import ClusterState, nominated_pods
 from nodeflow.lifecycle.claims import (
     batch_id,
     node_claim_manifest,
@@ -18,7 +19,7 @@ from nodeflow.lifecycle.claims import (
     nodepool_hash,
     requirement_dicts,
 )
-from nodeflow.plan import ClusterState, nominated_pods, plan
+from nodeflow.plan import plan
 from nodeflow.scheduling.requirements import Requirement, Requirements
 
 CATALOG = load_offline("us-east-1")

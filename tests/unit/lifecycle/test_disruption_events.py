@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from nodeflow.lifecycle.disruption import pod_events
+from nodeflow.lifecycle.disruption_round import pod_events
 
 
 def _record(detail_type: str, node: str | None, at: str) -> dict[str, Any]:

@@ -9,8 +9,9 @@ from typing import Any
 from nodeflow.api import labels as wk
 from nodeflow.api.core import Node, Pod
 from nodeflow.api.karpenter import NodeClaim
+from nodeflow.cluster import ClusterState
 from nodeflow.lifecycle.nominations import leaving_nodes, open_nominations
-from nodeflow.plan import ClusterState, plan
+from nodeflow.plan import plan
 from tests.unit.lifecycle.test_claims_and_plan import CATALOG, _claim_from_plan, edited, node_class, pending_pod, pool
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from nodeflow.api.karpenter import NodePool
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
+from nodeflow.cluster import ClusterState
 from nodeflow.governance.invalid import stand_in
 from nodeflow.governance.policy import Governance
 from nodeflow.lifecycle.provisioner import RETRY_MAX_DELAY_SECONDS, pause_retry
-from nodeflow.plan import ClusterState
 from nodeflow.scheduling.types import SchedulingResult, UnschedulablePod
 
 NOW = datetime(2026, 11, 27, 19, 0, tzinfo=UTC)  # a Friday

@@ -24,7 +24,8 @@ from benchmarks import provisioning_scale as ps
 from nodeflow.api.core import Namespace, Node, Pod
 from nodeflow.api.karpenter import EC2NodeClass, NodePool
 from nodeflow.catalog.offline import load_offline
-from nodeflow.plan import ClusterState, plan
+from nodeflow.cluster import ClusterState
+from nodeflow.plan import plan
 
 docs = []
 nodes = [ps.node(i) for i in range(12)]

@@ -13,7 +13,8 @@ from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.catalog.instancetypes import resolve_instance_types
 from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.offline import load_offline
-from nodeflow.plan import STATIC_REASON, ClusterState, build_input, node_class_settings, plan, plan_warnings
+from nodeflow.cluster import ClusterState
+from nodeflow.plan import STATIC_REASON, build_input, node_class_settings, plan, plan_warnings
 from nodeflow.scheduling.static import missing, node_limit, static_counts
 
 REQS = [

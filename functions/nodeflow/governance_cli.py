@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from nodeflow.aws.region import CATALOG_REGION_HELP
 
 if TYPE_CHECKING:
-    from nodeflow.plan import ClusterState
+    from nodeflow.cluster import ClusterState
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -69,7 +69,7 @@ def _now(text: str | None) -> datetime:
 
 def _from_files(args: argparse.Namespace, err: TextIO) -> ClusterState | None:
     from nodeflow.api.manifests import ManifestError, load_manifests
-    from nodeflow.plan import ClusterState
+    from nodeflow.cluster import ClusterState
 
     try:
         manifests = load_manifests(args.paths)

@@ -1,4 +1,6 @@
-"""The disruption Lambda's work: one round of ``nodeflow.disruption.decide`` on a fresh snapshot.
+"""The disruption Lambda's work: one round of ``nodeflow.disruption.round.decide`` on a fresh snapshot, acted on.
+Named after the step; the pure decisions are ``nodeflow.disruption``, the Lambda entry point
+``nodeflow.handlers.disruption``.
 
 - A cluster-wide pause (incident response) stops everything voluntary: ConfigMap
   ``nodeflow-disruption`` in the nodeflow namespace with ``paused: "true"`` (``kubectl -n nodeflow

@@ -276,8 +276,16 @@ def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> ec2
 
 
 def _result(
-    claim: NodeClaim, instance_id: str, instance_type: str, zone: str | None, capacity_type: str, at: str
+    claim: NodeClaim,
+    instance_id: str,
+    instance_type: str,
+    zone: str | None,
+    capacity_type: str,
+    at: str,
+    private_dns_name: str | None,
 ) -> dict[str, Any]:
+    """The Launch step's result (the execution's ``launch``); ``privateDnsName`` is the name the instance's kubelet
+    registers its Node under by default, which the Register step looks up first."""
     return {
         "nodeClaim": claim.name,
         "instanceId": instance_id,
@@ -286,6 +294,7 @@ def _result(
         "zone": zone,
         "capacityType": capacity_type,
         "launchedAt": at,
+        "privateDnsName": private_dns_name,
     }
 
 
@@ -318,7 +327,13 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
                 None,
             )
         return _result(
-            claim, existing.instance_id, existing.instance_type or "", existing.zone, existing.capacity_type, at
+            claim,
+            existing.instance_id,
+            existing.instance_type or "",
+            existing.zone,
+            existing.capacity_type,
+            at,
+            existing.private_dns_name,
         )
 
     node_class = _node_class(deps, claim)
@@ -457,6 +472,7 @@ def launch(deps: LaunchDeps, claim_name: str, cluster_name: str) -> dict[str, An
             instance.zone,
             instance.capacity_type,
             deps.now().isoformat(),
+            instance.private_dns_name,
         )
 
     message = "all offerings the NodeClaim allows are unavailable (insufficient capacity)"

@@ -143,6 +143,9 @@ def _scheduled(pod: Mapping[str, Any]) -> dict[str, Any]:
     return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {})
 
 
+PROVISION_ATTEMPTS = 3  # a provisioner invocation that fails is run again on the same batch, as SQS redelivers it
+
+
 def _key(pod: Mapping[str, Any]) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
@@ -265,8 +268,21 @@ class Run:
     def provision_round(self, local: Any, keys: Sequence[str], timeout: float) -> Round:
         began = time.monotonic()
         local.send_pending(list(keys))
-        result = local.provision()["result"]
-        out = Round(list(result["nodeClaimsCreated"]), int(result.get("unschedulablePods") or 0))
+        before = {c["metadata"]["name"] for c in self.kube.objects("karpenter.sh/v1", "NodeClaim")}
+        batch = local.receive_batch()
+        for attempt in range(1, PROVISION_ATTEMPTS + 1):
+            try:
+                result = local.provision(batch)["result"]
+                break
+            except RuntimeError as exc:  # e.g. a connection the loaded API server reset: SQS would redeliver
+                if attempt == PROVISION_ATTEMPTS:
+                    raise
+                self.log(f"{self.work.name}: provisioner failed ({str(exc)[:200]}); the same batch again")
+        claims = list(result["nodeClaimsCreated"])
+        if attempt > 1:  # the failed attempts' NodeClaims too (the batch is provisioned once)
+            now = {c["metadata"]["name"] for c in self.kube.objects("karpenter.sh/v1", "NodeClaim")}
+            claims = sorted(now - before)
+        out = Round(claims, int(result.get("unschedulablePods") or 0))
         if out.claims:
             done = local.wait_for_executions(timeout=timeout)
             # a launch that failed (on a starved machine: a Lambda task past its timeout) is counted, not fatal:

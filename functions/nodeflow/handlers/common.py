@@ -102,6 +102,15 @@ class LaunchOutput(BaseModel):
     zone: str | None = None
     capacity_type: str | None = Field(default=None, alias="capacityType")
     launched_at: str | None = Field(default=None, alias="launchedAt")
+    private_dns_name: str | None = Field(default=None, alias="privateDnsName", max_length=253)
+
+
+class RegistrationOutput(BaseModel):
+    """What the previous Register poll returned (kept in the execution's state as ``registration``)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    listed_at: int | None = Field(default=None, alias="listedAt", ge=0)
 
 
 class StepInput(BaseModel):
@@ -113,6 +122,7 @@ class StepInput(BaseModel):
         alias="nodeClaim", min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
     )
     launch: LaunchOutput | None = None
+    registration: RegistrationOutput | None = None
     error: dict[str, Any] | None = None
 
 

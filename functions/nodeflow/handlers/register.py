@@ -21,6 +21,13 @@ def deps() -> StepDeps:
 @workflow_step
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     step = parse(StepInput, event)
-    result = register(deps(), step.node_claim, step.launch.launched_at if step.launch else None)
+    launch, previous = step.launch, step.registration
+    result = register(
+        deps(),
+        step.node_claim,
+        launch.launched_at if launch else None,
+        node_name=launch.private_dns_name if launch else None,
+        listed_at=previous.listed_at if previous else None,
+    )
     record_registration(result.pop("created", None))  # for the metrics, not the workflow's state
     return result

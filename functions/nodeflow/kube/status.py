@@ -347,16 +347,25 @@ def set_node_claim_conditions(
     return True
 
 
-RECOUNT_ATTEMPTS = 3  # a NodePool written meanwhile (409) is read and counted again, this many times in all
+RECOUNT_ATTEMPTS = 2  # see recount_node_pool: a second 409 proves a count that includes the caller's change landed
 
 
 def recount_node_pool(client: KubeClient | ApiClient, pool_name: str) -> bool:
     """Recount one NodePool's ``status.resources`` / ``status.nodes`` from its own Nodes and NodeClaims (a LIST of
     each by the ``karpenter.sh/nodepool`` label, not the whole cluster) and merge-patch them, with the NodePool's
-    resourceVersion, only when they changed; conditions are left alone. A write that raced another (409) is
-    recounted. True when written; False when unchanged, the NodePool is gone, it kept racing, or the API server
-    refused or failed (status is for people: never worth failing the step; gc recounts on its schedule). An object
-    nodeflow cannot read is not counted."""
+    resourceVersion, only when they changed; conditions are left alone. Called after the caller changed a Node
+    (registered it, removed its finalizer).
+
+    A write that raced another (409) is counted once more, and no more: each attempt GETs the NodePool, then LISTs,
+    then writes on the version it read. The first attempt's 409 means a write W landed after its GET, so after the
+    caller's change; the second attempt read W's version or a later one, so a write that beats it again read the
+    NodePool (and then LISTed) after W, after the caller's change: its count includes the change, and a later one
+    cannot be older. A burst of N registrations of one pool then costs at most two counts each, not a loop (Karpenter
+    recounts every pool from its cache every few seconds instead; gc here recounts on its schedule, which also
+    corrects a count written without a resourceVersion from an older snapshot).
+
+    True when written; False when unchanged, the NodePool is gone, a newer count landed, or the API server refused
+    or failed (status is for people: never worth failing the step). An object nodeflow cannot read is not counted."""
     if not pool_name:
         return False
     kube = KubeClient.of(client)

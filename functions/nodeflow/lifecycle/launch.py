@@ -288,8 +288,16 @@ def _find_launched(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> Ins
 
 
 def _result(
-    claim: NodeClaim, instance_id: str, instance_type: str, zone: str | None, capacity_type: str, at: str
+    claim: NodeClaim,
+    instance_id: str,
+    instance_type: str,
+    zone: str | None,
+    capacity_type: str,
+    at: str,
+    private_dns_name: str | None,
 ) -> dict[str, Any]:
+    """The Launch step's result (the execution's ``launch``); ``privateDnsName`` is the name the instance's kubelet
+    registers its Node under by default, which the Register step looks up first."""
     return {
         "nodeClaim": claim.name,
         "instanceId": instance_id,
@@ -298,6 +306,7 @@ def _result(
         "zone": zone,
         "capacityType": capacity_type,
         "launchedAt": at,
+        "privateDnsName": private_dns_name,
     }
 
 
@@ -400,7 +409,15 @@ def _adopt(deps: LaunchDeps, claim: NodeClaim, existing: InstanceInfo) -> dict[s
             it,
             None,
         )
-    return _result(claim, existing.instance_id, existing.instance_type or "", existing.zone, existing.capacity_type, at)
+    return _result(
+        claim,
+        existing.instance_id,
+        existing.instance_type or "",
+        existing.zone,
+        existing.capacity_type,
+        at,
+        existing.private_dns_name,
+    )
 
 
 def _launch_target(deps: LaunchDeps, claim: NodeClaim, cluster_name: str) -> _LaunchTarget:
@@ -566,6 +583,7 @@ def _record_launch(
         instance.zone,
         instance.capacity_type,
         deps.now().isoformat(),
+        instance.private_dns_name,
     )
 
 

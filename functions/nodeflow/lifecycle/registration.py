@@ -1,7 +1,7 @@
 """The Register and Initialize steps: a launched NodeClaim meets its Node.
 
-Register finds the Node whose providerID is the NodeClaim's, syncs the NodeClaim's labels,
-annotations and taints onto it, adds the termination finalizer and an owner reference, lifts
+Register finds the Node whose providerID is the NodeClaim's (``find_registering_node``), syncs the
+NodeClaim's labels, annotations and taints onto it, adds the termination finalizer and an owner reference, lifts
 the ``karpenter.sh/unregistered`` taint and marks the NodeClaim Registered. Initialize waits
 for the node to be Ready, its startup and not-ready taints gone and the requested extended
 resources allocatable, then marks it Initialized (and Ready).
@@ -12,7 +12,7 @@ TTL (measured from the launch) they raise ``RegistrationTimeout`` / ``Initializa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,7 +27,7 @@ from nodeflow.kube.status import recount_node_pool, set_condition
 from nodeflow.kube.writes import get_node_claim, update
 from nodeflow.lifecycle.errors import InitializationTimeout, NodeClaimGone, RegistrationTimeout
 
-__all__ = ["StepDeps", "initialize", "register"]
+__all__ = ["FULL_LIST_EVERY_SECONDS", "StepDeps", "find_registering_node", "initialize", "register"]
 
 # Annotations that are nodeflow's bookkeeping on the NodeClaim, not meant for the Node.
 _CLAIM_ONLY_ANNOTATIONS = frozenset({wk.ANNOTATION_NOMINATED_PODS, wk.ANNOTATION_BATCH})
@@ -68,11 +68,40 @@ def _elapsed(deps: StepDeps, since: datetime | None) -> float:
     return 0.0 if since is None else (deps.now() - since).total_seconds()
 
 
-def _node_for(deps: StepDeps, provider_id: str) -> dict[str, Any] | None:
-    nodes = deps.kube.list_items(NODES)
-    found = [n for n in nodes if (n.get("spec") or {}).get("providerID") == provider_id]
+FULL_LIST_EVERY_SECONDS = 60  # a Node not under its expected name is searched for among all Nodes this often
+
+
+def find_registering_node(
+    kube: KubeClient,
+    provider_id: str,
+    names: Iterable[str | None],
+    *,
+    elapsed: float,
+    listed_at: int | None,
+    last_look: bool,
+) -> tuple[dict[str, Any] | None, bool]:
+    """The NodeClaim's Node (the oldest Node whose providerID is ``provider_id``) and whether all Nodes were LISTed.
+
+    Karpenter finds it through an index of its Node cache; a step without a cache GETs the Nodes named in ``names``
+    first (the NodeClaim's ``status.nodeName``, the instance's private DNS name: what a kubelet registers under by
+    default, as an EKS node of either hostname type), which costs one small read per poll. Kubernetes has no field
+    selector on ``spec.providerID``, so finding a Node named otherwise (a hostname override) takes a LIST of every
+    Node: done on every poll when no name is known, else once ``FULL_LIST_EVERY_SECONDS`` have passed since the
+    launch or the last such LIST (``listed_at``, in seconds since the launch), and on the ``last_look`` before the
+    registration times out. A burst of N launches then reads O(N) Nodes per round of polls, not O(N^2)."""
+    wanted = [name for name in dict.fromkeys(names) if name]
+    for name in wanted:
+        try:
+            node = kube.get(NODES, name)
+        except kerr.NotFound:
+            continue
+        if (node.get("spec") or {}).get("providerID") == provider_id:
+            return node, False
+    if wanted and not last_look and elapsed - (listed_at or 0) < FULL_LIST_EVERY_SECONDS:
+        return None, False
+    found = [n for n in kube.list_items(NODES) if (n.get("spec") or {}).get("providerID") == provider_id]
     found.sort(key=lambda n: n["metadata"].get("creationTimestamp", ""))
-    return found[0] if found else None
+    return (found[0] if found else None), True
 
 
 def _set_claim_conditions(deps: StepDeps, claim: NodeClaim, updates: list[tuple[str, str, str]], **extra: Any) -> None:
@@ -88,21 +117,39 @@ def _set_claim_conditions(deps: StepDeps, claim: NodeClaim, updates: list[tuple[
     deps.kube.patch(NODE_CLAIMS, claim.name, {"status": {"conditions": conditions, **extra}}, subresource="status")
 
 
-def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) -> dict[str, Any]:
-    """Register the NodeClaim's Node if it has appeared; ``{"registered": bool, "node": name}``."""
+def register(
+    deps: StepDeps,
+    claim_name: str,
+    launched_at: str | None = None,
+    *,
+    node_name: str | None = None,
+    listed_at: int | None = None,
+) -> dict[str, Any]:
+    """Register the NodeClaim's Node if it has appeared; ``{"registered": bool, "node": name}``.
+
+    ``node_name``: the name its Node is expected under (the instance's private DNS name); ``listed_at``: when the
+    previous poll last LISTed all Nodes (its ``listedAt``). See ``find_registering_node``."""
     claim = _claim(deps, claim_name)
     provider = claim.status.provider_id if claim.status else None
     if not provider:
         raise NodeClaimGone(f"NodeClaim {claim_name} has no providerID: it was not launched")
-    raw = _node_for(deps, provider)
+    elapsed = _elapsed(deps, _launched_at(claim, launched_at))
+    raw, listed = find_registering_node(
+        deps.kube,
+        provider,
+        (claim.status.node_name if claim.status else None, node_name),
+        elapsed=elapsed,
+        listed_at=listed_at,
+        last_look=elapsed >= deps.registration_ttl_seconds,
+    )
     if raw is None:
-        elapsed = _elapsed(deps, _launched_at(claim, launched_at))
         if elapsed >= deps.registration_ttl_seconds:
             raise RegistrationTimeout(
                 f"NodeClaim {claim_name}: no node registered for {provider} within "
                 f"{deps.registration_ttl_seconds}s of the launch"
             )
-        return {"registered": False, "elapsedSeconds": int(elapsed)}
+        seen = int(elapsed) if listed else listed_at
+        return {"registered": False, "elapsedSeconds": int(elapsed), **({"listedAt": seen} if seen is not None else {})}
 
     node_name = raw["metadata"]["name"]
     claim_labels = dict(claim.metadata.labels or {})
@@ -145,7 +192,7 @@ def register(deps: StepDeps, claim_name: str, launched_at: str | None = None) ->
     try:
         updated, _ = update(deps.kube, NODES, node_name, mutate)
     except kerr.NotFound:
-        return {"registered": False, "elapsedSeconds": int(_elapsed(deps, _launched_at(claim, launched_at)))}
+        return {"registered": False, "elapsedSeconds": int(elapsed)}
     created = {"created": _created(first[0], claim_labels)}  # for the metrics
     recount_node_pool(deps.kube, claim_labels.get(wk.LABEL_NODEPOOL, ""))  # the pool's NODES column follows
     # A node that is ready already (polls are sparse) is initialized in the same step.

@@ -107,3 +107,36 @@ def test_a_refused_recount_does_not_fail_the_step(local: LocalNodeflow) -> None:
     kube.patch = real_patch  # type: ignore[method-assign]
     assert kube.get(kc.NODE_POOLS, "default")["status"]["nodes"] == 7
     assert recount_node_pool(kube, "default") is True
+
+
+def test_a_recount_beaten_twice_stops(local: LocalNodeflow) -> None:
+    """A burst of registrations of one pool: between this recount's read of the NodePool and its write, another
+    Node registers and its step's recount lands. The second 409 proves a count that includes this step's change
+    landed (the write that beat it read the NodePool after the first one that did), so the step stops after two
+    counts (two LISTs of Nodes and NodeClaims each), not three, and the status is right."""
+    kube = KubeClient(local.kube_server.api_client())
+    other = KubeClient(local.kube_server.api_client())  # the other Register steps
+    real_get = kube.get
+    gets = [0]
+
+    def get_then_race(resource: kc.Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        obj = real_get(resource, name, namespace)
+        if resource == kc.NODE_POOLS:
+            gets[0] += 1
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"burst-{gets[0]}", "labels": {"karpenter.sh/nodepool": "default"}},
+                "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "29"}},
+            }
+            other.create(kc.NODES, node)
+            assert recount_node_pool(other, "default") is True
+        return obj
+
+    kube.get = get_then_race  # type: ignore[method-assign]
+    assert recount_node_pool(kube, "default") is False
+    assert gets[0] == 2
+    status = real_get(kc.NODE_POOLS, "default")["status"]
+    assert status["nodes"] == 2
+    assert status["resources"]["nodes"] == "2"
+    assert status["resources"]["cpu"] == "4"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import boto3
 
+from nodeflow.aws.session import new_session
 from nodeflow.governance.decisions import DEFAULT_TTL_DAYS
 from nodeflow.ingress.routing import AWS_ROUTES, ROUTES, event_pattern
 
@@ -95,7 +96,7 @@ class Clients:
         Under ``mock_aws``: moto intercepts every client created after moto was imported, whether or not a mock
         was active then, so one ``Clients.fake()`` can serve many ``mock_aws`` contexts — and creating boto3
         clients is most of the cost of ``build_world`` (~0.5 s fresh, ~40 ms with warm clients)."""
-        session = boto3.Session(
+        session = new_session(
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
             aws_session_token="testing",
@@ -115,7 +116,7 @@ class Clients:
                 client = self._factory(service)
             else:
                 if self.session is None:
-                    self.session = boto3.Session(region_name=self.region)
+                    self.session = new_session(region_name=self.region)
                 session = self.session
                 kwargs: dict[str, Any] = {"region_name": self.region}
                 if self.endpoint_url:

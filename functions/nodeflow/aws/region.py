@@ -50,13 +50,13 @@ def resolve_region(flag: str | None, env: Mapping[str, str], profile_region: str
 def aws_session(region: str | None = None, profile: str | None = None) -> boto3.Session:
     """A boto3 Session (of ``profile``, or the SDK's default one) in the region ``resolve_region`` picks. Raises
     ``NoRegion`` when there is none, and botocore's ``ProfileNotFound`` for an unknown profile."""
-    import boto3
+    from nodeflow.aws.session import new_session
 
-    session = boto3.Session(profile_name=profile)
+    session = new_session(profile_name=profile)
     # botocore's region is AWS_DEFAULT_REGION, else the profile's in the config file: last in the rule
     chosen = resolve_region(region, os.environ, session.region_name)
     if chosen is None:
         raise NoRegion
     if chosen != session.region_name:
-        session = boto3.Session(region_name=chosen, profile_name=profile)
+        session = new_session(region_name=chosen, profile_name=profile)
     return session

@@ -207,9 +207,9 @@ class Runtime:
         with self._lock:
             found = self._clients.get(service)
             if found is None:
-                import boto3
+                from nodeflow.aws.session import new_session
 
-                found = self._clients[service] = boto3.session.Session().client(
+                found = self._clients[service] = new_session().client(
                     service,
                     region_name=self.settings.region,
                 )
@@ -245,11 +245,10 @@ class Runtime:
 
                     self._catalog = load_offline(self.settings.region)
                 else:
-                    import boto3
-
+                    from nodeflow.aws.session import new_session
                     from nodeflow.catalog.aws import AwsCatalogSource
 
-                    session = boto3.session.Session(region_name=self.settings.region)
+                    session = new_session(region_name=self.settings.region)
                     self._catalog = AwsCatalogSource(session=session).load(self.settings.region)
             return self._catalog
 
@@ -286,15 +285,16 @@ class Runtime:
         with self._lock:
             found = self._clients.get("dynamodb:decisions")
             if found is None:
-                import boto3
                 from botocore.config import Config
+
+                from nodeflow.aws.session import new_session
 
                 config = Config(
                     retries={"total_max_attempts": 1},
                     connect_timeout=DECISION_CONNECT_SECONDS,
                     read_timeout=DECISION_CALL_SECONDS - DECISION_CONNECT_SECONDS,
                 )
-                found = self._clients["dynamodb:decisions"] = boto3.session.Session().client(
+                found = self._clients["dynamodb:decisions"] = new_session().client(
                     "dynamodb", region_name=self.settings.region, config=config
                 )
             return found

@@ -103,9 +103,9 @@ class TokenProvider:
         refresh_margin: float = REFRESH_MARGIN_SECONDS,
     ) -> None:
         if session is None:
-            import boto3
+            from nodeflow.aws.session import new_session
 
-            session = boto3.Session()
+            session = new_session()
         self.cluster_name = cluster_name
         self._sts = _sts_client(session, region)
         self._session = session
@@ -156,9 +156,9 @@ def api_client_for_eks(
     from kubernetes.client import ApiClient, Configuration
 
     if session is None:
-        import boto3
+        from nodeflow.aws.session import new_session
 
-        session = boto3.Session()
+        session = new_session()
     if endpoint is None or ca_data is None:
         info = describe_cluster(cluster_name, session=session, region=region)
         endpoint = endpoint or info.endpoint

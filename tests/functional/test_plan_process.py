@@ -43,21 +43,21 @@ REFERENCE = "import sys\nfrom nodeflow.cli import main\nsys.exit(main())\n"
 HOOK = "import atexit, os\natexit.register(lambda: open(os.environ['NODEFLOW_TEST_ATEXIT'], 'w').write('ran'))\n"
 
 
-def _cluster(root: Path, bad: bool = False) -> Path:
+def _cluster(root: Path, bad: bool = False, pods: int = 30) -> Path:
     root.mkdir()
     (root / "pool.yaml").write_text(POOL)
-    pods = [
+    manifests = [
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": f"web-{i}", "namespace": "shop", "labels": {"app": "web"}},
             "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]},
         }
-        for i in range(30)
+        for i in range(pods)
     ]
     if bad:
-        pods[3]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
-    (root / "pods.yaml").write_text(yaml.safe_dump_all(pods, sort_keys=False))
+        manifests[3]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    (root / "pods.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     return root
 
 
@@ -150,8 +150,10 @@ def test_a_closed_stdout_ends_every_command_quietly(args: list[str]) -> None:
 
 
 def test_a_reader_that_stops_after_the_first_bytes_ends_plan_quietly(tmp_path: Path) -> None:
-    """``plan -o json | head -c 100`` over 30 pods: the write fails while the command runs, not at the flush."""
-    root = _cluster(tmp_path / "cluster")
+    """``plan -o json | head -c 100`` over 300 pods: the write fails while the command runs, not at the flush (the
+    output, ~19 KB, is larger than the 4 KB pipe, so the command is still writing when the reader goes; over 30 pods
+    it was 2.8 KB, written whole before the reader closed whenever the reader was slower, and the command exited 0)."""
+    root = _cluster(tmp_path / "cluster", pods=300)
     code, stderr = _closed_early(["plan", "-f", str(root), "-o", "json"], read=100)
     _assert_ended_quietly(code, stderr)
 

@@ -30,7 +30,7 @@ from nodeflow.plan.pods import (
     TERMINAL_PHASES,
     _Converter,
     converter,
-    is_pending,
+    needs_placement,
     on_new_nodes,
     reschedulable,
 )
@@ -171,7 +171,7 @@ def _sorted_pods(state: ClusterState, convert: _Converter) -> _Pods:
         if pod.spec.node_name:
             if pod.status is None or pod.status.phase not in TERMINAL_PHASES:
                 pods.bound.setdefault(pod.spec.node_name, []).append(pod)
-        elif is_pending(pod):
+        elif needs_placement(pod):
             claim_of = pods.nominated_to.get(pod.key)
             if claim_of is not None:
                 pods.waiting.setdefault(claim_of.name, []).append(pod)

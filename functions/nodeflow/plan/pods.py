@@ -1,6 +1,8 @@
 """Pods to solver input (``PodInput``, ``RunningPod``). Pure.
 
-Decides which pods are pending (``is_pending``), which pods of a deleting node need capacity elsewhere
+Decides which pods of the manifests need a place (``needs_placement``: unbound, not finished or deleting, not a
+DaemonSet's; unlike ``kube.snapshot.is_pending`` it does not ask for the scheduler's Unschedulable verdict, which
+offline manifests lack), which pods of a deleting node need capacity elsewhere
 (``reschedulable``), what a pod asks of a node (requests, node selector and affinity ANDed per term, tolerations,
 host ports, volume zones; ``_Converter``, one conversion per PodSpec), which pods Karpenter's validation refuses
 (a selector on a restricted label), and how a DaemonSet's pod meets a new node (``on_new_nodes``).
@@ -36,7 +38,7 @@ __all__ = [
     "TERMINAL_PHASES",
     "convert_pods",
     "converter",
-    "is_pending",
+    "needs_placement",
     "on_new_nodes",
     "pod_converter",
     "reschedulable",
@@ -182,7 +184,7 @@ class _Converter:
         return running_pod(pod, self.namespace_labels)
 
 
-def is_pending(pod: Pod) -> bool:
+def needs_placement(pod: Pod) -> bool:
     if pod.spec.node_name or (pod.status is not None and pod.status.phase in TERMINAL_PHASES):
         return False
     if pod.metadata.deletion_timestamp is not None:

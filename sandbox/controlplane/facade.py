@@ -122,6 +122,15 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def ready_condition(status: str = "True", **extra: str) -> dict[str, str]:
+    """A Node's Ready condition as a kubelet writes it, heartbeat stamped now. Without a heartbeat, a Node created
+    under the name of one deleted a moment before (test isolation deletes every Node; tests reuse names) inherits
+    the node lifecycle controller's record of the old one, whose last heartbeat is older than the grace period, and
+    is marked unreachable within a second."""
+    now = _now()
+    return {"type": "Ready", "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now, **extra}
+
+
 class RealKubeAPI:
     """``RealKubeAPI(plane).start()`` (the plane started, with controllers for anything that runs pods);
     ``stop()`` (the plane is its owner's to stop)."""

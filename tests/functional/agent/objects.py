@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox.controlplane.facade import ready_condition
 from tests.realk8s.workloads import NO_SCHEDULER
 
 UNSCHEDULABLE = {
@@ -49,7 +50,7 @@ def node(name: str, ready: str = "True", pool: str = "default") -> dict[str, Any
         "kind": "Node",
         "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool, "kubernetes.io/hostname": name}},
         "spec": {"providerID": f"aws:///us-east-1a/i-{abs(hash(name)) % 10**12:012x}"},
-        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady"}]},
+        "status": {"conditions": [ready_condition(ready, reason="KubeletReady")]},
     }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nodeflow.kube.client import DAEMON_SETS, NODES, PODS, KubeClient, Resource
-from sandbox.controlplane.facade import RealKubeAPI, wait_for
+from sandbox.controlplane.facade import RealKubeAPI, ready_condition, wait_for
 from tests.realk8s.workloads import NO_SCHEDULER
 
 
@@ -97,7 +97,7 @@ def node(
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}],
+            "conditions": [ready_condition(reason="KubeletReady", message="ok")],
         },
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import AlreadyExists, TooManyRequests
 from sandbox.controlplane.facade import wait_for
 from tests.functional.kube.conftest import RUNNING, create_node, create_pod, node, node_claim, pod
+from tests.realk8s.fixtures import NODE_MONITOR_GRACE_PERIOD
 
 DISRUPTED = Taint(key=wk.TAINT_DISRUPTED, effect="NoSchedule")
 
@@ -61,27 +63,31 @@ def test_patch_node_claim_status_uses_the_status_subresource(kube: KubeClient, s
     assert again.status == updated.status
 
 
+def _test_taints(n: Any) -> list[tuple[str, str | None, str]]:
+    """The Node's taints but the node lifecycle controller's (``node.kubernetes.io/*``): the test Node has no kubelet,
+    so the controller may mark it unreachable at any moment (after the grace period, or at once when it still holds
+    the heartbeat of an earlier test's Node of the same name); add_taints and remove_taints must keep those anyway."""
+    return [(t.key, t.value, t.effect) for t in n.spec.taints if not t.key.startswith("node.kubernetes.io/")]
+
+
 def test_taints_add_and_remove_idempotently(kube: KubeClient, server: Any) -> None:
-    create_node(kube, node("node-a"))  # its not-ready taint lifted: the taints compared below are the test's
+    create_node(kube, node("node-a"))
     startup = Taint(key="example.com/startup", value="x", effect="NoExecute")
     writes.add_taints(kube, "node-a", [startup])
     n = writes.add_taints(kube, "node-a", [DISRUPTED])
-    assert [(t.key, t.effect) for t in n.spec.taints] == [
-        ("example.com/startup", "NoExecute"),
-        (wk.TAINT_DISRUPTED, "NoSchedule"),
-    ]
+    assert _test_taints(n) == [("example.com/startup", "x", "NoExecute"), (wk.TAINT_DISRUPTED, None, "NoSchedule")]
     server.requests.clear()
     n = writes.add_taints(kube, "node-a", [DISRUPTED])  # already there: a GET, no write
     assert [m for m, _, _ in server.requests] == ["GET"]
-    assert len(n.spec.taints) == 2
+    assert len(_test_taints(n)) == 2
     n = writes.add_taints(kube, "node-a", [Taint(key="example.com/startup", value="y", effect="NoExecute")])
-    assert [t.value for t in n.spec.taints if t.key == "example.com/startup"] == ["y"]
+    assert [v for k, v, _ in _test_taints(n) if k == "example.com/startup"] == ["y"]
     n = writes.remove_taints(kube, "node-a", [DISRUPTED])
-    assert [t.key for t in n.spec.taints] == ["example.com/startup"]
+    assert [k for k, _, _ in _test_taints(n)] == ["example.com/startup"]
     n = writes.remove_taints(kube, "node-a", [DISRUPTED])
-    assert [t.key for t in n.spec.taints] == ["example.com/startup"]
+    assert [k for k, _, _ in _test_taints(n)] == ["example.com/startup"]
     n = writes.remove_taints(kube, "node-a", ["example.com/startup"])
-    assert n.spec.taints == ()
+    assert _test_taints(n) == []
 
 
 def test_labels_annotations_and_cordon(kube: KubeClient) -> None:
@@ -204,3 +210,23 @@ def test_delete_is_idempotent(kube: KubeClient) -> None:
     _web_pods(kube, 1)
     assert writes.delete(kube, kc.PODS, "web-0", "default", grace_period_seconds=0) is True
     assert writes.delete(kube, kc.PODS, "web-0", "default") is False
+
+
+def test_a_node_recreated_under_an_earlier_name_stays_reachable(kube: KubeClient) -> None:
+    """Tests reuse Node names and isolation deletes Nodes between them. The node lifecycle controller keeps a Node's
+    health record while a Node of that name exists at each of its passes (every second here), so a Node recreated
+    at once is judged by the first one's heartbeat: without one stamped at creation (the test builders' Ready
+    condition), it is marked unreachable once the grace period has passed since the first (measured: the third
+    to sixth recreations were tainted 1.3, 0.5, 0.2 and 0.0 s after creation). That taint and its writes made the
+    exact-taint and conflict-count tests above flaky."""
+    first = time.monotonic()
+    while time.monotonic() - first < NODE_MONITOR_GRACE_PERIOD + 1.0:
+        create_node(kube, node("node-a"))
+        time.sleep(1.0)
+        writes.delete(kube, kc.NODES, "node-a")
+        wait_for(
+            "node-a gone", lambda: not any(n["metadata"]["name"] == "node-a" for n in kube.list_items(kc.NODES)) or None
+        )
+    create_node(kube, node("node-a"))
+    time.sleep(1.5)  # the controller looks every NODE_MONITOR_PERIOD
+    assert [t.key for t in writes.get_node(kube, "node-a").spec.taints] == []

@@ -19,7 +19,7 @@ from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.events import EventRecorder
 from nodeflow.lifecycle.disruption_round import DisruptionDeps, run
-from sandbox.controlplane.facade import RealKubeAPI
+from sandbox.controlplane.facade import RealKubeAPI, ready_condition
 from sandbox.demo import consolidate_now
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,7 +58,7 @@ def _empty_node(kube: KubeClient, kube_server: RealKubeAPI, name: str, last_pod_
             "status": {
                 "capacity": capacity,
                 "allocatable": capacity,
-                "conditions": [{"type": "Ready", "status": "True"}],
+                "conditions": [ready_condition()],
             },
         },
     )

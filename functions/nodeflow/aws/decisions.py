@@ -2,7 +2,8 @@
 disruption Lambda hand their records to, and the reader of ``python -m nodeflow decisions``.
 
 Writing never fails the caller and never holds it past its deadline: it runs after the NodeClaims are created and
-their launches started, in chunks of 25 (BatchWriteItem) on a few threads, re-sending throttled and unprocessed
+their launches started, in chunks of 25 (BatchWriteItem) on a few threads, each chunk sent as soon as its items are
+rendered (the network waits overlap the rendering of the rest), re-sending throttled and unprocessed
 items with a short backoff until ``time_left`` (the handlers: the Lambda's remaining time less a margin) runs out.
 A batch DynamoDB refuses as invalid (one item too big, say) is sent again item by item, so only the bad item is
 lost. What is not written is logged and counted: ``failed`` (refused, or still throttled after the retries) and
@@ -16,7 +17,7 @@ import hashlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,11 +30,10 @@ from nodeflow.governance.decisions import (
     Decision,
     day_partitions,
     from_item,
-    index_items,
+    items,
     nodepool_partitions,
     pod_partition,
     time_key,
-    to_item,
 )
 
 __all__ = ["BATCH", "DecisionLog", "read_decisions"]
@@ -145,31 +145,48 @@ class DecisionLog:
         return tally.written
 
     def _write_all(self, decisions: Sequence[Decision], tally: _Write) -> set[int]:
-        """Build the items of ``decisions`` and write them in chunks; the records (indexes) not written whole."""
-        requests: list[dict[str, Any]] = []
+        """Build the items of ``decisions`` and write them in chunks of BATCH, each chunk sent as soon as it is built
+        (the first BatchWriteItem does not wait for the last record to be rendered); the records (indexes) not
+        written whole."""
         owners: list[int] = []  # the record (index into ``decisions``) of each request
         broken: set[int] = set()
-        for n, d in enumerate(decisions):
-            try:  # a record that cannot be stored is a bug, not a reason to fail a launch or the other records
-                items = [to_item(d, self.ttl_days), *index_items(d, self.ttl_days)]
-            except Exception as exc:
-                broken.add(n)
-                tally.failed += 1
-                tally.errors.append(f"record {d.id}: {type(exc).__name__}: {str(exc)[:300]}")
-                continue
-            requests.extend({"PutRequest": {"Item": item}} for item in items)
-            owners.extend([n] * len(items))
-        chunks = [list(range(i, min(i + BATCH, len(requests)))) for i in range(0, len(requests), BATCH)]
 
-        def send(positions: list[int]) -> set[int]:
-            return {positions[i] for i in self._send([requests[p] for p in positions], tally)}
+        def chunks() -> Iterator[tuple[list[int], list[dict[str, Any]]]]:
+            """(positions, requests) of BATCH requests at a time, as the records' items are built."""
+            chunk: list[dict[str, Any]] = []
+            for n, d in enumerate(decisions):
+                try:  # a record that cannot be stored is a bug, not a reason to fail a launch or the other records
+                    made = items(d, self.ttl_days)
+                except Exception as exc:
+                    broken.add(n)
+                    self._count(tally, failed=1, error=f"record {d.id}: {type(exc).__name__}: {str(exc)[:300]}")
+                    continue
+                for item in made:
+                    owners.append(n)
+                    chunk.append({"PutRequest": {"Item": item}})
+                    if len(chunk) == BATCH:
+                        yield list(range(len(owners) - BATCH, len(owners))), chunk
+                        chunk = []
+            if chunk:
+                yield list(range(len(owners) - len(chunk), len(owners))), chunk
 
-        unwritten: set[int]
-        if len(chunks) <= 1 or self.workers <= 1:
-            unwritten = set().union(*map(send, chunks))
+        def send(positions: list[int], chunk: list[dict[str, Any]]) -> set[int]:
+            return {positions[i] for i in self._send(chunk, tally)}
+
+        built = chunks()
+        first = next(built, None)
+        second = next(built, None) if first is not None else None
+        unwritten: set[int] = set()
+        if first is None:
+            pass
+        elif second is None or self.workers <= 1:  # one batch (a disruption round's few records): no threads
+            for positions, chunk in itertools.chain((first,), () if second is None else (second,), built):
+                unwritten |= send(positions, chunk)
         else:
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(chunks))) as pool:
-                unwritten = set().union(*pool.map(send, chunks))
+            with ThreadPoolExecutor(max_workers=self.workers) as pool:
+                futures = [pool.submit(send, *c) for c in itertools.chain((first, second), built)]
+                for future in futures:
+                    unwritten |= future.result()
         return broken | {owners[p] for p in unwritten}
 
     __call__ = write  # the provisioner's and the disruption round's ``decisions`` hook

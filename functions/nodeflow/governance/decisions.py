@@ -86,6 +86,7 @@ __all__ = [
     "index_items",
     "interruption_records",
     "item_size",
+    "items",
     "nodepool_partition",
     "nodepool_partitions",
     "pod_partition",
@@ -179,14 +180,21 @@ class Decision:
     def sk(self) -> str:
         """``<time>#<id>``; a blocked candidate's and an unschedulable group's record is keyed by its hour
         (``detail.hour``), so the rounds / runs of an hour rewrite one record, whose time is the latest one's."""
+        return self._sk(self.time)
+
+    def _sk(self, time: str) -> str:
+        """``sk`` given the record's ``time`` (worked out once per record by ``items``)."""
         if self.kind in (BLOCKED, UNSCHEDULABLE) and isinstance(self.detail.get("hour"), str):
             return f"{self.detail['hour']}#{self.id}"
-        return f"{self.time}#{self.id}"
+        return f"{time}#{self.id}"
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON of ``decisions -o json`` (keys in this order)."""
+        return self._json(self.time)
+
+    def _json(self, time: str) -> dict[str, Any]:
         return {
-            "time": self.time,
+            "time": time,
             "kind": self.kind,
             "id": self.id,
             "run": self.run,
@@ -277,16 +285,43 @@ def _expiry(at: datetime, ttl_days: int) -> int:
     return int((at + timedelta(days=ttl_days)).timestamp())
 
 
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """What every item of one record shares, worked out once: its time, sort key, record partition and expiry."""
+
+    time: str
+    sk: str
+    partition: str
+    ttl: dict[str, dict[str, str]]  # {"ttl": {"N": <epoch seconds>}}
+
+    @staticmethod
+    def of(decision: Decision, ttl_days: int) -> _Keys:
+        time = decision.time
+        sk = decision._sk(time)
+        expiry = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
+        return _Keys(time, sk, record_partition(decision.at, sk), expiry)
+
+
+def items(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> list[dict[str, Any]]:
+    """The record item and its index items (``to_item`` and ``index_items`` at once: what the writer stores)."""
+    keys = _Keys.of(decision, ttl_days)
+    return [_record_item(decision, keys), *_index_items(decision, keys)]
+
+
 def to_item(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> dict[str, Any]:
     """The record item (DynamoDB attribute values), at most MAX_ITEM_BYTES (``bounded``)."""
+    return _record_item(decision, _Keys.of(decision, ttl_days))
+
+
+def _record_item(decision: Decision, keys: _Keys) -> dict[str, Any]:
     fixed = {
-        "pk": {"S": record_partition(decision.at, decision.sk)},
-        "sk": {"S": decision.sk},
+        "pk": {"S": keys.partition},
+        "sk": {"S": keys.sk},
         "kind": {"S": decision.kind},
-        "time": {"S": decision.time},
+        "time": {"S": keys.time},
     }
-    ttl = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
-    data = decision.to_json()
+    ttl = keys.ttl
+    data = decision._json(keys.time)
     text, entries = MAX_TEXT, MAX_PODS_PER_RECORD
     body, stored = data, json.dumps(data, separators=(",", ":"), sort_keys=False)
     if _may_cut(stored, text, entries):  # most records: nothing to cut, no walk
@@ -371,11 +406,16 @@ def _cut_value(value: Any, text: int, entries: int, where: str, cuts: dict[str, 
 
 def index_items(decision: Decision, ttl_days: int = DEFAULT_TTL_DAYS) -> list[dict[str, Any]]:
     """One pointer per NodePool and per pod the record names (all its pods, even beyond the body's cut)."""
-    sk = decision.sk
-    ref = {"ref": {"S": record_partition(decision.at, sk)}, "kind": {"S": decision.kind}}
-    ttl = {"ttl": {"N": str(_expiry(decision.at, ttl_days))}}
-    out = [{"pk": {"S": nodepool_partition(p, sk)}, "sk": {"S": sk}, **ref, **ttl} for p in decision.node_pools]
-    out += [{"pk": {"S": pod_partition(p)}, "sk": {"S": decision.sk}, **ref, **ttl} for p in decision.pods]
+    return _index_items(decision, _Keys.of(decision, ttl_days))
+
+
+def _index_items(decision: Decision, keys: _Keys) -> list[dict[str, Any]]:
+    """The pointers, each keyed ``keys.sk`` (once per record: a record of a NodeClaim names up to hundreds of pods)."""
+    sk = {"S": keys.sk}
+    ref = {"ref": {"S": keys.partition}, "kind": {"S": decision.kind}}
+    ttl = keys.ttl
+    out = [{"pk": {"S": nodepool_partition(p, keys.sk)}, "sk": sk, **ref, **ttl} for p in decision.node_pools]
+    out += [{"pk": {"S": pod_partition(p)}, "sk": sk, **ref, **ttl} for p in decision.pods]
     return out
 
 

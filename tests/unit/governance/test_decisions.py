@@ -511,3 +511,26 @@ def test_a_deletion_through_the_api_is_its_own_kind_not_an_interruption() -> Non
         "instanceType": "m5.large",
     }
     assert dl.from_item(dl.to_item(record, 90)) == record
+
+
+def test_a_records_pointers_share_its_key_worked_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NodeClaim's record names up to hundreds of pods, each pointer keyed by the record's sk: the record's time is
+    rendered once for all its pointers (it was once per pointer: 20,000 strftime calls in a 20,000-pod run), and
+    ``items`` (what the writer stores) is the record item and its pointers, unchanged."""
+    rendered: list[datetime] = []
+    real = dl.time_key
+
+    def counted(at: datetime) -> str:
+        rendered.append(at)
+        return real(at)
+
+    monkeypatch.setattr(dl, "time_key", counted)
+    pods = tuple(f"shop/web-{i}" for i in range(500))
+    record = Decision(dl.NODECLAIM, AT, "run-0001", "run", "NodeClaim", ("default",), pods, len(pods))
+
+    index = dl.index_items(record)
+    assert len(index) == 501
+    assert len(rendered) == 1
+    assert {i["sk"]["S"] for i in index} == {f"{real(AT)}#run-0001"}
+    for kind in provisioning() + dl.disruption_records("r", AT, blocked=[{"node": "n", "event": "e", "message": "m"}]):
+        assert dl.items(kind, 7) == [dl.to_item(kind, 7), *dl.index_items(kind, 7)]

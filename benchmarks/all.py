@@ -151,6 +151,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("governance", ("--pods", "5000,20000", "--repeat", "1", "--limits"), ("--quick",), _governance),
     Bench("provisioning", ("--pods", "300", "--repeat", "1"), ("--pods", "50", "--repeat", "1"), _plain),
     Bench("provisioning_scale", ("--repeat", "1"), ("--quick",), _plain),
+    Bench("decision_log", ("--repeat", "3"), ("--quick",), _plain),  # issue 31: the log <= 10 % of a 20,000-pod run
     Bench(
         "imports",
         ("--runs", "3", "taint", "provisioner", "disruption", "launch", "interruption"),

@@ -93,3 +93,21 @@ def test_pause_windows_benchmark_measures_and_reports_a_refused_duration() -> No
     assert set(row) == {"pauses", "provisioner", "provisioner without the policy"}
     assert all(v > 0 for v in row.values())
     assert "longer than 8784h" in pause_windows.measure(windows=1, pools=1, duration="99999h", repeat=1)["refused"]
+
+
+def test_decision_log_benchmark_runs_the_provisioner_with_the_log_off_and_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks.decision_log at a smoke size: both runs plan the same NodeClaims, the log's run writes every item
+    of its records in BatchWriteItem calls of at most 25, and the AWS model counts the same calls."""
+    from benchmarks import decision_log
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", decision_log.REGION)
+    out = decision_log.measure(200, 1, None, 10.0)
+    on = out["on"]
+    assert out["nodeClaims"] > 0
+    assert on["written"] == on["items"] > on["records"] > out["nodeClaims"]
+    assert on["failed"] == 0
+    assert on["requests"] == out["model"]["batchWriteCalls"] == -(-on["items"] // 25)
+    assert on["writeUnits"] >= on["items"]

@@ -282,9 +282,9 @@ class Runtime:
     def decision_client(self) -> Any:
         """DynamoDB for the decision log: no retries of botocore's own (the writer retries, within its deadline)
         and short timeouts, so a call in flight when the deadline comes ends within DECISION_CALL_SECONDS. No
-        client-side parameter validation: botocore's walks every attribute of every item (about 0.2 ms of CPU an
-        item, most of the log's cost in a 20,000-pod run); the items are ``governance.decisions.items``' own, and an
-        item DynamoDB refuses is still reported and sent alone (``DecisionLog``)."""
+        client-side parameter validation: botocore's walks every attribute of every item (about 20 us of CPU an item:
+        0.6 s of the 3.7 s the log took in a 20,000-pod run); the items are ``governance.decisions.items``' own, and
+        an item DynamoDB refuses is still reported and sent alone (``DecisionLog``)."""
         with self._lock:
             found = self._clients.get("dynamodb:decisions")
             if found is None:

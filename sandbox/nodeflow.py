@@ -31,6 +31,7 @@ from sandbox.esm import SqsEventSource
 from sandbox.faults import Ec2Faults
 from sandbox.function_url import Caller, FunctionUrlServer
 from sandbox.kwok import SimulatedKubelets
+from sandbox.motocost import cheap_transactions
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
 __all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow", "stopped_executions_stay_aborted"]
@@ -152,6 +153,7 @@ class LocalNodeflow:
     _engine_threads_before: set[Any] = field(default_factory=set, init=False)
     _scaler: Any = field(default=None, init=False)
     _aborts: Any = field(default=None, init=False)
+    _transactions: Any = field(default=None, init=False)
     _stopped: bool = field(default=False, init=False)
     _tmp: Any = field(default=None, init=False)
 
@@ -236,6 +238,8 @@ class LocalNodeflow:
         self._scaler.__enter__()
         self._aborts = stopped_executions_stay_aborted()
         self._aborts.__enter__()
+        self._transactions = cheap_transactions()
+        self._transactions.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
         self._start_kubelets()
         return self
@@ -279,6 +283,7 @@ class LocalNodeflow:
             lambda: self.faults.uninstall(),
             lambda: self._scaler.__exit__(None, None, None),
             lambda: self._aborts.__exit__(None, None, None),
+            lambda: self._transactions.__exit__(None, None, None),
             lambda: self.dispatch.uninstall(),
         ):
             try:

@@ -1,0 +1,103 @@
+"""moto's costs that AWS does not have, taken out of the one process the sandbox runs everything in.
+
+At a burst of thousands of pods every handler, the Step Functions engine and the simulated kubelets share one
+interpreter lock, so a moto call whose cost grows with what the account holds slows every launch workflow down
+(issue 27: launch tasks passed their timeouts). What this changes, and only while ``cheap_transactions()`` is
+entered:
+
+- DynamoDB ``TransactWriteItems``: moto deep-copies every table the transaction names, once per item, to roll back
+  on a cancellation, so a transaction costs O(items x table size) (the webhook's de-duplication claims up to 100
+  events per transaction in a table that holds every event seen). Here only the items the transaction touches are
+  saved and, when it raises, put back (or deleted when they did not exist): the same all-or-nothing answer for an
+  O(items) cost. The answer (``TransactionCanceledException`` with its reasons) is moto's own.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["cheap_transactions"]
+
+_local = threading.local()
+
+
+class _CopyInTransaction(types.ModuleType):
+    """Stands in for ``copy`` in moto's DynamoDB backend: inside a transaction a Table is not copied."""
+
+    def __init__(self, table_type: type) -> None:
+        super().__init__("copy")
+        self.table_type = table_type
+
+    def deepcopy(self, value: Any, memo: Any = None) -> Any:
+        if getattr(_local, "transaction", False) and isinstance(value, self.table_type):
+            return value  # the items it touches are saved instead (cheap_transactions)
+        return copy.deepcopy(value, memo)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+
+def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], Any]]:
+    """(table, key, a copy of the item or None) for every item the transaction names that can be found."""
+    saved: list[tuple[str, dict[str, Any], Any]] = []
+    for entry in transact_items:
+        for op in entry.values():
+            name = op.get("TableName") if isinstance(op, dict) else None
+            table = backend.tables.get(name) if name else None
+            if table is None:
+                continue
+            attrs = op.get("Item") if "Item" in op else op.get("Key")
+            if not isinstance(attrs, dict):
+                continue
+            key = {k: attrs[k] for k in (table.hash_key_attr, table.range_key_attr) if k is not None and k in attrs}
+            try:
+                item = backend.get_item(name, key)
+            except Exception:  # an invalid key: moto rejects the transaction before writing anything
+                continue
+            saved.append((name, key, copy.deepcopy(item)))
+    return saved
+
+
+def _restore(backend: Any, saved: list[tuple[str, dict[str, Any], Any]]) -> None:
+    for name, key, item in reversed(saved):
+        if item is None:
+            if backend.get_item(name, key) is not None:
+                backend.delete_item(name, key)
+        else:
+            backend.put_item(name, item.to_json()["Attributes"])
+
+
+@contextmanager
+def cheap_transactions() -> Iterator[None]:
+    """DynamoDB transactions that save the items they touch, not whole tables (see the module). Restored on exit."""
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table
+
+    backend_type = models.DynamoDBBackend
+    original = backend_type.__dict__["transact_write_items"]
+    original_copy = models.__dict__["copy"]
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        saved = _touched(self, transact_items)
+        _local.transaction = True
+        try:
+            return original(self, transact_items)
+        except Exception:
+            _local.transaction = False
+            _restore(self, saved)
+            raise
+        finally:
+            _local.transaction = False
+
+    backend_type.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    models.copy = _CopyInTransaction(Table)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        backend_type.transact_write_items = original  # type: ignore[method-assign]
+        models.copy = original_copy  # type: ignore[attr-defined]

@@ -1,0 +1,99 @@
+"""sandbox.motocost: DynamoDB transactions that save the items they touch, not whole tables, with moto's answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from sandbox.motocost import cheap_transactions
+
+TABLE = "seen"
+
+
+@pytest.fixture
+def table(aws_env: None) -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for i in range(50):
+            client.put_item(TableName=TABLE, Item={"pk": {"S": f"old-{i}"}, "v": {"N": str(i)}})
+        yield client
+
+
+def _put_new(pk: str) -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": TABLE,
+            "Item": {"pk": {"S": pk}, "v": {"N": "1"}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+def _update(pk: str, value: int) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": TABLE,
+            "Key": {"pk": {"S": pk}},
+            "UpdateExpression": "SET v = :v",
+            "ExpressionAttributeValues": {":v": {"N": str(value)}},
+        }
+    }
+
+
+def _backend() -> Any:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    return dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+
+
+def test_a_cancelled_transaction_changes_nothing_and_keeps_the_table(table: Any) -> None:
+    """All or nothing as in moto: a new item and an update made before the failing condition are undone; and the
+    table is not replaced by a deep copy (without the fix moto rolls back by swapping in a copy of the table)."""
+    before = _backend().tables[TABLE]
+    with cheap_transactions(), pytest.raises(ClientError) as caught:
+        table.transact_write_items(TransactItems=[_put_new("new-1"), _update("old-3", 99), _put_new("old-7")])
+    assert caught.value.response["Error"]["Code"] == "TransactionCanceledException"
+    reasons = [r["Code"] for r in caught.value.response["CancellationReasons"]]
+    assert reasons == ["None", "None", "ConditionalCheckFailed"]
+    assert "Item" not in table.get_item(TableName=TABLE, Key={"pk": {"S": "new-1"}})
+    assert table.get_item(TableName=TABLE, Key={"pk": {"S": "old-3"}})["Item"]["v"] == {"N": "3"}
+    assert table.scan(TableName=TABLE)["Count"] == 50
+    assert _backend().tables[TABLE] is before
+
+
+def test_a_transaction_that_succeeds_writes_every_item_without_copying_the_table(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table
+
+    copied: list[str] = []
+    real = models.copy.deepcopy
+    with cheap_transactions():
+        inner = models.copy.deepcopy
+
+        def counting(value: Any, memo: Any = None) -> Any:
+            out = inner(value, memo)
+            if isinstance(value, Table) and out is not value:
+                copied.append(value.name)
+            return out
+
+        monkeypatch.setattr(models.copy, "deepcopy", counting)
+        table.transact_write_items(TransactItems=[_put_new("new-2"), _update("old-4", 40)])
+        monkeypatch.undo()
+    assert table.get_item(TableName=TABLE, Key={"pk": {"S": "new-2"}})["Item"]["v"] == {"N": "1"}
+    assert table.get_item(TableName=TABLE, Key={"pk": {"S": "old-4"}})["Item"]["v"] == {"N": "40"}
+    assert copied == []
+    assert models.copy.deepcopy is real  # restored on exit

@@ -47,7 +47,7 @@ def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[s
     saved: list[tuple[str, dict[str, Any], Any]] = []
     for entry in transact_items:
         for op in entry.values():
-            name = op.get("TableName") if isinstance(op, dict) else None
+            name = str(op.get("TableName") or "") if isinstance(op, dict) else ""
             table = backend.tables.get(name) if name else None
             if table is None:
                 continue

@@ -136,6 +136,9 @@ class LocalNodeflow:
     container_stop_seconds: float | None = 1.0
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
     rbac: bool = True  # the API server enforces the RBAC manifests; handlers act as their functions' groups
+    # handlers and the agent reach kube-apiserver itself, not through the fault proxy (no faults, no request log):
+    # the proxy relays every byte in this process, which a burst of thousands of pods cannot spare
+    direct_kube: bool = False
 
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
@@ -160,6 +163,16 @@ class LocalNodeflow:
     def function_name(self, suffix: str) -> str:
         return f"nodeflow-{self.cluster_name}-{suffix}"
 
+    def _write_kubeconfig(self, path: Path) -> str:
+        """The handlers' kubeconfig: through the fault proxy, or with ``direct_kube`` to kube-apiserver itself."""
+        if not self.direct_kube:
+            return str(self.kube_server.write_kubeconfig(path, **self._handler_token()))
+        config = self.kube_server.kubeconfig(**self._handler_token())
+        plane = self.kube_server.plane
+        config["clusters"][0]["cluster"] = {"server": plane.url, "certificate-authority": str(plane.ca_file)}
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        return str(path)
+
     def _handler_token(self) -> dict[str, str]:
         """The token of the handlers' kubeconfig: with RBAC, one that may only impersonate."""
         return {"token": self.kube_server.impersonator_token} if self.rbac else {}
@@ -176,7 +189,7 @@ class LocalNodeflow:
         self.clients = as_clients(self.clients, self.region)
         self.world = build_world(self.clients, cluster_name=self.cluster_name, region=self.region)
         self._tmp = tempfile.TemporaryDirectory(prefix="nodeflow-local-")
-        kubeconfig = self.kube_server.write_kubeconfig(Path(self._tmp.name) / "kubeconfig", **self._handler_token())
+        kubeconfig = self._write_kubeconfig(Path(self._tmp.name) / "kubeconfig")
         arns = create_functions(self.world, self.clients, [self.function_name(s) for s in FUNCTIONS])
         self.launch_arn = create_state_machine(
             self.world,
@@ -418,9 +431,11 @@ class LocalNodeflow:
         env = {
             "WEBHOOK_URL": self.function_url.url,
             "CLUSTER_NAME": self.cluster_name,
-            "KUBE_API_URL": self.kube_server.url,
+            "KUBE_API_URL": self.kube_server.plane.url if self.direct_kube else self.kube_server.url,
             "AWS_REGION": self.region,
         }
+        if self.direct_kube:
+            env["KUBE_CA_FILE"] = str(self.kube_server.plane.ca_file)
         if self.rbac:  # the agent's ServiceAccount token (its RBAC: agent/manifests/20-rbac.yaml)
             env["KUBE_TOKEN_FILE"] = str(Path(self._tmp.name) / "agent-token")
         if self.webhook_auth == "iam":

@@ -31,7 +31,7 @@ from sandbox.esm import SqsEventSource
 from sandbox.faults import Ec2Faults
 from sandbox.function_url import Caller, FunctionUrlServer
 from sandbox.kwok import SimulatedKubelets
-from sandbox.motocost import cheap_transactions
+from sandbox.motocost import cheaper_moto
 from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
 
 __all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow", "stopped_executions_stay_aborted"]
@@ -251,7 +251,7 @@ class LocalNodeflow:
         self._scaler.__enter__()
         self._aborts = stopped_executions_stay_aborted()
         self._aborts.__enter__()
-        self._transactions = cheap_transactions()
+        self._transactions = cheaper_moto()
         self._transactions.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
         self._start_kubelets()

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.motocost import cheap_transactions
+from sandbox.motocost import cheap_sends, cheap_transactions
 
 TABLE = "seen"
 
@@ -97,3 +97,41 @@ def test_a_transaction_that_succeeds_writes_every_item_without_copying_the_table
     assert table.get_item(TableName=TABLE, Key={"pk": {"S": "old-4"}})["Item"]["v"] == {"N": "40"}
     assert copied == []
     assert models.copy.deepcopy is real  # restored on exit
+
+
+@pytest.fixture
+def sqs(aws_env: None) -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("sqs", region_name="us-east-1")
+
+
+def test_a_send_to_a_standard_queue_does_not_count_its_messages(sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the fix every send builds the queue's attributes, which counts every message on it."""
+    from moto.sqs import models
+
+    counted: list[int] = []
+    real = models.Queue.__dict__["approximate_number_of_messages"]
+
+    def counting(self: Any) -> int:
+        counted.append(1)
+        return int(real.fget(self))
+
+    monkeypatch.setattr(models.Queue, "approximate_number_of_messages", property(counting))
+    url = sqs.create_queue(QueueName="events")["QueueUrl"]
+    with cheap_sends():
+        for i in range(5):
+            sqs.send_message(QueueUrl=url, MessageBody=f"event {i}")
+        assert counted == []
+        depth = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert depth["Attributes"]["ApproximateNumberOfMessages"] == "5"
+
+
+def test_a_fifo_queue_still_deduplicates_by_content(sqs: Any) -> None:
+    url = sqs.create_queue(
+        QueueName="events.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    with cheap_sends():
+        for _ in range(2):
+            sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    assert [m["Body"] for m in got["Messages"]] == ["same"]

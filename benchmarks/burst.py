@@ -43,6 +43,9 @@ READY_SECONDS = 20.0  # the Node goes Ready (CNI, daemons) after registering
 # (cpu, memory) of the Deployments' pods, in turn: small services, as in Karpenter's scale tests
 SHAPES = [("100m", "128Mi"), ("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi")]
 DEPLOYMENTS = 10
+# Task timeouts stretched (sandbox.stepfunctions.stretch_task_timeouts): the report counts the tasks that took longer
+# than their own TimeoutSeconds here, where every Lambda waits for one interpreter lock
+TASK_TIMEOUT_SCALE = 10.0
 
 
 def deployments(pods: int, count: int = DEPLOYMENTS) -> list[dict[str, Any]]:
@@ -126,6 +129,7 @@ def _run(kube: Any, pods: int, scale: float, timeout: float) -> dict[str, Any]:
             kubelet_ready_after=READY_SECONDS * scale,
             kubelet_interval=max(0.25, 2 * scale),  # polls EC2; the boot is counted apart
             direct_kube=True,  # no fault proxy relaying every request in this process
+            task_timeout_scale=TASK_TIMEOUT_SCALE,
         ).start()
         try:
             pools = demo_node_pools()
@@ -176,6 +180,7 @@ def _run(kube: Any, pods: int, scale: float, timeout: float) -> dict[str, Any]:
             claims = {c["metadata"]["name"]: c for c in kube.objects("karpenter.sh/v1", "NodeClaim")}
             executions = local.executions()
             statuses = [local.clients.sfn.describe_execution(executionArn=e["executionArn"]) for e in executions]
+            tasks = _task_durations(local, executions)
             provisioner = [
                 i for i in local.dispatch.invocations if i.function_name == local.function_name("provisioner")
             ]
@@ -197,11 +202,40 @@ def _run(kube: Any, pods: int, scale: float, timeout: float) -> dict[str, Any]:
                 kubelet={k: v + mono_offset for k, v in kubelet.items()},
                 load=(load_before, load_after),
                 cpu=cpu,
+                tasks=tasks,
                 invocations=local.dispatch.count(),
                 agent_metrics=agent_metrics_or_none(agent),
             )
         finally:
             local.stop()
+
+
+def _task_durations(local: Any, executions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per Task state of the launch workflow: its attempts' durations (first / median / p90 / last) and how many
+    took longer than the state's own TimeoutSeconds (which here were stretched, ``TASK_TIMEOUT_SCALE``)."""
+    from sandbox.nodeflow import LAUNCH_ASL
+
+    limits = {
+        name: state.get("TimeoutSeconds")
+        for name, state in json.loads(LAUNCH_ASL.read_text())["States"].items()
+        if state.get("Type") == "Task"
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in limits}
+    for e in executions:
+        for visit in local.trace(e["executionArn"]).states:
+            for attempt in visit.attempts if visit.name in seconds else ():
+                if attempt.ended is not None:
+                    seconds[visit.name].append((attempt.ended - attempt.started).total_seconds())
+    return {
+        name: {
+            "attempts": len(values),
+            "timeoutSeconds": limits[name],
+            "over": sum(1 for v in values if limits[name] and v > limits[name]),
+            "seconds": _spread(values),
+        }
+        for name, values in seconds.items()
+        if values
+    }
 
 
 def _agent_cpu(agent: Any) -> float:
@@ -343,6 +377,7 @@ def _report(**r: Any) -> dict[str, Any]:
         "milestones": milestones,
         "stages": stages,
         "provisioner_batches": [_batch(b, t0) for b in r["batches"]],
+        "tasks": r["tasks"],
     }
     if not all(v is not None for v in bound.values()) or not pods:
         return out
@@ -425,6 +460,13 @@ def _print(out: Mapping[str, Any]) -> None:
     for name, s in out["stages"].items():
         if s:
             print(f"    {name:<56} {s['first']:7.3f} {s['median']:7.3f} {s['p90']:7.3f} {s['last']:7.3f}")
+    print(f"  launch workflow tasks (timeouts stretched x{TASK_TIMEOUT_SCALE:g}; first / median / p90 / last s):")
+    for name, t in out["tasks"].items():
+        d = t["seconds"]
+        print(
+            f"    {name:<10} {t['attempts']:4d} attempts {d['first']:7.2f} {d['median']:7.2f} {d['p90']:7.2f} "
+            f"{d['last']:7.2f}; over its own TimeoutSeconds ({t['timeoutSeconds']}): {t['over']}"
+        )
     print("  provisioner batches (s after the start: records, NodeClaims created, the provisioner's timings):")
     for b in out["provisioner_batches"]:
         timings = ", ".join(f"{k} {v:.2f}" for k, v in b["timings"].items())

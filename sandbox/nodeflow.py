@@ -32,7 +32,13 @@ from sandbox.faults import Ec2Faults
 from sandbox.function_url import Caller, FunctionUrlServer
 from sandbox.kwok import SimulatedKubelets
 from sandbox.motocost import cheaper_moto
-from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
+from sandbox.stepfunctions import (
+    LambdaDispatch,
+    execution_trace,
+    scale_waits,
+    stretch_task_timeouts,
+    wait_for_execution,
+)
 
 __all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow", "stopped_executions_stay_aborted"]
 
@@ -139,6 +145,9 @@ class LocalNodeflow:
     # handlers and the agent reach kube-apiserver itself, not through the fault proxy (no faults, no request log):
     # the proxy relays every byte in this process, which a burst of thousands of pods cannot spare
     direct_kube: bool = False
+    # Task TimeoutSeconds stretched this many times (sandbox.stepfunctions.stretch_task_timeouts): every handler
+    # shares this process, so at a burst of hundreds of launches a task's wall time is mostly waiting for its turn
+    task_timeout_scale: float = 1.0
 
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
@@ -157,6 +166,7 @@ class LocalNodeflow:
     _scaler: Any = field(default=None, init=False)
     _aborts: Any = field(default=None, init=False)
     _transactions: Any = field(default=None, init=False)
+    _timeouts: Any = field(default=None, init=False)
     _stopped: bool = field(default=False, init=False)
     _tmp: Any = field(default=None, init=False)
 
@@ -253,6 +263,8 @@ class LocalNodeflow:
         self._aborts.__enter__()
         self._transactions = cheaper_moto()
         self._transactions.__enter__()
+        self._timeouts = stretch_task_timeouts(self.task_timeout_scale)
+        self._timeouts.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
         self._start_kubelets()
         return self
@@ -297,6 +309,7 @@ class LocalNodeflow:
             lambda: self._scaler.__exit__(None, None, None),
             lambda: self._aborts.__exit__(None, None, None),
             lambda: self._transactions.__exit__(None, None, None),
+            lambda: self._timeouts.__exit__(None, None, None),
             lambda: self.dispatch.uninstall(),
         ):
             try:

@@ -493,19 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.pods = 200
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_SESSION_TOKEN": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "ERROR",
-    }.items():
-        os.environ[key] = value
-    import warnings
+    from benchmarks.environment import offline_aws
 
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    offline_aws()
     out = run(args.pods, args.scale, args.timeout)
     _print(out)
     if args.json:

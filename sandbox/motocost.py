@@ -51,6 +51,19 @@ class _CopyInTransaction(types.ModuleType):
         return getattr(copy, name)
 
 
+@contextmanager
+def _replaced(*changes: tuple[Any, str, Any]) -> Iterator[None]:
+    """Each ``(owner, name, value)``: ``owner.name`` is ``value`` inside the block, its own entry again after."""
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in changes]
+    for owner, name, value in changes:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
 def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], Any]]:
     """(table, key, a copy of the item or None) for every item the transaction names that can be found."""
     saved: list[tuple[str, dict[str, Any], Any]] = []
@@ -89,7 +102,6 @@ def cheap_transactions() -> Iterator[None]:
 
     backend_type = models.DynamoDBBackend
     original = backend_type.__dict__["transact_write_items"]
-    original_copy = models.__dict__["copy"]
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
         saved = _touched(self, transact_items)
@@ -103,13 +115,10 @@ def cheap_transactions() -> Iterator[None]:
         finally:
             _local.transaction = False
 
-    backend_type.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    models.copy = _CopyInTransaction(Table)  # type: ignore[attr-defined]
-    try:
+    with _replaced(
+        (backend_type, "transact_write_items", transact_write_items), (models, "copy", _CopyInTransaction(Table))
+    ):
         yield
-    finally:
-        backend_type.transact_write_items = original  # type: ignore[method-assign]
-        models.copy = original_copy  # type: ignore[attr-defined]
 
 
 @contextmanager
@@ -135,13 +144,8 @@ def cheap_sends() -> Iterator[None]:
         finally:
             _local.sending = outer
 
-    queue_type.attributes = property(attributes)  # type: ignore[assignment,method-assign]
-    backend_type.send_message = send_message  # type: ignore[method-assign]
-    try:
+    with _replaced((queue_type, "attributes", property(attributes)), (backend_type, "send_message", send_message)):
         yield
-    finally:
-        queue_type.attributes = original_attributes  # type: ignore[method-assign]
-        backend_type.send_message = original_send  # type: ignore[method-assign]
 
 
 @contextmanager

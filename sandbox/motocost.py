@@ -18,7 +18,15 @@ And while ``cheap_sends()`` is entered:
   costs O(queue depth) (every pod event the webhook puts on the bus ends in one). Inside a send to a standard queue
   the queue's attributes read as empty, which is what that lookup found anyway; FIFO queues are left alone.
 
-``cheaper_moto()`` enters both.
+And while ``serial_ec2()`` is entered:
+
+- EC2 requests are answered one at a time. moto's EC2 backend is not thread-safe: a CreateFleet tagging its
+  instances while another thread's request iterates the same tags dict raises ``RuntimeError: dictionary changed
+  size during iteration`` inside moto, which the Launch step takes for its own failure and CleanUp follows (seen
+  in the 500-pod mix of benchmarks/fidelity.py). Every request runs under the interpreter lock anyway; the lock
+  only keeps two from interleaving.
+
+``cheaper_moto()`` enters all three.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["cheap_sends", "cheap_transactions", "cheaper_moto"]
+__all__ = ["cheap_sends", "cheap_transactions", "cheaper_moto", "serial_ec2"]
 
 _local = threading.local()
 
@@ -148,8 +156,33 @@ def cheap_sends() -> Iterator[None]:
         yield
 
 
+_EC2_LOCK = threading.RLock()
+
+
+@contextmanager
+def serial_ec2() -> Iterator[None]:
+    """moto answers one EC2 request at a time (see the module). Restored on exit."""
+    from moto.ec2.responses import EC2Response
+
+    own = EC2Response.__dict__.get("call_action")
+    inherited = EC2Response.call_action
+
+    def call_action(self: Any) -> Any:
+        with _EC2_LOCK:
+            return inherited(self)
+
+    EC2Response.call_action = call_action  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if own is None:
+            del EC2Response.call_action
+        else:
+            EC2Response.call_action = own  # type: ignore[method-assign]
+
+
 @contextmanager
 def cheaper_moto() -> Iterator[None]:
-    """``cheap_transactions()`` and ``cheap_sends()``."""
-    with cheap_transactions(), cheap_sends():
+    """``cheap_transactions()``, ``cheap_sends()`` and ``serial_ec2()``."""
+    with cheap_transactions(), cheap_sends(), serial_ec2():
         yield

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.motocost import cheap_sends, cheap_transactions
+from sandbox.motocost import cheap_sends, cheap_transactions, serial_ec2
 
 TABLE = "seen"
 
@@ -52,10 +52,9 @@ def _update(pk: str, value: int) -> dict[str, Any]:
 
 
 def _backend() -> Any:
-    from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    return dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    return dynamodb_backends["123456789012"]["us-east-1"]
 
 
 def test_a_cancelled_transaction_changes_nothing_and_keeps_the_table(table: Any) -> None:
@@ -80,9 +79,9 @@ def test_a_transaction_that_succeeds_writes_every_item_without_copying_the_table
     from moto.dynamodb.models.table import Table
 
     copied: list[str] = []
-    real = models.copy.deepcopy
+    real = vars(models)["copy"].deepcopy
     with cheap_transactions():
-        inner = models.copy.deepcopy
+        inner = vars(models)["copy"].deepcopy
 
         def counting(value: Any, memo: Any = None) -> Any:
             out = inner(value, memo)
@@ -90,13 +89,13 @@ def test_a_transaction_that_succeeds_writes_every_item_without_copying_the_table
                 copied.append(value.name)
             return out
 
-        monkeypatch.setattr(models.copy, "deepcopy", counting)
+        monkeypatch.setattr(vars(models)["copy"], "deepcopy", counting)
         table.transact_write_items(TransactItems=[_put_new("new-2"), _update("old-4", 40)])
         monkeypatch.undo()
     assert table.get_item(TableName=TABLE, Key={"pk": {"S": "new-2"}})["Item"]["v"] == {"N": "1"}
     assert table.get_item(TableName=TABLE, Key={"pk": {"S": "old-4"}})["Item"]["v"] == {"N": "40"}
     assert copied == []
-    assert models.copy.deepcopy is real  # restored on exit
+    assert vars(models)["copy"].deepcopy is real  # restored on exit
 
 
 @pytest.fixture
@@ -135,3 +134,31 @@ def test_a_fifo_queue_still_deduplicates_by_content(sqs: Any) -> None:
             sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
         got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
     assert [m["Body"] for m in got["Messages"]] == ["same"]
+
+
+def test_ec2_requests_do_not_interleave(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads' DescribeTags: without serial_ec2 the second starts while the first is inside moto (the tags
+    dict a concurrent CreateFleet changes is iterated there)."""
+    import threading
+    import time
+
+    from moto.ec2.models import EC2Backend
+
+    seen: list[str] = []
+    real = EC2Backend.describe_tags
+
+    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append("in")
+        time.sleep(0.2)
+        seen.append("out")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(EC2Backend, "describe_tags", slow)
+    with mock_aws(), serial_ec2():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        threads = [threading.Thread(target=ec2.describe_tags) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == ["in", "out", "in", "out"]

@@ -55,6 +55,7 @@ TARGETS: tuple[Target, ...] = (
     Target("governance", "roomy / none", 1.10, "", "x"),  # issue 20: policies that bind nothing cost little
     Target("fidelity", "planned pods missed", 0.0, "", ""),  # issue 27: kube-scheduler follows the plan
     Target("fidelity", "extra NodeClaims", 0.0, "", ""),
+    Target("burst", "control path", 30.0, "5000 pods"),  # issue 31: pending to bound, less window and boot
 )
 
 
@@ -163,6 +164,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("agent", ("--pods", "2000"), ("--pods", "300"), _plain),
     Bench("cost", (), ("--quick", "--sizes", "10,100"), _cost, min_timeout=600.0),
     Bench("fidelity", (), ("--workloads", "volumes"), _fidelity),
+    Bench("burst", ("--pods", "5000"), ("--quick",), _plain, min_timeout=1800.0),
     Bench(
         "snapshot", ("--repeat", "2"), ("--pods", "300", "--nodes", "30", "--pending", "20", "--repeat", "1"), _plain
     ),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import statistics
 import sys
@@ -184,19 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line, last")
     args = parser.parse_args(argv)
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_SESSION_TOKEN": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "ERROR",
-    }.items():
-        os.environ[key] = value
-    import warnings
+    from benchmarks.environment import offline_aws
 
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    offline_aws()
 
     from benchmarks.realcluster import started
 

@@ -31,7 +31,14 @@ from sandbox.esm import SqsEventSource
 from sandbox.faults import Ec2Faults
 from sandbox.function_url import Caller, FunctionUrlServer
 from sandbox.kwok import SimulatedKubelets
-from sandbox.stepfunctions import LambdaDispatch, execution_trace, scale_waits, wait_for_execution
+from sandbox.motocost import cheaper_moto
+from sandbox.stepfunctions import (
+    LambdaDispatch,
+    execution_trace,
+    scale_waits,
+    stretch_task_timeouts,
+    wait_for_execution,
+)
 
 __all__ = ["FUNCTIONS", "LAUNCH_ASL", "TERMINATE_ASL", "LocalNodeflow", "stopped_executions_stay_aborted"]
 
@@ -135,6 +142,12 @@ class LocalNodeflow:
     container_stop_seconds: float | None = 1.0
     endpoint_url: str | None = None  # moto server mode: handlers reach AWS here
     rbac: bool = True  # the API server enforces the RBAC manifests; handlers act as their functions' groups
+    # handlers and the agent reach kube-apiserver itself, not through the fault proxy (no faults, no request log):
+    # the proxy relays every byte in this process, which a burst of thousands of pods cannot spare
+    direct_kube: bool = False
+    # Task TimeoutSeconds stretched this many times (sandbox.stepfunctions.stretch_task_timeouts): every handler
+    # shares this process, so at a burst of hundreds of launches a task's wall time is mostly waiting for its turn
+    task_timeout_scale: float = 1.0
 
     world: AwsWorld = field(init=False)
     dispatch: LambdaDispatch = field(init=False)
@@ -152,11 +165,23 @@ class LocalNodeflow:
     _engine_threads_before: set[Any] = field(default_factory=set, init=False)
     _scaler: Any = field(default=None, init=False)
     _aborts: Any = field(default=None, init=False)
+    _transactions: Any = field(default=None, init=False)
+    _timeouts: Any = field(default=None, init=False)
     _stopped: bool = field(default=False, init=False)
     _tmp: Any = field(default=None, init=False)
 
     def function_name(self, suffix: str) -> str:
         return f"nodeflow-{self.cluster_name}-{suffix}"
+
+    def _write_kubeconfig(self, path: Path) -> str:
+        """The handlers' kubeconfig: through the fault proxy, or with ``direct_kube`` to kube-apiserver itself."""
+        if not self.direct_kube:
+            return str(self.kube_server.write_kubeconfig(path, **self._handler_token()))
+        config = self.kube_server.kubeconfig(**self._handler_token())
+        plane = self.kube_server.plane
+        config["clusters"][0]["cluster"] = {"server": plane.url, "certificate-authority": str(plane.ca_file)}
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        return str(path)
 
     def _handler_token(self) -> dict[str, str]:
         """The token of the handlers' kubeconfig: with RBAC, one that may only impersonate."""
@@ -174,7 +199,7 @@ class LocalNodeflow:
         self.clients = as_clients(self.clients, self.region)
         self.world = build_world(self.clients, cluster_name=self.cluster_name, region=self.region)
         self._tmp = tempfile.TemporaryDirectory(prefix="nodeflow-local-")
-        kubeconfig = self.kube_server.write_kubeconfig(Path(self._tmp.name) / "kubeconfig", **self._handler_token())
+        kubeconfig = self._write_kubeconfig(Path(self._tmp.name) / "kubeconfig")
         arns = create_functions(self.world, self.clients, [self.function_name(s) for s in FUNCTIONS])
         self.launch_arn = create_state_machine(
             self.world,
@@ -236,6 +261,10 @@ class LocalNodeflow:
         self._scaler.__enter__()
         self._aborts = stopped_executions_stay_aborted()
         self._aborts.__enter__()
+        self._transactions = cheaper_moto()
+        self._transactions.__enter__()
+        self._timeouts = stretch_task_timeouts(self.task_timeout_scale)
+        self._timeouts.__enter__()
         self.faults = Ec2Faults({sid: zone for zone, sid in self.world.subnets.items()}).install()
         self._start_kubelets()
         return self
@@ -279,6 +308,8 @@ class LocalNodeflow:
             lambda: self.faults.uninstall(),
             lambda: self._scaler.__exit__(None, None, None),
             lambda: self._aborts.__exit__(None, None, None),
+            lambda: self._transactions.__exit__(None, None, None),
+            lambda: self._timeouts.__exit__(None, None, None),
             lambda: self.dispatch.uninstall(),
         ):
             try:
@@ -413,9 +444,11 @@ class LocalNodeflow:
         env = {
             "WEBHOOK_URL": self.function_url.url,
             "CLUSTER_NAME": self.cluster_name,
-            "KUBE_API_URL": self.kube_server.url,
+            "KUBE_API_URL": self.kube_server.plane.url if self.direct_kube else self.kube_server.url,
             "AWS_REGION": self.region,
         }
+        if self.direct_kube:
+            env["KUBE_CA_FILE"] = str(self.kube_server.plane.ca_file)
         if self.rbac:  # the agent's ServiceAccount token (its RBAC: agent/manifests/20-rbac.yaml)
             env["KUBE_TOKEN_FILE"] = str(Path(self._tmp.name) / "agent-token")
         if self.webhook_auth == "iam":

@@ -37,6 +37,7 @@ __all__ = [
     "execution_trace",
     "quiet_engine_logs",
     "scale_waits",
+    "stretch_task_timeouts",
     "wait_for_execution",
 ]
 
@@ -48,6 +49,8 @@ _LAMBDA_MODULE = "moto.awslambda.models"
 _WAIT_MODULE = "moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function"
 _RETRIER_MODULE = "moto.stepfunctions.parser.asl.component.common.retry.retrier_decl"
 _ENV_MODULE = "moto.stepfunctions.parser.asl.eval.environment"
+_EXECUTE_STATE_MODULE = "moto.stepfunctions.parser.asl.component.state.exec.execute_state"
+_TIMEOUT_MODULE = "moto.stepfunctions.parser.asl.component.common.timeouts.timeout"
 _TASK_LAMBDA_MODULES = (
     "moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda",
     "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_lambda",
@@ -319,6 +322,50 @@ def scale_waits(factor: float) -> Iterator[None]:
         retrier_decl.time = original_time  # type: ignore[attr-defined]
 
 
+_stretch = threading.local()
+
+
+@contextmanager
+def stretch_task_timeouts(factor: float) -> Iterator[None]:
+    """Give every Task (and Map, Parallel) ``factor`` times its ``TimeoutSeconds`` before the engine fails it with
+    ``States.Timeout``. Restored on exit.
+
+    In the sandbox every Lambda invocation shares one interpreter lock with all the others, the engine and the
+    simulated kubelets; at a burst of a few hundred launch workflows a handler that needs 50 ms of CPU waits seconds
+    for its turn, so a timeout meant for a function with a CPU of its own fires on the harness's queueing, not on the
+    function (issue 27: 123 of 223 launches cleaned up after ``States.Timeout``). The execution history still says
+    the state's own ``timeoutInSeconds``; read the tasks' durations from it to see which would have passed it."""
+    if factor < 1:
+        raise ValueError("factor must be >= 1")
+    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import Timeout
+    from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+
+    original_eval = Timeout.__dict__["_eval_body"]
+    original_with_timeout = ExecutionState.__dict__["_evaluate_with_timeout"]
+
+    def _eval_body(self: Any, env: Any) -> None:
+        seconds = self._eval_seconds(env=env)
+        if getattr(_stretch, "armed", False):  # the wait of _evaluate_with_timeout, on this thread, once
+            _stretch.armed = False
+            seconds = int(seconds * factor)
+        env.stack.append(seconds)
+
+    def _evaluate_with_timeout(self: Any, env: Any) -> None:
+        _stretch.armed = True
+        try:
+            original_with_timeout(self, env)
+        finally:
+            _stretch.armed = False
+
+    Timeout._eval_body = _eval_body  # type: ignore[method-assign]
+    ExecutionState._evaluate_with_timeout = _evaluate_with_timeout  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Timeout._eval_body = original_eval  # type: ignore[method-assign]
+        ExecutionState._evaluate_with_timeout = original_with_timeout  # type: ignore[method-assign]
+
+
 @contextmanager
 def quiet_engine_logs(level: int = logging.CRITICAL) -> Iterator[None]:
     """Silence the engine's ERROR log line (with the whole state's repr) for every failed task attempt,
@@ -393,6 +440,17 @@ def check_engine_internals() -> None:
             problems.append("Environment.is_running() is gone")
         elif "self.program_state_event" not in _source(env_cls.__init__):
             problems.append("Environment no longer has program_state_event")
+
+    execute = _module(_EXECUTE_STATE_MODULE)
+    if execute is not None:
+        body = _source(getattr(getattr(execute, "ExecutionState", None), "_evaluate_with_timeout", None))
+        if body and "self.timeout.eval(" not in body:
+            problems.append("ExecutionState._evaluate_with_timeout no longer evaluates self.timeout")
+    timeout_mod = _module(_TIMEOUT_MODULE)
+    if timeout_mod is not None:
+        body = _source(getattr(getattr(timeout_mod, "Timeout", None), "_eval_body", None))
+        if body and "self._eval_seconds(" not in body:
+            problems.append("Timeout._eval_body no longer calls _eval_seconds")
 
     retrier = _module(_RETRIER_MODULE)
     if retrier is not None:

@@ -18,6 +18,7 @@ from sandbox.stepfunctions import (
     execution_trace,
     quiet_engine_logs,
     scale_waits,
+    stretch_task_timeouts,
     wait_for_execution,
 )
 
@@ -222,3 +223,32 @@ def test_scale_waits_restores_moto() -> None:
     assert retrier_decl.__dict__["time"] is clock
     with pytest.raises(ValueError, match="factor"), scale_waits(-1):
         pass
+
+
+def test_stretched_task_timeouts(world: AwsWorld, clients: Clients, tmp_path: Path) -> None:
+    """A Task with TimeoutSeconds 1 whose handler takes 1.5 s: States.Timeout, unless the sandbox stretches task
+    timeouts (stretch_task_timeouts: the in-process harness's queueing for the interpreter lock is not the
+    function's time); the history keeps the state's own timeoutInSeconds."""
+    create_functions(world, clients, ["slow"])
+    asl = {
+        "StartAt": "Slow",
+        "States": {"Slow": {"Type": "Task", "Resource": "${SlowArn}", "TimeoutSeconds": 1, "End": True}},
+    }
+    path = tmp_path / "slow.asl.json"
+    path.write_text(json.dumps(asl))
+    machine = create_state_machine(world, clients, "slow", path, {"SlowArn": world.function_arns["slow"]})
+
+    def slow(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        time.sleep(1.5)
+        return {"done": True}
+
+    sfn = clients.sfn
+    with LambdaDispatch({"slow": slow}), quiet_engine_logs():
+        plain = sfn.start_execution(stateMachineArn=machine, name="plain")["executionArn"]
+        assert wait_for_execution(sfn, plain, timeout=10)["status"] == "FAILED"
+        assert execution_trace(sfn, plain).visit("Slow").errors == ["States.Timeout"]
+        with stretch_task_timeouts(3):
+            stretched = sfn.start_execution(stateMachineArn=machine, name="stretched")["executionArn"]
+            assert wait_for_execution(sfn, stretched, timeout=10)["status"] == "SUCCEEDED"
+        scheduled = [e for e in execution_trace(sfn, stretched).events if e["type"] == "LambdaFunctionScheduled"]
+        assert scheduled[0]["lambdaFunctionScheduledEventDetails"]["timeoutInSeconds"] == 1

@@ -61,6 +61,11 @@ CLAIM_WORKERS = 8
 # bucket lives for one provisioner call (Karpenter's for the process). FailedScheduling events are not limited.
 NOMINATED_BURST = 10
 NOMINATED_PER_SECOND = 5.0
+# Events never hold the provisioner (Karpenter's recorder writes them in the background and drops what it cannot):
+# once one Nominated write takes this long or fails, the API server is starved or refusing (a write takes tens of
+# milliseconds normally, up to a second or two on a loaded test machine), and the rest of the run's Nominated events
+# are dropped rather than keeping the launch workers, and the run's return, waiting on it.
+NOMINATED_SLOW_SECONDS = 5.0
 
 # Pods a NodeflowPolicy provisioning pause holds: the provisioner asks to be run again when the window closes (a
 # delayed message on its own queue). SQS delays a message 15 minutes at most: a longer window is re-armed by the
@@ -425,7 +430,7 @@ def _resume(deps: ProvisionDeps, names: Sequence[str], out: ProvisionResult, loc
 class _Launches:
     """The NodeClaims of one plan being created and launched, a bounded number at a time: each NodeClaim's launch
     starts as soon as it exists (the first CreateFleet does not wait for the whole batch to be written), then its
-    pods' Nominated events are sent, as the rate limit lets them."""
+    pods' Nominated events are sent, as the rate limit lets them and while the API server answers them quickly."""
 
     def __init__(
         self,
@@ -451,6 +456,7 @@ class _Launches:
         self.static_names = _static_names(result.node_claims, snap.node_claims)  # a static one has no pods to name it
         self.lock = threading.Lock()
         self.bucket = _TokenBucket(NOMINATED_BURST, NOMINATED_PER_SECOND, deps.timer)
+        self.events_off = False  # set by a slow or failed Nominated write: the rest are dropped
 
     def nominate(self, name: str, keys: Sequence[str]) -> None:
         """The Nominated events of a NodeClaim's pods the rate limit lets through."""
@@ -459,18 +465,22 @@ class _Launches:
             pod = self.pending.get(key)
             if pod is None:
                 continue
-            if not self.bucket.try_accept():
+            if self.events_off or not self.bucket.try_accept():
                 with self.lock:
                     out.nominations_dropped += 1
                 continue
+            started = self.deps.timer()
             try:
                 self.deps.recorder.nominated(pod, name)
             except kerr.KubeError:  # an event that cannot be written is not worth failing the batch
                 with self.lock:
                     out.event_errors += 1
+                    self.events_off = True
             else:
                 with self.lock:
                     out.nominated += 1
+                    if self.deps.timer() - started >= NOMINATED_SLOW_SECONDS:
+                        self.events_off = True
 
     def launch(self, item: tuple[int, NodeClaimPlan]) -> tuple[str | None, str | None, bool]:
         """(name, refusal, started) of one planned NodeClaim."""

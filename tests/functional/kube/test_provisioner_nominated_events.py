@@ -52,7 +52,7 @@ def world(aws_env: None, kube_server: RealKubeAPI) -> Iterator[dict[str, Any]]:
         yield {"sfn": sfn, "arn": arn, "kube": kube_server}
 
 
-def _provision(world: dict[str, Any], timer: Callable[[], float]) -> ProvisionResult:
+def _provision(world: dict[str, Any], timer: Callable[[], float], recorder: Any = None) -> ProvisionResult:
     from nodeflow.aws.sfn import start_launch
     from nodeflow.catalog.offline import load_offline
     from nodeflow.kube.client import KubeClient
@@ -65,7 +65,7 @@ def _provision(world: dict[str, Any], timer: Callable[[], float]) -> ProvisionRe
         catalog=load_offline(REGION),
         unavailable=lambda _now: frozenset(),
         start_launch=lambda name: start_launch(world["sfn"], world["arn"], name),
-        recorder=EventRecorder(kube),
+        recorder=recorder or EventRecorder(kube),
         now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
         timer=timer,
     )
@@ -92,10 +92,37 @@ def test_a_burst_of_pods_gets_ten_nominated_events_and_every_launch(world: dict[
     assert len({e["involvedObject"]["name"] for e in events}) == 10
 
 
-def test_the_bucket_refills_five_a_second(world: dict[str, Any]) -> None:
+def test_the_bucket_refills_five_a_second(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodeflow.lifecycle import provisioner
+
+    # this clock moves with every reading, on every worker: a write would look slow (the next test's case)
+    monkeypatch.setattr(provisioner, "NOMINATED_SLOW_SECONDS", float("inf"))
     ticks = itertools.count()
-    result = _provision(world, timer=lambda: next(ticks) * 0.05)  # 0.05 s a reading: a quarter token
+    result = _provision(world, timer=lambda: next(ticks) * 0.02)  # 0.02 s a reading: a tenth of a token
     events = _nominated(world)
     assert len(events) == result.nominated
     assert 10 < result.nominated < PODS
     assert result.nominated + result.nominations_dropped == PODS
+
+
+def test_a_slow_api_server_stops_the_nominated_events_not_the_launches(world: dict[str, Any]) -> None:
+    """One Nominated write that takes NOMINATED_SLOW_SECONDS (an API server starved by a burst) ends the run's
+    events: they are dropped, not written one slow request after another while the run waits (seen: a 5,000-pod
+    burst's batch had every launch started at 38 s and returned at 505 s, its workers writing events)."""
+    from nodeflow.kube.client import KubeClient
+    from nodeflow.kube.events import EventRecorder
+    from nodeflow.lifecycle.provisioner import CLAIM_WORKERS, NOMINATED_SLOW_SECONDS
+
+    clock = [0.0]
+
+    class SlowRecorder(EventRecorder):
+        def nominated(self, pod: Any, node_claim: str, node: str | None = None) -> dict[str, Any]:
+            clock[0] += NOMINATED_SLOW_SECONDS  # the write took that long
+            return super().nominated(pod, node_claim, node)
+
+    result = _provision(world, timer=lambda: clock[0], recorder=SlowRecorder(KubeClient(world["kube"].api_client())))
+    claims = {o["metadata"]["name"] for o in world["kube"].objects("karpenter.sh/v1", "NodeClaim")}
+    assert sorted(result.started) == sorted(claims)
+    assert 1 <= result.nominated <= CLAIM_WORKERS  # those already under way when the first slow one returned
+    assert result.nominated + result.nominations_dropped == PODS
+    assert len(_nominated(world)) == result.nominated

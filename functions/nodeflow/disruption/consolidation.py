@@ -279,6 +279,11 @@ def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Sett
     if hopeless is not None:
         return hopeless
     result = sim.run(candidates, cluster=True, consolidation=True)
+    if len(result.node_claims) > 1 and not result.unschedulable:
+        # sized for cost, the pods need several new nodes; packed as Karpenter packs them, they may fit one
+        packed = sim.run(candidates, cluster=True, consolidation=True, packed=True)
+        if len(packed.node_claims) == 1 and not packed.unschedulable:
+            result = packed
     if result.unschedulable:
         first = result.unschedulable[0]
         why = "; ".join(f"{k or 'no NodePool'}: {v}" if k else v for k, v in sorted(first.reasons.items()))

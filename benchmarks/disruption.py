@@ -21,7 +21,9 @@ simple requests (no constraints), the way a cluster looks after a big scale-down
    the command moves them, replacements added as nodes of their cheapest instance type) with a 100%
    budget, until no command is left or ``--rounds`` is reached; the cluster's $/hour is then divided
    by the planner's $/hour for the same pods from scratch (``nodeflow.plan.plan`` with every pod
-   pending and no nodes). 1.0 means as good as re-planning everything.
+   pending and no nodes). 1.0 means as good as re-planning everything. Beside it: the pods evicted (every
+   move of every command) and the pods evicted per $/hour saved (what the saving cost in disruption), and
+   the CPU time of one round's decision (the mean over the rounds).
 """
 
 from __future__ import annotations
@@ -365,12 +367,16 @@ def main(argv: list[str] | None = None) -> int:
 
     snap = fragmented(catalog, args.nodes, args.pods, "100%")
     before = sum(node_price(catalog, n) for n in snap.state.nodes)
-    rounds = 0
+    rounds = evicted = 0
+    deciding = 0.0
     start = time.perf_counter()
     while rounds < args.rounds:
+        began = time.process_time()
         command = decide(snap, catalog, NOW).command
+        deciding += time.process_time() - began
         if command is None:
             break
+        evicted += len(command.moves)
         snap = apply(snap, command, catalog, rounds)
         rounds += 1
     elapsed = time.perf_counter() - start
@@ -382,10 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     scratch = plan(scratch_state, catalog)
     assert not scratch.unschedulable
     assert not build_input(scratch_state, catalog).nodes
+    per_round = deciding / max(1, rounds)
     print(
-        f"consolidation: {rounds} round(s) in {elapsed:.1f} s; nodes {args.nodes} -> {len(snap.state.nodes)}; "
+        f"consolidation: {rounds} round(s) in {elapsed:.1f} s (decide: {per_round:.2f} CPU s a round); "
+        f"nodes {args.nodes} -> {len(snap.state.nodes)}; "
         f"$/hour {before:.3f} -> {after:.3f}; from-scratch plan ${scratch.total_price:.3f}/h "
-        f"({len(scratch.node_claims)} nodes); ratio after/scratch = {after / scratch.total_price:.3f}"
+        f"({len(scratch.node_claims)} nodes); ratio after/scratch = {after / scratch.total_price:.3f}; "
+        f"pods evicted {evicted}, {evicted / max(before - after, 1e-9):.1f} per $/hour saved"
     )
     return 0
 

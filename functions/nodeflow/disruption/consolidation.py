@@ -26,7 +26,11 @@ nothing left are reported blocked.
 - spot-to-spot (all candidates spot, replacement spot) only with the setting on; several candidates
   need nothing more; ONE candidate needs at least ``spot_to_spot_min_types`` (15) cheaper types and is
   launched from the 15 cheapest (or as many as the cheapest that meet minValues, if more);
-- anything else (pods left unschedulable, two or more new nodes, no saving): not consolidatable.
+- anything else (pods left unschedulable, two or more new nodes, no saving): not consolidatable. "Two or more new
+  nodes" is asked twice: the simulation sizes new nodes for cost (several small ones where they cost less than one
+  large), so when it needs several, it runs again with the pods packed as Karpenter's scheduler packs them
+  (``Simulator.run(..., packed=True)``, ``scheduling.solver.solve_packed``: one NodeClaim takes pods while any of
+  its types holds them), and one new node there is the replacement, judged by the rules above.
 Given the NodePools' totals, a move of nodes of a NodePool with consolidationPolicy Balanced must also pass
 its score (see ``nodeflow.disruption.balanced``), and a single node whose outright deletion would not pass is
 not simulated at all; the command carries the scores. ``Consolidation.attempt`` then asks the round whether the
@@ -279,6 +283,11 @@ def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Sett
     if hopeless is not None:
         return hopeless
     result = sim.run(candidates, cluster=True, consolidation=True)
+    if len(result.node_claims) > 1 and not result.unschedulable:
+        # sized for cost, the pods need several new nodes; packed as Karpenter packs them, they may fit one
+        packed = sim.run(candidates, cluster=True, consolidation=True, packed=True)
+        if len(packed.node_claims) == 1 and not packed.unschedulable:
+            result = packed
     if result.unschedulable:
         first = result.unschedulable[0]
         why = "; ".join(f"{k or 'no NodePool'}: {v}" if k else v for k, v in sorted(first.reasons.items()))

@@ -36,7 +36,7 @@ from nodeflow.disruption.candidates import Candidate, _aware
 from nodeflow.disruption.model import Move
 from nodeflow.plan import pod_converter
 from nodeflow.scheduling.pricing import type_matches
-from nodeflow.scheduling.solver import solve
+from nodeflow.scheduling.solver import solve, solve_packed
 from nodeflow.scheduling.types import (
     CeilingInput,
     GroupLimitInput,
@@ -214,6 +214,23 @@ class Simulator:
                 return None
         return "its pods fit neither on the other nodes nor on any cheaper instance type"
 
+    def right_sized(self, candidate: Candidate) -> bool:
+        """No instance type cheaper than ``candidate`` holds its movable pods (requests summed, constraints
+        ignored): replaced alone it saves nothing, and only room on other nodes can take its pods."""
+        if candidate.price is None:
+            return False
+        need: dict[str, int] = {}
+        for pod in candidate.movable:
+            if pod.key not in candidate.held:
+                for k, v in (self._requests(pod.key) or {}).items():
+                    need[k] = need.get(k, 0) + v
+        for offer in self.offers:
+            if offer.price >= candidate.price:
+                return True
+            if all(offer.allocatable.get(k, 0) >= v for k, v in need.items()):
+                return False
+        return True
+
     def requests_of(self, key: str) -> Mapping[str, int] | None:
         """A pod's requests (milli-units): a candidate's or a pending pod's; None for one it does not know."""
         found = self._requests(key)
@@ -234,15 +251,17 @@ class Simulator:
         nodes: Iterable[NodeInput],
         closed: frozenset[str],
         limits: tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]] = ((), ()),
+        packed: bool = False,
     ) -> SchedulingResult:
         kept = tuple(
             n if n.name not in closed else dataclasses.replace(n, schedulable=False, leaving=True) for n in nodes
         )
+        how = solve_packed if packed else solve
         if limits[0] or limits[1]:
-            return solve(
+            return how(
                 dataclasses.replace(self.base, pods=pods, nodes=kept, ceilings=limits[0], group_limits=limits[1])
             )
-        return solve(dataclasses.replace(self.base, pods=pods, nodes=kept))
+        return how(dataclasses.replace(self.base, pods=pods, nodes=kept))
 
     def _others_first(self, nodes: list[NodeInput]) -> tuple[list[NodeInput], tuple[PodInput, ...], str | None]:
         """Place the pods of the nodes being deleted and the pending pods first, on ``nodes`` (any node may take
@@ -279,14 +298,21 @@ class Simulator:
         return frozenset(k for keys in self.draining.values() for k in keys)
 
     def run(
-        self, candidates: Sequence[Candidate], *, cluster: bool = False, consolidation: bool = False
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        cluster: bool = False,
+        consolidation: bool = False,
+        packed: bool = False,
     ) -> SchedulingResult:
         """Where the candidates' pods go, or UNSCHEDULABLE entries (needing an uninitialized destination is
         one). With ``cluster`` (consolidation, as Karpenter simulates it), the pods of nodes being deleted and
         the pending pods take their places first and share the new capacity; pending pods that fit nowhere are
         not the candidates' concern. With ``consolidation`` (Karpenter's IsConsolidationSimulation, which only
         consolidation passes), the nodes inside their consolidateAfter window (``held``) take none of the
-        candidates' pods; drift's simulation may use them."""
+        candidates' pods; drift's simulation may use them. With ``packed``, the moving pods that need new capacity are
+        packed as Karpenter's scheduler packs them (``solve_packed``: fewer, larger new NodeClaims) instead of
+        sized for cost."""
         gone = {c.name for c in candidates} | (set(self.draining) if cluster else set())
         if isinstance(self.pods, PodInputs):  # one conversion for the whole simulation
             own_keys = (p.key for c in candidates for p in c.movable)
@@ -305,7 +331,7 @@ class Simulator:
             pods = (*own, *carried)
         limits = self.limits(candidates, pods) if self.limits is not None else ((), ())
         held = self.held if consolidation else frozenset()
-        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes, held, limits)
+        result = self._candidates_placed(pods, frozenset(p.key for p in own), nodes, held, limits, packed)
         if cluster and self.base.pods:
             pending = {p.key for p in self.base.pods}
             kept = tuple(u for u in result.unschedulable if u.pod not in pending)
@@ -319,13 +345,14 @@ class Simulator:
         nodes: list[NodeInput],
         held: frozenset[str],
         limits: tuple[tuple[CeilingInput, ...], tuple[GroupLimitInput, ...]] = ((), ()),
+        packed: bool = False,
     ) -> SchedulingResult:
         unready = frozenset(n.name for n in nodes if _uninitialized(n))
         # initialized nodes first: only what they cannot take may reveal a need for an uninitialized node
-        first = self._solve(pods, nodes, held | unready, limits)
+        first = self._solve(pods, nodes, held | unready, limits, packed)
         if not unready or (not first.node_claims and not first.unschedulable):
             return first
-        second = self._solve(pods, nodes, held, limits)
+        second = self._solve(pods, nodes, held, limits, packed)
         used = [(e.name, k) for e in second.existing if e.name in unready for k in e.pods if k in own]
         if not used:
             return first

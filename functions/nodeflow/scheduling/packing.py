@@ -252,6 +252,7 @@ class Packer:
         claims: list[Claim],
         dense_limits: bool = False,
         shared: Packer | None = None,
+        dense_all: bool = False,
     ) -> None:
         self.pools = pools
         # Under limits (a NodePool's, a NodeflowPolicy group's), pack as Karpenter does: a new NodeClaim keeps every
@@ -260,6 +261,10 @@ class Packer:
         # NodeClaim is sized for cost and charged only its type (see ``_try_plain``); ``solver._settled`` keeps
         # whichever of the two places more pods.
         self.dense_limits = dense_limits
+        # Every NodePool packed that way, limited or not, and no cost passes after (``merge_claims``): Karpenter's
+        # own packing, which consolidation asks for when the cost-sized plan needs several new nodes
+        # (``solver.solve_packed``).
+        self.dense_all = dense_all
         self.pricer = pricer
         self.topology = topology
         self.claims = claims
@@ -309,10 +314,12 @@ class Packer:
     def merge_claims(self) -> None:
         """Plans of modest size only (see ``_merge_claims`` and ``repack_claims``); then NodeClaims
         are numbered."""
-        # Under NodeflowPolicy namespace ceilings the passes are skipped (they would move price among namespaces).
-        if len(self.claims) <= _MERGE_MAX_CLAIMS and not self.ceilings.namespaced:
+        # Under NodeflowPolicy namespace ceilings the passes are skipped (they would move price among namespaces);
+        # packed as Karpenter packs (``dense_all``), too: they size NodeClaims for cost, not for fewer of them.
+        skip = self.ceilings.namespaced or self.dense_all
+        if len(self.claims) <= _MERGE_MAX_CLAIMS and not skip:
             self._merge_claims()
-        if len(self.claims) <= repack.MAX_CLAIMS and not self.ceilings.namespaced:
+        if len(self.claims) <= repack.MAX_CLAIMS and not skip:
             self.repack_claims()
         for index, claim in enumerate(self.claims):
             claim.index = index
@@ -935,7 +942,7 @@ class Packer:
             best = cands.best(count)
         if picked is not None:
             types, prices, caps = [types[i] for i in picked], [prices[i] for i in picked], [caps[i] for i in picked]
-        dense = self.dense_limits and remaining is not None
+        dense = (self.dense_limits and remaining is not None) or self.dense_all
         if dense and not together:
             # As many pods as the largest type left holds, on the cheapest type that holds them.
             count = min(count, max(caps))

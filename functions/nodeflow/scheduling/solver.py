@@ -86,15 +86,18 @@ __all__ = [
     "min_values_violation",
     "ports_conflict",
     "solve",
+    "solve_packed",
     "type_matches",
     "water_fill",
 ]
 
 
 class _Solver:
-    def __init__(self, inp: SchedulingInput, dense_limits: bool = False, shared: _Solver | None = None) -> None:
+    def __init__(
+        self, inp: SchedulingInput, dense_limits: bool = False, shared: _Solver | None = None, dense_all: bool = False
+    ) -> None:
         """``shared``: a solve of the same pods and NodePools under other bounds, whose prices and candidate
-        instance types this one reuses."""
+        instance types this one reuses. ``dense_all``: every NodePool packed as Karpenter packs (``solve_packed``)."""
         self.inp = inp
         self.pricer: Pricer = shared.pricer if shared is not None else Pricer()
         self.pools = [make_pool(p, inp, self.pricer) for p in sorted(inp.nodepools, key=lambda p: (-p.weight, p.name))]
@@ -109,6 +112,7 @@ class _Solver:
             self.claims,
             dense_limits,
             shared.packer if shared is not None else None,
+            dense_all,
         )
         self.unschedulable: list[UnschedulablePod] = []
         self.group_of: dict[str, Group] = {}  # pod key -> the group it was last tried in
@@ -352,6 +356,15 @@ def _counts_any(group: Group, others: list[Group]) -> bool:
 def solve(inp: SchedulingInput) -> SchedulingResult:
     """Plan NodeClaims for the pending pods of ``inp``. Pure and deterministic."""
     return _settled(inp)[1]
+
+
+def solve_packed(inp: SchedulingInput) -> SchedulingResult:
+    """Plan NodeClaims for the pending pods of ``inp`` as Karpenter's scheduler packs them: a new NodeClaim keeps
+    every instance type that holds its pods, takes as many as the largest holds, and later pods join it on any of
+    its types, with no cost pass after (merge, re-pack). Fewer, larger NodeClaims than ``solve``'s, which sizes
+    them for cost: consolidation asks for it when ``solve`` needs several new nodes where it may make one
+    (``nodeflow.disruption.consolidation``). Every bound (limits, ceilings) applies. Pure and deterministic."""
+    return _Solver(inp, dense_all=True).run()
 
 
 def explain(inp: SchedulingInput, pod_key: str) -> tuple[SchedulingResult, PodExplanation]:

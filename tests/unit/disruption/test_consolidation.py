@@ -178,3 +178,35 @@ def test_a_replacement_is_priced_at_its_dearest_zone() -> None:
     command = decide(s, cheap, NOW).command
     assert command is not None
     assert command.replacements[0].capacity_type == "spot"
+
+
+def test_pods_the_cost_sized_plan_spreads_over_several_nodes_are_packed_on_one() -> None:
+    # Sized for cost, the six pods go on several small nodes (cheaper than one large one); Karpenter's scheduler packs
+    # them on one NodeClaim, which is what consolidation may launch: one node, cheaper than the two it replaces.
+    nodes = [node("a", "m5.4xlarge"), node("b", "m5.4xlarge")]
+    pods = [pod(f"p{i}", "ab"[i % 2], "3", "12Gi") for i in range(6)]
+    command = decide(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), CATALOG, NOW).command
+    assert command is not None
+    assert command.method == "multi-node consolidation"
+    assert set(command.candidates) == {"a", "b"}
+    (replacement,) = command.replacements
+    assert {m.replacement for m in command.moves} == {0}
+    assert replacement.price < command.price_before
+    assert all(CATALOG.on_demand_prices[t] < command.price_before for t in replacement.instance_types)
+
+
+def test_a_right_sized_node_first_in_the_order_does_not_stop_multi_node_consolidation() -> None:
+    # "full" is first by savings per disruption, but no type of the NodePool cheaper than it holds its pod, so every
+    # prefix holding it fails (Karpenter's search finds nothing, single-node takes one node); with it moved last the
+    # search consolidates the small nodes together.
+    types = ["m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge"]
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]
+    nodes = [node("full", "m5.4xlarge")] + [node(f"n{i}", "m5.xlarge") for i in range(4)]
+    pods = [pod("big", "full", "15", "60Gi")] + [pod(f"p{i}", f"n{i}", "1500m", "4Gi") for i in range(4)]
+    s = snapshot(nodes, pods, pools=[pool(budgets=ALL, extra=only)])
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.method == "multi-node consolidation"
+    assert "full" not in command.candidates
+    assert len(command.candidates) >= 2
+    assert command.saved >= 2 * CATALOG.on_demand_prices["m5.xlarge"] - 1e-9

@@ -246,6 +246,12 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def write_plan_json(result: SchedulingResult, warnings: list[str], out: TextIO) -> None:
+    """``plan -o json``: the plan's JSON (2-space indents) and its warnings, then a newline."""
+    json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
+    out.write("\n")
+
+
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botocore.exceptions import BotoCoreError
 
@@ -289,8 +295,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     result = with_static(solve(inp), inp)
     warnings = plan_warnings(state, inp, catalog.region)
     if args.output == "json":
-        json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
-        out.write("\n")
+        write_plan_json(result, warnings, out)
     else:
         for warning in warnings:
             print(f"warning: {warning}", file=err)

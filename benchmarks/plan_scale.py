@@ -189,6 +189,13 @@ STYLES = ("yaml", "json", "list-json", "list-yaml", "dir")
 directory with one block-YAML file per object."""
 
 
+class _NoAliasDumper(_Dumper):  # type: ignore[misc,valid-type]
+    """Writes an object met twice (a Deployment's spec in each of its pods) out each time, as kubectl does."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _kube_list(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
 
@@ -206,7 +213,8 @@ def write_case(directory: Path, workloads: list[dict[str, Any]], style: str = "y
     elif style == "list-json":
         (directory / "workloads.json").write_text(json.dumps(_kube_list(workloads), indent=4) + "\n")
     elif style == "list-yaml":
-        (directory / "workloads.yaml").write_text(yaml.dump(_kube_list(workloads), Dumper=_Dumper, sort_keys=True))
+        text = yaml.dump(_kube_list(workloads), Dumper=_NoAliasDumper, sort_keys=True)  # kubectl writes no anchors
+        (directory / "workloads.yaml").write_text(text)
     elif style == "dir":
         folder = directory / "workloads"
         folder.mkdir()

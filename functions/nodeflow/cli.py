@@ -247,8 +247,11 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def write_plan_json(result: SchedulingResult, warnings: list[str], out: TextIO) -> None:
-    """``plan -o json``: the plan's JSON (2-space indents) and its warnings, then a newline."""
-    json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
+    """``plan -o json``: the plan's JSON (2-space indents, as ``json.dump(..., indent=2)``) and its warnings, then
+    a newline."""
+    from nodeflow.jsontext import dumps_indented
+
+    out.write(dumps_indented({**result.to_json(), "warnings": warnings}))
     out.write("\n")
 
 

@@ -15,7 +15,7 @@ import pytest
 from nodeflow.jsontext import dumps_indented
 
 
-class _Colour(str, enum.Enum):
+class _Colour(enum.StrEnum):
     RED = "red"
 
 
@@ -35,7 +35,7 @@ VALUES: list[Any] = [
     {"floats": [0.0, -0.0, 1e-05, 5e-05, 0.0001, 1e15, 1e16, 1.5e300, 123456.789, 0.1 + 0.2]},
     {"nan": float("nan")},
     {"inf": [float("inf"), float("-inf")]},
-    {"text": "café 日本 \u2028 \x00 \x1f \" \\ /"},
+    {"text": 'café 日本 \u2028 \x00 \x1f " \\ /'},
     {"ints": [0, -1, 2**63 - 1, 2**64, -(2**63) - 1, 2**70]},
     {"tuple": (1, "two", None, True, False)},
     {"enum": _Colour.RED, "int enum": _Count.ONE},

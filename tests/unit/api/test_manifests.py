@@ -459,13 +459,20 @@ def test_unknown_fields_are_ignored_in_core_kinds_but_not_karpenter_kinds(tmp_pa
 
 def _pod_object(name: str, cpu: str = "1") -> dict[str, object]:
     container = {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}, "spec": {"containers": [container]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"containers": [container]},
+    }
 
 
 def test_malformed_json_document_in_a_stream_names_the_file_line_and_document(tmp_path: Path) -> None:
     """JSON documents between ``---`` lines are read by the JSON scanner; a broken one is YAML's to report."""
     good = json.dumps(_pod_object("a"), indent=4)
-    bad = write(tmp_path / "pods.yaml", good + "\n---\n" + '{\n    "apiVersion": "v1",\n    "kind": "Pod"\n    "x": 1\n}\n')
+    bad = write(
+        tmp_path / "pods.yaml", good + "\n---\n" + '{\n    "apiVersion": "v1",\n    "kind": "Pod"\n    "x": 1\n}\n'
+    )
     problems = problems_of([bad])
     assert len(problems) == 1
     assert problems[0] == (
@@ -493,7 +500,9 @@ def test_list_with_a_bad_item_names_the_item_and_field(tmp_path: Path, style: st
     document = 1 if style == "json documents" else 0
     problems = problems_of([path])
     assert len(problems) == 1
-    assert problems[0].startswith(f"{path}: document {document} items[1] (Pod/b): spec.containers[0].resources.requests.cpu")
+    assert problems[0].startswith(
+        f"{path}: document {document} items[1] (Pod/b): spec.containers[0].resources.requests.cpu"
+    )
     listing["items"] = [_pod_object("a"), _pod_object("c")]
     path.write_text(json.dumps(listing) if style == "json" else yaml.safe_dump(listing))
     assert [pod.key for pod in load_manifests([path]).pods] == ["ns/a", "ns/c"]

@@ -125,10 +125,8 @@ def _json_documents() -> list[str]:
 def _list(items: list[str], indent: str = "") -> str:
     """A ``kind: List`` document as ``kubectl get -o yaml`` writes it: each item (block YAML) an entry of
     ``items:``, indented by ``indent`` more."""
-    entries = "".join(
-        indent + "- " + item.rstrip("\n").replace("\n", "\n" + indent + "  ") + "\n" for item in items
-    )
-    return f"apiVersion: v1\nitems:\n{entries}kind: List\nmetadata:\n  resourceVersion: \"\"\n"
+    entries = "".join(indent + "- " + item.rstrip("\n").replace("\n", "\n" + indent + "  ") + "\n" for item in items)
+    return f'apiVersion: v1\nitems:\n{entries}kind: List\nmetadata:\n  resourceVersion: ""\n'
 
 
 def _stream(documents: list[str], start: bool) -> str:

@@ -194,7 +194,7 @@ STYLES = ("yaml", "json", "list-json", "list-yaml", "dir")
 directory with one block-YAML file per object."""
 
 
-class _NoAliasDumper(_Dumper):  # type: ignore[misc,valid-type]
+class _NoAliasDumper(_Dumper):  # type: ignore[misc]
     """Writes an object met twice (a Deployment's spec in each of its pods) out each time, as kubectl does."""
 
     def ignore_aliases(self, data: Any) -> bool:

@@ -16,13 +16,19 @@ Without orjson installed, ``json`` writes everything.
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
-try:
-    import orjson
-except ImportError:  # pragma: no cover - orjson is in requirements.txt; the standard library still works
-    orjson = None  # type: ignore[assignment]
+
+def _orjson_module() -> Any:
+    try:
+        return importlib.import_module("orjson")
+    except ImportError:  # pragma: no cover - orjson is in requirements.txt; the standard library still works
+        return None
+
+
+orjson: Any = _orjson_module()
 
 __all__ = ["dumps_indented"]
 
@@ -36,7 +42,8 @@ def dumps_indented(value: Any) -> str:
             pass
         else:
             if text.isascii():
-                return text.decode("ascii")
+                decoded: str = text.decode("ascii")
+                return decoded
     return json.dumps(value, indent=2)
 
 

@@ -281,7 +281,8 @@ def _template_documents(text: str, loader: type[yaml.SafeLoader], cache: _Shapes
 # of them through ``_template_documents`` (shapes and all), and the rest of the document with ``items:`` left empty;
 # then puts the list in its place. It only takes entries that start with a plain mapping key, and the rest of the
 # document must read ``items`` as empty: an entry cut short (a quoted or flow scalar running on to a line of a lesser
-# indentation), an alias across entries, a line that would mark a document: anything else raises or does not match,
+# indentation), an alias across entries, an anchor name used twice (one document refuses it, two do not), a line
+# that would mark a document: anything else raises or does not match,
 # and the document is read as a whole.
 
 _ITEMS_LINE = re.compile(r"\nitems:[ ]*\n( *)- [A-Za-z0-9_]")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nodeflow.api import manifests
 from nodeflow.api.manifests import ManifestError, Manifests, SkippedDocument, load_manifests
 
 NODEPOOL = """\
@@ -508,8 +509,15 @@ def test_list_with_a_bad_item_names_the_item_and_field(tmp_path: Path, style: st
     assert [pod.key for pod in load_manifests([path]).pods] == ["ns/a", "ns/c"]
 
 
-def test_directory_of_files_shares_shapes_and_keeps_each_files_documents(tmp_path: Path) -> None:
+def test_directory_of_files_shares_shapes_and_keeps_each_files_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One object per file: the files' shapes are parsed once for all of them; each pod still names its file."""
+    parsed: list[int] = []
+    shape = manifests._shape
+    monkeypatch.setattr(
+        manifests, "_shape", lambda parts, count, loader: parsed.append(count) or shape(parts, count, loader)
+    )
     for i in range(6):
         write(tmp_path / "pods" / f"p{i}.yaml", yaml.safe_dump(_pod_object(f"p{i}", cpu="bad" if i == 4 else "1")))
     problems = problems_of([tmp_path])
@@ -517,5 +525,6 @@ def test_directory_of_files_shares_shapes_and_keeps_each_files_documents(tmp_pat
         f"{tmp_path / 'pods' / 'p4.yaml'}: document 0 (Pod/p4): spec.containers[0].resources.requests.cpu: "
         + problems[0].split("spec.containers[0].resources.requests.cpu: ", 1)[1]
     ]
+    assert len(parsed) == 2  # six files, two shapes: cpu '1' (quoted by safe_dump) and cpu bad
     (tmp_path / "pods" / "p4.yaml").unlink()
     assert [pod.key for pod in load_manifests([tmp_path]).pods] == ["ns/p0", "ns/p1", "ns/p2", "ns/p3", "ns/p5"]

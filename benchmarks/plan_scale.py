@@ -1,32 +1,37 @@
 """``python -m nodeflow plan`` at scale: manifests on disk -> plan, end to end, phase by phase.
 
     .venv/bin/python -m benchmarks.plan_scale [--pods 20000] [--deployments-100k | --only-100k] [--repeat 3]
-        [--no-subprocess] [--quick] [--functions OTHER_CHECKOUT/functions]
+        [--cases pods,deployments,100k] [--styles yaml,json,list-json,list-yaml,dir] [--output json|table]
+        [--cpu] [--no-subprocess] [--no-main] [--quick] [--save-outputs DIR] [--functions OTHER_CHECKOUT/functions]
 
 Writes Karpenter's benchmark mix (the one ``benchmarks/solver_parity.py`` solves: Deployments of
 10-50 replicas, one fifth each plain, zone spread, hostname spread, zone self-affinity, hostname
 self anti-affinity; same seed, same requests) as the files a user would have, into a temp dir:
 
-* ``pods``: every pod as its own document (``kubectl get pods -o yaml`` style, 20,000 documents),
-* ``deployments``: the Deployments themselves (about 670 documents),
+* ``pods``: every pod as its own object (``kubectl get pods`` style, 20,000 objects),
+* ``deployments``: the Deployments themselves (about 670 objects),
 * ``100k`` (with ``--deployments-100k``): 100,000 pods from 200 Deployments of 500 replicas
   (every fifth zone-spread), as Deployments,
 
-each with one NodePool over the whole offline catalog (spot and on-demand) and its EC2NodeClass.
-Then runs the real ``plan`` entry point:
+each case in every manifest style of ``--styles`` (``STYLES``: block YAML documents, JSON documents between
+``---`` lines, one ``kind: List`` as ``kubectl get -o json`` and ``-o yaml`` write it, a directory of one file
+per object), with one NodePool over the whole offline catalog (spot and on-demand) and its EC2NodeClass.
+Then runs the real ``plan`` entry point (``-o json`` unless ``--output table``):
 
 * in process, phase by phase, calling what ``nodeflow.cli`` calls: load (``load_manifests``),
   catalog (``load_offline``, cached after the first call, as in one CLI run it is loaded once),
-  input (``ClusterState`` + ``build_input``), solve, render (warnings + table), best of ``--repeat``;
+  input (``ClusterState`` + ``build_input``), solve, render (warnings + the output), best of ``--repeat``;
   and ``main(["plan", ...])`` itself, best of ``--repeat`` (column ``main``);
 * as a subprocess ``python -m nodeflow plan -f DIR``: the true wall time with interpreter start
   and imports (column ``process``), best of ``--repeat``.
 
 Columns: the phases, ``total`` (their sum), ``main`` and ``process`` as above, and the ratios to ``solve``;
 ``process/solve CPU`` is the same ratio in CPU seconds (the child's and this process's best), which a busy
-machine stretches far less than wall seconds.
-Target (issue 18): ``process / solve <= 2`` (the whole command, interpreter start included). Measure on one core:
-``taskset -c 1 .venv/bin/python -m benchmarks.plan_scale``.
+machine stretches far less than wall seconds. The first line says the machine's load average.
+Targets: issue 18 ``process / solve <= 2``; issue 31 ``<= 1.5`` in every style (the whole command, interpreter
+start included). Measure on one core: ``taskset -c 1 .venv/bin/python -m benchmarks.plan_scale``; on a busy
+machine, ``--cpu``. Every style of a case plans the same pods: ``--save-outputs`` keeps each output, to compare
+styles and trees (``--functions``) byte for byte.
 """
 
 from __future__ import annotations
@@ -182,11 +187,47 @@ def large_mix(deployments: int = 200, replicas: int = 500, seed: int = 42) -> li
     return docs
 
 
-def write_case(directory: Path, workloads: list[dict[str, Any]]) -> Path:
-    """``directory``/nodepool.yaml (NodePool + EC2NodeClass) and workloads.yaml (multi-document)."""
+STYLES = ("yaml", "json", "list-json", "list-yaml", "dir")
+"""How the workloads are written (``--styles``): block YAML documents in one file; JSON documents (``kubectl get
+-o json`` of each object, 4-space indents) separated by ``---`` lines in one .yaml file; one ``kind: List`` as
+``kubectl get -o json`` writes it (a .json file) and as ``-o yaml`` writes it (block YAML, sorted keys); a
+directory with one block-YAML file per object."""
+
+
+class _NoAliasDumper(_Dumper):  # type: ignore[misc]
+    """Writes an object met twice (a Deployment's spec in each of its pods) out each time, as kubectl does."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _kube_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+
+
+def write_case(directory: Path, workloads: list[dict[str, Any]], style: str = "yaml") -> Path:
+    """``directory``/nodepool.yaml (NodePool + EC2NodeClass) and the workloads written in ``style`` (see
+    ``STYLES``): workloads.yaml, workloads.json or the directory workloads/."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "nodepool.yaml").write_text(yaml.dump_all(node_pool_docs(), Dumper=_Dumper, sort_keys=False))
-    (directory / "workloads.yaml").write_text(yaml.dump_all(workloads, Dumper=_Dumper, sort_keys=False))
+    if style == "yaml":
+        (directory / "workloads.yaml").write_text(yaml.dump_all(workloads, Dumper=_Dumper, sort_keys=False))
+    elif style == "json":
+        text = "---\n".join(json.dumps(document, indent=4) + "\n" for document in workloads)
+        (directory / "workloads.yaml").write_text(text)
+    elif style == "list-json":
+        (directory / "workloads.json").write_text(json.dumps(_kube_list(workloads), indent=4) + "\n")
+    elif style == "list-yaml":
+        text = yaml.dump(_kube_list(workloads), Dumper=_NoAliasDumper, sort_keys=True)  # kubectl writes no anchors
+        (directory / "workloads.yaml").write_text(text)
+    elif style == "dir":
+        folder = directory / "workloads"
+        folder.mkdir()
+        for number, document in enumerate(workloads):
+            name = f"{number:06d}-{document['kind'].lower()}-{document['metadata']['name']}.yaml"
+            (folder / name).write_text(yaml.dump(document, Dumper=_Dumper, sort_keys=False))
+    else:
+        raise ValueError(f"unknown style {style!r} (one of {', '.join(STYLES)})")
     return directory
 
 
@@ -223,7 +264,27 @@ def _best(repeat: int, run: Callable[[], T], child: bool = False, name: str = ""
     return best, value
 
 
-def measure(directory: Path, repeat: int, subprocess_too: bool, main_too: bool = True) -> dict[str, float | int]:
+def _write_json(cli: Any, result: Any, warnings: list[str], out: io.StringIO) -> None:
+    """What ``plan -o json`` writes (an older tree, given with ``--functions``, may not have the function)."""
+    writer = getattr(cli, "write_plan_json", None)
+    if writer is not None:
+        writer(result, warnings, out)
+    else:
+        json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
+        out.write("\n")
+
+
+def measure(
+    directory: Path,
+    repeat: int,
+    subprocess_too: bool,
+    main_too: bool = True,
+    output: str = "table",
+    save: Path | None = None,
+) -> dict[str, float | int]:
+    """The phases of ``plan -f directory -o output`` (see the module's docstring); ``save``: where the process's
+    output is written (to compare two trees' outputs byte for byte)."""
+    from nodeflow import cli
     from nodeflow.api.manifests import load_manifests
     from nodeflow.catalog.offline import load_offline
     from nodeflow.cli import main, render_table
@@ -244,14 +305,17 @@ def measure(directory: Path, repeat: int, subprocess_too: bool, main_too: bool =
 
     def render() -> str:
         out = io.StringIO()
-        plan_warnings(state, inp, catalog.region)
-        render_table(result, out, spot_estimated=catalog.spot_prices_estimated)
+        warnings = plan_warnings(state, inp, catalog.region)
+        if output == "json":
+            _write_json(cli, result, warnings, out)
+        else:
+            render_table(result, out, spot_estimated=catalog.spot_prices_estimated)
         return out.getvalue()
 
     render_s, _ = _best(repeat, render)
 
     def run_main() -> int:
-        code = main(["plan", "-f", str(directory)], out=io.StringIO(), err=io.StringIO())
+        code = main(["plan", "-f", str(directory), "-o", output], out=io.StringIO(), err=io.StringIO())
         if code != 0:
             raise SystemExit(f"plan exited {code}")
         return code
@@ -267,12 +331,14 @@ def measure(directory: Path, repeat: int, subprocess_too: bool, main_too: bool =
         row["main"], _ = _best(repeat, run_main)
     if subprocess_too:
         env = {**os.environ, "PYTHONPATH": str(_FUNCTIONS)}
-        command = [sys.executable, "-m", "nodeflow", "plan", "-f", str(directory)]
+        command = [sys.executable, "-m", "nodeflow", "plan", "-f", str(directory), "-o", output]
 
         def run_process() -> int:
             done = subprocess.run(command, env=env, capture_output=True, check=False)
             if done.returncode != 0:
                 raise SystemExit(f"plan exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+            if save is not None:
+                save.write_bytes(done.stdout)
             return done.returncode
 
         row["process"], _ = _best(repeat, run_process, child=True, name="process")
@@ -292,6 +358,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-main", action="store_true", help="skip timing main() in process")
     parser.add_argument(
         "--cases", help="comma-separated: pods, deployments, 100k (default: pods,deployments [,100k with its flag])"
+    )
+    parser.add_argument(
+        "--styles",
+        default=",".join(STYLES),
+        help=f"comma-separated manifest styles to write each case in (default: all of {', '.join(STYLES)})",
+    )
+    parser.add_argument("--output", choices=("table", "json"), default="json", help="plan -o (default json)")
+    parser.add_argument(
+        "--save-outputs", type=Path, help="write each case's `plan` process output to this directory (to diff trees)"
     )
     parser.add_argument(
         "--cpu", action="store_true", help="CPU seconds instead of wall seconds (a busy machine: compare, not quote)"
@@ -335,17 +410,26 @@ def main(argv: list[str] | None = None) -> int:
         "process/solve",
         "process/solve CPU",
     )
-    header = f"{'case':<32}" + "".join(f"{c:>{max(14, len(c) + 1)}}" for c in columns)
+    header = f"{'case':<44}" + "".join(f"{c:>{max(14, len(c) + 1)}}" for c in columns)
     print(
+        f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
         f"python {sys.version.split()[0]}, libyaml {getattr(yaml, '__with_libyaml__', False)}, "
         f"best of {args.repeat}, {'CPU' if _CPU else 'wall'} seconds, nodeflow from {_FUNCTIONS}"
     )
     print(header)
     figures: list[dict[str, Any]] = []
+    styles = args.styles.split(",")
+    unknown = set(styles) - set(STYLES)
+    if unknown:
+        parser.error(f"--styles: unknown {', '.join(sorted(unknown))} (one of {', '.join(STYLES)})")
+    if args.save_outputs:
+        args.save_outputs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
-        for number, (name, make) in enumerate(cases):
-            directory = write_case(Path(tmp) / f"case{number}", make())
-            row = measure(directory, args.repeat, not args.no_subprocess, not args.no_main)
+        for number, (case, make, style) in enumerate((case, make, style) for case, make in cases for style in styles):
+            name = f"{case}, {style}"
+            directory = write_case(Path(tmp) / f"case{number}", make(), style)
+            save = args.save_outputs / f"{name.replace(' ', '_').replace(',', '')}.out" if args.save_outputs else None
+            row = measure(directory, args.repeat, not args.no_subprocess, not args.no_main, args.output, save)
             row["total"] = sum(row[phase] for phase in ("load", "catalog", "input", "solve", "render"))
             row["total/solve"] = row["total"] / row["solve"]
             if "process" in row:
@@ -360,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                     cells.append(f"{value:>{width - 1}.2f}x")
                 else:
                     cells.append(f"{value:>{width - 1}.3f}s")
-            print(f"{name:<32}" + "".join(cells), flush=True)
+            print(f"{name:<44}" + "".join(cells), flush=True)
             figures += [{"case": name, "metric": c, "value": row[c]} for c in columns if row.get(c) is not None]
     if args.json:
         print(json.dumps(figures))

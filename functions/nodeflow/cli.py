@@ -246,6 +246,15 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def write_plan_json(result: SchedulingResult, warnings: list[str], out: TextIO) -> None:
+    """``plan -o json``: the plan's JSON (2-space indents, as ``json.dump(..., indent=2)``) and its warnings, then
+    a newline."""
+    from nodeflow.jsontext import dumps_indented
+
+    out.write(dumps_indented({**result.to_json(), "warnings": warnings}))
+    out.write("\n")
+
+
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botocore.exceptions import BotoCoreError
 
@@ -289,8 +298,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     result = with_static(solve(inp), inp)
     warnings = plan_warnings(state, inp, catalog.region)
     if args.output == "json":
-        json.dump({**result.to_json(), "warnings": warnings}, out, indent=2)
-        out.write("\n")
+        write_plan_json(result, warnings, out)
     else:
         for warning in warnings:
             print(f"warning: {warning}", file=err)

@@ -40,6 +40,7 @@ UNITS: dict[str, str] = {
     "nodeflow.install": PURE,  # the install manifests as data
     "nodeflow.interruption": PURE,
     "nodeflow.karpenter_presence": PURE,
+    "nodeflow.jsontext": PURE,  # JSON text written as json.dumps(indent=2) writes it (plan -o json)
     "nodeflow.plan": PURE,
     "nodeflow.podutil": PURE,
     "nodeflow.scheduling": PURE,

@@ -43,6 +43,7 @@ from nodeflow.api.core import (
     statefulset_claims,
 )
 from nodeflow.api.errors import format_validation_error
+from nodeflow.api.json_text import NotYamlJson, loads_json, yaml_document
 from nodeflow.api.karpenter import EC2NodeClass, NodeClaim, NodePool
 from nodeflow.api.karpenter_overlay import NodeOverlay
 from nodeflow.api.nodeflow_policy import NodeflowPolicy
@@ -178,6 +179,9 @@ _MARKER_LINE = re.compile(r"\n(?:---|\.\.\.|%)")
 _SEPARATOR_LINE = re.compile(r"\n---(?=\n|\Z)")
 _SLOT_LINE = re.compile(r"(\n *(?:- )?[A-Za-z0-9_][A-Za-z0-9_./-]*: )([A-Za-z0-9][A-Za-z0-9_.-]*)(?=\n|\Z)")
 _SLOT_MARK = "__nodeflow_slot_"
+_JSON_START = re.compile(r"\s*[{\[]")
+"""A document that starts as JSON does: read by a JSON parser when YAML would read it to the same values
+(``nodeflow.api.json_text``)."""
 _SHAPES_BEFORE_GIVING_UP = 64
 _IMMUTABLE_SCALARS = (str, int, float, bool, type(None), bytes, datetime.date, datetime.datetime)
 
@@ -197,22 +201,47 @@ class _Shape:
     """Puts the values (in the order of ``slots``) into a copy of the parse (see ``_filler``)."""
 
 
-def _template_documents(text: str, loader: type[yaml.SafeLoader]) -> list[Any] | None:
-    """The documents of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them, or None (see above)."""
+class _Shapes:
+    """The shapes met so far (by the text between their values) and the plain values read, for one loader: shared
+    by the files of one ``load_manifests`` call (a directory of one object per file has the shapes of one stream)."""
+
+    def __init__(self, loader: type[yaml.SafeLoader]) -> None:
+        self.loader = loader
+        self.shapes: dict[str, _Shape | None] = {}
+        self.values = _Values(loader(""))
+        self.documents = 0
+        """Documents read through ``shapes``: when most have shapes of their own, parsing each alone costs more."""
+
+
+def _template_documents(text: str, loader: type[yaml.SafeLoader], cache: _Shapes | None = None) -> list[Any] | None:
+    """The documents of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them, or None (see above).
+    ``cache``: shapes already met (of ``loader``), added to."""
     if any(other in text for other in _LINE_BREAKS_OTHER) or loader.yaml_path_resolvers:
         return None  # (path resolvers resolve by where a scalar is: none in SafeLoader)
+    if cache is None or cache.loader is not loader:
+        cache = _Shapes(loader)
     text = "\n" + text  # a blank line more: the same documents, and every line after a newline
     chunks = _SEPARATOR_LINE.split(text)  # each starts with the newline that ended its "---" line
     if len(_MARKER_LINE.findall(text)) != len(chunks) - 1:
         return None  # a line starts with "...", "%" or "---" plus more
     last = len(chunks) - 1
-    shapes: dict[str, _Shape | None] = {}
-    values = _Values(loader(""))
+    shapes, values, before = cache.shapes, cache.values, cache.documents
     documents: list[Any] = []
     try:
         for number, chunk in enumerate(chunks):
             if number < last:
                 chunk += "\n"  # the line break before the next "---", which the split took (block scalars keep it)
+            if _JSON_START.match(chunk):
+                try:
+                    documents.append(yaml_document(chunk))
+                    continue
+                except NotYamlJson:  # read as YAML, below
+                    pass
+            if "\nitems:" in chunk:
+                listed = _with_items(chunk, loader, cache)
+                if listed is not None:
+                    documents.append(listed)
+                    continue
             parts = _SLOT_LINE.split(chunk)
             texts = parts[2::3]
             del parts[2::3]
@@ -220,7 +249,7 @@ def _template_documents(text: str, loader: type[yaml.SafeLoader]) -> list[Any] |
             if key in shapes:
                 shape = shapes[key]
             else:
-                if len(shapes) >= _SHAPES_BEFORE_GIVING_UP and 2 * len(shapes) > number:
+                if len(shapes) >= _SHAPES_BEFORE_GIVING_UP and 2 * len(shapes) > before + number:
                     return None  # most documents differ: one stream parse is cheaper than one parse each
                 shape = shapes[key] = _shape(parts, len(texts), loader)
             if shape is None:  # not reusable: this document parsed as it is
@@ -240,7 +269,72 @@ def _template_documents(text: str, loader: type[yaml.SafeLoader]) -> list[Any] |
             documents.append(document)
     except Exception:  # YAML errors, too deep, a bad timestamp...: the stream parse says what
         return None
+    cache.documents = before + len(chunks)
     return documents
+
+
+# --- a List's items: documents of their own -------------------------------------------------------
+#
+# ``kubectl get -o yaml`` writes one ``kind: List`` document whose ``items:`` holds every object, one block sequence
+# entry each: a single document, so no shape repeats. ``_with_items`` reads each entry as a document of its own
+# (``- `` and the entry's indentation taken off every line: the same mapping, its nested indentation relative), all
+# of them through ``_template_documents`` (shapes and all), and the rest of the document with ``items:`` left empty;
+# then puts the list in its place. It only takes entries that start with a plain mapping key, and the rest of the
+# document must read ``items`` as empty: an entry cut short (a quoted or flow scalar running on to a line of a lesser
+# indentation), an alias across entries, an anchor name used twice (one document refuses it, two do not), a line
+# that would mark a document: anything else raises or does not match,
+# and the document is read as a whole.
+
+_ITEMS_LINE = re.compile(r"\nitems:[ ]*\n( *)- [A-Za-z0-9_]")
+"""A top-level ``items:`` key with a block sequence whose first entry starts with a plain mapping key."""
+
+
+def _with_items(chunk: str, loader: type[yaml.SafeLoader], cache: _Shapes) -> Any | None:
+    """The document ``chunk`` (a top-level mapping with a block sequence under ``items:``) read entry by entry (see
+    above); None when it is not that or not certainly the same."""
+    found = _ITEMS_LINE.search(chunk)
+    if found is None:
+        return None
+    indent = found.group(1)
+    entry, rest = f"\n{indent}- ", f"\n{indent}  "
+    start = found.start() + len("\nitems:")
+    start = chunk.index("\n", start)  # the line break ending "items:" (spaces may follow the colon)
+    # The entries: every line from here that starts an entry, goes on one (deeper), or is empty.
+    end = _entries_end(indent).search(chunk, start)
+    stop = end.start() if end is not None else len(chunk)
+    block = chunk[start:stop]
+    count = block.count(entry)
+    if count < 2 or _ENTRY_START_UNSURE.search(block.replace(entry, "\n- ")) is not None or _anchor_repeats(block):
+        return None
+    documents = _template_documents(block.replace(entry, "\n---\n").replace(rest, "\n"), loader, cache)
+    if documents is None or len(documents) != count:
+        return None
+    outer = list(yaml.load_all(chunk[:start] + chunk[stop:], Loader=loader))
+    if len(outer) != 1 or type(outer[0]) is not dict or "items" not in outer[0] or outer[0]["items"] is not None:
+        return None
+    outer[0]["items"] = documents
+    return outer[0]
+
+
+_ENTRY_START_UNSURE = re.compile(r"\n- (?![A-Za-z0-9_])")
+"""An entry that does not start with a plain key (a block scalar, a tag, an anchor, a flow collection, a quote)."""
+
+
+_ANCHOR = re.compile(r"(?:^|[\s\[{,])&([^\s\[\]{},]+)")
+"""What may be an anchor (``&name`` after a space or a flow indicator; in a string too)."""
+
+
+def _anchor_repeats(block: str) -> bool:
+    """Whether two anchors may have one name: one document refuses that, two documents do not."""
+    if "&" not in block:
+        return False
+    names = _ANCHOR.findall(block)
+    return len(names) != len(set(names))
+
+
+def _entries_end(indent: str) -> re.Pattern[str]:
+    """The first line that neither starts an entry of a sequence indented ``indent``, goes on one, nor is empty."""
+    return re.compile(rf"\n(?!{indent}- |{indent}  |\n|\Z)")
 
 
 class _Values(dict[str, Any]):
@@ -485,6 +579,7 @@ def load_manifests(paths: Sequence[str | Path]) -> Manifests:
     """
     collector = _Collector()
     seen_files: set[Path] = set()
+    shapes = _Shapes(_FastLoader)
     # Hundreds of thousands of acyclic objects (YAML nodes, dicts, models): cyclic GC passes over them
     # would cost more than the loading itself.
     gc_was_enabled = gc.isenabled()
@@ -495,7 +590,7 @@ def load_manifests(paths: Sequence[str | Path]) -> Manifests:
             if resolved in seen_files:
                 continue
             seen_files.add(resolved)
-            for index, document in _documents(file, collector.problems):
+            for index, document in _documents(file, collector.problems, shapes):
                 _load_document(collector, str(file), index, None, document)
     finally:
         if gc_was_enabled:
@@ -523,7 +618,7 @@ def _files(paths: Sequence[str | Path], problems: list[str]) -> Iterator[Path]:
             problems.append(f"{path}: no such file or directory")
 
 
-def _documents(file: Path, problems: list[str]) -> Iterator[tuple[int, Any]]:
+def _documents(file: Path, problems: list[str], shapes: _Shapes | None = None) -> Iterator[tuple[int, Any]]:
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -531,12 +626,12 @@ def _documents(file: Path, problems: list[str]) -> Iterator[tuple[int, Any]]:
         return
     if file.suffix.lower() == ".json":
         try:
-            yield 0, json.loads(text)
+            yield 0, loads_json(text)
         except json.JSONDecodeError as exc:
             problems.append(f"{file}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}")
         return
     if _FAST:
-        documents = _template_documents(text, _FastLoader)
+        documents = _template_documents(text, _FastLoader, shapes)
         if documents is not None:
             yield from enumerate(documents)
             return

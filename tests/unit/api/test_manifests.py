@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from nodeflow.api import manifests
 from nodeflow.api.manifests import ManifestError, Manifests, SkippedDocument, load_manifests
 
 NODEPOOL = """\
@@ -454,3 +456,75 @@ def test_unknown_fields_are_ignored_in_core_kinds_but_not_karpenter_kinds(tmp_pa
     pool = NODEPOOL.format(name="np", operator="In").replace("spec:\n  template:", "spec:\n  color: blue\n  template:")
     problems = problems_of([write(tmp_path / "np.yaml", pool)])
     assert problems[0].startswith(f"{tmp_path / 'np.yaml'}: document 0 (NodePool/np): spec.color: ")
+
+
+def _pod_object(name: str, cpu: str = "1") -> dict[str, object]:
+    container = {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"containers": [container]},
+    }
+
+
+def test_malformed_json_document_in_a_stream_names_the_file_line_and_document(tmp_path: Path) -> None:
+    """JSON documents between ``---`` lines are read by the JSON scanner; a broken one is YAML's to report."""
+    good = json.dumps(_pod_object("a"), indent=4)
+    bad = write(
+        tmp_path / "pods.yaml", good + "\n---\n" + '{\n    "apiVersion": "v1",\n    "kind": "Pod"\n    "x": 1\n}\n'
+    )
+    problems = problems_of([bad])
+    assert len(problems) == 1
+    assert problems[0] == (
+        f"{bad}: line 26, column 5 (document 1): YAML syntax error: did not find expected ',' or '}}' "
+        "(while parsing a flow mapping started at line 23, column 1)"
+    )
+
+
+@pytest.mark.parametrize("style", ["json", "yaml", "json documents"])
+def test_list_with_a_bad_item_names_the_item_and_field(tmp_path: Path, style: str) -> None:
+    """A ``kind: List`` as ``kubectl get -o json`` / ``-o yaml`` writes it (read entry by entry): the bad item's
+    problem names the document, the item and the field; the other items are read."""
+    listing = {
+        "apiVersion": "v1",
+        "items": [_pod_object("a"), _pod_object("b", cpu="lots"), _pod_object("c")],
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+    }
+    if style == "json":
+        path = write(tmp_path / "list.json", json.dumps(listing, indent=4))
+    elif style == "yaml":
+        path = write(tmp_path / "list.yaml", yaml.safe_dump(listing))
+    else:
+        path = write(tmp_path / "list.yaml", json.dumps(_pod_object("z")) + "\n---\n" + json.dumps(listing, indent=4))
+    document = 1 if style == "json documents" else 0
+    problems = problems_of([path])
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        f"{path}: document {document} items[1] (Pod/b): spec.containers[0].resources.requests.cpu"
+    )
+    listing["items"] = [_pod_object("a"), _pod_object("c")]
+    path.write_text(json.dumps(listing) if style == "json" else yaml.safe_dump(listing))
+    assert [pod.key for pod in load_manifests([path]).pods] == ["ns/a", "ns/c"]
+
+
+def test_directory_of_files_shares_shapes_and_keeps_each_files_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One object per file: the files' shapes are parsed once for all of them; each pod still names its file."""
+    parsed: list[int] = []
+    shape = manifests._shape
+    monkeypatch.setattr(
+        manifests, "_shape", lambda parts, count, loader: parsed.append(count) or shape(parts, count, loader)
+    )
+    for i in range(6):
+        write(tmp_path / "pods" / f"p{i}.yaml", yaml.safe_dump(_pod_object(f"p{i}", cpu="bad" if i == 4 else "1")))
+    problems = problems_of([tmp_path])
+    assert problems == [
+        f"{tmp_path / 'pods' / 'p4.yaml'}: document 0 (Pod/p4): spec.containers[0].resources.requests.cpu: "
+        + problems[0].split("spec.containers[0].resources.requests.cpu: ", 1)[1]
+    ]
+    assert len(parsed) == 2  # six files, two shapes: cpu '1' (quoted by safe_dump) and cpu bad
+    (tmp_path / "pods" / "p4.yaml").unlink()
+    assert [pod.key for pod in load_manifests([tmp_path]).pods] == ["ns/p0", "ns/p1", "ns/p2", "ns/p3", "ns/p5"]

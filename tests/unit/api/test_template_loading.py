@@ -7,6 +7,7 @@ split cannot be sure of, and any YAML error, give None (the caller then parses t
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,34 @@ def _shapes(value: str, i: int) -> list[str]:
     ]
 
 
+def _json_documents() -> list[str]:
+    """JSON documents (kubectl's 4-space indents, one line, arrays) with the numbers, escapes and characters YAML
+    1.1 reads otherwise than JSON, or refuses: those leave the document to YAML."""
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"j-{i}", "labels": {"app": "web"}}, "spec": {}}
+        for i in range(3)
+    ]
+    documents = [json.dumps(pod, indent=4) + "\n" for pod in pods]
+    documents += [
+        '{"kind": "X", "floats": [1.5, -0.25, 1.5e+3, 2.0E-2], "ints": [0, -0, 12345678901234567890123]}\n',
+        '{"kind": "X", "exponents": [1e5, 1.5e3, 2E2]}\n',  # strings in YAML 1.1
+        '{"kind": "X", "escapes": "a\\/b \\u00e9 \\n \\t \\" \\\\ \\b \\f \\u0000"}\n',
+        '{"kind": "X", "key": 1, "key": 2, "nested": [[], {}, [{"a": null, "b": true, "c": false}]]}\n',
+        '{"kind": "X", "text": "caf\u00e9 \u65e5\u672c"}\n',  # raw non-ASCII
+        "# a comment first: YAML only\n" + json.dumps(pods[0]) + "\n",
+        '[1, "two", {"three": 3}]\n',
+        '  {"kind": "X", "NaN": "NaN", "values": ["Infinity", "yes", "on", "2026-11-24", "0x1F"]}\n',
+    ]
+    return documents
+
+
+def _list(items: list[str], indent: str = "") -> str:
+    """A ``kind: List`` document as ``kubectl get -o yaml`` writes it: each item (block YAML) an entry of
+    ``items:``, indented by ``indent`` more."""
+    entries = "".join(indent + "- " + item.rstrip("\n").replace("\n", "\n" + indent + "  ") + "\n" for item in items)
+    return f'apiVersion: v1\nitems:\n{entries}kind: List\nmetadata:\n  resourceVersion: ""\n'
+
+
 def _stream(documents: list[str], start: bool) -> str:
     text = "---\n".join(doc for doc in documents if doc)
     return ("---\n" if start else "") + text
@@ -120,6 +149,23 @@ STREAMS = {
     ),
     "many shapes": "".join(f"---\nk{i}: {i}\n" for i in range(100)),
     "deep document": _pod("a", "b", "1") + "---\na: " + "[" * 1500 + "]" * 1500 + "\n",
+    "JSON documents": _stream(_json_documents(), start=False),
+    "JSON documents with YAML": _stream([*_json_documents(), *_shapes("web", 1)], start=True),
+    "List": _list([_pod(f"p-{i}", "web", str(i)) for i in range(5)]),
+    "List, indented entries": _list([_pod(f"p-{i}", "web", "1") for i in range(5)], indent="  "),
+    "List of every shape": _list(  # (anchors are one document's: an entry's may not repeat another's)
+        [doc for i, value in enumerate(VALUES[:4]) for doc in _shapes(value, i) if i == 0 or "&" not in doc]
+    ),
+    "List then documents": _list([_pod(f"p-{i}", "web", "1") for i in range(3)]) + "---\n" + _pod("q", "w", "2"),
+    "List, items last": "kind: List\napiVersion: v1\nitems:\n- a: 1\n\n- b: |\n    text\n\n    more\n- c: 3\n",
+    "List, alias across entries": _list(["a: &x 1\n", "b: *x\n", "c: 2\n"]),
+    "List, anchors in entries": _list(["a: &x {k: v}\nb: *x\n", "a: &y {k: w}\nb: *y\n"]),
+    "List, entry cut by a quoted string": _list(["a: 1\n", 'b: "x\n--- y"\n', "c: 3\n"]),
+    "List, comment at column 0": "apiVersion: v1\nitems:\n- a: 1\n# between\n- b: 2\nkind: List\n",
+    "List, entries not all mappings": "items:\n- a: 1\n- plain\n- |\n  block\n- - nested\n- b: 2\nkind: List\n",
+    "List, JSON entries": _list(["a: 1\n", '{"b": 2, "c": [1.5, 1e5]}\n', "d: 4\n"]),
+    "List, duplicate items key": "items:\n- a: 1\n- b: 2\nitems: later\nkind: List\n",
+    "List in a List": _list([_list(["a: 1\n", "b: 2\n"]), "c: 3\n"]),
 }
 
 # Streams whose split is not certain, or that are not valid YAML: the stream parse decides.
@@ -137,6 +183,10 @@ REFUSED = {
     "unknown tag": _pod("a", "b", "1") + "---\nkind: !custom x\n",
     "bad date": _pod("a", "b", "1") + "---\nkind: Pod\ncreated: 2026-13-45\n",
     "quoted separator": "a: 'x\n---\ny'\n",
+    "malformed JSON document": json.dumps({"kind": "Pod"}) + "\n---\n" + '{"kind": "Pod",\n  "metadata": {\n',
+    "JSON with DEL": '{"kind": "X", "a": "\x7f"}\n',  # JSON reads it, YAML refuses the character
+    "List with a syntax error": _list(["a: 1\n", "b: [\n", "c: 3\n"]),
+    "List, an anchor in two entries": _list(["a: &x {k: v}\nb: *x\n", "a: &x {k: w}\nb: *x\n"]),
 }
 
 
@@ -204,6 +254,10 @@ def test_shapes_load_what_the_stream_loads(name: str, loaders: str, monkeypatch:
         assert len(parsed) < len(got) / 2
     if name == "pods dump":  # names and labels differ, nothing else: one parse
         assert parsed == [4]  # apiVersion, kind, name, app
+    if name == "JSON documents":  # by the JSON scanner, but for the exponents and the comment: YAML's
+        assert len(parsed) == 2
+    if name == "List":  # entry by entry, none of the List whole: the empty text before the first entry, the
+        assert sorted(parsed) == [0, 8, 8]  # entries' shape (8 plain values), the last one's (no line break after it)
 
 
 @pytest.mark.parametrize("loaders", sorted(LOADERS))
@@ -251,3 +305,25 @@ def test_load_manifests_gives_the_same_problems_and_exceptions(tmp_path: Path, m
         finally:
             monkeypatch.setattr(manifests, "_FAST", True)
         assert fast == reference, name
+
+
+@pytest.mark.parametrize("loaders", sorted(LOADERS))
+@pytest.mark.parametrize(
+    "document",
+    [
+        '{"kind": "X", "pair": "\\ud83d\\ude00"}\n',  # one character in JSON, two lone surrogates in PyYAML, refused by libyaml
+        '{"kind": "X",\t"tab": 1}\n',  # a tab: PyYAML's own parser refuses it, libyaml reads it
+    ],
+)
+def test_json_that_one_yaml_parser_refuses_is_read_as_yaml(loaders: str, document: str) -> None:
+    """JSON documents one of PyYAML's parsers reads and the other refuses: YAML decides."""
+    reference, fast = LOADERS[loaders]
+    text = json.dumps({"kind": "Pod", "metadata": {"name": "p"}}) + "\n---\n" + document
+    try:
+        want = _reference(text, reference)
+    except yaml.YAMLError:
+        assert manifests._template_documents(text, fast) is None
+        return
+    got = manifests._template_documents(text, fast)
+    assert got is not None
+    assert _layout(got) == _layout(want)

@@ -283,6 +283,21 @@ def test_same_file_twice_is_read_once(tmp_path: Path) -> None:
     assert len(load_manifests([path, tmp_path]).pods) == 1
 
 
+def test_a_directory_is_listed_as_rglob_lists_it(tmp_path: Path) -> None:
+    """Sorted by path components ("a/" before "a-b/", though "-" sorts before "/"), hidden names left out at any
+    depth, a linked file read, a linked directory not followed, a file reached twice read once."""
+    write(tmp_path / "a-b" / "p.yaml", POD.format(name="from-a-b"))
+    write(tmp_path / "a" / "p.yaml", POD.format(name="from-a"))
+    write(tmp_path / "a" / ".p.yaml", "not: [yaml")
+    write(tmp_path / "x" / ".cache" / "p.yaml", "not: [yaml")
+    elsewhere = write(tmp_path.parent / f"{tmp_path.name}-out" / "p.yaml", POD.format(name="linked"))
+    (tmp_path / "z.yaml").symlink_to(elsewhere)
+    (tmp_path / "zdir").symlink_to(elsewhere.parent, target_is_directory=True)
+    (tmp_path / "again.yaml").symlink_to(tmp_path / "a" / "p.yaml")  # the same file as a/p.yaml
+    result = load_manifests([tmp_path])
+    assert [pod.name for pod in result.pods] == ["from-a", "from-a-b", "linked"]
+
+
 def test_empty_documents_and_lists(tmp_path: Path) -> None:
     items = [
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "ns"}, "spec": {}}

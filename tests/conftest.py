@@ -1,4 +1,4 @@
-"""Suite-wide ordering: the few long tests start first.
+"""Suite-wide: the few long tests start first; every botocore session shares one data loader (``one_botocore_loader``).
 
 `make test` runs pytest-xdist (--dist load: tests handed out in collected order); a test of minutes collected last (tests/unit
 comes after tests/realk8s, which comes after tests/e2e...) leaves one worker busy while the others are idle. The
@@ -7,6 +7,9 @@ short ones fill in around them (each worker takes its first tests from the front
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -33,3 +36,25 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: the rest keep their collected order
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_botocore_loader() -> Iterator[None]:
+    """Every botocore session of the test process reads the service models through one data loader, as the
+    handlers' sessions do (``nodeflow.aws.session``): ``mock_aws`` replaces boto3's default session at each start, so
+    without this every ``boto3.client`` in a test parsed its service's JSON model again (EC2's is megabytes: ~0.1 s
+    a client). Only data read from botocore's own files is shared; credentials and configuration stay per session."""
+    import botocore.session
+
+    from nodeflow.aws.session import shared_loader
+
+    original = botocore.session.create_loader
+
+    def create_loader(search_path_string: Any = None) -> Any:
+        return shared_loader() if search_path_string is None else original(search_path_string)
+
+    botocore.session.create_loader = create_loader
+    try:
+        yield
+    finally:
+        botocore.session.create_loader = original

@@ -36,7 +36,7 @@ from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.fixtures.aws_events import REBALANCE, SPOT, variant
-from tests.functional.conftest import aws_env, control_plane, real_kube, real_kube_server
+from tests.functional.conftest import aws_env, control_plane, real_kube, real_kube_server, shared_clients
 from tests.functional.ingress.conftest import event as agent_event
 from tests.functional.ingress.conftest import post
 from tests.functional.lifecycle.conftest import make_local
@@ -44,7 +44,7 @@ from tests.functional.termination.conftest import Launched
 from tests.realk8s.fixtures import audit_log
 from tests.realk8s.workloads import replica_set, running, unschedulable
 
-__all__ = ["audit_log", "aws_env", "control_plane", "make_local", "real_kube", "real_kube_server"]
+__all__ = ["audit_log", "aws_env", "control_plane", "make_local", "real_kube", "real_kube_server", "shared_clients"]
 
 REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["new_session"]
+__all__ = ["new_session", "shared_loader"]
 
 _LOCK = threading.Lock()
 _LOADER: Any = None
 
 
-def _loader() -> Any:
+def shared_loader() -> Any:
+    """The process's one botocore data loader."""
     global _LOADER
     with _LOCK:
         if _LOADER is None:
@@ -36,5 +37,5 @@ def new_session(**kwargs: Any) -> Any:
     import botocore.session
 
     core = botocore.session.get_session()
-    core.register_component("data_loader", _loader())
+    core.register_component("data_loader", shared_loader())
     return boto3.session.Session(botocore_session=core, **kwargs)

@@ -9,7 +9,7 @@ import pytest
 
 from sandbox.aws import AwsWorld, Clients
 from tests.functional.doctor.stack import Aws, DoctorStack, deploy
-from tests.functional.sandbox.conftest import clients, shared_clients, world  # noqa: F401
+from tests.functional.sandbox.conftest import clients, world  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:moto.cloudformation.parsing")
 

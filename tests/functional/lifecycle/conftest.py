@@ -53,7 +53,9 @@ def pending(
 
 
 @pytest.fixture
-def make_local(aws_env: None, kube_server: RealKubeAPI) -> Iterator[Callable[..., LocalNodeflow]]:
+def make_local(
+    aws_env: None, kube_server: RealKubeAPI, shared_clients: Clients
+) -> Iterator[Callable[..., LocalNodeflow]]:
     """``make_local(**options)``: a started LocalNodeflow with the demo NodePools applied."""
     from moto import mock_aws
 
@@ -62,7 +64,7 @@ def make_local(aws_env: None, kube_server: RealKubeAPI) -> Iterator[Callable[...
         kube_server.reset()
 
         def make(**options: Any) -> LocalNodeflow:
-            local = LocalNodeflow(Clients(region=REGION), kube_server, **options).start()
+            local = LocalNodeflow(shared_clients, kube_server, **options).start()
             started.append(local)
             local.apply(demo_node_pools())
             return local

@@ -17,12 +17,12 @@ def kube_server(real_kube: RealKubeAPI) -> RealKubeAPI:
 
 
 @pytest.fixture
-def local(aws_env: None, real_kube: RealKubeAPI) -> Iterator[LocalNodeflow]:
+def local(aws_env: None, real_kube: RealKubeAPI, shared_clients: Clients) -> Iterator[LocalNodeflow]:
     """nodeflow installed (its functions and workflows in moto, its RBAC on the cluster), nothing applied yet."""
     from moto import mock_aws
 
     with mock_aws(config=MOCK_CONFIG):
-        started = LocalNodeflow(Clients(region="us-east-1"), real_kube).start()
+        started = LocalNodeflow(shared_clients, real_kube).start()
         try:
             yield started
         finally:

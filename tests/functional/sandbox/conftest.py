@@ -18,13 +18,6 @@ REGION = "us-east-1"
 CLUSTER = "demo"
 
 
-@pytest.fixture(scope="session")
-def shared_clients() -> Clients:
-    """One set of boto3 clients for every test: moto (imported above) intercepts them inside each test's mock_aws,
-    and creating clients is most of the cost of building a world."""
-    return Clients.fake(region=REGION)
-
-
 @pytest.fixture
 def clients(aws_env: None, shared_clients: Clients) -> Iterator[Clients]:
     with mock_aws(config=MOCK_CONFIG):

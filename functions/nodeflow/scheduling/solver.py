@@ -61,8 +61,10 @@ from nodeflow.api.quantity import format_milli
 from nodeflow.scheduling import bounds
 from nodeflow.scheduling.existing import make_node, node_order, place_on_nodes, ports_conflict
 from nodeflow.scheduling.groups import Group, group_pods, regroup
+from nodeflow.scheduling.min_values import min_values_violation
+from nodeflow.scheduling.nodeclaim import MAX_INSTANCE_TYPES, Claim
 from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, daemon_excluded, make_pool
-from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
+from nodeflow.scheduling.packing import Packer
 from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.topology import UNBOUNDED, HostCaps, Topology, pinned, water_fill

@@ -37,7 +37,7 @@ from nodeflow.scheduling.taints import untolerated
 from nodeflow.scheduling.types import AffinityTerm, PodInput, Selector, TopologySpread
 
 if TYPE_CHECKING:
-    from nodeflow.scheduling.packing import Claim
+    from nodeflow.scheduling.nodeclaim import Claim
 
 __all__ = ["UNBOUNDED", "HostCaps", "Place", "Target", "Topology", "Tracker", "pinned", "water_fill"]
 

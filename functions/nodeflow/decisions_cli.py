@@ -132,7 +132,7 @@ def render(records: list[Decision], out: TextIO) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botocore.exceptions import BotoCoreError
 
-    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.aws.decision_log import read_decisions
     from nodeflow.aws.errors import AwsError
     from nodeflow.aws.region import NoRegion, aws_session
     from nodeflow.governance.decisions import DecisionError

@@ -15,10 +15,10 @@ from nodeflow.aws.sfn import start_launch
 from nodeflow.handlers.common import decision_log_time, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, record_scheduling_duration
 from nodeflow.handlers.runtime import runtime
-from nodeflow.lifecycle.capacity_reservations import live_reservations
 from nodeflow.lifecycle.claims import batch_id
 from nodeflow.lifecycle.karpenter_guard import hold
 from nodeflow.lifecycle.provisioner import PauseRetry, ProvisionDeps, provision
+from nodeflow.lifecycle.reservation_tracking import live_reservations
 
 
 def deps(context: Any = None) -> ProvisionDeps:

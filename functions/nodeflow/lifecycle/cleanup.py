@@ -25,7 +25,7 @@ EC2NodeClasses, NodeClaims and Nodes:
 - while a Karpenter controller runs, none of the above (``lifecycle/karpenter_guard.py``): garbage collection does
   nothing, its result says why;
 - launch templates: the EC2NodeClass finalizer, the templates of a deleted class, and those no live instance was
-  launched from past a grace period (``lifecycle/launch_templates.py``).
+  launched from past a grace period (``lifecycle/launch_template_gc.py``).
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
             nodes_deleted.append(name)
 
     # Launch templates nothing uses any more, and those of deleted EC2NodeClasses (with the classes' finalizer).
-    from nodeflow.lifecycle.launch_templates import LaunchTemplateDeps, collect_launch_templates
+    from nodeflow.lifecycle.launch_template_gc import LaunchTemplateDeps, collect_launch_templates
 
     templates = LaunchTemplateDeps(deps.kube, deps.ec2, deps.recorder, deps.cluster_name, deps.log)
     swept = collect_launch_templates(templates, snap.node_classes, snap.node_claims, instances, now, reports)

@@ -10,8 +10,8 @@ Named after the step; the pure decisions are ``nodeflow.disruption``, the Lambda
   (``lifecycle/karpenter_guard.py``): ``paused`` says why, each NodePool gets the Event.
 - Expired nodes (``expireAfter``) get a terminate workflow each (reason ``Expired``).
 - Nodes on a capacity block that ends within 40 minutes get one too (reason ``CapacityBlockExpiring``;
-  ``lifecycle/capacity_reservations.py``), as Karpenter's capacity reservation expiration controller.
-- With the ``NodeRepair`` feature gate, unhealthy nodes are replaced forcefully (``lifecycle/repair.py``).
+  ``lifecycle/reservation_tracking.py``), as Karpenter's capacity reservation expiration controller.
+- With the ``NodeRepair`` feature gate, unhealthy nodes are replaced forcefully (``lifecycle/node_repair.py``).
 - Blocked candidates get their event (``DisruptionBlocked`` / ``Unconsolidatable``) naming the blocker.
 - The voluntary command is re-validated after ``VALIDATION_SECONDS`` (15 s, as Karpenter): a second
   snapshot and round must propose the same nodes for the same reason, else nothing is done.
@@ -52,12 +52,12 @@ from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
-from nodeflow.lifecycle.capacity_reservations import REASON_CAPACITY_BLOCK_EXPIRING, expiring_capacity_blocks
 from nodeflow.lifecycle.karpenter_guard import Pause
-from nodeflow.lifecycle.overlays import write_overlay_statuses
+from nodeflow.lifecycle.node_repair import RepairDeps, RepairOutcome, repair_nodes
+from nodeflow.lifecycle.overlay_status import write_overlay_statuses
 from nodeflow.lifecycle.provisioner import ProvisionDeps, keep_static
-from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
 from nodeflow.lifecycle.replace import DISRUPTED, ReplaceDeps, start
+from nodeflow.lifecycle.reservation_tracking import REASON_CAPACITY_BLOCK_EXPIRING, expiring_capacity_blocks
 
 __all__ = [
     "PAUSE_CONFIG_MAP",
@@ -90,8 +90,8 @@ class DisruptionDeps:
     start_launch: Callable[[str], bool] = lambda _name: False
     start_replace: Callable[[str, Mapping[str, Any]], bool] = lambda _name, _input: False
     timer: Callable[[], float] = time.perf_counter  # times the round's methods (metrics only)
-    node_repair: bool = False  # Karpenter's NodeRepair feature gate (lifecycle/repair.py)
-    # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the round's command, blocked
+    node_repair: bool = False  # Karpenter's NodeRepair feature gate (lifecycle/node_repair.py)
+    # The decision log (``nodeflow.aws.decision_log.DecisionLog.write``; must not raise): the round's command, blocked
     # candidates and forceful terminations, written when the round is over (None: no log).
     decisions: Callable[[Sequence[Decision]], Any] | None = None
     # Where a condition, timer or Event write the API server did not take is logged (``nodeflow.kube.reports``).

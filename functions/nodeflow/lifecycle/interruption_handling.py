@@ -97,7 +97,7 @@ class InterruptionDeps:
     start_termination: Callable[[str, str], bool]  # (NodeClaim, reason) -> started (False: running / done)
     now: Callable[[], datetime]
     sleep: Callable[[float], None] = time.sleep  # between retries of the NodeClaim LIST
-    # The decision log (``nodeflow.aws.decisions.DecisionLog``; must not raise): the terminations started.
+    # The decision log (``nodeflow.aws.decision_log.DecisionLog``; must not raise): the terminations started.
     decisions: Callable[[Sequence[Decision]], Any] | None = None
     # While a Karpenter controller runs (``karpenter_guard``) it handles interruptions from its own queue: every
     # message is acknowledged untouched, saying why (None: never asked).

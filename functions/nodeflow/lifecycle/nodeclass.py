@@ -360,7 +360,7 @@ def reconcile_node_classes(
     out: list[EC2NodeClass] = []
     for nc in classes:
         name = f"EC2NodeClass/{nc.name}"
-        if nc.metadata.deletion_timestamp is not None:  # being deleted: only finalized (lifecycle/launch_templates.py)
+        if nc.metadata.deletion_timestamp is not None:  # being deleted: only finalized (launch_template_gc)
             out.append(nc)
             continue
         if not (only_unknown and node_class_readiness(nc)[0] != "Unknown"):

@@ -6,7 +6,7 @@ idempotent: re-running any of them (a retry, a second execution after a failed o
 - **Taint**: DELETE the NodeClaim and its Node (both carry ``karpenter.sh/termination``, so they get a
   deletionTimestamp and stay; the NodeClaim's is the terminationGracePeriod clock), add the
   ``karpenter.sh/disrupted:NoSchedule`` taint and the exclude-from-external-load-balancers label.
-- **Drain**: apply ``nodeflow.lifecycle.drain`` (evict through the Eviction API, delete for the
+- **Drain**: apply ``nodeflow.lifecycle.drain_plan`` (evict through the Eviction API, delete for the
   deadline), set the NodeClaim's ``Drained`` and ``VolumesDetached`` conditions and say how long the
   workflow waits before the next look. Skipped when the instance is gone already.
 - **Terminate**: TerminateInstances for the NodeClaim's instance(s); done once they are shutting down (if not,
@@ -70,7 +70,7 @@ from nodeflow.kube.writes import (
     get_node_claim,
     remove_finalizer,
 )
-from nodeflow.lifecycle import drain as plan
+from nodeflow.lifecycle import drain_plan as plan
 from nodeflow.lifecycle.errors import TerminationFailed
 
 __all__ = [
@@ -285,7 +285,7 @@ def drain(
     """One drain pass; ``{"state": "draining" | "detaching" | "done" | "gone", "waitSeconds": n, ...}``.
 
     ``held_passes``: how many passes in a row only do-not-disrupt pods held the drain (from the previous
-    pass's ``heldPasses``); such a drain is looked at less and less often (``drain.HELD_MAX_WAIT_SECONDS``)."""
+    pass's ``heldPasses``); such a drain is looked at less and less often (``drain_plan.HELD_MAX_WAIT_SECONDS``)."""
     claim = _claim(deps, claim_name)
     if claim is None:
         return {"state": "gone", "waitSeconds": 0}

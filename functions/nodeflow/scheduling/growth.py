@@ -25,7 +25,7 @@ from nodeflow.scheduling.nodeclaim import Claim, first_price, fitting_types
 from nodeflow.scheduling.nodepools import Pool
 from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, PRICE_EPSILON
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.reservations import Reservations, best_first
+from nodeflow.scheduling.reservation_manager import Reservations, best_first
 
 if TYPE_CHECKING:
     from nodeflow.scheduling.topology import Topology

@@ -9,7 +9,7 @@ The rest is asked of collaborators, each its own module: ``candidate_types.Candi
 hold a group's pods, type lists narrowed), ``growth.Growth`` (growing open NodeClaims onto larger types),
 ``merging`` and ``repack`` (the final passes), ``min_values``, ``limits.Limits`` (NodePool and group limits: what is
 left, what a NodeClaim is charged, why one is refused), ``ceilings.Ceilings`` ($/hour ceilings of the cluster,
-NodePools and namespaces) and ``reservations.Reservations`` (what each capacity reservation can still launch).
+NodePools and namespaces) and ``reservation_manager.Reservations`` (what each capacity reservation can still launch).
 ``nodeclaim.Claim`` is a NodeClaim being filled.
 
 Must not touch: topology (callers pass the hostname limits, and every placement is booked with
@@ -36,7 +36,7 @@ from nodeflow.scheduling.nodeclaim import MAX_INSTANCE_TYPES, Claim, first_price
 from nodeflow.scheduling.nodepools import NO_NODEPOOL, Pool, Reasons
 from nodeflow.scheduling.pricing import ALLOW_UNDEFINED, OFFERING_KEYS, PRICE_EPSILON, Pricer
 from nodeflow.scheduling.requirements import Requirements
-from nodeflow.scheduling.reservations import Reservations, best_first, pinned
+from nodeflow.scheduling.reservation_manager import Reservations, best_first, pinned
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingInput
 
 if TYPE_CHECKING:

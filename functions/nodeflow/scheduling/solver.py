@@ -43,7 +43,7 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 * ``packing``: NodeClaims being filled (Karpenter's NodeClaim), within
   * ``limits``: NodePool and NodeflowPolicy group limits (Karpenter's remaining resources, subtractMax),
   * ``ceilings``: NodeflowPolicy $/hour ceilings (cluster, NodePool, namespace),
-  * ``reservations``: capacity reservations (Karpenter's ReservationManager);
+  * ``reservation_manager``: capacity reservations (Karpenter's ReservationManager);
 * ``bounds``: which of those limits and ceilings bind a solve at all;
 * ``repack``: the last re-packing pass;
 * ``topology``: topology counts and domains, spread and pod (anti-)affinity (Karpenter's

@@ -243,7 +243,7 @@ class NodeClaimPlan:
     pods: tuple[str, ...]
     requests: Mapping[str, int]  # pods + daemon overhead, milli-units
     price: float  # $/hour of the cheapest option
-    # Made to reach a static NodePool's spec.replicas (no pods needed; ``nodeflow.scheduling.static``).
+    # Made to reach a static NodePool's spec.replicas (no pods needed; ``nodeflow.scheduling.static_capacity``).
     static: bool = False
 
     def to_json(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nodeflow.aws.region import REGION_HELP
+from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
 from nodeflow.timeflags import TimeFlagError, parse_since, parse_time
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DecisionLogStack", "DecisionsError", "add_parser", "find_table", "render", "run"]
 
-EXIT_OK, EXIT_AWS, EXIT_INPUT = 0, 1, 2
+EXIT_AWS = EXIT_UNAVAILABLE  # the stack or the decision log could not be read
 OUTPUT_KEY = "DecisionTableName"
 TTL_OUTPUT_KEY = "DecisionLogTtlDays"
 DEFAULT_TTL_DAYS = 90  # infra/config.py's default decisionLogTtlDays

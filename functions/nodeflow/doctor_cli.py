@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nodeflow.aws.region import REGION_HELP
+from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
 
 if TYPE_CHECKING:
     import boto3
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "add_parser", "render", "run"]
 
-EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+EXIT_FAIL = EXIT_UNAVAILABLE  # a check failed
 PHASES = {
     "before-install": "Before install: is the cluster and account ready",
     "after-install": "After install: does it work",

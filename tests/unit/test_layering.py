@@ -52,6 +52,7 @@ UNITS: dict[str, str] = {
     "nodeflow.handlers": ENTRY,
     "nodeflow.__main__": ENTRY,
     "nodeflow.cli": ENTRY,
+    "nodeflow.cli_exits": ENTRY,
     "nodeflow.decisions_cli": ENTRY,
     "nodeflow.doctor_cli": ENTRY,
     "nodeflow.explain_cli": ENTRY,

@@ -12,6 +12,9 @@ go or exactly why not (``nodeflow.explain_cli``).
 its exit code 1 means a check failed).
 Exit codes (``nodeflow.cli_exits``): 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or
 the stack) could not be had.
+
+Must not touch: what a plan, an explanation or a disruption decides (``nodeflow.plan``, ``nodeflow.scheduling.solver``,
+``nodeflow.disruption.round``); AWS beyond loading the catalog and reading a stack.
 """
 
 from __future__ import annotations

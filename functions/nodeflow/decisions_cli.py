@@ -10,6 +10,9 @@ pods, policy, detail, version: the nodeflow release that wrote it). AWS access a
 (``decisionLogTtlDays``; a stack without it: the default, 90 days); an earlier ``--since`` is clamped to it, and the
 output says so. A value that is not a time or duration, is negative, out of range or in the future is an
 ``error:`` naming the flag (exit 2), before any AWS call.
+
+Must not touch: what the records say (``nodeflow.governance.decisions``) or how they are stored
+(``nodeflow.aws.decision_log``); AWS beyond reading the stack and the table.
 """
 
 from __future__ import annotations

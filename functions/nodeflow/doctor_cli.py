@@ -16,6 +16,9 @@ JSON (``-o json``), a stable shape:
                "status": "OK"|"WARN"|"FAIL", "detail": str, "action": str|null}],
    "summary": {"status": "OK"|"WARN"|"FAIL", "ok": int, "warn": int, "fail": int}}
 ``checks`` always lists every check, in the order of ``CHECKS``; ``action`` is null exactly when the status is OK.
+
+Must not touch: what a check decides (``nodeflow.doctor.checks``) or how its facts are gathered (``aws_facts``,
+``kube_facts``).
 """
 
 from __future__ import annotations

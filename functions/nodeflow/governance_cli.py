@@ -3,6 +3,8 @@ or of a cluster (``--cluster``, through a kubeconfig), as Markdown for a review 
 
 Exit codes as the other commands (``nodeflow.cli_exits``): 0 done, 2 bad input (manifests, region, --now,
 kubeconfig), 1 the catalog or the cluster could not be had.
+
+Must not touch: what the record holds (``nodeflow.governance.record``); the cluster beyond one read-only snapshot.
 """
 
 from __future__ import annotations

@@ -219,3 +219,25 @@ def test_module_names_say_their_layer() -> None:
             by_name.setdefault(name, []).append(module)
     shared = {name: found for name, found in sorted(by_name.items()) if len(found) > 1 and name not in SHARED_NAMES}
     assert not shared, f"module names shared across packages: {shared}"
+
+
+# Modules being reworked by another change of issue 30 (disruption consolidation): their docstrings come with it.
+_DOCSTRINGS_PENDING = {
+    "nodeflow.disruption.balanced",
+    "nodeflow.disruption.consolidation",
+    "nodeflow.disruption.multi_node_consolidation",
+    "nodeflow.disruption.round",
+    "nodeflow.disruption.single_node_consolidation",
+}
+
+
+def test_every_module_says_what_it_decides_and_must_not_touch() -> None:
+    """Each module's docstring says what it decides and what it must not touch (issue 30): a docstring with a
+    "must not" part."""
+    lacking = [
+        module
+        for module, path in modules().items()
+        if module not in _DOCSTRINGS_PENDING
+        and "must not" not in (ast.get_docstring(ast.parse(path.read_text())) or "").lower()
+    ]
+    assert not lacking, f"module docstrings without what the module must not touch: {lacking}"

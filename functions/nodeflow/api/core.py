@@ -12,6 +12,9 @@ milli-units.
 controller would create: deterministic names, template labels, owner references, phase
 Pending. The template is validated once; every pod shares the same ``PodSpec`` instance
 (unless the StatefulSet adds per-pod claims), so expanding 100,000 pods is cheap.
+
+Must not touch: any decision about the objects (scheduling, disruption): these are the shapes and their validation; no
+I/O.
 """
 
 from __future__ import annotations

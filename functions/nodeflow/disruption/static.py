@@ -15,6 +15,9 @@ budget or blocker applying, chosen in this order:
    eviction costs of all their pods) times the fraction of the NodeClaim's lifetime left, then name.
 
 Nodes already deleting or being disrupted (``karpenter.sh/disrupted``) are not chosen.
+
+Must not touch: how many NodeClaims a static NodePool needs while scaling up (``nodeflow.scheduling.static_capacity``);
+drift (``static_drift``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ by a new NodeClaim of its pool's template (``nodeflow.scheduling.static_capacity
 its pods: not while the pool is above its replicas (scale-down first, ``nodeflow.disruption.static``), not beyond
 the pool's disruption budget for Drifted, and not when ``limits.nodes`` leaves no room for the replacement. A
 replacement the NodeflowPolicies refuse (a ceiling or group limit) is not taken and the node is reported blocked.
+
+Must not touch: why a node is drifted (``drift_detection``), non-static NodePools (``drift``), budgets (``round``).
 """
 
 from __future__ import annotations

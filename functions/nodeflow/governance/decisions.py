@@ -40,6 +40,8 @@ SHARDS partition keys: DynamoDB writes one partition key at most 1,000 WCU a sec
 ``sk >= <since>`` condition selects a period. A record can name several NodePools (an unschedulable pod has a
 reason per NodePool; a command's candidates can span NodePools), so NodePools and pods are index items rather
 than one GSI attribute.
+
+Must not touch: how records are stored (``nodeflow.aws.decision_log``); what was decided (the records report it).
 """
 
 from __future__ import annotations

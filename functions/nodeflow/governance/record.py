@@ -33,6 +33,9 @@ name unless said otherwise):
       accessPolicies {function: {policy, when}} (EKS access policies instead of groups: the installer),
       clusterRoles[] {name, rules[] {apiGroups, resources, verbs}}, roles[] {namespace, name, rules[]},
       agent {clusterRoles[]}}
+
+Must not touch: what policies allow (``policy``) or what is spent (``spend``); the cluster (a ``ClusterState`` is the
+input).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Powertools objects and the glue every handler shares: typed inputs, error mapping, deps."""
+"""Powertools objects and the glue every handler shares: typed inputs, error mapping, deps.
+
+Must not touch: what any step decides, AWS or Kubernetes beyond building the clients (``runtime``).
+"""
 
 from __future__ import annotations
 

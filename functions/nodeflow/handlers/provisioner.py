@@ -4,6 +4,9 @@ The batch is a trigger: a fresh cluster snapshot decides what to launch. Unreada
 logged and dropped (they cannot be provisioned better by retrying); a failure of the provisioning
 itself fails the whole batch so SQS delivers it again (nothing is lost, nothing doubles). Pods a
 NodeflowPolicy pause window holds get a run of their own when it closes: a delayed message on this queue.
+
+Must not touch: what is provisioned (``nodeflow.lifecycle.provisioner.provision``); this reads the SQS batch and
+settings and calls it.
 """
 
 from __future__ import annotations

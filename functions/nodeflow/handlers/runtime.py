@@ -2,6 +2,8 @@
 the variable's name), and lazily built clients (boto3, the Kubernetes API, the catalog).
 
 Tests and the demo call ``reset()`` after changing the environment, and may set ``clock``.
+
+Must not touch: what any step decides; the clients are built here, never used here.
 """
 
 from __future__ import annotations

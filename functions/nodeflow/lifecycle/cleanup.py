@@ -26,6 +26,8 @@ EC2NodeClasses, NodeClaims and Nodes:
   nothing, its result says why;
 - launch templates: the EC2NodeClass finalizer, the templates of a deleted class, and those no live instance was
   launched from past a grace period (``lifecycle/launch_template_gc.py``).
+
+Must not touch: launch templates (``launch_template_gc``); what a launch or termination does (their steps).
 """
 
 from __future__ import annotations

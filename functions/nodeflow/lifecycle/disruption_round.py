@@ -22,6 +22,9 @@ Named after the step; the pure decisions are ``nodeflow.disruption``, the Lambda
   through ``lifecycle/replace.py``: candidates tainted, replacements created and launched, and the
   ``replace`` workflow waits for them to be initialized before terminating the candidates (or
   un-taints them if a replacement fails).
+
+Must not touch: which command a round decides (``nodeflow.disruption.round``); what the workflows it starts do
+(terminate, replace).
 """
 
 from __future__ import annotations

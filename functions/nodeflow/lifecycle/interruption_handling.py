@@ -29,6 +29,9 @@ the same interruptions from its own queue; the messages are acknowledged, each o
 Redelivery is harmless: the terminate workflow is started idempotently (named after the NodeClaim), an
 offering marked twice stays marked (its expiry moves), and a repeated Event bumps the count of one Event.
 Each message succeeds or fails on its own; a failed one is reported so SQS delivers it again.
+
+Must not touch: how a message is parsed (``nodeflow.interruption.messages``); how a node is terminated (the terminate
+workflow).
 """
 
 from __future__ import annotations

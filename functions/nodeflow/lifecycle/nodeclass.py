@@ -35,6 +35,8 @@ every NodePool's status (``ValidationSucceeded`` naming the field of an invalid 
 (``ValidationFailed`` / ``NodeClassNotReady``). Other NodePools are not affected by a bad one: each class's and each
 NodePool's report stands on its own (``nodeflow.kube.reports``), a write the API server refuses or fails is logged
 and counted, and the others are written.
+
+Must not touch: how a class's subnets, security groups, AMIs or profile are read (``nodeflow.aws.ec2``); launches.
 """
 
 from __future__ import annotations

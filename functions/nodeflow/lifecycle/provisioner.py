@@ -5,6 +5,9 @@ provision comes from a fresh snapshot of the cluster, solved as a whole (as Karp
 Re-running a batch is safe: NodeClaim names derive from the batch and their pods, pods nominated
 to NodeClaims not yet initialized count as placed (``nodeflow.plan``), and an execution is named
 after its NodeClaim, so it starts at most once.
+
+Must not touch: where pods go (``nodeflow.plan``, ``nodeflow.scheduling``); how an instance launches (the launch
+workflow).
 """
 
 from __future__ import annotations

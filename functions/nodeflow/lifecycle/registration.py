@@ -8,6 +8,8 @@ resources allocatable, then marks it Initialized (and Ready).
 
 Each step is idempotent and returns quickly; the state machine's Wait loop polls them. Past the
 TTL (measured from the launch) they raise ``RegistrationTimeout`` / ``InitializationTimeout``.
+
+Must not touch: how an instance launches (``launch``); disruption or termination of the node.
 """
 
 from __future__ import annotations

@@ -35,6 +35,9 @@ WaitForTermination (38 events); so 1 + 32 (Taint) + 151 x (32 + 38) + (32 + 2 + 
 end state and the execution's end instead of the last wait). A pass without retries is 9 events (Drain 5,
 Drained? 2, WaitForDrain 2, as measured from moto's execution history): a normal execution of a held drain
 stays near 100 x 9 = 900 events.
+
+Must not touch: which pods a drain evicts or deletes, and when (``drain_plan`` decides); why a node is terminated (the
+caller's reason).
 """
 
 from __future__ import annotations

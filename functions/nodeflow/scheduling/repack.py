@@ -31,6 +31,8 @@ and never runs the pass).
 The result replaces those NodeClaims only if it costs strictly less in total; otherwise they are
 left exactly as they were (the plan stays byte-identical). Each new node is then priced as any
 NodeClaim is: the cheapest of the NodePool's types that holds its pods, with the usual fallbacks.
+
+Must not touch: NodeClaims outside the movable ones (topology, limits, minValues, reservations keep theirs); the clock.
 """
 
 from __future__ import annotations

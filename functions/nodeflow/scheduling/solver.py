@@ -50,6 +50,9 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
   Topology and TopologyGroup);
 * ``pricing``: offerings and instance-type filtering;
 * ``preferences``: relaxing preferences (Karpenter's Preferences).
+
+Must not touch: how NodeClaims are packed (``packing``), topology bookkeeping (``topology``); AWS, Kubernetes, the
+clock.
 """
 
 from __future__ import annotations

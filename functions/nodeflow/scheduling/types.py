@@ -1,4 +1,7 @@
-"""Inputs and outputs of the solver: plain frozen data, no Kubernetes or AWS objects."""
+"""Inputs and outputs of the solver: plain frozen data, no Kubernetes or AWS objects.
+
+Must not touch: any decision; these are the shapes only.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ is charged once, when opened: ``limits``), capacity reservations (reserved NodeC
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nodeflow.catalog.model import InstanceType
@@ -42,29 +43,19 @@ _GROW_MAX_NODES = 4
 _GROW_PASSES = 3
 
 
+@dataclass(slots=True)
 class Growth:
-    """Growing the open NodeClaims of one solve (``packing.Packer`` asks)."""
+    """Growing the open NodeClaims of one solve (``packing.Packer`` asks). ``governed``: NodeflowPolicy $/hour
+    ceilings or group limits bind this solve (else the ceiling checks are skipped)."""
 
-    def __init__(
-        self,
-        pools: Sequence[Pool],
-        choices: CandidateTypes,
-        limits: Limits,
-        ceilings: Ceilings,
-        reservations: Reservations,
-        topology: Topology,
-        strict_min_values: bool,
-        governed: bool,
-    ) -> None:
-        self.pools = pools
-        self.choices = choices
-        self.limits = limits
-        self.ceilings = ceilings
-        self.reservations = reservations
-        self.topology = topology
-        self.strict_min_values = strict_min_values
-        # NodeflowPolicy $/hour ceilings or group limits bind this solve (else the ceiling checks are skipped).
-        self.governed = governed
+    pools: Sequence[Pool]
+    choices: CandidateTypes
+    limits: Limits
+    ceilings: Ceilings
+    reservations: Reservations
+    topology: Topology
+    strict_min_values: bool
+    governed: bool
 
     def standalone(self, group: Group, alts: tuple[Requirements, ...], count: int) -> tuple[float, int] | None:
         """Price per pod, and pods per NodeClaim, of ``count`` pods of the group on NodeClaims of

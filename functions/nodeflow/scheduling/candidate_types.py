@@ -21,6 +21,7 @@ from nodeflow.api.quantity import format_milli
 from nodeflow.catalog.model import InstanceType
 from nodeflow.scheduling import resources as res
 from nodeflow.scheduling.groups import Group
+from nodeflow.scheduling.nodeclaim import Claim
 from nodeflow.scheduling.nodepools import Pool
 from nodeflow.scheduling.pricing import (
     ALLOW_UNDEFINED,
@@ -191,6 +192,18 @@ class CandidateTypes:
         narrowed, prices = self.pricer.sorted_types(kept, new)
         self._narrow_cache[key] = (types, narrowed, prices)
         return narrowed, prices
+
+    def joined(
+        self, claim: Claim, alt: Requirements
+    ) -> tuple[Requirements, list[InstanceType], list[float], int, bool]:
+        """A NodeClaim's requirements with ``alt`` added, the types they allow (cheapest first) and the first of them
+        to look at, and whether ``alt`` narrowed them: its own types from ``claim.start`` when it adds nothing, else
+        its types ``narrow``-ed, from the first."""
+        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
+        if reqs == claim.requirements:
+            return reqs, claim.types, claim.prices, claim.start, False
+        types, prices = self.narrow(claim.types, claim.requirements, reqs)
+        return reqs, types, prices, 0, True
 
     def most_allocatable(self, types: list[InstanceType]) -> dict[str, int]:
         """Per resource, the most any of ``types`` has allocatable (at least 0)."""

@@ -165,12 +165,7 @@ class Growth:
         alt = next((a for a in alts if claim.requirements.compatible(a, ALLOW_UNDEFINED) is None), None)
         if alt is None:
             return None
-        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
-        if reqs == claim.requirements:
-            types, prices, first = claim.types, claim.prices, claim.start
-        else:
-            types, prices = self.choices.narrow(claim.types, claim.requirements, reqs)
-            first = 0
+        reqs, types, prices, first, _ = self.choices.joined(claim, alt)
         best: tuple[float, int, int, Claim, Requirements, list[InstanceType], list[float], int] | None = None
         # A larger type costs at least (price - now) / cap per pod: stop once that cannot win.
         budget = claim.price + standalone * cap

@@ -240,12 +240,8 @@ class Packer:
         """Add up to ``count`` pods of the group without making the NodeClaim pricier (unless
         ``upsize``: pods that can only go here may move it onto a larger type); none unless at least ``least``."""
         upsize = upsize or claim.upsize
-        reqs = claim.requirements.add(alt) if len(alt) else claim.requirements
-        if reqs == claim.requirements:
-            types, prices, first = claim.types, claim.prices, claim.start
-        else:
-            types, prices = self.choices.narrow(claim.types, claim.requirements, reqs)
-            first = 0
+        reqs, types, prices, first, narrowed = self.choices.joined(claim, alt)
+        if narrowed:
             while first < len(types) and not res.fits(claim.used, types[first].allocatable):
                 first += 1
             if first == len(types) or (not upsize and prices[first] > claim.price + PRICE_EPSILON):

@@ -334,7 +334,7 @@ def measure(
 ) -> dict[str, Any]:
     import boto3
 
-    from nodeflow.aws.decisions import WORKERS
+    from nodeflow.aws.decision_log import WORKERS
     from nodeflow.catalog.offline import load_offline
     from sandbox.aws import create_decision_table
 

@@ -227,7 +227,7 @@ def measure(pods: int, repeat: int, limits: bool = False) -> dict[str, Any]:
 
 
 def _records(planned: tuple[Any, Any], repeat: int) -> dict[str, Any]:
-    from nodeflow.aws.decisions import BATCH
+    from nodeflow.aws.decision_log import BATCH
     from nodeflow.governance.decisions import ClaimOutcome, index_items, provisioning_records, to_item
 
     state, result = planned

@@ -423,7 +423,7 @@ def _decision_log(local: Any, out: TextIO) -> bool:
     deployed stack, and against this one while ``make demo KEEP=1`` keeps it up. False when nothing was written."""
     from datetime import UTC, datetime, timedelta
 
-    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.aws.decision_log import read_decisions
     from nodeflow.decisions_cli import render
     from sandbox.aws import register_stack
 

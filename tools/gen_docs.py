@@ -78,10 +78,12 @@ def cli_page() -> str:
 
 def _cli_text(parser: argparse.ArgumentParser) -> str:
     out = [HEADER.format(source="the argument parser (functions/nodeflow/cli.py)"), "# Command line\n\n"]
+    from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
+
     out.append(
         "`python -m nodeflow` (from a checkout: `.venv/bin/python -m nodeflow`) is one command per task. Exit "
-        "codes: `0` done, `2` bad input (the message names the file, document, field or value), `1` the catalog, "
-        "the stack or a check failed.\n\n"
+        f"codes: `{EXIT_OK}` done, `{EXIT_INPUT}` bad input (the message names the file, document, field or value), "
+        f"`{EXIT_UNAVAILABLE}` the catalog, the stack or a check failed.\n\n"
     )
     out.append("```text\n" + parser.format_help().rstrip() + "\n```\n")
     for name, sub in _subcommands(parser):

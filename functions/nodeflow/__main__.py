@@ -14,6 +14,8 @@ A reader that stops early (``python -m nodeflow plan -o json | head``) closes th
 writing, and whether the write fails while it runs or at the final flush, the process then ends quietly with
 status 141 (128 + SIGPIPE, what the shell reports for a tool the signal ended), with no traceback and nothing
 left for Python's own exit to complain about. A broken pipe that is not this process's output is raised as usual.
+
+Must not touch: any command's behaviour (``nodeflow.cli``).
 """
 
 import gc

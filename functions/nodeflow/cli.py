@@ -10,7 +10,11 @@ go or exactly why not (``nodeflow.explain_cli``).
 ``decisions --stack NAME`` reads the stack's decision log (``nodeflow.decisions_cli``).
 ``doctor --stack NAME`` checks the cluster and account before install and nodeflow after (``nodeflow.doctor_cli``;
 its exit code 1 means a check failed).
-Exit codes: 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or the stack) could not be had.
+Exit codes (``nodeflow.cli_exits``): 0 done, 2 bad input (manifests, region, unknown pod, stack), 1 the catalog (or
+the stack) could not be had.
+
+Must not touch: what a plan, an explanation or a disruption decides (``nodeflow.plan``, ``nodeflow.scheduling.solver``,
+``nodeflow.disruption.round``); AWS beyond loading the catalog and reading a stack.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from nodeflow import __version__, decisions_cli, doctor_cli
 from nodeflow import governance_cli as governance_command
 from nodeflow.api.quantity import format_milli
 from nodeflow.aws.region import CATALOG_REGION_HELP, REGION_HELP
+from nodeflow.cli_exits import EXIT_CODES, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, load_catalog_or_exit
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -34,9 +39,8 @@ if TYPE_CHECKING:
     from nodeflow.disruption.model import Command, Snapshot
 from nodeflow.scheduling.types import SchedulingInput, SchedulingResult, group_unschedulable, pod_list, reason_lines
 
-EXIT_OK = 0
-EXIT_CATALOG = 1
-EXIT_INPUT = 2
+# EXIT_CATALOG: the name the catalog commands' code had before ``cli_exits`` (the same code as the other commands').
+EXIT_CATALOG = EXIT_UNAVAILABLE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "plan",
         help="show the nodes nodeflow would launch for pending pods, offline",
         description="Plan NodeClaims for the pending pods in Kubernetes manifests (no cluster needed).",
+        epilog=EXIT_CODES,
     )
     _common(plan)
     plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -56,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         help="say where a pending pod (or a workload's pending pods) would go, or why not, per NodePool",
         description="Explain the plan for a pending pod, or for each pending pod of a workload (pods with the "
         "same explanation together), NodePool by NodePool.",
+        epilog=EXIT_CODES,
     )
     _common(explain)
     explain.add_argument(
@@ -70,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         "disrupt",
         help="show what nodeflow would disrupt now (empty, drifted, underutilized, expired nodes), offline",
         description=DISRUPT_HELP,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(disrupt)
@@ -90,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         "governance",
         help="the governance record: pools, classes, cost, who may use what, protections, nodeflow's permissions",
         description=governance_command.HELP,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     governance_command.add_arguments(governance)
@@ -233,7 +241,7 @@ def _install(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_INPUT
     except BotoCoreError as exc:
         print(f"error: the stack could not be read: {exc}", file=err)
-        return EXIT_CATALOG
+        return EXIT_UNAVAILABLE
     print(f"wrote {kustomization.parent}/ (cluster {outputs.cluster_name}, auth {outputs.auth_mode})", file=out)
     if outputs.hmac_secret_arn:
         print(
@@ -256,11 +264,7 @@ def write_plan_json(result: SchedulingResult, warnings: list[str], out: TextIO) 
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from botocore.exceptions import BotoCoreError
-
     from nodeflow.api.manifests import ManifestError, load_manifests
-    from nodeflow.aws.region import NoRegion
-    from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
     from nodeflow.cluster import ClusterState
     from nodeflow.plan import build_input, plan_warnings, with_static
 
@@ -271,17 +275,9 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=err)
         return EXIT_INPUT
-    try:
-        catalog = load_catalog(args.catalog, args.region)
-    except RegionNotAvailable as exc:
-        print(f"error: --region: {exc}", file=err)
-        return EXIT_INPUT
-    except (NoRegion, BotoCoreError) as exc:  # BotoCoreError: AWS_PROFILE names no profile
-        print(f"error: {exc}", file=err)
-        return EXIT_INPUT
-    except CatalogError as exc:
-        print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)
-        return EXIT_CATALOG
+    catalog = load_catalog_or_exit(args.catalog, args.region, err)
+    if isinstance(catalog, int):
+        return catalog
 
     if args.command == "disrupt":
         return _disrupt(manifests, catalog, args, out, err)

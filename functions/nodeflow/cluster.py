@@ -1,6 +1,9 @@
 """The cluster as nodeflow's decisions read it: ``ClusterState`` (the Kubernetes and Karpenter objects, from
 manifests or a snapshot of the API server) and the facts about its NodeClaims and Nodes that the planner, the
 spend count and the lifecycle share. Pure: plain data, no I/O.
+
+Must not touch: what any decision makes of the objects (plan, disruption, governance); how they are read
+(``nodeflow.kube.snapshot``, ``nodeflow.api.manifests``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ namespace) are cached on that ``PodSpec``. The cache records the objects it was 
 and is rebuilt when they change, so ``model_copy(update=...)`` never sees a stale value. The
 ``namespace_labels`` mapping is treated as an immutable snapshot: the cache is keyed on its
 identity, so pass the same mapping for every pod of one snapshot and do not mutate it.
+
+Must not touch: where pods go (``nodeflow.scheduling``); other objects than the pods' constraints.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ pods, policy, detail, version: the nodeflow release that wrote it). AWS access a
 (``decisionLogTtlDays``; a stack without it: the default, 90 days); an earlier ``--since`` is clamped to it, and the
 output says so. A value that is not a time or duration, is negative, out of range or in the future is an
 ``error:`` naming the flag (exit 2), before any AWS call.
+
+Must not touch: what the records say (``nodeflow.governance.decisions``) or how they are stored
+(``nodeflow.aws.decision_log``); AWS beyond reading the stack and the table.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nodeflow.aws.region import REGION_HELP
+from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
 from nodeflow.timeflags import TimeFlagError, parse_since, parse_time
 
 if TYPE_CHECKING:
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DecisionLogStack", "DecisionsError", "add_parser", "find_table", "render", "run"]
 
-EXIT_OK, EXIT_AWS, EXIT_INPUT = 0, 1, 2
+EXIT_AWS = EXIT_UNAVAILABLE  # the stack or the decision log could not be read
 OUTPUT_KEY = "DecisionTableName"
 TTL_OUTPUT_KEY = "DecisionLogTtlDays"
 DEFAULT_TTL_DAYS = 90  # infra/config.py's default decisionLogTtlDays
@@ -132,7 +136,7 @@ def render(records: list[Decision], out: TextIO) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botocore.exceptions import BotoCoreError
 
-    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.aws.decision_log import read_decisions
     from nodeflow.aws.errors import AwsError
     from nodeflow.aws.region import NoRegion, aws_session
     from nodeflow.governance.decisions import DecisionError

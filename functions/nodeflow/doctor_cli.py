@@ -16,6 +16,9 @@ JSON (``-o json``), a stable shape:
                "status": "OK"|"WARN"|"FAIL", "detail": str, "action": str|null}],
    "summary": {"status": "OK"|"WARN"|"FAIL", "ok": int, "warn": int, "fail": int}}
 ``checks`` always lists every check, in the order of ``CHECKS``; ``action`` is null exactly when the status is OK.
+
+Must not touch: what a check decides (``nodeflow.doctor.checks``) or how its facts are gathered (``aws_facts``,
+``kube_facts``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nodeflow.aws.region import REGION_HELP
+from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
 
 if TYPE_CHECKING:
     import boto3
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "add_parser", "render", "run"]
 
-EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+EXIT_FAIL = EXIT_UNAVAILABLE  # a check failed
 PHASES = {
     "before-install": "Before install: is the cluster and account ready",
     "after-install": "After install: does it work",

@@ -18,6 +18,9 @@ in other namespaces, the workload of a pod name that no longer exists).
 ``-o json``: a pending pod gives ``{"pod", "placement", "nodePools"}`` (as before); anything else
 ``{"query", "workloads": [{"kind", "namespace", "name", "pendingPods", "explanations": [{"pods", "placement",
 "nodePools"}]}]}``, a DaemonSet's entry with ``nodePools`` (its NodePool by NodePool answer) and no explanations.
+
+Must not touch: why a pod goes where it goes (``nodeflow.scheduling.solver.explain``); only which pods a NAME means and
+how the answer is printed are decided here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """``python -m nodeflow governance``: the governance record (``nodeflow.governance.record``) of manifests (``-f``)
 or of a cluster (``--cluster``, through a kubeconfig), as Markdown for a review or JSON for tooling.
 
-Exit codes as the other commands: 0 done, 2 bad input (manifests, region, --now, kubeconfig), 1 the catalog or
-the cluster could not be had.
+Exit codes as the other commands (``nodeflow.cli_exits``): 0 done, 2 bad input (manifests, region, --now,
+kubeconfig), 1 the catalog or the cluster could not be had.
+
+Must not touch: what the record holds (``nodeflow.governance.record``); the cluster beyond one read-only snapshot.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nodeflow.aws.region import CATALOG_REGION_HELP
+from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, load_catalog_or_exit
 
 if TYPE_CHECKING:
     from nodeflow.cluster import ClusterState
 
 __all__ = ["HELP", "add_arguments", "run"]
 
-EXIT_OK, EXIT_UNAVAILABLE, EXIT_INPUT = 0, 1, 2
 
 HELP = """\
 The governance record: NodePools (requirements, labels, taints, startup taints, limits, weight, budgets,
@@ -112,10 +114,7 @@ def _from_cluster(args: argparse.Namespace, err: TextIO) -> tuple[ClusterState |
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from botocore.exceptions import BotoCoreError
 
-    from nodeflow.aws.region import NoRegion
-    from nodeflow.catalog.source import CatalogError, RegionNotAvailable, load_catalog
     from nodeflow.governance.permissions import load_permissions
     from nodeflow.governance.record import build_record, render_markdown
 
@@ -139,17 +138,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         source = {"files": list(args.paths)}
     if state is None:
         return code
-    try:
-        catalog = load_catalog(args.catalog, args.region)
-    except RegionNotAvailable as exc:
-        print(f"error: --region: {exc}", file=err)
-        return EXIT_INPUT
-    except (NoRegion, BotoCoreError) as exc:  # BotoCoreError: AWS_PROFILE names no profile
-        print(f"error: {exc}", file=err)
-        return EXIT_INPUT
-    except CatalogError as exc:
-        print(f"error: the {args.catalog} catalog could not be loaded: {exc}", file=err)
-        return EXIT_UNAVAILABLE
+    catalog = load_catalog_or_exit(args.catalog, args.region, err)
+    if isinstance(catalog, int):
+        return catalog
     record = build_record(state, catalog, load_permissions(), now, source)
     if args.output == "json":
         json.dump(record, out, indent=2)

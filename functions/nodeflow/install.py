@@ -19,6 +19,8 @@ No image to build: the agent (standard library only) runs from the stock ``AGENT
 ConfigMap ``nodeflow-agent-code-<hash of the code>`` (new code, new name: the Deployment rolls).
 
 Not part of the pure core: this module reads files and calls AWS (``read_stack``, only when run).
+
+Must not touch: the cluster or AWS (``nodeflow.installer`` applies what is rendered here).
 """
 
 from __future__ import annotations

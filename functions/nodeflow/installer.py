@@ -16,6 +16,9 @@ before anything is granted in it, install or upgrade the in-cluster side, and re
   ``KEEP_ANNOTATION`` (the NodeClaims are handed to another controller, e.g. back to Karpenter); then deletes every
   object with the install's label except the CRDs. CRDs are kept, as Karpenter's chart keeps them on uninstall:
   deleting one deletes every NodePool, EC2NodeClass or NodeClaim of it.
+
+Must not touch: the CloudFormation protocol (``nodeflow.handlers.install``); the cluster's objects other than nodeflow's
+own.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ for plain values. It does not for everything, so orjson's text is used only when
 * an int beyond 64 bits: orjson refuses, ``json`` writes it.
 
 Without orjson installed, ``json`` writes everything.
+
+Must not touch: what is written (the caller's value, byte for byte what ``json.dumps(indent=2)`` writes), files or
+streams (the caller writes the text).
 """
 
 from __future__ import annotations

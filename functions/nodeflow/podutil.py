@@ -1,5 +1,7 @@
 """What a pod's annotations, owners and PodDisruptionBudgets say about moving it (Karpenter's pod and PDB
 utilities), shared by the provisioning plan and the disruption decisions. Pure: the caller gives the time.
+
+Must not touch: where pods go or which nodes are disrupted (their deciders); the clock.
 """
 
 from __future__ import annotations

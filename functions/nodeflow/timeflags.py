@@ -5,6 +5,8 @@ Pure: the current time is passed in. A time is RFC 3339 (``2026-11-21T12:00:00Z`
 the year 1000 to 8999, a thousand years inside what Python's datetime can hold either way for the arithmetic the
 commands do on it (pause windows, budgets, TTLs: year 1 or 9999 was an OverflowError traceback). A duration
 (``--since``) is whole units, ``30m``, ``1h30m``, ``2d``, ``1w``: positive, and not reaching back before EARLIEST.
+
+Must not touch: what the time is used for (the commands decide); the clock (the caller passes it).
 """
 
 from __future__ import annotations

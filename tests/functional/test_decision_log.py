@@ -1,6 +1,6 @@
 """The decision log for real: the provisioner (against the real API server; its pending pods are held, no scheduler
 runs them) writes its records to a DynamoDB
-table in moto through ``nodeflow.aws.decisions.DecisionLog``; they are read back by pod, by NodePool and by time,
+table in moto through ``nodeflow.aws.decision_log.DecisionLog``; they are read back by pod, by NodePool and by time,
 expire 90 days (or the configured days) after the run's clock, and a DynamoDB that fails every write costs the
 provisioner nothing. ``python -m nodeflow decisions --stack`` reads them from a stack in moto's CloudFormation."""
 
@@ -21,7 +21,7 @@ from tests.functional.faults.dynamodb import BatchWriteFaults
 from tests.realk8s.workloads import held
 
 if TYPE_CHECKING:
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
     from nodeflow.governance.decisions import Decision
     from nodeflow.lifecycle.provisioner import ProvisionResult
     from sandbox.controlplane.facade import RealKubeAPI
@@ -88,7 +88,7 @@ def _provision(
 
 
 def _writer(world: dict[str, Any], **options: Any) -> DecisionLog:
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
 
     logged: list[tuple[str, dict[str, Any]]] = []
     writer = DecisionLog(world["ddb"], TABLE, log=lambda m, e: logged.append((m, e)), **options)
@@ -97,7 +97,7 @@ def _writer(world: dict[str, Any], **options: Any) -> DecisionLog:
 
 
 def _read(world: dict[str, Any], since: timedelta = timedelta(hours=1), **query: Any) -> list[Any]:
-    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.aws.decision_log import read_decisions
 
     return read_decisions(world["ddb"], TABLE, since=NOW - since, now=NOW + timedelta(minutes=1), **query)
 
@@ -165,7 +165,7 @@ def test_a_provisioner_run_is_recorded_and_read_back_by_pod_nodepool_and_time(wo
     assert [r.time for r in again] == sorted((r.time for r in again), reverse=True)
     assert again[0].kind == "provisioning"  # a run's own record first, then its NodeClaims and pods
     assert again[0].at == NOW + timedelta(seconds=30)
-    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.aws.decision_log import read_decisions
 
     assert read_decisions(world["ddb"], TABLE, since=NOW + timedelta(seconds=31), now=NOW + timedelta(hours=1)) == []
 
@@ -183,7 +183,7 @@ def test_every_item_expires_after_the_ttl_days(world: dict[str, Any]) -> None:
     _provision(world, _writer(world, ttl_days=7))
     assert {int(i["ttl"]["N"]) for i in _items(world)} == {int((NOW + timedelta(days=7)).timestamp())}
     # read past the expiry: DynamoDB's TTL deletes only eventually, the reader skips what has expired
-    from nodeflow.aws.decisions import read_decisions
+    from nodeflow.aws.decision_log import read_decisions
 
     expired = NOW + timedelta(days=7, seconds=1)
     assert read_decisions(world["ddb"], TABLE, since=NOW - timedelta(hours=1), now=expired) == []
@@ -192,7 +192,7 @@ def test_every_item_expires_after_the_ttl_days(world: dict[str, Any]) -> None:
 def test_a_failing_dynamodb_does_not_fail_the_provisioner(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
     faults.refuse = True
@@ -215,7 +215,7 @@ def test_a_failing_dynamodb_does_not_fail_the_provisioner(
 def test_throttled_writes_are_sent_again_until_written(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """DynamoDB throttles a hot partition key: a BatchWriteItem refused whole (ProvisionedThroughputExceeded, after
     botocore's own retries) is sent again with a backoff, not counted lost; every record is read back."""
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
     faults.throttle.left = 3
@@ -384,7 +384,7 @@ def test_the_decisions_command_names_a_missing_stack_or_log(world: dict[str, Any
 
 
 def test_a_record_this_container_wrote_is_not_written_again(world: dict[str, Any]) -> None:
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
     from nodeflow.governance.decisions import disruption_records
 
     blocked = [{"node": "n1", "event": "Unconsolidatable", "message": "no cheaper replacement"}]
@@ -401,7 +401,7 @@ def test_a_record_this_container_wrote_is_not_written_again(world: dict[str, Any
 def test_a_blocked_candidate_whose_write_failed_is_written_by_the_next_round(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
     from nodeflow.governance.decisions import disruption_records
 
     blocked = [{"node": "n1", "event": "Unconsolidatable", "message": "no cheaper replacement"}]
@@ -503,7 +503,7 @@ def test_a_throttled_log_stops_at_its_deadline_and_counts_what_it_did_not_write(
     3.5 s), the NodeClaims are made, and the items not written are counted ``late`` and logged."""
     import time
 
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
     faults.throttle.left = -1
@@ -541,7 +541,7 @@ def test_a_write_past_its_deadline_sends_nothing_and_counts_every_item(
 ) -> None:
     """The run took all its time: the writer sends nothing, builds nothing, and counts each record and index item
     it would have written as late."""
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
     from nodeflow.governance.decisions import index_items
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
@@ -563,7 +563,7 @@ def test_a_record_whose_write_failed_is_written_by_the_next_run(
 ) -> None:
     """The container remembers a record only once all its items are written: a run whose writes all failed, and a
     run whose one pod pointer stayed unprocessed, leave the hour's unschedulable record to the next run."""
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
     remembered: set[str] = set()

@@ -66,7 +66,7 @@ def _seed(kube: RealKubeAPI, path: Path) -> None:
 
 def _provision(kube: RealKubeAPI, moto: MotoServer) -> None:
     """One provisioner run on the cluster, its decision log written to the moto stack's table."""
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
     from nodeflow.catalog.offline import load_offline
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder

@@ -53,6 +53,7 @@ UNITS: dict[str, str] = {
     "nodeflow.handlers": ENTRY,
     "nodeflow.__main__": ENTRY,
     "nodeflow.cli": ENTRY,
+    "nodeflow.cli_exits": ENTRY,
     "nodeflow.decisions_cli": ENTRY,
     "nodeflow.doctor_cli": ENTRY,
     "nodeflow.explain_cli": ENTRY,
@@ -190,3 +191,43 @@ def test_the_checker_sees_a_cycle_and_a_layer_breach() -> None:
     graph = {"nodeflow.plan": {"nodeflow.governance": ["x"]}, "nodeflow.governance": {"nodeflow.plan": ["y"]}}
     assert cycles(graph) == [["nodeflow.governance", "nodeflow.plan"]]
     assert _RANK[UNITS["nodeflow.kube"]] > _RANK[UNITS["nodeflow.disruption"]]
+
+
+# Module names more than one package uses, and why that is no collision (issue 30: a name says its layer). Any other
+# name shared across packages fails ``test_module_names_say_their_layer``.
+SHARED_NAMES: dict[str, str] = {
+    "errors": "each package's own typed errors (api, aws, kube, lifecycle)",
+    "model": "the data model of its package (catalog, disruption)",
+    "policy": "governance.policy reads NodeflowPolicies; disruption.policy is a round's view of them",
+    "overlays": "catalog.overlays decides which NodeOverlays win; plan.overlays applies that to solver input",
+    # A Lambda's handler is named after its Lambda, which runs the one step of the same name.
+    "cleanup": "handlers.cleanup is the entry point of lifecycle.cleanup",
+    "launch": "handlers.launch is the entry point of lifecycle.launch",
+    "provisioner": "handlers.provisioner is the entry point of lifecycle.provisioner",
+    "replace": "handlers.replace is the entry point of lifecycle.replace",
+    "install": "handlers.install is the entry point of install (the manifests as data)",
+    "webhook": "handlers.webhook is the entry point of ingress.webhook",
+}
+
+
+def test_module_names_say_their_layer() -> None:
+    """No two packages hold a module of the same name (lifecycle.launch_templates beside aws.ec2.launch_templates
+    was one) unless SHARED_NAMES says why."""
+    by_name: dict[str, list[str]] = {}
+    for module in modules():
+        package, _, name = module.rpartition(".")
+        if package and not (ROOT / Path(*module.split("."))).is_dir():
+            by_name.setdefault(name, []).append(module)
+    shared = {name: found for name, found in sorted(by_name.items()) if len(found) > 1 and name not in SHARED_NAMES}
+    assert not shared, f"module names shared across packages: {shared}"
+
+
+def test_every_module_says_what_it_decides_and_must_not_touch() -> None:
+    """Each module's docstring says what it decides and what it must not touch (issue 30): a docstring with a
+    "must not" part."""
+    lacking = [
+        module
+        for module, path in modules().items()
+        if "must not" not in (ast.get_docstring(ast.parse(path.read_text())) or "").lower()
+    ]
+    assert not lacking, f"module docstrings without what the module must not touch: {lacking}"

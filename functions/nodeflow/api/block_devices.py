@@ -18,6 +18,9 @@ ephemeral volume
     ephemeral device (``/dev/xvda``; Bottlerocket ``/dev/xvdb``; Windows ``/dev/sda1``) if it has a size;
     else, as without mappings, the size of the family's default volume on that device (20Gi for Custom).
     ``rootVolume`` only says which volume is counted; it is not an EC2 setting and is not sent.
+
+Must not touch: the launch template itself (``nodeflow.aws.ec2.launch_template_data``) or the instance types' storage
+beyond the answer given here; no I/O.
 """
 
 from __future__ import annotations

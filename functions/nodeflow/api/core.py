@@ -12,6 +12,9 @@ milli-units.
 controller would create: deterministic names, template labels, owner references, phase
 Pending. The template is validated once; every pod shares the same ``PodSpec`` instance
 (unless the StatefulSet adds per-pod claims), so expanding 100,000 pods is cheap.
+
+Must not touch: any decision about the objects (scheduling, disruption): these are the shapes and their validation; no
+I/O.
 """
 
 from __future__ import annotations
@@ -1315,29 +1318,12 @@ def expand_workload(obj: Pod | Workload) -> list[Pod]:
     namespace = obj.metadata.namespace or "default"
     name = obj.metadata.name or ""
     count = workload_pod_count(obj)
-    kind = obj.kind
-    uid = obj.metadata.uid or _uid(kind, namespace, name)
     if isinstance(obj, Deployment):
-        template_hash = _template_hash(obj.spec.template)
-        rs_name = f"{name}-{template_hash}"
-        owner = OwnerReference(
-            api_version="apps/v1",
-            kind="ReplicaSet",
-            name=rs_name,
-            uid=_uid("ReplicaSet", namespace, rs_name),
-            controller=True,
-            block_owner_deletion=True,
-        )
-        return _expand(
-            template=obj.spec.template,
-            namespace=namespace,
-            names=[f"{rs_name}-{s}" for s in _suffixes(f"ReplicaSet/{namespace}/{rs_name}", count)],
-            owner=owner,
-            extra_labels={LABEL_POD_TEMPLATE_HASH: template_hash},
-        )
+        return _deployment_pods(obj, namespace, name, count)
+    uid = obj.metadata.uid or _uid(obj.kind, namespace, name)
     api_version = "batch/v1" if isinstance(obj, Job) else "apps/v1"
     owner = OwnerReference(
-        api_version=api_version, kind=kind, name=name, uid=uid, controller=True, block_owner_deletion=True
+        api_version=api_version, kind=obj.kind, name=name, uid=uid, controller=True, block_owner_deletion=True
     )
     if isinstance(obj, ReplicaSet):
         return _expand(
@@ -1348,20 +1334,50 @@ def expand_workload(obj: Pod | Workload) -> list[Pod]:
             extra_labels={},
         )
     if isinstance(obj, StatefulSet):
-        names = [f"{name}-{ordinal}" for ordinal in range(count)]
-        return _expand(
-            template=obj.spec.template,
-            namespace=namespace,
-            names=names,
-            owner=owner,
-            extra_labels={},
-            per_pod_labels=(
-                {LABEL_STATEFULSET_POD_NAME: pod_name, LABEL_POD_INDEX: str(ordinal)}
-                for ordinal, pod_name in enumerate(names)
-            ),
-            per_pod_specs=_statefulset_specs(obj, names),
-        )
-    # Job
+        return _statefulset_pods(obj, namespace, name, count, owner)
+    return _job_pods(obj, namespace, name, count, owner, uid)
+
+
+def _deployment_pods(obj: Deployment, namespace: str, name: str, count: int) -> list[Pod]:
+    """A Deployment's pods: ``<name>-<pod-template-hash>-<5 chars>``, owned by its ReplicaSet."""
+    template_hash = _template_hash(obj.spec.template)
+    rs_name = f"{name}-{template_hash}"
+    owner = OwnerReference(
+        api_version="apps/v1",
+        kind="ReplicaSet",
+        name=rs_name,
+        uid=_uid("ReplicaSet", namespace, rs_name),
+        controller=True,
+        block_owner_deletion=True,
+    )
+    return _expand(
+        template=obj.spec.template,
+        namespace=namespace,
+        names=[f"{rs_name}-{s}" for s in _suffixes(f"ReplicaSet/{namespace}/{rs_name}", count)],
+        owner=owner,
+        extra_labels={LABEL_POD_TEMPLATE_HASH: template_hash},
+    )
+
+
+def _statefulset_pods(obj: StatefulSet, namespace: str, name: str, count: int, owner: OwnerReference) -> list[Pod]:
+    """A StatefulSet's pods: ``<name>-<ordinal>``, with their pod-name / pod-index labels and claims."""
+    names = [f"{name}-{ordinal}" for ordinal in range(count)]
+    return _expand(
+        template=obj.spec.template,
+        namespace=namespace,
+        names=names,
+        owner=owner,
+        extra_labels={},
+        per_pod_labels=(
+            {LABEL_STATEFULSET_POD_NAME: pod_name, LABEL_POD_INDEX: str(ordinal)}
+            for ordinal, pod_name in enumerate(names)
+        ),
+        per_pod_specs=_statefulset_specs(obj, names),
+    )
+
+
+def _job_pods(obj: Job, namespace: str, name: str, count: int, owner: OwnerReference, uid: str) -> list[Pod]:
+    """A Job's pods: ``<name>-<5 chars>`` (Indexed: ``<name>-<index>-<5 chars>``), with the job-name labels."""
     suffixes = _suffixes(f"Job/{namespace}/{name}", count)
     job_labels = {
         LABEL_JOB_NAME: name,

@@ -6,6 +6,9 @@ Pure: the time is an input.
 (Vixie cron: a restricted day-of-month and day-of-week are ORed); ``latest_fire`` finds its latest fire within a
 window, at most ``MAX_LOOKBACK`` (366 days) back. Budgets (``nodeflow.disruption.budgets``) and pause windows
 (``nodeflow.governance.policy``) both read their schedules here.
+
+Must not touch: what a schedule gates (budgets: ``nodeflow.disruption.budgets``; pauses:
+``nodeflow.governance.policy``); the clock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Go durations as Karpenter writes them ("720h", "30s", "1h30m", "Never")."""
+"""Go durations as Karpenter writes them ("720h", "30s", "1h30m", "Never").
+
+Must not touch: what a duration is used for (expiry, grace periods: their deciders); the clock.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ in the manifest's camelCase spelling, e.g.
 
 Model-level validators in ``nodeflow.api`` raise ``ValueError("<relative path>: <rule>")``;
 the relative path is appended to the error's location here.
+
+Must not touch: which input is valid (the models decide); only how their errors read.
 """
 
 from __future__ import annotations

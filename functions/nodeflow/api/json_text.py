@@ -15,6 +15,9 @@ the YAML reader's, and YAML 1.1 (PyYAML's SafeLoader) does not read every JSON t
 syntax): the caller then reads the document with YAML, whose results and errors stay what they were. One kind of
 JSON YAML refuses is read as JSON (and as kubectl reads it): a key longer than 1,024 characters or followed by its
 colon on the next line (YAML's limits on a "simple key"; looking for them cost more than the parse).
+
+Must not touch: what the objects mean (``manifests`` validates them), files (the caller reads them), YAML's own
+results (anything uncertain goes back to YAML).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Load a manifest dict with ``NodePool.model_validate(doc)``; dump it back with
 ``model_dump(by_alias=True, exclude_none=True)``. Errors are pydantic ``ValidationError``s;
 ``nodeflow.api.errors.format_validation_error`` renders them as ``"field.path: rule"`` lines.
 ``load_manifest`` picks the model from ``apiVersion``/``kind``.
+
+Must not touch: any decision about the objects; no I/O.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Validators raise ``ValueError`` whose message states the rule; when the rule is about a
 sub-field the message starts with its relative path (``"values: ..."``), which
 ``nodeflow.api.errors.format_validation_error`` appends to the error location.
+
+Must not touch: any decision about the objects; no I/O.
 """
 
 from __future__ import annotations

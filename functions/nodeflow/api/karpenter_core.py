@@ -4,6 +4,8 @@ Defaults are the ones Karpenter's CRDs apply (expireAfter 720h, consolidationPol
 WhenEmptyOrUnderutilized, consolidateAfter 0s, budgets [{nodes: 10%}]); validation mirrors
 the CRDs' OpenAPI and CEL rules plus NodePool runtime validation (restricted labels,
 duplicate taints).
+
+Must not touch: any decision about the objects (scheduling, disruption, hashing: ``template_hash``); no I/O.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Validation mirrors the EC2NodeClass CRD's OpenAPI and CEL rules: selector-term shapes,
 AMI aliases and families, role xor instanceProfile, restricted tags, kubelet settings,
 block device mappings and metadata options (with their defaults).
+
+Must not touch: how a class resolves to subnets, AMIs or profiles (``nodeflow.aws.ec2``,
+``nodeflow.lifecycle.nodeclass``); no I/O.
 """
 
 from __future__ import annotations

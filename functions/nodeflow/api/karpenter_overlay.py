@@ -7,6 +7,8 @@ resources (never cpu, memory, ephemeral-storage or pods); ``weight`` 1..10000. W
 only when it applies an overlay (its runtime validation: qualified key names, restricted label domains)
 is ``NodeOverlay.runtime_errors()``: such an overlay is accepted by the API server but not applied, and
 its ValidationSucceeded condition says why.
+
+Must not touch: which overlays match, conflict or win (``nodeflow.catalog.overlays``); no I/O.
 """
 
 from __future__ import annotations

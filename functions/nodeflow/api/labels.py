@@ -1,4 +1,7 @@
-"""Well-known label, taint and annotation keys of Karpenter v1 and Kubernetes."""
+"""Well-known label, taint and annotation keys of Karpenter v1 and Kubernetes.
+
+Must not touch: what any key means to a decision; these are names only.
+"""
 
 from __future__ import annotations
 

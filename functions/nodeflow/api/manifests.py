@@ -8,6 +8,8 @@ Service, ...) are skipped with a note. Every problem in every file is collected 
 and the field, e.g.::
 
     examples/bad.yaml: document 1 (NodePool/default): spec.template.spec.requirements[0].operator: ...
+
+Must not touch: what the objects mean (plan, disruption); files are read here and nowhere in the pure code.
 """
 
 from __future__ import annotations

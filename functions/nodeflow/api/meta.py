@@ -4,6 +4,8 @@ Used by both the Karpenter kinds (``nodeflow.api.karpenter``) and the core/v1 Po
 Attribute names are snake_case; aliases are the exact Kubernetes camelCase names, and
 both are accepted on input. Dump with ``model_dump(by_alias=True, exclude_none=True)``
 to get a manifest dict back.
+
+Must not touch: any decision about the objects; no I/O.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ A policy has five optional parts (``spec``):
 
 How several policies combine (the most restrictive wins) is ``nodeflow.governance.policy``'s; the model only
 checks that each policy is well formed, naming the field of any problem.
+
+Must not touch: what a policy allows or refuses (``nodeflow.governance.policy``); no I/O.
 """
 
 from __future__ import annotations

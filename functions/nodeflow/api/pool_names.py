@@ -2,7 +2,10 @@
 ``pauses[].nodePools``): ``*`` stands for every NodePool, existing or future, exactly as ``*`` in ``namespaces``
 stands for every namespace. ``PoolNames`` is the one place that meaning lives: every reader (access, group limits
 in the solver and in disruption, pause windows, the governance record, plan warnings) asks it whether a NodePool is
-covered, and none iterates the names (a ``*`` group is not a list of NodePools)."""
+covered, and none iterates the names (a ``*`` group is not a list of NodePools).
+
+Must not touch: which policy applies to a NodePool beyond the name match (``nodeflow.governance.policy``).
+"""
 
 from __future__ import annotations
 

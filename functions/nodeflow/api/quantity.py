@@ -3,6 +3,8 @@
 Quantities are parsed exactly (Decimal) and carried through the scheduler as integers in
 milli-units (``to_milli``), the same for every resource, so arithmetic stays integral and
 fast: 1 CPU is 1000, 1Ki of memory is 1_024_000.
+
+Must not touch: what a quantity is used for; resources beyond their arithmetic (``nodeflow.scheduling.resources``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ wrote before it computed Karpenter's (still accepted by drift, so an upgrade rep
 
 The same machinery gives the EC2NodeClass hash the AWS provider writes as ``karpenter.k8s.aws/ec2nodeclass-hash``
 (hash version ``EC2NODECLASS_HASH_VERSION``, v5): ``ec2nodeclass_hash``, see there.
+
+Must not touch: whether a node is drifted (``nodeflow.disruption.drift_detection``); only the hash values.
 """
 
 from __future__ import annotations

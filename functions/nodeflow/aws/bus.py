@@ -1,5 +1,8 @@
 """Putting events on an EventBridge bus: PutEvents takes at most 10 entries and 256 KB per call, and
-may fail single entries (FailedEntryCount) while accepting the rest; those are retried."""
+may fail single entries (FailedEntryCount) while accepting the rest; those are retried.
+
+Must not touch: which events go on the bus or where they are routed (``nodeflow.ingress.routing``).
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ return value).
 FAILED response's ``Reason`` in the stack events (and ``cdk deploy`` prints it); the whole response must stay under
 4,096 bytes, so a long reason is cut to fit, keeping its start. CloudFormation sends every property as a string
 (``true``, ``300``): ``flag`` and ``whole`` read them back.
+
+Must not touch: what the resource installs (``nodeflow.installer``).
 """
 
 from __future__ import annotations

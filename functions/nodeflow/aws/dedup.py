@@ -9,6 +9,9 @@ An event id is *claimed* before its event is published (``pending``, with a shor
 out (the webhook died between claim and publish) can be taken again, so a crash never turns a
 retry into a silently dropped "duplicate". Expiry is checked in the conditions (TTL deletion is
 eventual). The clock is passed in by the caller.
+
+Must not touch: whether a request is authentic or an event is routed (``nodeflow.ingress``); only the seen-before
+records.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ raises only these (``AwsError`` subclasses), never a raw ``botocore`` exception.
 
 ``map_error`` turns a ``ClientError`` (or a botocore connection error) into one of them;
 ``aws_errors()`` is the context manager adapters wrap their calls in.
+
+Must not touch: what a step does about an error (the steps and the state machines' Retry/Catch decide).
 """
 
 from __future__ import annotations

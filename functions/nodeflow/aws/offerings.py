@@ -7,6 +7,8 @@ unavailable for ``UNAVAILABLE_TTL_SECONDS`` (3 minutes). Items live under one pa
 
 DynamoDB TTL deletes expired items only eventually (up to days later), so expiry is checked
 on read; TTL merely keeps the table small. The clock is passed in by the caller.
+
+Must not touch: which offering a NodeClaim launches into (the solver and ``nodeflow.lifecycle.launch``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 ``AWS_PROFILE``) in the AWS config file: the AWS CLI's order, and the Lambda runtime's (it sets ``AWS_REGION``).
 boto3 alone reads only ``AWS_DEFAULT_REGION`` and the config file, so a shell with only ``AWS_REGION`` set would
 get "no region" from a bare ``boto3.Session()``: commands make their session with ``aws_session`` instead.
+
+Must not touch: what is done in the region; only which region and session a command uses.
 """
 
 from __future__ import annotations

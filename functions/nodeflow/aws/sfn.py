@@ -15,6 +15,8 @@ executions that continue one another:
 
 ``start_workflow`` treats a chain as one workflow: a start while its latest execution runs, or after the
 latest one succeeded, is a no-op; after the latest one failed, the next run starts.
+
+Must not touch: when a workflow is due (the lifecycle steps decide) or what it does (statemachines/).
 """
 
 from __future__ import annotations

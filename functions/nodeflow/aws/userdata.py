@@ -18,6 +18,8 @@ Families:
 - ``Custom``: the user's userData unchanged.
 
 Malformed user data raises :class:`ValueError` naming the problem.
+
+Must not touch: the launch template around it (``nodeflow.aws.ec2.launch_template_data``); AMI resolution.
 """
 
 from __future__ import annotations

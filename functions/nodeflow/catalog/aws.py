@@ -11,6 +11,8 @@
 Clients are injected (or made from an injected boto3 session) so tests run against moto and
 botocore's Stubber. Every AWS failure is translated in ``_aws_errors`` into the typed errors of
 ``nodeflow.catalog.source``; nothing else here catches botocore exceptions.
+
+Must not touch: how instance types resolve for a class (``instancetypes``), prices beyond reading them.
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ offerings
     no offering, or that cannot run the AMI family's OS, are left out.
 
 Results are cached per (``CatalogData`` object, settings, unavailable set); treat them as read-only.
+
+Must not touch: where the facts come from (``source``) or where pods go (``nodeflow.scheduling``); no I/O.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 ``InstanceType`` is what the solver consumes: one type resolved for one EC2NodeClass, with
 Karpenter's well-known labels, capacity, overhead, allocatable and priced offerings.
 Resources are ``Mapping[str, int]`` in milli-units (see ``nodeflow.api.quantity``).
+
+Must not touch: how the data is fetched (``source``) or resolved (``instancetypes``); no I/O.
 """
 
 from __future__ import annotations

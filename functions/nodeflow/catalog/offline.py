@@ -24,6 +24,8 @@ carries ``spot_prices_estimated=True``; live data (``AwsCatalogSource``) never d
 The snapshot is compact JSON (sorted keys, no whitespace) gzipped with mtime 0, so regenerating
 with the same inputs gives identical bytes. Loading it takes a few tens of milliseconds and is
 cached per (directory, region) for the life of the process.
+
+Must not touch: how the data is resolved (``instancetypes``); AWS (``make catalog`` refreshes the snapshot, not this).
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ Semantics (as Karpenter v1.14):
   reason Conflict). An overlay that fails runtime validation is not applied (reason RuntimeValidation).
 
 NodePools without a matching overlay keep their instance type objects unchanged (same objects).
+
+Must not touch: solver input (``nodeflow.plan.overlays`` applies the answer); overlay status
+(``nodeflow.lifecycle.overlay_status``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ Pure: no boto3, no clock (callers pass ``now``). Three steps, the same as Karpen
 
 Dates: ``end_date`` is a timezone-aware ``datetime`` in UTC, or ``None`` for a reservation without
 an end (EC2's ``EndDateType: unlimited``). Status ``endTime`` is RFC 3339 with a ``Z`` suffix.
+
+Must not touch: what each reservation can still launch during a solve (``nodeflow.scheduling.reservation_manager``); the
+clock.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Both ``nodeflow.catalog.aws.AwsCatalogSource`` and ``nodeflow.catalog.offline.OfflineCatalog``
 implement ``CatalogSource``. Failures surface as the typed errors below; their class names are
 the contract with the state machines' Retry/Catch.
+
+Must not touch: how the data is used (``instancetypes``, the solver).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@
 
 ``RoundBudgets`` applies them in one disruption round: what each NodePool has left per reason, and which of some
 candidates the budgets let through together.
+
+Must not touch: which nodes are disrupted or why (the methods, ``round``); the clock (``now`` is an input).
 """
 
 from __future__ import annotations

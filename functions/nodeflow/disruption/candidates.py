@@ -21,6 +21,8 @@ Blockers (a blocked candidate is never disrupted voluntarily), as Karpenter's ca
   except a pod whose Ready condition is False under a PDB with unhealthyPodEvictionPolicy AlwaysAllow.
   Pod blockers hold graceful disruption (emptiness, consolidation) always, and eventual disruption
   (drift) only when the NodeClaim has no terminationGracePeriod (``eventual_ok``).
+
+Must not touch: which candidate a method disrupts (the methods), budgets (``budgets``); AWS, Kubernetes, the clock.
 """
 
 from __future__ import annotations

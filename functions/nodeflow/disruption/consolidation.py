@@ -35,6 +35,9 @@ Given the NodePools' totals, a move of nodes of a NodePool with consolidationPol
 its score (see ``nodeflow.disruption.balanced``), and a single node whose outright deletion would not pass is
 not simulated at all; the command carries the scores. ``Consolidation.attempt`` then asks the round whether the
 NodeflowPolicies admit the command (``method.Round.validate``).
+
+Must not touch: the order in which the methods run and the budgets (``round``), the packing itself
+(``nodeflow.scheduling``: simulations go through the solver), Kubernetes, AWS, the clock.
 """
 
 from __future__ import annotations

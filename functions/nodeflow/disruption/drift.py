@@ -8,6 +8,8 @@ command: replaced by as many NodeClaims as its pods need, or deleted when they f
 one inside its consolidateAfter window too: Karpenter's drift simulation is no consolidation simulation). A
 command the NodeflowPolicies refuse is simulated again under the ceilings and limits that could bind
 (``Round.validate``); when that is refused too, the node is reported blocked and the next one is tried.
+
+Must not touch: why a node is drifted (``drift_detection``), static NodePools (``static_drift``), budgets (``round``).
 """
 
 from __future__ import annotations

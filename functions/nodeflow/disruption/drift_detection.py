@@ -26,6 +26,8 @@ In Karpenter's order, the first that applies:
 6. Subnet / security groups: the instance's subnet (annotation nodeflow.io/subnet-id) is not among
    status.subnets, or its security groups (nodeflow.io/security-group-ids) differ from
    status.securityGroups (only judged when known on both sides).
+
+Must not touch: what is done about a drifted node (``drift``, ``static_drift``); the clock.
 """
 
 from __future__ import annotations

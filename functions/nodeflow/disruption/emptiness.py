@@ -5,6 +5,8 @@ and whose last pod event is at least consolidateAfter ago (``candidates.settled`
 Never), whatever the consolidation policy (WhenEmpty, WhenEmptyOrUnderutilized, Balanced). It deletes as many
 of them together as the budgets (reason Empty) allow, in disruption-cost order; the others are reported blocked
 by their budget. No replacement, so no simulation and no policy check.
+
+Must not touch: nodes with pods to move (consolidation), budgets (``round``), the clock (``now`` is an input).
 """
 
 from __future__ import annotations

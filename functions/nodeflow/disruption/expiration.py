@@ -5,6 +5,8 @@ Forceful, so no disruption method: no budget, no blocker, no replacement simulat
 NodeflowPolicy. Every candidate not being deleted whose NodeClaim was created at least expireAfter ago (Go duration
 arithmetic, ``nodeflow.api.duration.shift``) is expired, the earliest first; the round leaves expired nodes out of
 every voluntary method, and the disruption Lambda starts one terminate workflow each (reason Expired).
+
+Must not touch: budgets, blockers or replacements (expiration is forceful); the clock (``now`` is an input).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 PURE (DESIGN.md rule 1): nothing here, or anywhere in ``nodeflow.disruption``, calls boto3 or the
 Kubernetes API or reads the clock; the caller passes ``now``.
+
+Must not touch: any decision; these are the shapes only.
 """
 
 from __future__ import annotations

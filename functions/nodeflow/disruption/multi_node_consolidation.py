@@ -14,6 +14,9 @@ consolidation made) placed early in the order makes every longer prefix fail, si
 as itself. So when the batch holds right-sized candidates, the same binary search also runs over the batch with
 those moved last (their order kept), and the command saving more $/hour of the two is taken (Karpenter's on a
 tie). Prefixes both searches try are simulated once.
+
+Must not touch: what a simulation means (``consolidation``), the single-node fallback's reports, Kubernetes, AWS,
+the clock.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ are the snapshot's, the time is the round's ``now``.
 
 Spend in use is ``nodeflow.governance.spend.cluster_spend`` (the provisioner's): nodes not going away and NodeClaims
 still launching, shared among namespaces by CPU request; the candidates are freed at what it counts them for.
+
+Must not touch: what a policy allows (``nodeflow.governance.policy`` evaluates it); the clock.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ ContainerRuntimeReady       False     30 minutes
   (the terminate workflow); the metric ``karpenter_nodeclaims_disrupted_total{reason="unhealthy"}`` counts it.
 
 PURE (DESIGN.md rule 1): the caller passes the nodes, the NodeClaims and ``now``.
+
+Must not touch: carrying out a repair (``nodeflow.lifecycle.node_repair``); budgets (repair is forceful); the clock.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ fraction of the node's lifetime left); the budgets (``budgets.RoundBudgets``), t
 (``simulation``) and the policy check of a command (``method.Round.validate``: replacements that would cross a
 $/hour ceiling or a group limit are simulated again under them, else refused and their candidates reported
 blocked) are the round's, shared by every method.
+
+Must not touch: what a method decides (its own module), Kubernetes or AWS (the lifecycle applies the result), the
+clock (``now`` is an input).
 """
 
 from __future__ import annotations

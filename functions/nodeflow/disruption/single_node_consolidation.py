@@ -5,6 +5,9 @@ Wants what consolidation wants (``consolidation.Consolidation.should_disrupt``).
 with Underutilized budget left one at a time, in consolidation order with the NodePools interleaved (the first of
 each NodePool, by name, then the second of each, ...), and takes the first that consolidates
 (``Consolidation.attempt``); each node tried before it is reported Unconsolidatable with why.
+
+Must not touch: what a simulation means (``consolidation``), budgets beyond asking which NodePools have
+Underutilized budget left, Kubernetes, AWS, the clock.
 """
 
 from __future__ import annotations

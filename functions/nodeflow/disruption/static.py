@@ -5,7 +5,7 @@ drift method leaves them to static drift (``nodeflow.disruption.static_drift``).
 provisioner then brings the pool back to its replicas.
 
 Scale down (Karpenter's static deprovisioning): when a static NodePool has more active NodeClaims than
-``spec.replicas`` (counted as ``nodeflow.scheduling.static.static_counts``), that many of them are deleted, no
+``spec.replicas`` (counted as ``nodeflow.scheduling.static_capacity.static_counts``), that many of them are deleted, no
 budget or blocker applying, chosen in this order:
 
 1. NodeClaims not launched yet (no ``status.providerID``), by name;
@@ -15,6 +15,9 @@ budget or blocker applying, chosen in this order:
    eviction costs of all their pods) times the fraction of the NodeClaim's lifetime left, then name.
 
 Nodes already deleting or being disrupted (``karpenter.sh/disrupted``) are not chosen.
+
+Must not touch: how many NodeClaims a static NodePool needs while scaling up (``nodeflow.scheduling.static_capacity``);
+drift (``static_drift``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from nodeflow.api.karpenter import NodePool
 from nodeflow.cluster import ClusterState
 from nodeflow.disruption.candidates import Candidate, _aware, _lifetime_remaining
 from nodeflow.podutil import do_not_disrupt_active, eviction_cost
-from nodeflow.scheduling.static import is_static, static_counts
+from nodeflow.scheduling.static_capacity import is_static, static_counts
 
 __all__ = ["OVERPROVISIONED", "ScaleDown", "scale_downs"]
 

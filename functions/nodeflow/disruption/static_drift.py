@@ -3,10 +3,12 @@
 
 Wants the candidates of static NodePools (``spec.replicas``) that drifted (``drift_detection.drift_reason``;
 eventual, as drift). The first of them, one per NodePool in the round's order, whose pool allows it is replaced
-by a new NodeClaim of its pool's template (``nodeflow.scheduling.static.static_plan``), not by a simulation of
+by a new NodeClaim of its pool's template (``nodeflow.scheduling.static_capacity.static_plan``), not by a simulation of
 its pods: not while the pool is above its replicas (scale-down first, ``nodeflow.disruption.static``), not beyond
 the pool's disruption budget for Drifted, and not when ``limits.nodes`` leaves no room for the replacement. A
 replacement the NodeflowPolicies refuse (a ceiling or group limit) is not taken and the node is reported blocked.
+
+Must not touch: why a node is drifted (``drift_detection``), non-static NodePools (``drift``), budgets (``round``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from nodeflow.disruption.candidates import Candidate
 from nodeflow.disruption.method import BudgetClass, Round
 from nodeflow.disruption.model import BlockKind, Command, Reason
-from nodeflow.scheduling.static import is_static, node_limit, static_counts, static_plan
+from nodeflow.scheduling.static_capacity import is_static, node_limit, static_counts, static_plan
 from nodeflow.scheduling.types import NodeClaimPlan
 
 __all__ = ["STATIC_DRIFT", "StaticDrift"]

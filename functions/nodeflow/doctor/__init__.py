@@ -5,4 +5,6 @@
                webhook's URL)
 ``kube_facts`` reads the facts from the cluster (EC2NodeClasses, NodePools, CRDs, the agent, NodeClaims, Karpenter)
 The command itself is ``nodeflow.doctor_cli``.
+
+Must not touch: nodeflow's own objects or the account's resources: the doctor only reads.
 """

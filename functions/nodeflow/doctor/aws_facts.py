@@ -11,6 +11,8 @@ ListExecutions / DescribeExecution; CloudWatch GetMetricData.
 
 ``clients`` is any ``service -> boto3 client`` callable (the CLI's: a session's; tests: moto, or botocore's Stubber
 where moto has no such API).
+
+Must not touch: what a fact means (``checks`` decides); anything but reads.
 """
 
 from __future__ import annotations

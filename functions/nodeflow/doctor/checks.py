@@ -26,6 +26,8 @@ After install (does it work):
   failed-executions          launch / terminate / replace executions failed in the last hour
   stuck-nodeclaims           NodeClaims not Initialized STUCK_AFTER after their creation, or deleting that long
   karpenter-controller       no Karpenter controller running (``nodeflow.karpenter_presence``)
+
+Must not touch: how a fact is read (``aws_facts``, ``kube_facts``); the clock.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ error: a Forbidden naming the verb and resource, a CRD not installed), never rai
 Reads only: CRDs (apiextensions.k8s.io), EC2NodeClasses and NodePools (the before-install checks select with them),
 the agent's Deployment and pods, pending pods and Nodes (what the agent must have forwarded), NodeClaims, and
 Karpenter's Deployments and leader-election Lease (``nodeflow.karpenter_presence``).
+
+Must not touch: what a fact means (``checks`` decides); anything but reads.
 """
 
 from __future__ import annotations

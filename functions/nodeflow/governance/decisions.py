@@ -40,6 +40,8 @@ SHARDS partition keys: DynamoDB writes one partition key at most 1,000 WCU a sec
 ``sk >= <since>`` condition selects a period. A record can name several NodePools (an unschedulable pod has a
 reason per NodePool; a command's candidates can span NodePools), so NodePools and pods are index items rather
 than one GSI attribute.
+
+Must not touch: how records are stored (``nodeflow.aws.decision_log``); what was decided (the records report it).
 """
 
 from __future__ import annotations
@@ -626,41 +628,8 @@ def disruption_records(
         records.append(record)
 
     if command is not None:
-        candidates = [str(c) for c in command.get("candidates") or ()]
-        moved = [str(m.get("pod")) for m in command.get("moves") or () if m.get("pod")]
-        replacements = [dict(r) for r in command.get("replacements") or ()]
-        pools = [nodes.get(c, "") for c in candidates] + [str(r.get("nodePool", "")) for r in replacements]
-        outcome = (
-            "executed" if executed else "replacing" if replacing else f"skipped: {skipped}" if skipped else "decided"
-        )
-        saved = float(command.get("savedPerHour", 0.0))
-        summary = (
-            f"{command.get('reason')} ({command.get('method')}): {command.get('decision', 'delete')} "
-            f"{', '.join(candidates)}"
-            + (f" with {len(replacements)} replacement{'s' if len(replacements) != 1 else ''}" if replacements else "")
-            + f", saves ${saved:.4f}/hour; {outcome}"
-        )
-        add(
-            DISRUPTION,
-            summary,
-            pools,
-            moved,
-            {
-                "reason": command.get("reason"),
-                "method": command.get("method"),
-                "decision": command.get("decision"),
-                "candidates": candidates,
-                "replacements": replacements,
-                "moves": list(command.get("moves") or ()),
-                "candidatesPricePerHour": command.get("candidatesPricePerHour"),
-                "replacementsPricePerHour": command.get("replacementsPricePerHour"),
-                "savedPerHour": saved,
-                "outcome": outcome.split(":")[0],
-                "executed": list(executed),
-                **({"skipped": skipped} if skipped else {}),
-            },
-            skipped or "",
-        )
+        summary, pools, moved, detail = _command_record(command, executed, replacing, skipped, nodes)
+        add(DISRUPTION, summary, pools, moved, detail, skipped or "")
     # A candidate stays blocked for many rounds (one a minute): its record is keyed by the hour and by what blocks
     # it, so the rounds of one hour write one record (its time: the latest round's), not sixty.
     hour = time_key(at.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
@@ -684,6 +653,44 @@ def disruption_records(
         for claim in names:
             add(kind, f"terminate NodeClaim {claim}: {why}", [claims.get(claim, "")], (), {"nodeClaim": claim})
     return records
+
+
+def _command_record(
+    command: Mapping[str, Any],
+    executed: Sequence[str],
+    replacing: bool,
+    skipped: str | None,
+    nodes: Mapping[str, str],
+) -> tuple[str, list[str], list[str], dict[str, Any]]:
+    """A round's command as a record: its summary, NodePools (of the candidates and the replacements), the pods it
+    moves, and its detail (with what became of it: executed, replacing, skipped or only decided)."""
+    candidates = [str(c) for c in command.get("candidates") or ()]
+    moved = [str(m.get("pod")) for m in command.get("moves") or () if m.get("pod")]
+    replacements = [dict(r) for r in command.get("replacements") or ()]
+    pools = [nodes.get(c, "") for c in candidates] + [str(r.get("nodePool", "")) for r in replacements]
+    outcome = "executed" if executed else "replacing" if replacing else f"skipped: {skipped}" if skipped else "decided"
+    saved = float(command.get("savedPerHour", 0.0))
+    summary = (
+        f"{command.get('reason')} ({command.get('method')}): {command.get('decision', 'delete')} "
+        f"{', '.join(candidates)}"
+        + (f" with {len(replacements)} replacement{'s' if len(replacements) != 1 else ''}" if replacements else "")
+        + f", saves ${saved:.4f}/hour; {outcome}"
+    )
+    detail = {
+        "reason": command.get("reason"),
+        "method": command.get("method"),
+        "decision": command.get("decision"),
+        "candidates": candidates,
+        "replacements": replacements,
+        "moves": list(command.get("moves") or ()),
+        "candidatesPricePerHour": command.get("candidatesPricePerHour"),
+        "replacementsPricePerHour": command.get("replacementsPricePerHour"),
+        "savedPerHour": saved,
+        "outcome": outcome.split(":")[0],
+        "executed": list(executed),
+        **({"skipped": skipped} if skipped else {}),
+    }
+    return summary, pools, moved, detail
 
 
 def _claim_offering(labels: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:

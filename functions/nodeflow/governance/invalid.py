@@ -12,6 +12,9 @@ Event naming the field, and fixing the policy lifts the pause at the next provis
 untouched, and so is voluntary disruption, unless the policy holds a pause window that may pause disruption (its
 ``disruption`` is not ``false``, or the windows cannot be read): then disruption is paused too, in the same NodePools.
 Pure: no clock, no I/O.
+
+Must not touch: what a valid policy allows (``policy``); reporting the invalid policy
+(``nodeflow.lifecycle.policy_status``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 
 They live in the repository next to the code (``infra/`` beside ``functions/``): when that is not there (an
 installed package, a Lambda asset) ``load_permissions`` says so in ``Permissions.error`` instead of failing.
+
+Must not touch: the grants themselves (``infra/``): this only reads them as data.
 """
 
 from __future__ import annotations

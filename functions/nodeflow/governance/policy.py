@@ -15,6 +15,9 @@ NodePool (an alternative to the policy's other rules naming it), a ``*`` group h
 
 Access and pauses govern NEW capacity: pods may still land on existing nodes. A window is judged once per time asked
 (``Governance.open_windows``), whatever the number of NodePools asked about.
+
+Must not touch: where pods go (``nodeflow.scheduling`` applies the bounds) or which nodes are disrupted
+(``nodeflow.disruption``); the clock.
 """
 
 from __future__ import annotations

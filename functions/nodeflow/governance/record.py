@@ -33,6 +33,9 @@ name unless said otherwise):
       accessPolicies {function: {policy, when}} (EKS access policies instead of groups: the installer),
       clusterRoles[] {name, rules[] {apiGroups, resources, verbs}}, roles[] {namespace, name, rules[]},
       agent {clusterRoles[]}}
+
+Must not touch: what policies allow (``policy``) or what is spent (``spend``); the cluster (a ``ClusterState`` is the
+input).
 """
 
 from __future__ import annotations
@@ -505,11 +508,26 @@ def _term(term: Mapping[str, Any]) -> str:
 
 
 def render_markdown(record: Mapping[str, Any]) -> str:
-    """The record for a review: one heading per section, tables."""
+    """The record for a review: one heading per section (``_md_node_pools`` ... ``_md_permissions``), tables."""
     out: list[str] = [f"# nodeflow governance record ({record['generatedAt']})", ""]
     source = record.get("source") or {}
     if source:
         out += [f"Source: {_cell(source)}. Catalog: {record['catalog']['region']}.", ""]
+    out += _md_node_pools(record)
+    out += _md_node_classes(record)
+    out += _md_capacity(record)
+    out += _md_access(record)
+    out += _md_bounds(record)
+    out += _md_disruption_controls(record)
+    out += _md_permissions(record)
+    if record.get("notes"):
+        out += ["## Notes", ""] + [f"- {n}" for n in record["notes"]] + [""]
+    return "\n".join(out)
+
+
+def _md_node_pools(record: Mapping[str, Any]) -> list[str]:
+    """The NodePools: one table each (requirements, labels, taints, limits, disruption, $/hour)."""
+    out: list[str] = []
     out += ["## NodePools", ""]
     pools = record["nodePools"]
     if not pools:
@@ -542,6 +560,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
             ],
         )
         out.append("")
+    return out
+
+
+def _md_node_classes(record: Mapping[str, Any]) -> list[str]:
+    """The EC2NodeClasses: one table each, with what to review."""
+    out: list[str] = []
     out += ["## EC2NodeClasses", ""]
     classes = record["nodeClasses"]
     if not classes:
@@ -568,6 +592,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
             ],
         )
         out += [""] + [f"- review: {r}" for r in c["review"]] + ([""] if c["review"] else [])
+    return out
+
+
+def _md_capacity(record: Mapping[str, Any]) -> list[str]:
+    """The NodeClaims and nodes observed, and their $/hour by NodePool and capacity type."""
+    out: list[str] = []
     capacity = record["capacity"]
     out += ["## Capacity and cost", ""]
     if capacity["machines"]:
@@ -608,6 +638,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     else:
         out.append("No NodeClaims or nodes observed.")
     out.append("")
+    return out
+
+
+def _md_access(record: Mapping[str, Any]) -> list[str]:
+    """Which namespaces may use which NodePools and resources, and why not."""
+    out: list[str] = []
     access = record["access"]
     out += ["## Access under the NodeflowPolicies", ""]
     out.append(
@@ -643,6 +679,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     else:
         out.append("No namespaces known (no Namespace objects, no pods).")
     out.append("")
+    return out
+
+
+def _md_bounds(record: Mapping[str, Any]) -> list[str]:
+    """The $/hour ceilings, group limits and pause windows of the NodeflowPolicies."""
+    out: list[str] = []
     out += ["## Cost ceilings, group limits and pauses", ""]
     if record["ceilings"]:
         out += _table(
@@ -688,6 +730,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
         out.append("")
     else:
         out += ["No pause windows.", ""]
+    return out
+
+
+def _md_disruption_controls(record: Mapping[str, Any]) -> list[str]:
+    """The pods do-not-disrupt and PodDisruptionBudgets protect, and how many neither does."""
+    out: list[str] = []
     controls = record["disruptionControls"]
     out += ["## Disruption controls", ""]
     if controls["doNotDisrupt"]:
@@ -706,6 +754,12 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     else:
         out.append("No PodDisruptionBudgets.")
     out += ["", f"Bound pods neither a PDB nor do-not-disrupt protects: {controls['unprotectedPods']}.", ""]
+    return out
+
+
+def _md_permissions(record: Mapping[str, Any]) -> list[str]:
+    """nodeflow's own IAM statements and Kubernetes RBAC."""
+    out: list[str] = []
     perms = record["permissions"]
     out += ["## nodeflow's own permissions", ""]
     if not perms["available"]:
@@ -756,6 +810,4 @@ def render_markdown(record: Mapping[str, Any]) -> str:
                 rule_rows.append(("agent ClusterRole", role["name"], _groups(rule), rule["resources"], rule["verbs"]))
         out += _table(("Kind", "Name", "API groups", "Resources", "Verbs"), rule_rows)
         out.append("")
-    if record.get("notes"):
-        out += ["## Notes", ""] + [f"- {n}" for n in record["notes"]] + [""]
-    return "\n".join(out)
+    return out

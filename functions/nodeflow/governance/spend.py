@@ -21,6 +21,8 @@ NodeOverlay price adjustments are not applied (the catalog's prices count).
 Each node's $/hour is shared among the namespaces of its non-DaemonSet, non-mirror pods that are not finished
 (a launching NodeClaim: the pending pods nominated to it) in proportion to their CPU requests
 (``governance.policy.namespace_shares``). Pure: no clock, no I/O.
+
+Must not touch: the ceilings' verdicts (``policy``, ``nodeflow.scheduling.ceilings``); the clock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Lambda: the launch workflow's CleanUp step (its Catch): no instance outlives a failed NodeClaim."""
+"""Lambda: the launch workflow's CleanUp step (its Catch): no instance outlives a failed NodeClaim.
+
+Must not touch: what is cleaned up (``nodeflow.lifecycle.cleanup.cleanup`` decides); this only reads the event and
+settings, calls the step and shapes its answer.
+"""
 
 from __future__ import annotations
 

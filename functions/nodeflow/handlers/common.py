@@ -1,4 +1,7 @@
-"""Powertools objects and the glue every handler shares: typed inputs, error mapping, deps."""
+"""Powertools objects and the glue every handler shares: typed inputs, error mapping, deps.
+
+Must not touch: what any step decides, AWS or Kubernetes beyond building the clients (``runtime``).
+"""
 
 from __future__ import annotations
 
@@ -213,10 +216,10 @@ def decision_log_time(context: Any, margin: float = DECISION_LOG_MARGIN_SECONDS)
 
 
 def record_decision_log(writer: Any) -> None:
-    """The metrics of an invocation's decision-log writer (``nodeflow.aws.decisions.DecisionLog``; None: not
+    """The metrics of an invocation's decision-log writer (``nodeflow.aws.decision_log.DecisionLog``; None: not
     configured): items written, items that could not be written (``DecisionLogWriteErrors``) and items the deadline
     left unwritten (``DecisionLogWriteTimeouts``); both alarmed."""
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
 
     if isinstance(writer, DecisionLog):
         metrics.add_metric(name="DecisionLogItemsWritten", unit="Count", value=writer.written)

@@ -1,5 +1,9 @@
 """Lambda (every minute from EventBridge Scheduler, and on the disruption queue's cluster changes):
-one round of voluntary disruption, plus expiration. The queue's messages are only a trigger."""
+one round of voluntary disruption, plus expiration. The queue's messages are only a trigger.
+
+Must not touch: what the round decides or does (``nodeflow.lifecycle.disruption_round``); this reads settings, calls the
+round and turns its outcome into metrics.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,11 @@
 over to the next execution of the workflow after ``PASSES_PER_EXECUTION`` passes).
 
 Input: ``{"state": <the execution's state>, "execution": <its name>}`` (the state machine's Parameters); an
-execution of an older definition passes its state alone, and never hands over."""
+execution of an older definition passes its state alone, and never hands over.
+
+Must not touch: what a drain pass does (``nodeflow.lifecycle.termination.drain_step``); this reads the workflow state
+and calls it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Lambda: the terminate workflow's RemoveFinalizer step (the Node, then the NodeClaim, go away)."""
+"""Lambda: the terminate workflow's RemoveFinalizer step (the Node, then the NodeClaim, go away).
+
+Must not touch: what removing the finalizers does (``nodeflow.lifecycle.termination.remove_finalizers``); this reads the
+workflow state and calls it.
+"""
 
 from __future__ import annotations
 

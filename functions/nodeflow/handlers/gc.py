@@ -1,6 +1,10 @@
 """Lambda (scheduled): garbage collection — EC2NodeClass and NodePool status, launches whose CleanUp did not
 finish, leaked instances, NodeClaims whose instance is gone, Nodes left behind, launch templates nothing uses and
-deleted EC2NodeClasses (their finalizer)."""
+deleted EC2NodeClasses (their finalizer).
+
+Must not touch: what is collected (``nodeflow.lifecycle.cleanup.collect_garbage``); this reads settings, calls it and
+emits its metrics.
+"""
 
 from __future__ import annotations
 

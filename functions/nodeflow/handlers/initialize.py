@@ -1,4 +1,8 @@
-"""Lambda: the launch workflow's Initialize step (polled until the node is ready)."""
+"""Lambda: the launch workflow's Initialize step (polled until the node is ready).
+
+Must not touch: what initialization checks (``nodeflow.lifecycle.registration.initialize``); this reads the workflow
+state and calls it.
+"""
 
 from __future__ import annotations
 

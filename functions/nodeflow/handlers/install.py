@@ -24,6 +24,9 @@ in hmac mode, ``SourceDigest``, ``AgentReadySeconds``):
 
 The physical id is constant (``nodeflow-install/<cluster>``): an Update never replaces the resource, so
 CloudFormation never sends the Delete of a replaced one.
+
+Must not touch: what is installed (``nodeflow.installer``); this answers CloudFormation's custom resource protocol
+around it.
 """
 
 from __future__ import annotations

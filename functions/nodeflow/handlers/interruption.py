@@ -9,6 +9,9 @@ Unknown and malformed messages are logged and dropped (retrying cannot make them
 whose handling failed (Kubernetes or AWS unavailable, ...) is returned in ``batchItemFailures`` so SQS
 delivers it again, and after the queue's maxReceiveCount moves it to the dead-letter queue. A message is
 deleted only once it is handled.
+
+Must not touch: how a message is parsed or acted on (``nodeflow.interruption.messages``,
+``nodeflow.lifecycle.interruption_handling``); this reads the SQS batch and reports the failed items.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Each sample is its own EMF record (``single_metric``) in the ``nodeflow`` namesp
 to ``service`` and ``cluster`` (``CLUSTER_NAME``), so one metric's label values do not leak into another's.
 CloudWatch refuses an empty dimension value: an empty label (e.g. ``consolidation_type`` of a drift decision) is
 left out of the dimensions instead.
+
+Must not touch: what the metrics count (the steps' results say); only their names, labels and EMF shape are decided
+here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Lambda: the launch workflow's Launch step (one instance for one NodeClaim)."""
+"""Lambda: the launch workflow's Launch step (one instance for one NodeClaim).
+
+Must not touch: what is launched (``nodeflow.lifecycle.launch.launch``); this reads the workflow state and calls it.
+"""
 
 from __future__ import annotations
 

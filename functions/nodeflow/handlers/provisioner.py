@@ -4,6 +4,9 @@ The batch is a trigger: a fresh cluster snapshot decides what to launch. Unreada
 logged and dropped (they cannot be provisioned better by retrying); a failure of the provisioning
 itself fails the whole batch so SQS delivers it again (nothing is lost, nothing doubles). Pods a
 NodeflowPolicy pause window holds get a run of their own when it closes: a delayed message on this queue.
+
+Must not touch: what is provisioned (``nodeflow.lifecycle.provisioner.provision``); this reads the SQS batch and
+settings and calls it.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from nodeflow.aws.sfn import start_launch
 from nodeflow.handlers.common import decision_log_time, logger, metrics, record_decision_log, tracer
 from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, record_scheduling_duration
 from nodeflow.handlers.runtime import runtime
-from nodeflow.lifecycle.capacity_reservations import live_reservations
 from nodeflow.lifecycle.claims import batch_id
 from nodeflow.lifecycle.karpenter_guard import hold
 from nodeflow.lifecycle.provisioner import PauseRetry, ProvisionDeps, provision
+from nodeflow.lifecycle.reservation_tracking import live_reservations
 
 
 def deps(context: Any = None) -> ProvisionDeps:

@@ -1,4 +1,8 @@
-"""Lambda: the launch workflow's Register step (polled until the node appears)."""
+"""Lambda: the launch workflow's Register step (polled until the node appears).
+
+Must not touch: what registration does (``nodeflow.lifecycle.registration.register``); this reads the workflow state and
+calls it.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Lambda: the replace workflow's steps (``action``: check | terminate | rollback) for a disruption
-command that replaces nodes; the workflow's state is passed as ``replace``."""
+command that replaces nodes; the workflow's state is passed as ``replace``.
+
+Must not touch: what each replace step does (``nodeflow.lifecycle.replace``); this reads the workflow state and calls
+it.
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 the variable's name), and lazily built clients (boto3, the Kubernetes API, the catalog).
 
 Tests and the demo call ``reset()`` after changing the environment, and may set ``clock``.
+
+Must not touch: what any step decides; the clients are built here, never used here.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from nodeflow.aws.region import region_from_env
 
 if TYPE_CHECKING:
-    from nodeflow.aws.decisions import DecisionLog
+    from nodeflow.aws.decision_log import DecisionLog
     from nodeflow.aws.offerings import UnavailableOfferings
     from nodeflow.aws.userdata import ClusterInfo
     from nodeflow.catalog.model import CatalogData
@@ -265,7 +267,7 @@ class Runtime:
     ) -> DecisionLog | None:
         """A writer of the decision log (one per invocation: it counts what it wrote), None when not configured.
         ``time_left``: the seconds its writes may take (the invocation's remaining time less a margin)."""
-        from nodeflow.aws.decisions import DecisionLog
+        from nodeflow.aws.decision_log import DecisionLog
 
         s = self.settings
         if not s.decision_table_name:

@@ -1,4 +1,8 @@
-"""Lambda: the terminate workflow's Taint step (delete the NodeClaim and Node, taint and label the Node)."""
+"""Lambda: the terminate workflow's Taint step (delete the NodeClaim and Node, taint and label the Node).
+
+Must not touch: what the Taint step does (``nodeflow.lifecycle.termination.taint``); this reads the workflow state and
+calls it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Lambda: the terminate workflow's Terminate step (TerminateInstances; done once the instance shuts down)."""
+"""Lambda: the terminate workflow's Terminate step (TerminateInstances; done once the instance shuts down).
+
+Must not touch: what the Terminate step does (``nodeflow.lifecycle.termination.terminate``); this reads the workflow
+state and calls it.
+"""
 
 from __future__ import annotations
 

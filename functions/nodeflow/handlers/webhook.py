@@ -2,6 +2,9 @@
 
 Answers 202 when every event is on the bus (or was already), 4xx with a reason when the request
 is refused (nothing is enqueued), 503 when the store or the bus failed (the agent retries).
+
+Must not touch: which requests are accepted or where events go (``nodeflow.ingress``); this maps the Function URL
+request to ``nodeflow.ingress.webhook`` and back.
 """
 
 from __future__ import annotations

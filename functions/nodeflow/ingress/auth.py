@@ -13,6 +13,8 @@ Two modes (``WEBHOOK_AUTH``):
 Both modes refuse a timestamp more than ``TIMESTAMP_SKEW_SECONDS`` from now (401 when missing or
 unreadable, 403 when out of range) and a nonce already seen (403, checked by the caller through
 ``NonceStore`` once everything else holds).
+
+Must not touch: what the events say (``models``) or where they go (``routing``).
 """
 
 from __future__ import annotations

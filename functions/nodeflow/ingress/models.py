@@ -15,6 +15,8 @@
 
 Duplicate names in an object: the last one wins (RFC 8259 leaves it to the parser), and that value
 is both the one validated and the one forwarded; consumers never see the raw body.
+
+Must not touch: whether the request is authentic (``auth``) or where the events go (``routing``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Constants of the agent → webhook protocol (agent/PROTOCOL.md is the prose version)."""
+"""Constants of the agent → webhook protocol (agent/PROTOCOL.md is the prose version).
+
+Must not touch: how requests are checked (``auth``, ``models``) or routed (``routing``).
+"""
 
 from __future__ import annotations
 

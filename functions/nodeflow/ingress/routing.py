@@ -11,6 +11,8 @@ second instead of one 10 s batch. That costs little here: the batch is only a tr
 provisioner solves a fresh snapshot of *all* pending pods, and pods nominated by an earlier batch
 are counted on their NodeClaims, so a later batch adds only what is still missing. A 10 s window
 would match Karpenter's ceiling but add up to 10 s to every single pod.
+
+Must not touch: the bus or the queues themselves (``nodeflow.aws.bus``, the stack); no I/O.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ request is authenticated (``parse_request``, which raises nothing but ``RequestI
 else it raised would be a bug, answered 400 ``unreadable`` and logged, so one bad event cannot
 block the agent). Event times are untrusted: a time later than the receive time is forwarded as the
 receive time (``observedAt`` and the entry's Time), so no consumer ever sees a future time.
+
+Must not touch: how the bus or the nonce store work (``nodeflow.aws.bus``, ``nodeflow.aws.dedup``); the Function URL's
+event shape (``nodeflow.handlers.webhook``).
 """
 
 from __future__ import annotations

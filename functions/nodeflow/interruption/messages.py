@@ -26,6 +26,8 @@ attached EBS status is ignored. One message per instance and category (``Instanc
 ``EventStatus``).
 
 Pure: no AWS or Kubernetes client here.
+
+Must not touch: what is done about a message (``nodeflow.lifecycle.interruption_handling``); AWS, Kubernetes, the clock.
 """
 
 from __future__ import annotations

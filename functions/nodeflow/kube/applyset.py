@@ -17,6 +17,8 @@ What it decides:
 - Remove: the given objects are deleted in the reverse of the apply order (workloads first); one already gone is fine.
 
 Every wait is bounded by ``time_left`` (seconds); running out raises ``ApplyError`` saying what was waited for.
+
+Must not touch: what the objects hold (``nodeflow.install`` renders them); other objects than the set's.
 """
 
 from __future__ import annotations

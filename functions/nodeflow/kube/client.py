@@ -6,6 +6,9 @@ generated ``*Api`` classes (importing ``CoreV1Api`` alone costs ~1 s) and the cl
 model deserialization. Responses come back as raw bytes; callers parse them straight
 into ``nodeflow.api`` pydantic models. Every error comes out as a
 ``nodeflow.kube.errors.KubeError`` subclass.
+
+Must not touch: what any object means or which to write (the lifecycle steps decide); only requests, answers and typed
+errors.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ an STS ``GetCallerIdentity`` URL presigned (SigV4, query auth, 60 s) with the si
 header ``x-k8s-aws-id: <cluster name>``. It is generated offline by botocore's presigner;
 ``TokenProvider`` caches it and makes a new one before it expires (clock injectable).
 The ApiClient asks for it on every request through the configuration's refresh hook.
+
+Must not touch: what is done with the client; only how it connects and authenticates.
 """
 
 from __future__ import annotations

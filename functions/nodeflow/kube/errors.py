@@ -12,6 +12,8 @@ Exception class names are part of the contract with the state machines' Retry/Ca
 ``retry_read`` retries safe reads on ``Unavailable``/``TooManyRequests``;
 ``retry_conflict`` re-runs a read-modify-write (which must refetch) on ``Conflict``.
 Both are bounded, back off exponentially with jitter, and take an injectable ``sleep``.
+
+Must not touch: what a step does about an error (the steps and the state machines' Retry/Catch decide).
 """
 
 from __future__ import annotations

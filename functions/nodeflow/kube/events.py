@@ -5,6 +5,8 @@ message) increments ``count`` and ``lastTimestamp`` of one Event instead of addi
 another. The Event's name is derived from that key, so the deduplication also holds
 across Lambda invocations (and concurrent ones: the increment is a read-modify-write
 with resourceVersion).
+
+Must not touch: when an Event is due (the steps decide); only how it is written and deduplicated.
 """
 
 from __future__ import annotations

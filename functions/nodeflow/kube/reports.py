@@ -11,6 +11,8 @@ nor counted. ``Reports.failed`` is the pass's count, for the caller's metric (``
 writes again what changed.
 
 Reports are for people: one never fails the work around it (provisioning, a disruption round, garbage collection).
+
+Must not touch: what is written (the steps decide); only that one object's failure stays its own.
 """
 
 from __future__ import annotations

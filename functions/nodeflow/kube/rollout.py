@@ -4,6 +4,8 @@ keeps failing).
 
 ``rollout_status`` and ``pod_problems`` are pure functions of the objects; ``wait_rolled_out`` polls the API server
 until the Deployment is out or ``time_left`` runs out (``RolloutError`` with the pods' problems).
+
+Must not touch: the Deployment (this only reads it).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ NodeflowPolicies (nodeflow.io) are listed too: ``Snapshot.state`` hands the vali
 invalid one as its fail-safe stand-in (``nodeflow.governance.invalid``: provisioning paused in what it governs),
 never as nothing. A policy LIST answered 404 (the CRD is not installed) or 403 (an older controller-rbac.yaml)
 means no policies (``missing_kinds`` names it, the provisioner logs it).
+
+Must not touch: what any decision makes of the objects; writes of any kind.
 """
 
 from __future__ import annotations

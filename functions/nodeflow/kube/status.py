@@ -14,6 +14,8 @@ a condition's status does not change):
 - ``NodeClassReady``: the referenced EC2NodeClass exists, is not being deleted (else False with Karpenter's
   ``NodeClassTerminating``) and its Ready condition is True,
 - ``Ready``: both are True (root condition).
+
+Must not touch: what a status should say (the steps decide); only how it is patched.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """NodeClaims from solver plans: deterministic names and the manifest Karpenter would create.
 
 Pure: no Kubernetes or AWS calls, no clock.
+
+Must not touch: the API server (``provisioner`` creates the NodeClaims); where pods go (``nodeflow.scheduling``).
 """
 
 from __future__ import annotations

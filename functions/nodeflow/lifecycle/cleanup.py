@@ -25,7 +25,9 @@ EC2NodeClasses, NodeClaims and Nodes:
 - while a Karpenter controller runs, none of the above (``lifecycle/karpenter_guard.py``): garbage collection does
   nothing, its result says why;
 - launch templates: the EC2NodeClass finalizer, the templates of a deleted class, and those no live instance was
-  launched from past a grace period (``lifecycle/launch_templates.py``).
+  launched from past a grace period (``lifecycle/launch_template_gc.py``).
+
+Must not touch: launch templates (``launch_template_gc``); what a launch or termination does (their steps).
 """
 
 from __future__ import annotations
@@ -206,7 +208,12 @@ def _abandoned(deps: CleanupDeps, claims: Sequence[NodeClaim], now: datetime, gr
 
 
 def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any]:
-    """Finish what faults left half done (see the module docstring); returns what was done."""
+    """Finish what faults left half done (see the module docstring); returns what was done.
+
+    Steps, in this order: EC2NodeClass status, abandoned launches cleaned up (``_clean_abandoned``), instances no
+    NodeClaim owns terminated (``_terminate_orphans``), NodeClaims whose instance is gone deleted
+    (``_delete_gone_claims``), stale nominations pruned, Nodes left by gone instances deleted (``_delete_ghosts``),
+    launch templates collected."""
     from nodeflow.kube.snapshot import take_snapshot
     from nodeflow.lifecycle.nodeclass import reconcile_status
 
@@ -218,36 +225,11 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     snap = reconcile_status(
         deps.kube, deps.recorder, snap, now, resolver=deps.resolver, only_unknown=False, log=deps.log, reports=reports
     )
-    claims = list(snap.node_claims)
-
-    # A launch that failed and whose CleanUp failed too (or crashed): clean up as CleanUp would have.
-    abandoned = _abandoned(deps, claims, now, grace_seconds)
-    cleaned: list[str] = []
-    for name, error in abandoned:
-        why = {"Error": error, "Cause": ""}
-        try:
-            cleanup(deps, name, why)
-        except kerr.KubeError as exc:  # the next run tries again
-            deps.log("abandoned NodeClaim not cleaned up", {"nodeClaim": name, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        cleaned.append(name)
-    claims = [c for c in claims if c.name not in set(cleaned)]
-
-    names = {c.name: c for c in claims}
+    cleaned = _clean_abandoned(deps, list(snap.node_claims), now, grace_seconds)
+    claims = [c for c in snap.node_claims if c.name not in set(cleaned)]
     by_instance = {iid: c for c in claims if (iid := _instance_id(_provider_id(c)))}
-
-    def owned(info: InstanceInfo) -> bool:
-        if info.instance_id in by_instance:
-            return True
-        claim = names.get(info.tags.get(TAG_NODECLAIM, ""))
-        # The NodeClaim its tag names owns it only while that NodeClaim points to no instance yet (launching).
-        return claim is not None and _provider_id(claim) is None
-
     instances = list_cluster_instances(deps.ec2, deps.cluster_name)
-    orphans = [
-        info.instance_id for info in instances if not owned(info) and _age(now, info.launch_time) >= grace_seconds
-    ]
-    terminated = terminate_instances(deps.ec2, orphans) if orphans else {}
+    terminated = _terminate_orphans(deps, claims, by_instance, instances, now, grace_seconds)
 
     def launched_long_ago(c: NodeClaim) -> bool:
         cond = c.status.condition("Launched") if c.status else None
@@ -262,36 +244,14 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
     ]
     asked = {*candidates, *(iid for iid, _ in ghosts)}
     live = describe_instance_states(deps.ec2, asked) if asked else {}
-    deleted = []
-    disrupted: list[dict[str, str]] = []  # the deleted NodeClaims' labels (for the metrics)
-    for iid, claim in sorted(candidates.items()):
-        if iid in live:
-            continue
-        name = f"NodeClaim/{claim.name}"
-        gone = f"NodeClaim {claim.name}: instance {iid} no longer exists"
-        reports.run(
-            "NodeClaim event", name, partial(deps.recorder.record, ObjectRef.of(claim), NORMAL, "InstanceGone", gone)
-        )
-        if reports.run("NodeClaim deletion", name, partial(_delete_claim_and_node, deps.kube, claim)):
-            deleted.append(claim.name)
-            disrupted.append(dict(claim.metadata.labels or {}))
+    deleted, disrupted = _delete_gone_claims(deps, candidates, live, reports)
 
     # Nodes left behind by a failed or terminated launch: no NodeClaim names them and their instance is gone.
     pruned = _prune_nominations(deps, [c for c in claims if c.name not in set(deleted)], snap.nodes, reports)
-
-    nodes_deleted = []
-    for iid, ghost in ghosts:
-        if iid in live:
-            continue  # a running instance without a NodeClaim is a leak: terminated above, the Node next time
-        name = ghost.metadata.name or ""
-        if (
-            reports.run("Node deletion", f"Node/{name}", partial(_delete_with_finalizer, deps.kube, NODES, name))
-            is not None
-        ):
-            nodes_deleted.append(name)
+    nodes_deleted = _delete_ghosts(deps, ghosts, live, reports)
 
     # Launch templates nothing uses any more, and those of deleted EC2NodeClasses (with the classes' finalizer).
-    from nodeflow.lifecycle.launch_templates import LaunchTemplateDeps, collect_launch_templates
+    from nodeflow.lifecycle.launch_template_gc import LaunchTemplateDeps, collect_launch_templates
 
     templates = LaunchTemplateDeps(deps.kube, deps.ec2, deps.recorder, deps.cluster_name, deps.log)
     swept = collect_launch_templates(templates, snap.node_classes, snap.node_claims, instances, now, reports)
@@ -305,6 +265,82 @@ def collect_garbage(deps: CleanupDeps, grace_seconds: int = 30) -> dict[str, Any
         "nominationsPruned": sorted(pruned),
         "reportErrors": reports.failed,
     }
+
+
+def _clean_abandoned(deps: CleanupDeps, claims: Sequence[NodeClaim], now: datetime, grace: int) -> list[str]:
+    """A launch that failed and whose CleanUp failed too (or crashed): clean up as CleanUp would have. The
+    NodeClaims cleaned up (one the API server refused now is tried again next run)."""
+    cleaned: list[str] = []
+    for name, error in _abandoned(deps, claims, now, grace):
+        why = {"Error": error, "Cause": ""}
+        try:
+            cleanup(deps, name, why)
+        except kerr.KubeError as exc:  # the next run tries again
+            deps.log("abandoned NodeClaim not cleaned up", {"nodeClaim": name, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        cleaned.append(name)
+    return cleaned
+
+
+def _terminate_orphans(
+    deps: CleanupDeps,
+    claims: Sequence[NodeClaim],
+    by_instance: Mapping[str, NodeClaim],
+    instances: Sequence[InstanceInfo],
+    now: datetime,
+    grace: int,
+) -> dict[str, str]:
+    """Terminate the cluster's instances older than ``grace`` seconds that no NodeClaim owns: none points to it, and
+    the NodeClaim its tag names (if any) points to another instance already. Their states after TerminateInstances."""
+    names = {c.name: c for c in claims}
+
+    def owned(info: InstanceInfo) -> bool:
+        if info.instance_id in by_instance:
+            return True
+        claim = names.get(info.tags.get(TAG_NODECLAIM, ""))
+        # The NodeClaim its tag names owns it only while that NodeClaim points to no instance yet (launching).
+        return claim is not None and _provider_id(claim) is None
+
+    orphans = [info.instance_id for info in instances if not owned(info) and _age(now, info.launch_time) >= grace]
+    return terminate_instances(deps.ec2, orphans) if orphans else {}
+
+
+def _delete_gone_claims(
+    deps: CleanupDeps, candidates: Mapping[str, NodeClaim], live: Mapping[str, Any], reports: Reports
+) -> tuple[list[str], list[dict[str, str]]]:
+    """Delete (with their Node) the NodeClaims among ``candidates`` (instance id -> NodeClaim) whose instance is not
+    ``live``: the NodeClaims deleted, and their labels (for the metrics)."""
+    deleted: list[str] = []
+    disrupted: list[dict[str, str]] = []
+    for iid, claim in sorted(candidates.items()):
+        if iid in live:
+            continue
+        name = f"NodeClaim/{claim.name}"
+        gone = f"NodeClaim {claim.name}: instance {iid} no longer exists"
+        reports.run(
+            "NodeClaim event", name, partial(deps.recorder.record, ObjectRef.of(claim), NORMAL, "InstanceGone", gone)
+        )
+        if reports.run("NodeClaim deletion", name, partial(_delete_claim_and_node, deps.kube, claim)):
+            deleted.append(claim.name)
+            disrupted.append(dict(claim.metadata.labels or {}))
+    return deleted, disrupted
+
+
+def _delete_ghosts(
+    deps: CleanupDeps, ghosts: Sequence[tuple[str, Node]], live: Mapping[str, Any], reports: Reports
+) -> list[str]:
+    """Delete the Nodes (instance id, Node) no NodeClaim names whose instance is gone; the Nodes deleted."""
+    nodes_deleted: list[str] = []
+    for iid, ghost in ghosts:
+        if iid in live:
+            continue  # a running instance without a NodeClaim is a leak: terminated above, the Node next time
+        name = ghost.metadata.name or ""
+        if (
+            reports.run("Node deletion", f"Node/{name}", partial(_delete_with_finalizer, deps.kube, NODES, name))
+            is not None
+        ):
+            nodes_deleted.append(name)
+    return nodes_deleted
 
 
 def _prune_nominations(

@@ -10,8 +10,8 @@ Named after the step; the pure decisions are ``nodeflow.disruption``, the Lambda
   (``lifecycle/karpenter_guard.py``): ``paused`` says why, each NodePool gets the Event.
 - Expired nodes (``expireAfter``) get a terminate workflow each (reason ``Expired``).
 - Nodes on a capacity block that ends within 40 minutes get one too (reason ``CapacityBlockExpiring``;
-  ``lifecycle/capacity_reservations.py``), as Karpenter's capacity reservation expiration controller.
-- With the ``NodeRepair`` feature gate, unhealthy nodes are replaced forcefully (``lifecycle/repair.py``).
+  ``lifecycle/reservation_tracking.py``), as Karpenter's capacity reservation expiration controller.
+- With the ``NodeRepair`` feature gate, unhealthy nodes are replaced forcefully (``lifecycle/node_repair.py``).
 - Blocked candidates get their event (``DisruptionBlocked`` / ``Unconsolidatable``) naming the blocker.
 - The voluntary command is re-validated after ``VALIDATION_SECONDS`` (15 s, as Karpenter): a second
   snapshot and round must propose the same nodes for the same reason, else nothing is done.
@@ -22,6 +22,9 @@ Named after the step; the pure decisions are ``nodeflow.disruption``, the Lambda
   through ``lifecycle/replace.py``: candidates tainted, replacements created and launched, and the
   ``replace`` workflow waits for them to be initialized before terminating the candidates (or
   un-taints them if a replacement fails).
+
+Must not touch: which command a round decides (``nodeflow.disruption.round``); what the workflows it starts do
+(terminate, replace).
 """
 
 from __future__ import annotations
@@ -52,12 +55,12 @@ from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import take_snapshot
 from nodeflow.kube.status import set_node_claim_conditions
 from nodeflow.kube.writes import add_taints, remove_taints
-from nodeflow.lifecycle.capacity_reservations import REASON_CAPACITY_BLOCK_EXPIRING, expiring_capacity_blocks
 from nodeflow.lifecycle.karpenter_guard import Pause
-from nodeflow.lifecycle.overlays import write_overlay_statuses
+from nodeflow.lifecycle.node_repair import RepairDeps, RepairOutcome, repair_nodes
+from nodeflow.lifecycle.overlay_status import write_overlay_statuses
 from nodeflow.lifecycle.provisioner import ProvisionDeps, keep_static
-from nodeflow.lifecycle.repair import RepairDeps, RepairOutcome, repair_nodes
 from nodeflow.lifecycle.replace import DISRUPTED, ReplaceDeps, start
+from nodeflow.lifecycle.reservation_tracking import REASON_CAPACITY_BLOCK_EXPIRING, expiring_capacity_blocks
 
 __all__ = [
     "PAUSE_CONFIG_MAP",
@@ -90,8 +93,8 @@ class DisruptionDeps:
     start_launch: Callable[[str], bool] = lambda _name: False
     start_replace: Callable[[str, Mapping[str, Any]], bool] = lambda _name, _input: False
     timer: Callable[[], float] = time.perf_counter  # times the round's methods (metrics only)
-    node_repair: bool = False  # Karpenter's NodeRepair feature gate (lifecycle/repair.py)
-    # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the round's command, blocked
+    node_repair: bool = False  # Karpenter's NodeRepair feature gate (lifecycle/node_repair.py)
+    # The decision log (``nodeflow.aws.decision_log.DecisionLog.write``; must not raise): the round's command, blocked
     # candidates and forceful terminations, written when the round is over (None: no log).
     decisions: Callable[[Sequence[Decision]], Any] | None = None
     # Where a condition, timer or Event write the API server did not take is logged (``nodeflow.kube.reports``).
@@ -320,10 +323,42 @@ def _log_decisions(deps: DisruptionDeps, out: DisruptionOutcome) -> None:
 
 
 def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
+    """The round's steps: a first round looked at (``_observe``), what no budget or pause holds back done
+    (``_forceful``), then, unless paused, the blocked candidates reported and the round's command re-validated after
+    ``validation_seconds`` and carried out (``_carry_out``)."""
     if deps.karpenter is not None and (pause := deps.karpenter(out.reports)) is not None:
         out.paused = pause.why
         return out
     first = _round(deps)
+    _observe(deps, first, out)
+    _forceful(deps, first, out)
+    out.paused = paused(deps.kube, deps.namespace)
+    if out.paused is not None:
+        return out
+    for b in first.result.blocked:
+        event = partial(deps.recorder.record, ObjectRef("Node", b.node), NORMAL, b.kind.value, b.message)
+        out.reports.run("Node event", f"Node/{b.node}", event)
+        out.blocked.append(b.to_json())
+    command = first.result.command
+    if command is None:
+        return out
+    if any(first.claims.get(node) in out.capacity_blocks for node in command.candidates):
+        out.skipped = "a candidate's capacity block is ending: it is being terminated; the next round decides again"
+        return out
+    out.command = command.to_json()
+    deps.sleep(deps.validation_seconds)
+    again = _round(deps)
+    out.failed_validation = not _same(command, again.result.command)
+    if out.failed_validation or paused(deps.kube, deps.namespace) is not None:
+        out.skipped = "the cluster changed during the validation wait; the next round decides again"
+        return out
+    _carry_out(deps, again.result.command or command, again, out)
+    return out
+
+
+def _observe(deps: DisruptionDeps, first: _Round, out: DisruptionOutcome) -> None:
+    """What the metrics and the decision log read of the first round (pools of nodes and NodeClaims, budgets, costs,
+    evaluations), and the NodeClaims' disruption conditions marked."""
     for n in first.snapshot.state.nodes:
         out.node_pools[n.metadata.name or ""] = (n.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "")
     for c in first.snapshot.state.node_claims:
@@ -332,6 +367,11 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
     out.pool_costs = pool_costs(first.snapshot, deps.catalog)
     out.evaluations = list(first.result.evaluations)
     mark_conditions(deps, first.prepared, out.reports)
+
+
+def _forceful(deps: DisruptionDeps, first: _Round, out: DisruptionOutcome) -> None:
+    """What neither budgets nor the pause hold back: capacity blocks ending, expired NodeClaims, static NodePools
+    scaled down and kept at their count, and (feature gate) node repair."""
     state = first.snapshot.state  # capacity blocks ending: forceful as expiration (no budget, not paused)
     for ending, _ in expiring_capacity_blocks(state.node_claims, state.node_classes, deps.now()):
         if deps.start_terminate(ending, REASON_CAPACITY_BLOCK_EXPIRING):
@@ -359,27 +399,11 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
         repair = RepairDeps(deps.kube, deps.recorder, deps.start_terminate, deps.now)
         out.repair = repair_nodes(repair, first.snapshot.state.nodes, first.snapshot.state.node_claims)
         out.disrupted += out.repair.disrupted
-    out.paused = paused(deps.kube, deps.namespace)
-    if out.paused is not None:
-        return out
-    for b in first.result.blocked:
-        event = partial(deps.recorder.record, ObjectRef("Node", b.node), NORMAL, b.kind.value, b.message)
-        out.reports.run("Node event", f"Node/{b.node}", event)
-        out.blocked.append(b.to_json())
-    command = first.result.command
-    if command is None:
-        return out
-    if any(first.claims.get(node) in out.capacity_blocks for node in command.candidates):
-        out.skipped = "a candidate's capacity block is ending: it is being terminated; the next round decides again"
-        return out
-    out.command = command.to_json()
-    deps.sleep(deps.validation_seconds)
-    again = _round(deps)
-    out.failed_validation = not _same(command, again.result.command)
-    if out.failed_validation or paused(deps.kube, deps.namespace) is not None:
-        out.skipped = "the cluster changed during the validation wait; the next round decides again"
-        return out
-    command = again.result.command or command
+
+
+def _carry_out(deps: DisruptionDeps, command: Command, again: _Round, out: DisruptionOutcome) -> None:
+    """The validated command: its replacements started first (the replace workflow), or its candidates tainted and
+    terminated."""
     pools = {n.metadata.name: (n.metadata.labels or {}).get(wk.LABEL_NODEPOOL, "") for n in again.snapshot.state.nodes}
     out.command_pools = sorted({pools.get(node, "") for node in command.candidates})
     if command.replacements:
@@ -392,7 +416,7 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
             start_replace=deps.start_replace,
         )
         out.replacing = start(replace, command, again.claims, again.pools)
-        return out
+        return
     labels = _labels(again)
     for node in command.candidates:
         claim = again.claims.get(node)
@@ -416,7 +440,6 @@ def _run(deps: DisruptionDeps, out: DisruptionOutcome) -> DisruptionOutcome:
         if started:
             out.executed.append(claim)
             out.disrupted.append((command.reason.value, labels.get(claim, {})))
-    return out
 
 
 def _labels(r: _Round) -> dict[str, dict[str, str]]:

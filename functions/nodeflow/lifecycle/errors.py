@@ -2,6 +2,8 @@
 Lambda that raises one reports it as ``errorType``, which Step Functions matches exactly.
 
 ``as_workflow_error`` maps the adapters' typed errors onto them in one place.
+
+Must not touch: when a step fails; only the names the workflows match and the mapping from the adapters' errors.
 """
 
 from __future__ import annotations

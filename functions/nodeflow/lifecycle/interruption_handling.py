@@ -29,6 +29,9 @@ the same interruptions from its own queue; the messages are acknowledged, each o
 Redelivery is harmless: the terminate workflow is started idempotently (named after the NodeClaim), an
 offering marked twice stays marked (its expiry moves), and a repeated Event bumps the count of one Event.
 Each message succeeds or fails on its own; a failed one is reported so SQS delivers it again.
+
+Must not touch: how a message is parsed (``nodeflow.interruption.messages``); how a node is terminated (the terminate
+workflow).
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ class InterruptionDeps:
     start_termination: Callable[[str, str], bool]  # (NodeClaim, reason) -> started (False: running / done)
     now: Callable[[], datetime]
     sleep: Callable[[float], None] = time.sleep  # between retries of the NodeClaim LIST
-    # The decision log (``nodeflow.aws.decisions.DecisionLog``; must not raise): the terminations started.
+    # The decision log (``nodeflow.aws.decision_log.DecisionLog``; must not raise): the terminations started.
     decisions: Callable[[Sequence[Decision]], Any] | None = None
     # While a Karpenter controller runs (``karpenter_guard``) it handles interruptions from its own queue: every
     # message is acknowledged untouched, saying why (None: never asked).

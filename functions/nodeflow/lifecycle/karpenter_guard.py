@@ -18,6 +18,8 @@ and a condition of ours would be dropped and written again on every run of each.
 A guard that cannot read Deployments or Leases (403: an older install's RBAC) does not hold nodeflow still: it logs
 why, and ``python -m nodeflow doctor`` checks for Karpenter with the operator's own credentials. Any other error
 propagates (the run fails and is retried, as it would on the snapshot).
+
+Must not touch: what nodeflow does when Karpenter is absent (the steps); Karpenter's own objects.
 """
 
 from __future__ import annotations

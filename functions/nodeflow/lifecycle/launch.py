@@ -21,6 +21,9 @@ reservation EC2 answers as exhausted is marked unavailable (its type and zone, c
 the launch falls back to spot / on-demand when the NodeClaim allows them; a NodeClaim that allows only reserved
 capacity fails with ``NoCapacity``, its pods are provisioned again and the solver no longer offers it the
 exhausted reservation (as Karpenter deletes such a NodeClaim and schedules again).
+
+Must not touch: how a launch template is made (``nodeflow.aws.ec2.launch_templates``) or CreateFleet is called
+(``nodeflow.aws.ec2.fleet``); registration (the next step).
 """
 
 from __future__ import annotations

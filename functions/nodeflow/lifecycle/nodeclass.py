@@ -35,6 +35,8 @@ every NodePool's status (``ValidationSucceeded`` naming the field of an invalid 
 (``ValidationFailed`` / ``NodeClassNotReady``). Other NodePools are not affected by a bad one: each class's and each
 NodePool's report stands on its own (``nodeflow.kube.reports``), a write the API server refuses or fails is logged
 and counted, and the others are written.
+
+Must not touch: how a class's subnets, security groups, AMIs or profile are read (``nodeflow.aws.ec2``); launches.
 """
 
 from __future__ import annotations
@@ -360,7 +362,7 @@ def reconcile_node_classes(
     out: list[EC2NodeClass] = []
     for nc in classes:
         name = f"EC2NodeClass/{nc.name}"
-        if nc.metadata.deletion_timestamp is not None:  # being deleted: only finalized (lifecycle/launch_templates.py)
+        if nc.metadata.deletion_timestamp is not None:  # being deleted: only finalized (launch_template_gc)
             out.append(nc)
             continue
         if not (only_unknown and node_class_readiness(nc)[0] != "Unknown"):

@@ -16,6 +16,8 @@ to completion, or was bound to a node that stays (the NodeClaim's own: the nomin
 scheduler chose). ``open_nominations`` is that rule (pure); ``prune_nominations`` (garbage collection) rewrites each
 NodeClaim's annotation with its open nominations only, and removes it when none is left. A pod nodeflow cannot read
 (it does not validate) is kept: it may well be there.
+
+Must not touch: where pods go (``nodeflow.scheduling``); the NodeClaims beyond this annotation.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@
   in what it governs), so the pods it holds back get that pause as their reason.
 - No policies readable (the CRD is not installed: 404; an older controller-rbac.yaml: 403): logged once per
   container, as a warning (nodeflow then provisions without policies).
+
+Must not touch: whether a policy is valid or what it allows (``nodeflow.governance``); objects other than
+NodeflowPolicies and their Events.
 """
 
 from __future__ import annotations

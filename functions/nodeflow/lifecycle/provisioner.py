@@ -5,6 +5,9 @@ provision comes from a fresh snapshot of the cluster, solved as a whole (as Karp
 Re-running a batch is safe: NodeClaim names derive from the batch and their pods, pods nominated
 to NodeClaims not yet initialized count as placed (``nodeflow.plan``), and an execution is named
 after its NodeClaim, so it starts at most once.
+
+Must not touch: where pods go (``nodeflow.plan``, ``nodeflow.scheduling``); how an instance launches (the launch
+workflow).
 """
 
 from __future__ import annotations
@@ -37,15 +40,15 @@ from nodeflow.kube.events import EventRecorder
 from nodeflow.kube.reports import Reports
 from nodeflow.kube.snapshot import Snapshot, take_snapshot
 from nodeflow.kube.writes import create_node_claim
-from nodeflow.lifecycle.capacity_reservations import available_after_launches
 from nodeflow.lifecycle.claims import MAX_CLAIM_INSTANCE_TYPES, batch_id, node_claim_manifest, node_claim_name
 from nodeflow.lifecycle.karpenter_guard import RETRY_SECONDS as KARPENTER_RETRY_SECONDS
 from nodeflow.lifecycle.karpenter_guard import Pause
 from nodeflow.lifecycle.nodeclass import NodeClassResolver, reconcile_status
-from nodeflow.lifecycle.overlays import claim_annotations, write_overlay_statuses
+from nodeflow.lifecycle.overlay_status import claim_annotations, write_overlay_statuses
 from nodeflow.lifecycle.policy_status import report_policies
+from nodeflow.lifecycle.reservation_tracking import available_after_launches
 from nodeflow.plan import build_input, plan
-from nodeflow.scheduling.static import is_static
+from nodeflow.scheduling.static_capacity import is_static
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
 
 __all__ = ["PauseRetry", "ProvisionDeps", "ProvisionResult", "keep_static", "pause_retry", "provision"]
@@ -90,7 +93,7 @@ class ProvisionDeps:
     # Resolves EC2NodeClasses not yet resolved at their generation (None: status is taken as found).
     resolver: NodeClassResolver | None = None
     log: Callable[[str, dict[str, Any]], None] = lambda _message, _extra: None
-    # The capacity reservations the classes select, live (``capacity_reservations.live_reservations``; None: none).
+    # The capacity reservations the classes select, live (``reservation_tracking.live_reservations``; None: none).
     reservations: Callable[[Sequence[EC2NodeClass], datetime], tuple[CapacityReservation, ...]] | None = None
     # Backoff of NodeClaim creates answered 429 and of throttled StartExecutions (attempts per call, longest wait).
     kube_attempts: int = 8
@@ -98,7 +101,7 @@ class ProvisionDeps:
     max_backoff: float = 5.0
     sleep: Callable[[float], None] = time.sleep
     jitter: Callable[[], float] = random.random
-    # The decision log (``nodeflow.aws.decisions.DecisionLog.write``; must not raise): the run's records, written
+    # The decision log (``nodeflow.aws.decision_log.DecisionLog.write``; must not raise): the run's records, written
     # after its NodeClaims are created and launched (None: no log).
     decisions: Callable[[Sequence[Decision]], Any] | None = None
     # Schedules the run that provisions the pods a pause window holds when it closes (``PauseRetry``; True: a

@@ -8,6 +8,8 @@ resources allocatable, then marks it Initialized (and Ready).
 
 Each step is idempotent and returns quickly; the state machine's Wait loop polls them. Past the
 TTL (measured from the launch) they raise ``RegistrationTimeout`` / ``InitializationTimeout``.
+
+Must not touch: how an instance launches (``launch``); disruption or termination of the node.
 """
 
 from __future__ import annotations
@@ -153,47 +155,12 @@ def register(
 
     node_name = raw["metadata"]["name"]
     claim_labels = dict(claim.metadata.labels or {})
-    annotations = {k: v for k, v in (claim.metadata.annotations or {}).items() if k not in _CLAIM_ONLY_ANNOTATIONS}
-    sync_taints = [  # as JSON: a taint's timeAdded is a time
-        t.model_dump(by_alias=True, exclude_none=True, mode="json")
-        for t in (*(claim.spec.taints or ()), *(claim.spec.startup_taints or ()))
-    ]
-    owner = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "name": claim.name,
-        "uid": claim.metadata.uid or "",
-        "blockOwnerDeletion": True,
-    }
-
-    first = [False]  # this step registered the Node (counted once as created)
-
-    def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
-        meta = obj.setdefault("metadata", {})
-        labels = meta.setdefault("labels", {})
-        first_time = first[0] = labels.get(wk.LABEL_REGISTERED) != "true"
-        labels.update(claim_labels)
-        labels[wk.LABEL_REGISTERED] = "true"
-        meta.setdefault("annotations", {}).update(annotations)
-        finalizers = meta.setdefault("finalizers", [])
-        if wk.FINALIZER_TERMINATION not in finalizers:
-            finalizers.append(wk.FINALIZER_TERMINATION)
-        owners = meta.setdefault("ownerReferences", [])
-        if not any(o.get("uid") == owner["uid"] and o.get("kind") == "NodeClaim" for o in owners):
-            owners.append(owner)
-        spec = obj.setdefault("spec", {})
-        taints = [t for t in spec.get("taints") or [] if t.get("key") != wk.TAINT_UNREGISTERED]
-        if first_time:  # taints are synced once: later edits on the node are the user's
-            have = {(t.get("key"), t.get("effect")) for t in taints}
-            taints += [t for t in sync_taints if (t.get("key"), t.get("effect")) not in have]
-        spec["taints"] = taints
-        return obj
-
+    mutate = _NodeSync.of(claim)
     try:
         updated, _ = update(deps.kube, NODES, node_name, mutate)
     except kerr.NotFound:
         return {"registered": False, "elapsedSeconds": int(elapsed)}
-    created = {"created": _created(first[0], claim_labels)}  # for the metrics
+    created = {"created": _created(mutate.first, claim_labels)}  # for the metrics
     recount_node_pool(deps.kube, claim_labels.get(wk.LABEL_NODEPOOL, ""))  # the pool's NODES column follows
     # A node that is ready already (polls are sparse) is initialized in the same step.
     if _waiting_for(Node.model_validate(updated), claim) is None:
@@ -207,6 +174,61 @@ def register(
         return {"registered": True, "initialized": True, "node": node_name, **created}
     _set_claim_conditions(deps, claim, [("Registered", "True", "Registered")], nodeName=node_name)
     return {"registered": True, "initialized": False, "node": node_name, **created}
+
+
+@dataclass
+class _NodeSync:
+    """What Register writes onto the NodeClaim's Node (an ``update`` mutation): the NodeClaim's labels and
+    annotations, registered, the termination finalizer, the NodeClaim as owner, and (the first time only: later edits
+    are the user's) its taints and startup taints in place of the unregistered taint. ``first``: this write
+    registered the Node."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[dict[str, Any]]
+    owner: dict[str, Any]
+    first: bool = False
+
+    @classmethod
+    def of(cls, claim: NodeClaim) -> _NodeSync:
+        return cls(
+            labels=dict(claim.metadata.labels or {}),
+            annotations={
+                k: v for k, v in (claim.metadata.annotations or {}).items() if k not in _CLAIM_ONLY_ANNOTATIONS
+            },
+            taints=[  # as JSON: a taint's timeAdded is a time
+                t.model_dump(by_alias=True, exclude_none=True, mode="json")
+                for t in (*(claim.spec.taints or ()), *(claim.spec.startup_taints or ()))
+            ],
+            owner={
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "name": claim.name,
+                "uid": claim.metadata.uid or "",
+                "blockOwnerDeletion": True,
+            },
+        )
+
+    def __call__(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        meta = obj.setdefault("metadata", {})
+        labels = meta.setdefault("labels", {})
+        first_time = self.first = labels.get(wk.LABEL_REGISTERED) != "true"
+        labels.update(self.labels)
+        labels[wk.LABEL_REGISTERED] = "true"
+        meta.setdefault("annotations", {}).update(self.annotations)
+        finalizers = meta.setdefault("finalizers", [])
+        if wk.FINALIZER_TERMINATION not in finalizers:
+            finalizers.append(wk.FINALIZER_TERMINATION)
+        owners = meta.setdefault("ownerReferences", [])
+        if not any(o.get("uid") == self.owner["uid"] and o.get("kind") == "NodeClaim" for o in owners):
+            owners.append(self.owner)
+        spec = obj.setdefault("spec", {})
+        taints = [t for t in spec.get("taints") or [] if t.get("key") != wk.TAINT_UNREGISTERED]
+        if first_time:  # taints are synced once: later edits on the node are the user's
+            have = {(t.get("key"), t.get("effect")) for t in taints}
+            taints += [t for t in self.taints if (t.get("key"), t.get("effect")) not in have]
+        spec["taints"] = taints
+        return obj
 
 
 def _created(first: bool, labels: Mapping[str, str]) -> dict[str, str] | None:

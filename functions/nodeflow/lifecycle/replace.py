@@ -9,6 +9,9 @@
 3. ``terminate_candidates``: the candidates' terminate workflows (taint, drain, terminate).
 4. ``rollback``: un-taint the candidates and terminate the replacements that exist, so nothing is lost
    and nothing is left behind.
+
+Must not touch: which nodes a command replaces (``nodeflow.disruption``); how a candidate is terminated (the terminate
+workflow).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ idempotent: re-running any of them (a retry, a second execution after a failed o
 - **Taint**: DELETE the NodeClaim and its Node (both carry ``karpenter.sh/termination``, so they get a
   deletionTimestamp and stay; the NodeClaim's is the terminationGracePeriod clock), add the
   ``karpenter.sh/disrupted:NoSchedule`` taint and the exclude-from-external-load-balancers label.
-- **Drain**: apply ``nodeflow.lifecycle.drain`` (evict through the Eviction API, delete for the
+- **Drain**: apply ``nodeflow.lifecycle.drain_plan`` (evict through the Eviction API, delete for the
   deadline), set the NodeClaim's ``Drained`` and ``VolumesDetached`` conditions and say how long the
   workflow waits before the next look. Skipped when the instance is gone already.
 - **Terminate**: TerminateInstances for the NodeClaim's instance(s); done once they are shutting down (if not,
@@ -35,6 +35,9 @@ WaitForTermination (38 events); so 1 + 32 (Taint) + 151 x (32 + 38) + (32 + 2 + 
 end state and the execution's end instead of the last wait). A pass without retries is 9 events (Drain 5,
 Drained? 2, WaitForDrain 2, as measured from moto's execution history): a normal execution of a held drain
 stays near 100 x 9 = 900 events.
+
+Must not touch: which pods a drain evicts or deletes, and when (``drain_plan`` decides); why a node is terminated (the
+caller's reason).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from nodeflow.kube.writes import (
     get_node_claim,
     remove_finalizer,
 )
-from nodeflow.lifecycle import drain as plan
+from nodeflow.lifecycle import drain_plan as plan
 from nodeflow.lifecycle.errors import TerminationFailed
 
 __all__ = [
@@ -285,7 +288,9 @@ def drain(
     """One drain pass; ``{"state": "draining" | "detaching" | "done" | "gone", "waitSeconds": n, ...}``.
 
     ``held_passes``: how many passes in a row only do-not-disrupt pods held the drain (from the previous
-    pass's ``heldPasses``); such a drain is looked at less and less often (``drain.HELD_MAX_WAIT_SECONDS``)."""
+    pass's ``heldPasses``); such a drain is looked at less and less often (``drain_plan.HELD_MAX_WAIT_SECONDS``).
+    Steps: the pods past the deadline deleted (``_delete_overdue``), the others evicted (``_evict``), then either
+    the drain goes on (``_still_draining``) or the node waits for its volumes to detach (``_drained``)."""
     claim = _claim(deps, claim_name)
     if claim is None:
         return {"state": "gone", "waitSeconds": 0}
@@ -300,7 +305,27 @@ def drain(
     raw_pods = deps.kube.list_items(PODS, field_selector=f"spec.nodeName={name}") if name else []
     deadline = _deadline(claim)
     decided = plan.plan_drain((plan.pod_from_manifest(p) for p in raw_pods), now, deadline)
+    deleted = _delete_overdue(deps, decided, deadline or now)
+    evicted, refused, codes = _evict(deps, decided)
+    out: dict[str, Any] = {
+        "node": name,
+        "group": decided.group.label if decided.group is not None else None,
+        "evicted": _keys(evicted),
+        "deleted": _keys(deleted),
+        "waiting": len(decided.waiting),
+        "skipped": len(decided.skipped),
+        # exact, for the metrics (the lists above are truncated): eviction responses by HTTP code (a pod found gone,
+        # 404 or 409, is not told apart by ``evict`` and not counted)
+        "evictionRequests": codes,
+    }
+    if not decided.done:
+        return {**out, **_still_draining(deps, claim, node, decided, refused, held_passes)}
+    return {**out, **_drained(deps, claim, node, decided, now, deadline)}
 
+
+def _delete_overdue(deps: TerminationDeps, decided: plan.DrainPlan, deadline: datetime) -> list[plan.DrainPod]:
+    """Delete the pods the termination grace period leaves no time to evict (each with the grace it has left, PDBs
+    and do-not-disrupt bypassed, a Warning event on each); the pods whose deletion was accepted."""
     deleted: list[plan.DrainPod] = []
     for d in decided.delete:
         try:
@@ -312,12 +337,19 @@ def drain(
         if accepted:
             deleted.append(d.pod)
             message = (
-                f"Deleting the pod to accommodate the terminationTime {_stamp(deadline or now)} of the node. "
+                f"Deleting the pod to accommodate the terminationTime {_stamp(deadline)} of the node. "
                 f"The pod was granted {d.grace_seconds} seconds of grace-period of its {d.pod.grace} "
                 "terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation."
             )
             deps.recorder.record(_pod_ref(d.pod), WARNING, REASON_TERMINATION_GRACE_PERIOD_EXPIRING, message)
+    return deleted
 
+
+def _evict(
+    deps: TerminationDeps, decided: plan.DrainPlan
+) -> tuple[list[plan.DrainPod], dict[str, str], dict[str, int]]:
+    """Evict the pods due now: the ones evicted, the ones a PodDisruptionBudget refused (pod key -> why) and the
+    eviction answers by HTTP code."""
     evicted: list[plan.DrainPod] = []
     refused: dict[str, str] = {}
     codes = {"200": 0, "429": 0}  # eviction answers by HTTP code (a pod under two budgets is refused with a 500)
@@ -331,34 +363,44 @@ def drain(
             refused[pod.key] = exc.message
             code = str(exc.status or 429)
             codes[code] = codes.get(code, 0) + 1
+    return evicted, refused, codes
 
-    out: dict[str, Any] = {
-        "node": name,
-        "group": decided.group.label if decided.group is not None else None,
-        "evicted": _keys(evicted),
-        "deleted": _keys(deleted),
-        "waiting": len(decided.waiting),
-        "skipped": len(decided.skipped),
-        # exact, for the metrics (the lists above are truncated): eviction responses by HTTP code (a pod found gone,
-        # 404 or 409, is not told apart by ``evict`` and not counted)
-        "evictionRequests": codes,
+
+def _still_draining(
+    deps: TerminationDeps,
+    claim: NodeClaim,
+    node: dict[str, Any] | None,
+    decided: plan.DrainPlan,
+    refused: Mapping[str, str],
+    held_passes: int,
+) -> dict[str, Any]:
+    """Pods are left: Drained False with why, a FailedDraining event, and how long to wait before the next pass."""
+    held = plan.held_only(decided, refused=refused)
+    wait = plan.choose_wait(decided, refused=refused, held_passes=held_passes if held else 0)
+    why = _draining_message(decided, refused)
+    _set_conditions(deps, claim, [(CONDITION_DRAINED, "False", "Draining", why)])
+    if node is not None:
+        deps.recorder.record(_node_ref(node), WARNING, REASON_FAILED_DRAINING, f"Failed to drain node, {why}")
+    return {
+        "state": "draining",
+        "waitSeconds": wait,
+        "blockedByPDB": sorted(refused)[:_LISTED],
+        "doNotDisrupt": _keys(decided.blocked),
+        "heldPasses": held_passes + 1 if held else 0,
     }
-    if not decided.done:
-        held = plan.held_only(decided, refused=refused)
-        wait = plan.choose_wait(decided, refused=refused, held_passes=held_passes if held else 0)
-        why = _draining_message(decided, refused)
-        _set_conditions(deps, claim, [(CONDITION_DRAINED, "False", "Draining", why)])
-        if node is not None:
-            deps.recorder.record(_node_ref(node), WARNING, REASON_FAILED_DRAINING, f"Failed to drain node, {why}")
-        return {
-            **out,
-            "state": "draining",
-            "waitSeconds": wait,
-            "blockedByPDB": sorted(refused)[:_LISTED],
-            "doNotDisrupt": _keys(decided.blocked),
-            "heldPasses": held_passes + 1 if held else 0,
-        }
 
+
+def _drained(
+    deps: TerminationDeps,
+    claim: NodeClaim,
+    node: dict[str, Any] | None,
+    decided: plan.DrainPlan,
+    now: datetime,
+    deadline: datetime | None,
+) -> dict[str, Any]:
+    """No pods left to drain: Drained True, then done unless VolumeAttachments still hold the instance (done anyway
+    once the termination grace period has elapsed)."""
+    out: dict[str, Any] = {}
     drained = ("True", "Drained", "")
     was = claim.status.condition(CONDITION_DRAINED) if claim.status is not None else None
     if node is not None and (was is None or was.status != "True"):  # turns True now: counted by the metrics
@@ -367,6 +409,7 @@ def drain(
         elapsed = ("False", "TerminationGracePeriodElapsed", "the termination grace period has elapsed")
         _set_conditions(deps, claim, [(CONDITION_DRAINED, *drained), (CONDITION_VOLUMES_DETACHED, *elapsed)])
         return {**out, "state": "done", "waitSeconds": 0, "deadlinePassed": True}
+    name = str(node["metadata"]["name"]) if node is not None else None
     attachments = [
         plan.attachment_from_manifest(a)
         for a in deps.kube.list_items(VOLUME_ATTACHMENTS)

@@ -36,7 +36,7 @@ from nodeflow.plan.pods import (
 )
 from nodeflow.plan.policies import bounds, governance, paused, with_denials
 from nodeflow.plan.pools import pool_input
-from nodeflow.scheduling.static import is_static, static_plans
+from nodeflow.scheduling.static_capacity import is_static, static_plans
 from nodeflow.scheduling.types import (
     CeilingInput,
     GroupLimitInput,

@@ -12,6 +12,8 @@ The worst case counted here is the one Karpenter counts for limits (a NodeClaim 
 each NodeClaim at the dearest available offering of its instance types, and the most of each resource any of
 them has ("nodes": 1000 a NodeClaim); a namespace's share of a NodeClaim is its pods' share of the CPU requests
 (per pod when none requests CPU), as the solver charges namespace ceilings.
+
+Must not touch: how a bound is enforced during a solve (``limits``, ``ceilings``); the clock.
 """
 
 from __future__ import annotations

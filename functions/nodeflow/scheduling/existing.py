@@ -1,5 +1,8 @@
 """Existing nodes and NodeClaims still launching (in-flight): the first place pods are tried,
-as Karpenter's existing nodes are, before any new NodeClaim."""
+as Karpenter's existing nodes are, before any new NodeClaim.
+
+Must not touch: new NodeClaims (``packing``), topology beyond the hostname limits callers pass, the clock.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Pending pods grouped: identical pods (a Deployment's replicas, say) are placed together, and
-groups are tried largest first, as Karpenter's queue orders pods."""
+groups are tried largest first, as Karpenter's queue orders pods.
+
+Must not touch: where a group goes (``solver``, ``packing``, ``topology``), the clock.
+"""
 
 from __future__ import annotations
 

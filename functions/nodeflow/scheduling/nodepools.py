@@ -3,7 +3,7 @@ included), daemonset overhead, compatible instance types cheapest first, the ins
 capacity reservations, and what is left under the NodePool's limits when a solve starts. Pure.
 
 Must not touch: what a solve spends (limits are counted down by ``limits``, ceilings by ``ceilings``,
-reservations by ``reservations``), NodeClaims or pods' placement."""
+reservations by ``reservation_manager``), NodeClaims or pods' placement."""
 
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ one preference is dropped and the pod is tried again, in Karpenter's order:
 Karpenter first drops the required node-affinity OR-terms one at a time, down to the last, before
 any preference. The solver tries every OR-term in order with all the preferences (the same tries),
 and from the first relaxation on keeps only the last term, as Karpenter does.
+
+Must not touch: where pods go (``solver``); only the order preferences are relaxed in.
 """
 
 from __future__ import annotations

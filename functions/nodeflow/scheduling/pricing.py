@@ -1,5 +1,8 @@
 """Offerings and instance-type filtering: which types a NodeClaim's requirements allow, and what
-each costs there (the cheapest available offering in the allowed zones and capacity types)."""
+each costs there (the cheapest available offering in the allowed zones and capacity types).
+
+Must not touch: which NodeClaim pods go to (``packing``), bounds (``limits``, ``ceilings``), the clock.
+"""
 
 from __future__ import annotations
 

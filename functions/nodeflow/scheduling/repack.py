@@ -31,6 +31,8 @@ and never runs the pass).
 The result replaces those NodeClaims only if it costs strictly less in total; otherwise they are
 left exactly as they were (the plan stays byte-identical). Each new node is then priced as any
 NodeClaim is: the cheapest of the NodePool's types that holds its pods, with the usual fallbacks.
+
+Must not touch: NodeClaims outside the movable ones (topology, limits, minValues, reservations keep theirs); the clock.
 """
 
 from __future__ import annotations
@@ -39,8 +41,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodeflow.catalog.model import InstanceType
+from nodeflow.scheduling import resources as res
+from nodeflow.scheduling.nodeclaim import Claim
+from nodeflow.scheduling.nodepools import Pool
+from nodeflow.scheduling.types import PodInput
 
-__all__ = ["MAX_CLAIMS", "MAX_SHAPES", "MAX_SIZES", "Shape", "dual_prices", "frontier", "repack"]
+__all__ = ["MAX_CLAIMS", "MAX_SHAPES", "MAX_SIZES", "Shape", "dual_prices", "frontier", "repack", "repack_claims"]
 
 # The pass runs on plans of at most this many NodeClaims (as the merge pass).
 MAX_CLAIMS = 200
@@ -48,6 +54,8 @@ MAX_CLAIMS = 200
 MAX_SIZES = 64
 # ...and at most this many instance types of the NodePool's price/size frontier.
 MAX_SHAPES = 96
+# The new NodeClaims are kept only when they save at least this much per hour.
+_MIN_SAVING = 1e-6
 
 # The resources the LP prices; pods asking for anything else (GPUs, ...) are not re-packed.
 _PRICED = ("cpu", "memory")
@@ -332,3 +340,78 @@ def _greedy(
         if spent + sum(bounds[g] * n for g, n in enumerate(left)) >= budget:
             return spent, fills, paid, False
     return spent, fills, paid, True
+
+
+# -- the pass over a plan's NodeClaims --------------------------------------------------------------------------------
+def repack_claims(claims: list[Claim], pods: Sequence[PodInput], bounded: Callable[[Pool], bool]) -> None:
+    """Pack the pods of each NodePool's freely movable NodeClaims again, mixing pod shapes on
+    shared nodes, and keep the new NodeClaims only when they cost less (see ``repack``).
+    ``bounded``: NodePools under a limit or ceiling (left alone)."""
+    movable: dict[int, list[Claim]] = {}
+    by_key: dict[str, PodInput] | None = None
+    for claim in claims:
+        pool = claim.pool
+        if claim.topology or claim.ports or pool.min_values or bounded(pool):
+            continue
+        if claim.requirements != pool.requirements:
+            continue
+        if by_key is None:
+            by_key = {p.key: p for p in pods}
+        if all(_movable_pod(by_key[key]) for key in claim.pods):
+            movable.setdefault(id(pool), []).append(claim)
+    for group in movable.values():
+        if len(group) >= 2:
+            assert by_key is not None
+            _repack_pool(claims, group, by_key)
+
+
+def _repack_pool(every: list[Claim], claims: list[Claim], by_key: Mapping[str, PodInput]) -> None:
+    """Re-pack one NodePool's movable ``claims`` (part of ``every``, the plan's NodeClaims, changed in place)."""
+    pool = claims[0].pool
+    shapes = frontier(pool.types, pool.prices, pool.daemon)
+    types, prices, daemon = pool.types, pool.prices, pool.daemon
+
+    vectors = [(a.get("cpu", 0), a.get("memory", 0), a.get("pods", 0)) for a in (it.allocatable for it in types)]
+
+    def cheapest(requests: Mapping[str, int]) -> float:
+        used = res.add(daemon, requests)
+        c, m, p = used.get("cpu", 0), used.get("memory", 0), used.get("pods", 0)
+        for i, (ac, am, ap) in enumerate(vectors):
+            if c <= ac and m <= am and p <= ap and res.fits(used, types[i].allocatable):
+                return prices[i]
+        return float("inf")
+
+    found = repack(
+        [([(key, by_key[key].requests) for key in c.pods], c.price) for c in claims],
+        shapes,
+        cheapest,
+        _MIN_SAVING,
+    )
+    if found is None:
+        return
+    keep, nodes = found
+    position = {key: i for i, key in enumerate(key for c in claims for key in c.pods)}
+    fresh: list[Claim] = []
+    for keys in nodes:
+        keys.sort(key=position.__getitem__)
+        used = res.add(daemon, res.total(by_key[k].requests for k in keys))
+        claim = Claim(pool=pool, requirements=pool.requirements, types=types, prices=prices, start=0, used=used)
+        claim.pods = keys
+        claim.advance()
+        fresh.append(claim)
+    stay = {id(claims[i]) for i in keep}
+    gone = {id(c) for c in claims if id(c) not in stay}
+    at = next(i for i, c in enumerate(every) if id(c) in gone)
+    rest = [c for c in every if id(c) not in gone]
+    every[:] = [*rest[:at], *fresh, *rest[at:]]
+
+
+def _movable_pod(pod: PodInput) -> bool:
+    """A pod any type of its NodeClaim's NodePool may hold: no node constraints of its own, no
+    preferences, no host ports, only cpu / memory requests."""
+    return (
+        all(not len(alt) for alt in pod.requirements)
+        and not pod.preferred
+        and not pod.host_ports
+        and movable_requests(pod.requests)
+    )

@@ -12,6 +12,8 @@ A ``Requirement`` is a set of allowed values for one label key, stored as
 
 Intersection of two requirements is again a requirement, so a NodeClaim's requirements are
 the intersection of its NodePool's and every pod's on it.
+
+Must not touch: instance types or prices (``pricing``); pods or NodeClaims.
 """
 
 from __future__ import annotations

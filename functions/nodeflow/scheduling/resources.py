@@ -1,4 +1,7 @@
-"""Resource lists as ``dict[str, int]`` of milli-units, with the few operations the solver needs."""
+"""Resource lists as ``dict[str, int]`` of milli-units, with the few operations the solver needs.
+
+Must not touch: what the resources are used for; quantities beyond milli-units (``nodeflow.api.quantity``).
+"""
 
 from __future__ import annotations
 

@@ -43,13 +43,16 @@ The solver holds the pieces, split the way Karpenter's scheduler is:
 * ``packing``: NodeClaims being filled (Karpenter's NodeClaim), within
   * ``limits``: NodePool and NodeflowPolicy group limits (Karpenter's remaining resources, subtractMax),
   * ``ceilings``: NodeflowPolicy $/hour ceilings (cluster, NodePool, namespace),
-  * ``reservations``: capacity reservations (Karpenter's ReservationManager);
+  * ``reservation_manager``: capacity reservations (Karpenter's ReservationManager);
 * ``bounds``: which of those limits and ceilings bind a solve at all;
 * ``repack``: the last re-packing pass;
 * ``topology``: topology counts and domains, spread and pod (anti-)affinity (Karpenter's
   Topology and TopologyGroup);
 * ``pricing``: offerings and instance-type filtering;
 * ``preferences``: relaxing preferences (Karpenter's Preferences).
+
+Must not touch: how NodeClaims are packed (``packing``), topology bookkeeping (``topology``); AWS, Kubernetes, the
+clock.
 """
 
 from __future__ import annotations
@@ -61,8 +64,10 @@ from nodeflow.api.quantity import format_milli
 from nodeflow.scheduling import bounds
 from nodeflow.scheduling.existing import make_node, node_order, place_on_nodes, ports_conflict
 from nodeflow.scheduling.groups import Group, group_pods, regroup
+from nodeflow.scheduling.min_values import min_values_violation
+from nodeflow.scheduling.nodeclaim import MAX_INSTANCE_TYPES, Claim
 from nodeflow.scheduling.nodepools import NO_NODEPOOL, Reasons, all_pools, daemon_excluded, make_pool
-from nodeflow.scheduling.packing import MAX_INSTANCE_TYPES, Claim, Packer, min_values_violation
+from nodeflow.scheduling.packing import Packer
 from nodeflow.scheduling.pricing import PRICE_EPSILON, Pricer, type_matches
 from nodeflow.scheduling.requirements import Requirements
 from nodeflow.scheduling.topology import UNBOUNDED, HostCaps, Topology, pinned, water_fill

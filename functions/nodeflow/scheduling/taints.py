@@ -1,4 +1,7 @@
-"""Taints and tolerations (Kubernetes semantics, used by the solver on plain data)."""
+"""Taints and tolerations (Kubernetes semantics, used by the solver on plain data).
+
+Must not touch: where pods go (``solver``); which taints a NodePool or node has (the inputs say).
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ per NodeClaim (running pods, and pods placed during the solve). From those count
 * ``inverse_anti_affinity``: where placed pods' required anti-affinity keeps a group out;
   ``pinned``: node-affinity alternatives under topology pins, contradictions dropped;
 * ``record`` / ``register``: book placed pods so the counts stay current.
+
+Must not touch: which NodeClaim is opened or priced (``packing``), bounds, the clock.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from nodeflow.scheduling.taints import untolerated
 from nodeflow.scheduling.types import AffinityTerm, PodInput, Selector, TopologySpread
 
 if TYPE_CHECKING:
-    from nodeflow.scheduling.packing import Claim
+    from nodeflow.scheduling.nodeclaim import Claim
 
 __all__ = ["UNBOUNDED", "HostCaps", "Place", "Target", "Topology", "Tracker", "pinned", "water_fill"]
 

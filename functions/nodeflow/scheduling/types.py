@@ -1,4 +1,7 @@
-"""Inputs and outputs of the solver: plain frozen data, no Kubernetes or AWS objects."""
+"""Inputs and outputs of the solver: plain frozen data, no Kubernetes or AWS objects.
+
+Must not touch: any decision; these are the shapes only.
+"""
 
 from __future__ import annotations
 
@@ -243,7 +246,7 @@ class NodeClaimPlan:
     pods: tuple[str, ...]
     requests: Mapping[str, int]  # pods + daemon overhead, milli-units
     price: float  # $/hour of the cheapest option
-    # Made to reach a static NodePool's spec.replicas (no pods needed; ``nodeflow.scheduling.static``).
+    # Made to reach a static NodePool's spec.replicas (no pods needed; ``nodeflow.scheduling.static_capacity``).
     static: bool = False
 
     def to_json(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from nodeflow.aws.ec2.launch_templates import (
 from nodeflow.aws.ec2.tags import cluster_tags
 from nodeflow.aws.errors import NotFound
 from nodeflow.kube.reports import Reports
-from nodeflow.lifecycle import launch_templates as lt
+from nodeflow.lifecycle import launch_template_gc as lt
 from tests.functional.aws.conftest import CLUSTER
 from tests.functional.aws.test_ec2_launch import fleet_request, lt_spec
 

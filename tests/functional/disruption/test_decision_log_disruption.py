@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from nodeflow.aws.decisions import read_decisions
+from nodeflow.aws.decision_log import read_decisions
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.disruption.test_disruption_lambda import (
     AWAY_FROM_WEB,

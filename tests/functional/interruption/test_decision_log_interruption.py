@@ -54,7 +54,7 @@ PROVIDER = "aws:///us-east-1a/i-0123456789abcdef0"
 
 
 def test_a_spot_interruption_is_recorded(world: dict[str, Any]) -> None:
-    from nodeflow.aws.decisions import DecisionLog, read_decisions
+    from nodeflow.aws.decision_log import DecisionLog, read_decisions
     from nodeflow.interruption.messages import parse_message
     from nodeflow.kube.client import KubeClient
     from nodeflow.kube.events import EventRecorder
@@ -100,7 +100,7 @@ def test_a_spot_interruption_is_recorded(world: dict[str, Any]) -> None:
 def test_a_kubectl_delete_nodeclaim_is_recorded_as_a_deletion_not_an_interruption(world: dict[str, Any]) -> None:
     """A user's ``kubectl delete nodeclaim`` (the agent forwards NodeClaim Deleting): the termination starts with
     reason Deleted, and the decision log files it as kind ``deletion`` naming what was deleted."""
-    from nodeflow.aws.decisions import DecisionLog, read_decisions
+    from nodeflow.aws.decision_log import DecisionLog, read_decisions
     from nodeflow.interruption.messages import Deletion, Envelope
     from nodeflow.kube.client import NODE_CLAIMS, KubeClient
     from nodeflow.kube.events import EventRecorder

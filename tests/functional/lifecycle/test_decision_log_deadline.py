@@ -21,14 +21,14 @@ def test_a_throttled_decision_log_ends_at_the_provisioners_deadline(
 ) -> None:
     """Retries enough for ~28 s of throttling: the run ends at its deadline (timeout - margin) instead, with what it
     did not write counted."""
-    from nodeflow.aws import decisions
+    from nodeflow.aws import decision_log
 
     pending(local, "warm", 1)
     local.send_pending(["default/warm"])
     assert local.provision()["result"]["nodeClaimsCreated"]  # the cold start (catalog, clients) out of the way
     faults = BatchWriteFaults(monkeypatch, local.world.decision_table_name)
     faults.throttle.left = -1
-    monkeypatch.setattr(decisions, "ATTEMPTS", 30)
+    monkeypatch.setattr(decision_log, "ATTEMPTS", 30)
     timeout = int(DECISION_LOG_MARGIN_SECONDS) + 4  # the writes get what is left of 4 s after provisioning
     local.clients.lambda_.update_function_configuration(
         FunctionName=local.function_name("provisioner"), Timeout=timeout

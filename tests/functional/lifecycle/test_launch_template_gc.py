@@ -1,7 +1,7 @@
 """Launch templates never pile up: garbage collection deletes the templates of a deleted EC2NodeClass (after its
 NodeClaims, with Karpenter's ``karpenter.k8s.aws/termination`` finalizer) and those of a live class no instance uses
 past the grace period; it never touches another cluster's or an untagged template; a launch whose template is deleted
-under it makes the template again (lifecycle/launch_templates.py, lifecycle/launch.py)."""
+under it makes the template again (lifecycle/launch_template_gc.py, lifecycle/launch.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from nodeflow.handlers import runtime
 from nodeflow.kube import client as kc
 from nodeflow.kube.client import KubeClient
 from nodeflow.kube.errors import NotFound
-from nodeflow.lifecycle.launch_templates import TEMPLATE_GRACE
+from nodeflow.lifecycle.launch_template_gc import TEMPLATE_GRACE
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.lifecycle.conftest import demo_node_pools, pending
 from tests.realk8s.workloads import TEMPLATE_HASH, running

@@ -12,7 +12,7 @@ from typing import Any
 
 from nodeflow.api import labels as wk
 from nodeflow.kube.client import NODE_POOLS, PODS
-from nodeflow.lifecycle.drain import parse_time
+from nodeflow.lifecycle.drain_plan import parse_time
 from sandbox.nodeflow import LocalNodeflow
 from tests.functional.termination.conftest import (
     bound_pod,

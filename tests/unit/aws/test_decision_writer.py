@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nodeflow.aws.decisions import BATCH, DecisionLog
+from nodeflow.aws.decision_log import BATCH, DecisionLog
 from nodeflow.governance.decisions import NODECLAIM, Decision, index_items, to_item
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -12,8 +12,8 @@ from nodeflow.catalog.instancetypes import NodeClassSettings, resolve_instance_t
 from nodeflow.catalog.offline import load_offline
 from nodeflow.catalog.reservations import CapacityReservation
 from nodeflow.disruption.drift_detection import drift_reason
-from nodeflow.lifecycle.capacity_reservations import available_after_launches, expiring_capacity_blocks
 from nodeflow.lifecycle.launch import reserved_options
+from nodeflow.lifecycle.reservation_tracking import available_after_launches, expiring_capacity_blocks
 from tests.unit.disruption.builders import CATALOG, node, pool
 
 NOW = datetime(2026, 11, 25, 2, 0, tzinfo=UTC)

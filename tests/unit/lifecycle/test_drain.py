@@ -1,4 +1,4 @@
-"""The drain decisions (nodeflow.lifecycle.drain): skips, group order, do-not-disrupt with and without a
+"""The drain decisions (nodeflow.lifecycle.drain_plan): skips, group order, do-not-disrupt with and without a
 terminationGracePeriod, deletion timing, the wait the workflow takes, the VolumeAttachment filter."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodeflow.lifecycle import drain as d
-from nodeflow.lifecycle.drain import DrainPod, Group, Skip
+from nodeflow.lifecycle import drain_plan as d
+from nodeflow.lifecycle.drain_plan import DrainPod, Group, Skip
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

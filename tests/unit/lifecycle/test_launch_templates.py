@@ -1,4 +1,4 @@
-"""The pure rules of launch-template garbage collection (lifecycle/launch_templates.py)."""
+"""The pure rules of launch-template garbage collection (lifecycle/launch_template_gc.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from nodeflow.api.karpenter import EC2NodeClass
 from nodeflow.aws.ec2.instances import InstanceInfo
 from nodeflow.aws.ec2.launch_templates import LaunchTemplate
-from nodeflow.lifecycle.launch_templates import TEMPLATE_GRACE, finalizer_patches, unused, waiting_message
+from nodeflow.lifecycle.launch_template_gc import TEMPLATE_GRACE, finalizer_patches, unused, waiting_message
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""lifecycle.repair: the disruption round's node repair against fakes (which workflows start, events, metric rows)."""
+"""lifecycle.node_repair: the disruption round's node repair against fakes (which workflows start, events, metric rows)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from nodeflow.kube import errors as kerr
 from nodeflow.kube.events import ObjectRef
-from nodeflow.lifecycle.repair import RepairDeps, repair_nodes
+from nodeflow.lifecycle.node_repair import RepairDeps, repair_nodes
 from tests.unit.disruption.test_repair import NOW, claim, healthy, node
 
 

@@ -15,7 +15,7 @@ from nodeflow.catalog.model import CatalogData
 from nodeflow.catalog.offline import load_offline
 from nodeflow.cluster import ClusterState
 from nodeflow.plan import STATIC_REASON, build_input, node_class_settings, plan, plan_warnings
-from nodeflow.scheduling.static import missing, node_limit, static_counts
+from nodeflow.scheduling.static_capacity import missing, node_limit, static_counts
 
 REQS = [
     {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},

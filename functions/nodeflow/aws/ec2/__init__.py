@@ -23,4 +23,6 @@ module                      decides
 ==========================  ===============================================================================
 
 This package file imports nothing: a handler pays only for the modules it uses.
+
+Must not touch: what to launch, keep or delete (the lifecycle steps and the pure code decide); Kubernetes.
 """

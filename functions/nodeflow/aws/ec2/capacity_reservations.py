@@ -2,7 +2,7 @@
 
 It decides the DescribeCapacityReservations requests Karpenter makes for the terms and reads the answer
 (``nodeflow.catalog.reservations`` parses and filters it). It must not decide which reservation a launch uses
-(``nodeflow.lifecycle.launch``) nor count what is left of one (``nodeflow.lifecycle.capacity_reservations``).
+(``nodeflow.lifecycle.launch``) nor count what is left of one (``nodeflow.lifecycle.reservation_tracking``).
 """
 
 from __future__ import annotations

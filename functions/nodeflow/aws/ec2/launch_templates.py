@@ -1,5 +1,5 @@
 """Launch templates in EC2: made once per configuration (``ensure_launch_template``), listed by ownership and
-deleted by the garbage collection (``nodeflow.lifecycle.launch_templates`` decides which).
+deleted by the garbage collection (``nodeflow.lifecycle.launch_template_gc`` decides which).
 
 It decides which templates are the cluster's (named as nodeflow or Karpenter name theirs, with the cluster's,
 a NodePool's and an EC2NodeClass's tags): nothing else is ever listed, so nothing else is ever deleted. It must not

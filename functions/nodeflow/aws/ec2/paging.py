@@ -1,6 +1,8 @@
 """Reading every page of a Describe* call, and cutting id lists to the size a call accepts.
 
 It decides nothing about the resources read; every failure surfaces typed (``nodeflow.aws.errors``).
+
+Must not touch: what the resources read mean; only the paging and the batch sizes.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ It decides which calls are asked, with which parameters and tags (those a launch
 conditioned on request tags sees what it would see), and how EC2's answer reads: allowed, denied (and why:
 a permissions boundary, a service control policy, no policy, the AMI), or inconclusive (raised typed). It must
 not create anything, nor write the condition (``nodeflow.lifecycle.nodeclass`` does, and caches the outcome).
+
+Must not touch: what a class resolves to (``node_class``) or whether it is Ready (``nodeflow.lifecycle.nodeclass``).
 """
 
 from __future__ import annotations

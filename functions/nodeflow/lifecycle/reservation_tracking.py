@@ -17,6 +17,9 @@
   the terminate workflow of each (reason ``CapacityBlockExpiring``): the node is tainted and drained, its pods
   provisioned elsewhere, the instance terminated; as Karpenter's expiration controller, not paused by the
   disruption pause switch and not limited by budgets (EC2 takes the instances back regardless).
+
+Must not touch: which reservation a launch uses (``launch``) or how reservations are read
+(``nodeflow.aws.ec2.capacity_reservations``).
 """
 
 from __future__ import annotations

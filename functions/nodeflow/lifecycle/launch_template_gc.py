@@ -25,6 +25,9 @@ Only the launch templates a provisioner of this cluster made are ever considered
 its own, and tagged with the cluster, a NodePool and an EC2NodeClass); the stack allows ec2:DeleteLaunchTemplate only on
 templates tagged so (infra/iam.py ``Permissions.delete_launch_templates``). A failed call is logged and tried again next
 run: a class keeps its finalizer until all its templates are gone, and nothing else in garbage collection waits for it.
+
+Must not touch: how templates are listed or made (``nodeflow.aws.ec2.launch_templates``); instances or NodeClaims
+(``cleanup``).
 """
 
 from __future__ import annotations

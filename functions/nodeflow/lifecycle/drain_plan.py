@@ -22,6 +22,8 @@ hold the instance. No boto3, no Kubernetes client, no clock: the caller passes `
   evicted, deleted or terminating) waits ``backoff_wait(n)`` for the n-th such pass in a row: 10, 20, 40, ...
   up to ``HELD_MAX_WAIT_SECONDS`` (never past a pod's deletion time or the deadline). Any progress resets n.
   A drain may be held for any length of time: n is not bounded, only the arithmetic is clamped.
+
+Must not touch: the API server (``termination`` evicts and deletes); the clock (``now`` is an input).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ False with reason RuntimeValidation (what Karpenter checks only at runtime, e.g.
 Conflict ("conflict with another overlay": an overlay of the same weight already changes one of the same
 offering prices or extended resources); Ready summarises it. ``write_overlay_statuses`` patches the status
 subresource of the overlays whose conditions changed (best effort: an overlay deleted meanwhile is skipped).
+
+Must not touch: which overlays win (``nodeflow.catalog.overlays``); objects other than NodeOverlays.
 """
 
 from __future__ import annotations

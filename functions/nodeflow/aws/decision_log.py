@@ -9,6 +9,8 @@ A batch DynamoDB refuses as invalid (one item too big, say) is sent again item b
 lost. What is not written is logged and counted: ``failed`` (refused, or still throttled after the retries) and
 ``late`` (the deadline came first); the handlers publish them as the ``DecisionLogWriteErrors`` and
 ``DecisionLogWriteTimeouts`` metrics (both alarmed).
+
+Must not touch: what a record says (``nodeflow.governance.decisions``); the caller's outcome (writing never fails it).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ terminated. The pods become pending and the provisioner places them on new capac
 Disruption budgets and the pause ConfigMap do not apply (repair is not voluntary). A node blocked by the 20 %
 rule gets a ``NodeRepairBlocked`` Warning event on the Node. Every step is idempotent: the workflow is named
 after the NodeClaim, so a node that stays unhealthy for several rounds is repaired once.
+
+Must not touch: which nodes are due (``nodeflow.disruption.repair``); how a node is terminated (the terminate workflow).
 """
 
 from __future__ import annotations

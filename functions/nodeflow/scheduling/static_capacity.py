@@ -27,6 +27,8 @@ limited resources), charged its cheapest type. Namespace ceilings do not apply (
 Top-ups come before the solver's NodeClaims (they are the capacity the NodePool declares, made whatever the pods):
 static NodePools in name order take from what is left first, the solver gets the rest (``StaticPlans.ceilings``,
 ``StaticPlans.group_limits``).
+
+Must not touch: pods (static NodeClaims are never opened for them); scale-down (``nodeflow.disruption.static``).
 """
 
 from __future__ import annotations

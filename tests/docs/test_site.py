@@ -78,8 +78,10 @@ USER_FACING = [
 
 @pytest.mark.parametrize("path", sorted(p.relative_to(ROOT).as_posix() for p in USER_FACING))
 def test_no_internal_work_item_or_outside_path(path: str) -> None:
-    """What a user reads names no internal work item ("issue 19") and no file outside the repository."""
+    """What a user reads names no internal work item ("issue 19", a work branch such as "i27-reg") and no file
+    outside the repository."""
     text = (ROOT / path).read_text()
     assert not re.search(r"\b[Ii]ssues? \d+\b", text), path
+    assert not re.search(r"\bbranch i\d+-|\bi\d\d-[a-z]+\d*\b", text), path
     assert "../shared" not in text, path
     assert "DESIGN.md" not in text, path

@@ -5,7 +5,6 @@ v1.14.1's (core and AWS provider); each label is a dimension next to ``service``
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from sandbox.controlplane.facade import RealKubeAPI
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.fixtures.aws_events import REBALANCE, SPOT, variant
+from tests.functional.emf import metric_records
 from tests.functional.interruption.conftest import Sandbox, sandbox
 from tests.functional.lifecycle.conftest import local, make_local
 from tests.realk8s.launched import launch_node, pending_workload
@@ -31,10 +31,7 @@ def every(capfd: pytest.CaptureFixture[str]) -> dict[str, list[dict[str, Any]]]:
     """The EMF records written since the last call, by metric name: each one's dimensions (name -> value), the
     dimension names in ``_dimensions``, the unit in ``_unit`` and the value in ``_value``."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for line in capfd.readouterr().out.splitlines():
-        if '"_aws"' not in line:
-            continue
-        record = json.loads(line)
+    for record in metric_records(capfd.readouterr().out):
         (directive,) = record["_aws"]["CloudWatchMetrics"]
         assert directive["Namespace"] == "nodeflow"
         (metric,) = directive["Metrics"]

@@ -18,6 +18,7 @@ from nodeflow.handlers import runtime
 from sandbox.controlplane.facade import wait_for
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
+from tests.functional.emf import metric_records
 from tests.realk8s.launched import launch_workload
 from tests.realk8s.workloads import scale
 
@@ -109,11 +110,7 @@ def test_an_empty_node_is_terminated_after_consolidate_after(
     assert result["command"]["reason"] == "Empty", result
     assert result["executed"] == [empty["metadata"]["name"]]
     # Karpenter's decision metric, as a CloudWatch EMF record with Karpenter's labels as dimensions
-    emf = [
-        json.loads(line)
-        for line in capfd.readouterr().out.splitlines()
-        if '"karpenter_voluntary_disruption_decisions_total"' in line
-    ]
+    emf = metric_records(capfd.readouterr().out, "karpenter_voluntary_disruption_decisions_total")
     assert [(m["decision"], m["reason"], m["consolidation_type"]) for m in emf] == [("delete", "empty", "empty")]
     done = wait_for_execution(local.clients.sfn, _execution(local, empty["metadata"]["name"]), timeout=60)
     assert done["status"] == "SUCCEEDED", local.trace(done["executionArn"]).render()

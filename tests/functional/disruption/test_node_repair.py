@@ -16,6 +16,7 @@ from nodeflow.kube.client import NODES, PDBS, KubeClient
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
 from tests.functional.disruption.test_disruption_lambda import _execution, _launch, _pdb_allows, _settle, _wait
+from tests.functional.emf import metric_records
 
 STRATEGIC = "application/strategic-merge-patch+json"
 
@@ -83,7 +84,7 @@ def test_an_unhealthy_node_is_replaced_forcefully(
     capfd.readouterr()
     result = local.invoke("disruption", {"source": "aws.scheduler"})["result"]
     assert result["repair"]["repaired"] == [name], result
-    emf = [json.loads(line) for line in capfd.readouterr().out.splitlines() if "karpenter_nodeclaims_" in line]
+    emf = [m for m in metric_records(capfd.readouterr().out) if any(k.startswith("karpenter_nodeclaims_") for k in m)]
     disrupted = [m for m in emf if "karpenter_nodeclaims_disrupted_total" in m]
     assert [(m["reason"], m["nodepool"]) for m in disrupted] == [("unhealthy", pool)]
     unhealthy = [m for m in emf if "karpenter_nodeclaims_unhealthy_disrupted_total" in m]

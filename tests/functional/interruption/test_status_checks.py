@@ -4,7 +4,6 @@ status check replaces the node forcefully (a PodDisruptionBudget that allows not
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from moto.ec2.responses.instances import InstanceResponse
 from nodeflow.kube.client import PDBS, PODS, KubeClient
 from sandbox.nodeflow import LocalNodeflow
 from sandbox.stepfunctions import wait_for_execution
+from tests.functional.emf import metric_records
 from tests.functional.interruption.test_end_to_end import _execution, _instance, _launch, _state, _wait
 
 SCHEDULED = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}
@@ -114,7 +114,7 @@ def test_a_failed_instance_status_check_replaces_the_node_forcefully(
     ours, other = result["messages"]
     assert (ours["kind"], ours["terminationsStarted"]) == ("InstanceStatus", [name])
     assert other["ignored"] == ["i-0fedcba9876543210: no NodeClaim of this cluster has it"]
-    emf = [json.loads(line) for line in capfd.readouterr().out.splitlines() if '"_aws"' in line]
+    emf = metric_records(capfd.readouterr().out)
     disrupted = [m for m in emf if "karpenter_nodeclaims_disrupted_total" in m]
     assert [m["reason"] for m in disrupted] == ["instance_status"]
     unhealthy = [m for m in emf if "karpenter_interruption_instance_status_unhealthy_total" in m]

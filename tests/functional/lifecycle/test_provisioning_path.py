@@ -15,6 +15,7 @@ from nodeflow.handlers import runtime
 from sandbox.controlplane.proxy import Fault
 from sandbox.faults import flaky
 from sandbox.nodeflow import LocalNodeflow
+from tests.functional.emf import metric_records
 from tests.functional.lifecycle.conftest import demo_node_pools, pending
 from tests.realk8s.workloads import running
 
@@ -45,13 +46,13 @@ def test_pending_pods_become_initialized_nodes(local: LocalNodeflow, capfd: pyte
     result = local.provision()["result"]
     assert result["pendingPods"] == 6
     # Karpenter's scheduling-duration metric, an EMF record labelled with the controller
-    out = capfd.readouterr().out.splitlines()
-    [emf] = [json.loads(line) for line in out if "karpenter_scheduler_scheduling_duration_seconds" in line]
+    out = capfd.readouterr().out
+    [emf] = metric_records(out, "karpenter_scheduler_scheduling_duration_seconds")
     assert emf["controller"] == "provisioner"
     assert emf["karpenter_scheduler_scheduling_duration_seconds"] == [
         pytest.approx(result["timings"]["solve"], abs=1e-3)
     ]
-    created = [json.loads(line) for line in out if "karpenter_nodeclaims_created_total" in line]
+    created = metric_records(out, "karpenter_nodeclaims_created_total")
     assert [(m["reason"], m["nodepool"], m["min_values_relaxed"]) for m in created] == [
         ("provisioned", "default", "false")
     ]

@@ -76,6 +76,30 @@ def _running(pod: dict[str, Any]) -> bool:
     return bool(pod["spec"].get("nodeName")) and (pod.get("status") or {}).get("phase") == "Running"
 
 
+def _why_not_running(kube: Any, namespaces: Sequence[str], out: TextIO) -> None:
+    """What a user would look at next (``kubectl get pods -o wide``, ``kubectl describe nodes``): each pod that is
+    not Running with its phase, node and scheduling message, and each Node's Ready condition and taints."""
+    for ns in namespaces:
+        for p in live_pods(kube, ns):
+            if _running(p):
+                continue
+            scheduled: dict[str, Any] = next(
+                (c for c in p.get("status", {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+            )
+            print(
+                f"  pod {ns}/{p['metadata']['name']}: {p.get('status', {}).get('phase')}, node "
+                f"{p['spec'].get('nodeName') or '-'}, PodScheduled {scheduled.get('status', '-')} "
+                f"{scheduled.get('reason', '')} {scheduled.get('message', '')}".rstrip(),
+                file=out,
+            )
+    for n in kube.objects("v1", "Node"):
+        ready: dict[str, Any] = next(
+            (c for c in n.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
+        taints = ",".join(f"{t['key']}:{t['effect']}" for t in n["spec"].get("taints") or []) or "none"
+        print(f"  node {n['metadata']['name']}: Ready {ready.get('status', '-')}, taints {taints}", file=out)
+
+
 def live_pods(kube: Any, namespace: str, app: str | None = None) -> list[dict[str, Any]]:
     """The pods of ``namespace`` (labelled ``app=<app>`` when given) that are not being deleted."""
     pods = kube.list_items("v1", "Pod", namespace, label_selector=f"app={app}" if app else None)
@@ -349,9 +373,11 @@ def _provision(local: Any, agent: Any, source: Any, out: TextIO, started: float,
         f"kube-scheduler bound all {expected} pods to {len(on)} of the new nodes, Running "
         f"{time.time() - created:.1f} s after the Deployments were created"
         if bound
-        else "kube-scheduler did NOT bind every pod",
+        else f"kube-scheduler did NOT bind every pod within {SETTLE_SECONDS:.0f} s",
         file=out,
     )
+    if not bound:
+        _why_not_running(local.kube_server, namespaces, out)
     ok = ok and bool(bound)
     changes: set[str] = set()
     deadline = time.monotonic() + 10

@@ -119,7 +119,7 @@ def _the_scenario(out: str) -> None:
     assert sum(int(row[3]) for row in launched) == 16  # every pending pod was nominated to a node
     launch_traces = re.findall(r"^execution nodeflow-demo-launch:\S+: SUCCEEDED in ", out, re.M)
     assert len(launch_traces) == len(launched)
-    assert "kube-scheduler bound all 16 pods" in out
+    assert "kube-scheduler bound all 16 pods" in out, out[out.find("kube-scheduler") :][:4000]
     # the spot interruption, end to end
     assert re.search(r"^execution nodeflow-demo-terminate:default-\w{5}: SUCCEEDED in ", out, re.M), out
     for state in ("Taint", "Drain", "Terminate", "RemoveFinalizer"):

@@ -29,7 +29,14 @@ from nodeflow import __version__, decisions_cli, doctor_cli
 from nodeflow import governance_cli as governance_command
 from nodeflow.api.quantity import format_milli
 from nodeflow.aws.region import CATALOG_REGION_HELP, REGION_HELP
-from nodeflow.cli_exits import EXIT_CODES, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, load_catalog_or_exit
+from nodeflow.cli_exits import (
+    EXIT_CODES,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    load_catalog_or_exit,
+    load_manifests_or_exit,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -264,17 +271,12 @@ def write_plan_json(result: SchedulingResult, warnings: list[str], out: TextIO) 
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from nodeflow.api.manifests import ManifestError, load_manifests
     from nodeflow.cluster import ClusterState
     from nodeflow.plan import build_input, plan_warnings, with_static
 
-    try:
-        manifests = load_manifests(args.paths)
-    except ManifestError as exc:
-        print(f"error: {len(exc.problems)} problem(s) in the manifests; no plan made:", file=err)
-        for problem in exc.problems:
-            print(f"  {problem}", file=err)
-        return EXIT_INPUT
+    manifests = load_manifests_or_exit(args.paths, err, "plan")
+    if isinstance(manifests, int):
+        return manifests
     catalog = load_catalog_or_exit(args.catalog, args.region, err)
     if isinstance(catalog, int):
         return catalog

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nodeflow.aws.region import CATALOG_REGION_HELP
-from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, load_catalog_or_exit
+from nodeflow.cli_exits import EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, load_catalog_or_exit, load_manifests_or_exit
 
 if TYPE_CHECKING:
     from nodeflow.cluster import ClusterState
@@ -70,17 +70,10 @@ def _now(text: str | None) -> datetime:
 
 
 def _from_files(args: argparse.Namespace, err: TextIO) -> ClusterState | None:
-    from nodeflow.api.manifests import ManifestError, load_manifests
     from nodeflow.cluster import ClusterState
 
-    try:
-        manifests = load_manifests(args.paths)
-    except ManifestError as exc:
-        print(f"error: {len(exc.problems)} problem(s) in the manifests; no record made:", file=err)
-        for problem in exc.problems:
-            print(f"  {problem}", file=err)
-        return None
-    return ClusterState.from_manifests(manifests)
+    manifests = load_manifests_or_exit(args.paths, err, "record")
+    return None if isinstance(manifests, int) else ClusterState.from_manifests(manifests)
 
 
 def _from_cluster(args: argparse.Namespace, err: TextIO) -> tuple[ClusterState | None, int]:

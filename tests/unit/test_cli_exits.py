@@ -46,3 +46,22 @@ def test_a_catalog_that_cannot_be_loaded_exits_the_same_for_every_command(
     assert (
         err.getvalue() == "error: the offline catalog could not be loaded: pricing:GetProducts: ThrottlingException\n"
     )
+
+
+@pytest.mark.parametrize("command", CATALOG_COMMANDS, ids=lambda c: c[0])
+def test_manifests_with_problems_exit_the_same_for_every_command(command: tuple[str, ...], tmp_path: Path) -> None:
+    """Every problem listed, naming file, document, object and field; nothing written to stdout; EXIT_INPUT."""
+    bad = tmp_path / "pool.yaml"
+    bad.write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: default\nspec:\n  template:\n    spec:\n"
+        "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n"
+        "      requirements: [{key: kubernetes.io/arch, operator: Maybe, values: [amd64]}]\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main([*command, "-f", str(bad)], out, err)
+    assert code == cli_exits.EXIT_INPUT
+    assert out.getvalue() == ""
+    made = "record" if command[0] == "governance" else "plan"
+    lines = err.getvalue().splitlines()
+    assert lines[0] == f"error: 1 problem(s) in the manifests; no {made} made:"
+    assert lines[1].startswith(f"  {bad}: document 0 (NodePool/default): spec.template.spec.requirements[0].operator")

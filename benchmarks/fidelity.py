@@ -136,6 +136,125 @@ def workload(name: str, mix_pods: int = 500) -> Workload:
     raise ValueError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
 
 
+# --------------------------------------------------------------------------------------------- explaining misses
+
+# Why a planned pod was not bound to a round-1 node, in the order they are judged (the first that applies).
+CAUSE_LAUNCH = "launch failed"  # its NodeClaim's launch did not succeed, or its Node never registered
+CAUSE_PLAN = "plan over capacity"  # the pods planned for the NodeClaim (with DaemonSet pods) exceed its allocatable
+CAUSE_NOT_READY = "node not ready"  # the Node was still NotReady or tainted when kube-scheduler stopped binding
+CAUSE_TAKEN = "room taken"  # pods planned for other nodes (or unplanned) are on its node, which has no room left
+CAUSE_SPREAD = "topology spread"  # its node has room; kube-scheduler's skew count (registered nodes) refused it
+CAUSE_AFFINITY = "pod affinity"  # the pods its affinity needs were not where the plan assumed
+CAUSE_UNEXPLAINED = "unexplained"
+CAUSES = (CAUSE_LAUNCH, CAUSE_PLAN, CAUSE_NOT_READY, CAUSE_TAKEN, CAUSE_SPREAD, CAUSE_AFFINITY, CAUSE_UNEXPLAINED)
+_RESOURCES = ("cpu", "memory", "pods")
+_STARTUP_TAINTS = ("karpenter.sh/unregistered", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _daemonset_pod(pod: Mapping[str, Any]) -> bool:
+    return any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or [])
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """A pod's requests in milli-units (cpu, memory, pods) as kube-scheduler counts them: the sum of its
+    containers, or an init container's when larger, plus its overhead."""
+    from nodeflow.api.quantity import to_milli
+
+    def total(containers: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        out = {"cpu": 0, "memory": 0}
+        for c in containers:
+            for name, value in ((c.get("resources") or {}).get("requests") or {}).items():
+                if name in out:
+                    out[name] += to_milli(value)
+        return out
+
+    spec = pod.get("spec") or {}
+    need = total(spec.get("containers") or [])
+    for init in spec.get("initContainers") or []:
+        one = total([init])
+        need = {k: max(v, one[k]) for k, v in need.items()}
+    for name, value in (spec.get("overhead") or {}).items():
+        if name in need:
+            need[name] += to_milli(value)
+    need["pods"] = 1000
+    return need
+
+
+def _allocatable(claim_allocatable: Mapping[str, Any] | None) -> dict[str, int]:
+    from nodeflow.api.quantity import to_milli
+
+    return {r: to_milli(claim_allocatable[r]) for r in _RESOURCES if claim_allocatable and r in claim_allocatable}
+
+
+def _node_usable(node: Mapping[str, Any] | None) -> bool:
+    if not node:
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = {t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
+    return ready and not taints.intersection(_STARTUP_TAINTS)
+
+
+def explain_misses(
+    misses: Sequence[Mapping[str, Any]],
+    layout: Sequence[Mapping[str, Any]],
+    requests: Mapping[str, Mapping[str, int]],
+    daemonset_pods: set[str],
+    daemonset_overhead: Mapping[str, int],
+    nodes: Mapping[str, Mapping[str, Any]],
+    failed: set[str],
+) -> list[dict[str, Any]]:
+    """Each miss with its ``cause`` (one of ``CAUSES``) and the evidence (``detail``). A miss is judged against its
+    NodeClaim's row of ``layout`` (allocatable, pods planned for it, pods bound to its node): ``requests`` maps pod
+    keys to ``pod_requests``; ``daemonset_pods`` are the keys of DaemonSet pods; ``daemonset_overhead`` is what the
+    DaemonSets put on every node (the plan counts it); ``nodes`` maps Node names to Node objects; ``failed`` names
+    the NodeClaims whose launch did not succeed. Only ``CAUSE_PLAN`` says the plan was wrong."""
+    rows = {r["nodeClaim"]: r for r in layout}
+    out = []
+    for miss in misses:
+        claim, node_name = miss["plannedFor"], miss.get("plannedNode") or ""
+        row = rows.get(claim) or {}
+        planned, bound = list(row.get("planned") or []), list(row.get("bound") or [])
+        alloc = _allocatable(row.get("allocatable"))
+        demand = dict(daemonset_overhead)
+        for key in planned:
+            for r, v in requests.get(key, {}).items():
+                demand[r] = demand.get(r, 0) + v
+        over = sorted(r for r in _RESOURCES if r in alloc and demand.get(r, 0) > alloc[r])
+        intruders = sorted(k for k in bound if k not in planned and k not in daemonset_pods)
+        used: dict[str, int] = {}
+        for key in [*bound, miss["pod"]]:
+            for r, v in requests.get(key, {}).items():
+                used[r] = used.get(r, 0) + v
+        fits_now = all(used.get(r, 0) <= alloc[r] for r in alloc)
+        why = str(miss.get("why") or "")
+        detail: dict[str, Any] = {}
+        if claim in failed or not node_name or node_name not in nodes:
+            cause = CAUSE_LAUNCH
+        elif over:
+            cause = CAUSE_PLAN
+            detail = {"over": over, "demand": {r: demand.get(r, 0) for r in _RESOURCES}, "allocatable": alloc}
+        elif not _node_usable(nodes.get(node_name)):
+            cause = CAUSE_NOT_READY
+        elif intruders and not fits_now:
+            cause = CAUSE_TAKEN
+            detail = {"takenBy": intruders}
+        elif "topology spread" in why:
+            cause = CAUSE_SPREAD
+        elif "affinity" in why:
+            cause = CAUSE_AFFINITY
+        else:
+            cause = CAUSE_UNEXPLAINED
+        out.append({**miss, "cause": cause, "detail": detail})
+    return out
+
+
+def cause_counts(explained: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many misses of each cause, in ``CAUSES`` order, the causes with none left out."""
+    counts = {c: sum(1 for m in explained if m["cause"] == c) for c in CAUSES}
+    return {c: n for c, n in counts.items() if n}
+
+
 # --------------------------------------------------------------------------------------------- measuring
 
 
@@ -178,8 +297,7 @@ class Run:
             out += [
                 p
                 for p in self.kube.objects("v1", "Pod", ns)
-                if not p["metadata"].get("deletionTimestamp")
-                and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+                if not p["metadata"].get("deletionTimestamp") and not _daemonset_pod(p)
             ]
         return out
 
@@ -229,6 +347,22 @@ class Run:
                 }
             )
         return out
+
+    def explain(
+        self, misses: Sequence[Mapping[str, Any]], layout: Sequence[Mapping[str, Any]], failed: set[str]
+    ) -> list[dict[str, Any]]:
+        """``explain_misses`` on the cluster as it is now: every pod's requests, the DaemonSets' per-node overhead
+        (every DaemonSet of the workload tolerates every node), the Nodes."""
+        pods = self.kube.objects("v1", "Pod")
+        requests = {_key(p): pod_requests(p) for p in pods}
+        daemonset_pods = {_key(p) for p in pods if _daemonset_pod(p)}
+        overhead: dict[str, int] = {}
+        for obj in self.work.objects:
+            if obj["kind"] == "DaemonSet":
+                for r, v in pod_requests(obj["spec"]["template"]).items():
+                    overhead[r] = overhead.get(r, 0) + v
+        nodes = {n["metadata"]["name"]: n for n in self.kube.objects("v1", "Node")}
+        return explain_misses(misses, layout, requests, daemonset_pods, overhead, nodes, failed)
 
     def create(self) -> list[str]:
         """Create the workload; wait until kube-scheduler marked each of its pods Unschedulable; their keys."""
@@ -341,6 +475,8 @@ class Run:
             if k not in hits
         ]
         layout = self.layout(first, nominated) if misses else []
+        if misses:
+            misses = self.explain(misses, layout, set(first.failed))
         second = Round([], 0)
         if first.pending:
             self.log(f"{self.work.name}: {len(first.pending)} pods pending after round 1; round 2")
@@ -360,6 +496,7 @@ class Run:
             "extraNodeClaims": len(second.claims),
             "pendingAfterRound2": len(second.pending) if first.pending else len(first.pending),
             "misses": misses,
+            "causes": cause_counts(misses),
             "layout": layout,
             "notPlaced": {k: first.pending.get(k, "") for k in keys if k not in nominated},
             "seconds": round(time.monotonic() - began, 1),
@@ -433,8 +570,12 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in cells]
     for r in rows:
+        if r.get("causes"):
+            causes = ", ".join(f"{cause} {count}" for cause, count in r["causes"].items())
+            lines.append(f"misses of {r['workload']} by cause: {causes}")
         for m in r["misses"]:
-            lines.append(f"miss {r['workload']}: {m['pod']} (planned for {m['plannedFor']}): {m['why']}")
+            cause = f" [{m['cause']}]" if "cause" in m else ""
+            lines.append(f"miss {r['workload']}{cause}: {m['pod']} (planned for {m['plannedFor']}): {m['why']}")
         for key, why in r["notPlaced"].items():
             lines.append(f"not planned {r['workload']}: {key}: {why}")
     return "\n".join(lines)

@@ -3,7 +3,8 @@
 The batch is a trigger: a fresh cluster snapshot decides what to launch. Unreadable messages are
 logged and dropped (they cannot be provisioned better by retrying); a failure of the provisioning
 itself fails the whole batch so SQS delivers it again (nothing is lost, nothing doubles). Pods a
-NodeflowPolicy pause window holds get a run of their own when it closes: a delayed message on this queue.
+NodeflowPolicy pause window holds get a run of their own when it closes, and pods placed but not bound yet one a few
+seconds later (kube-scheduler may put other pods in their room): a delayed message on this queue.
 
 Must not touch: what is provisioned (``nodeflow.lifecycle.provisioner.provision``); this reads the SQS batch and
 settings and calls it.
@@ -20,7 +21,7 @@ from nodeflow.handlers.karpenter_metrics import record_nodeclaims_created, recor
 from nodeflow.handlers.runtime import runtime
 from nodeflow.lifecycle.claims import batch_id
 from nodeflow.lifecycle.karpenter_guard import hold
-from nodeflow.lifecycle.provisioner import PauseRetry, ProvisionDeps, provision
+from nodeflow.lifecycle.provisioner import PauseRetry, PendingRetry, ProvisionDeps, provision, retry_attempt
 from nodeflow.lifecycle.reservation_tracking import live_reservations
 
 
@@ -37,9 +38,9 @@ def deps(context: Any = None) -> ProvisionDeps:
 
     queue = rt.settings.provisioning_queue_url
 
-    def retry(due: PauseRetry) -> bool:
+    def retry(due: PauseRetry | PendingRetry) -> bool:
         """A delayed message on this function's own queue, unless one is delayed there already (only these retries
-        are delayed): one pending retry at a time, each run it starts re-arms it while pods are still held."""
+        are delayed): one retry at a time, each run it starts re-arms it while pods are still held or pending."""
         sqs = rt.client("sqs")
         attrs = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
         if int(attrs.get("Attributes", {}).get("ApproximateNumberOfMessagesDelayed", "0")) > 0:
@@ -63,15 +64,15 @@ def deps(context: Any = None) -> ProvisionDeps:
     )
 
 
-def _readable(record: dict[str, Any]) -> bool:
+def _body(record: dict[str, Any]) -> dict[str, Any] | None:
     try:
         body = json.loads(record.get("body") or "")
     except ValueError:
         body = None
     if not isinstance(body, dict):
         logger.warning("dropping an unreadable message", extra={"messageId": record.get("messageId")})
-        return False
-    return True
+        return None
+    return body
 
 
 @logger.inject_lambda_context
@@ -79,11 +80,12 @@ def _readable(record: dict[str, Any]) -> bool:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = [r for r in event.get("Records") or [] if isinstance(r, dict)]
-    readable = [r for r in records if _readable(r)]
+    readable = [(r, body) for r in records if (body := _body(r)) is not None]
     if not readable:
         return {"batchItemFailures": []}
     d = deps(context)
-    result = provision(d, batch_id(str(r.get("messageId", "")) for r in readable))
+    batch = batch_id(str(r.get("messageId", "")) for r, _ in readable)
+    result = provision(d, batch, retry_attempt([body for _, body in readable]))
     record_decision_log(d.decisions)
     metrics.add_metric(name="NodeClaimsCreated", unit="Count", value=len(result.created))
     metrics.add_metric(name="PendingPods", unit="Count", value=result.pending_pods)

@@ -51,7 +51,17 @@ from nodeflow.plan import build_input, plan
 from nodeflow.scheduling.static_capacity import is_static
 from nodeflow.scheduling.types import NodeClaimPlan, SchedulingResult
 
-__all__ = ["PauseRetry", "ProvisionDeps", "ProvisionResult", "keep_static", "pause_retry", "provision"]
+__all__ = [
+    "PauseRetry",
+    "PendingRetry",
+    "ProvisionDeps",
+    "ProvisionResult",
+    "keep_static",
+    "pause_retry",
+    "pending_retry",
+    "provision",
+    "retry_attempt",
+]
 
 EVENT_WORKERS = 8
 # NodeClaim creates (each followed by its StartExecution) in flight at once: well under the API server's
@@ -75,6 +85,16 @@ NOMINATED_SLOW_SECONDS = 5.0
 # run that message starts, while the window stays open. The message names at most RETRY_POD_NAMES of the pods.
 RETRY_MAX_DELAY_SECONDS = 900
 RETRY_POD_NAMES = 1000
+
+# Pods the plan placed (on a NodeClaim it created, one in flight, or a node with room) may still not be bound:
+# kube-scheduler places pods by its own scores as the nodes come up, so another pod can take the room planned for
+# one (docs/benchmarks/fidelity.md). Karpenter requeues every provisionable pod every 10 s for this reason; here the
+# run that leaves such pods pending asks for a run of its own PENDING_RETRY_SECONDS later (a delayed message on its
+# queue, one at a time), which plans whatever is still pending. A chain of retries that creates no NodeClaim stops
+# after PENDING_RETRY_ATTEMPTS (the agent's resync still re-sends pending pods); one that creates any starts again.
+PENDING_RETRY_SECONDS = 15
+PENDING_RETRY_ATTEMPTS = 20
+PENDING_RETRY_TYPE = "Pending Pods Retry"
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -104,9 +124,10 @@ class ProvisionDeps:
     # The decision log (``nodeflow.aws.decision_log.DecisionLog.write``; must not raise): the run's records, written
     # after its NodeClaims are created and launched (None: no log).
     decisions: Callable[[Sequence[Decision]], Any] | None = None
-    # Schedules the run that provisions the pods a pause window holds when it closes (``PauseRetry``; True: a
-    # message was sent, False: a retry was pending already). None: no retry (the agent's resync re-sends them).
-    retry: Callable[[PauseRetry], bool] | None = None
+    # Schedules the run that provisions the pods a pause window holds when it closes (``PauseRetry``), or the pods
+    # placed but not bound yet (``PendingRetry``); True: a message was sent, False: a retry was pending already.
+    # None: no retry (the agent's resync re-sends the pending pods).
+    retry: Callable[[PauseRetry | PendingRetry], bool] | None = None
     # Hold still while a Karpenter controller runs (``karpenter_guard.hold``; None: never asked, as in ``plan``).
     karpenter: Callable[[Reports], Pause | None] | None = None
 
@@ -138,6 +159,55 @@ class PauseRetry:
             "delaySeconds": self.delay_seconds,
             "heldPods": self.held,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRetry:
+    """A provisioner run ``delay_seconds`` from now for the pending pods a run placed but kube-scheduler has not bound
+    yet (``pods``: the first RETRY_POD_NAMES of ``placed``); ``attempt``: how many such runs in a row created no
+    NodeClaim, this one included."""
+
+    delay_seconds: int
+    pods: tuple[str, ...]
+    placed: int
+    attempt: int
+
+    def message(self) -> dict[str, Any]:
+        """The provisioning queue's message (any body triggers a run; the attempt is read back by the handler)."""
+        return {
+            "id": f"pending-retry-{self.attempt}-{self.pods[0] if self.pods else ''}",
+            "source": "nodeflow",
+            "detail-type": PENDING_RETRY_TYPE,
+            "detail": {"attempt": self.attempt, "pods": list(self.pods), "placedPods": self.placed},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"delaySeconds": self.delay_seconds, "placedPods": self.placed, "attempt": self.attempt}
+
+
+def retry_attempt(bodies: Sequence[Mapping[str, Any]]) -> int:
+    """The attempt of a batch: the highest ``PendingRetry`` attempt among its messages' bodies, 0 when it has none
+    (pods the agent sent start a chain afresh only when no retry message is in the batch)."""
+    attempts = [
+        int(b["detail"].get("attempt") or 0)
+        for b in bodies
+        if b.get("detail-type") == PENDING_RETRY_TYPE and isinstance(b.get("detail"), dict)
+    ]
+    return max(attempts, default=0)
+
+
+def pending_retry(pending: Sequence[str], result: SchedulingResult, attempt: int, created: bool) -> PendingRetry | None:
+    """The run to come for the ``pending`` pods ``result`` placed (every pending pod it did not report
+    unschedulable); None when it placed none, or when ``attempt`` runs in a row created no NodeClaim and this one
+    did not either (``created``)."""
+    unplaced = {u.pod for u in result.unschedulable}
+    placed = sorted(k for k in pending if k not in unplaced)
+    if not placed:
+        return None
+    next_attempt = 1 if created else attempt + 1
+    if next_attempt > PENDING_RETRY_ATTEMPTS:
+        return None
+    return PendingRetry(PENDING_RETRY_SECONDS, tuple(placed[:RETRY_POD_NAMES]), len(placed), next_attempt)
 
 
 def pause_retry(state: ClusterState, result: SchedulingResult, now: datetime) -> PauseRetry | None:
@@ -190,7 +260,7 @@ class ProvisionResult:
     nominations_dropped: int = 0  # Nominated events the rate limit dropped (as Karpenter does)
     timings: dict[str, float] = field(default_factory=dict)
     pools: dict[str, str] = field(default_factory=dict)  # created NodeClaim -> its NodePool (for metrics)
-    retry: PauseRetry | None = None  # the run scheduled for pods a pause window holds
+    retry: PauseRetry | PendingRetry | None = None  # the run scheduled for pods a pause holds, or placed and pending
     retry_sent: bool = False  # False: one was pending already (or it could not be sent)
     karpenter: Pause | None = None  # a Karpenter controller runs: nothing was done
 
@@ -210,9 +280,14 @@ class ProvisionResult:
             "nominatedEvents": self.nominated,
             "nominatedEventsDropped": self.nominations_dropped,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
-            **({"pauseRetry": {**self.retry.to_json(), "sent": self.retry_sent}} if self.retry is not None else {}),
+            **(
+                {self._retry_key(): {**self.retry.to_json(), "sent": self.retry_sent}} if self.retry is not None else {}
+            ),
             **({"karpenterRunning": self.karpenter.to_json()} if self.karpenter is not None else {}),
         }
+
+    def _retry_key(self) -> str:
+        return "pendingRetry" if isinstance(self.retry, PendingRetry) else "pauseRetry"
 
 
 class _TokenBucket:
@@ -348,8 +423,9 @@ def _never_launched(claim: NodeClaim) -> bool:
     return status is None or (not status.provider_id and status.condition("Launched") is None)
 
 
-def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
-    """Provision every pending pod of the cluster; ``batch`` is the stable id of the triggering events."""
+def provision(deps: ProvisionDeps, batch: str, attempt: int = 0) -> ProvisionResult:
+    """Provision every pending pod of the cluster; ``batch`` is the stable id of the triggering events, ``attempt``
+    the ``PendingRetry`` attempt that triggered it (``retry_attempt``)."""
     out = ProvisionResult(batch=batch)
     if _karpenter_runs(deps, out):  # a Karpenter controller runs: no status, no NodeClaim, no launch (a run later)
         return out
@@ -377,7 +453,11 @@ def provision(deps: ProvisionDeps, batch: str) -> ProvisionResult:
     _failed_scheduling(deps, result, pending, refused, out)
     out.unschedulable = len(result.unschedulable)
     if deps.retry is not None:
-        _schedule_retry(deps, out, pause_retry(state, result, now))
+        held = pause_retry(state, result, now)
+        placed = pending_retry(list(pending), result, attempt, bool(out.created))
+        # the sooner of the two (one delayed message at a time): a pause's run is re-armed by the runs before it
+        soonest = min((r for r in (held, placed) if r is not None), key=lambda r: r.delay_seconds, default=None)
+        _schedule_retry(deps, out, soonest)
     if deps.decisions is not None:  # last: the launches and events do not wait for it
         _log_decisions(deps, batch, list(pending), result, outcomes)
     return out
@@ -570,7 +650,7 @@ def _failed_scheduling(
     out.timings["events"] = deps.timer() - t4
 
 
-def _schedule_retry(deps: ProvisionDeps, out: ProvisionResult, retry: PauseRetry | None) -> None:
+def _schedule_retry(deps: ProvisionDeps, out: ProvisionResult, retry: PauseRetry | PendingRetry | None) -> None:
     assert deps.retry is not None
     out.retry = retry
     if retry is None:
@@ -578,7 +658,7 @@ def _schedule_retry(deps: ProvisionDeps, out: ProvisionResult, retry: PauseRetry
     try:
         out.retry_sent = deps.retry(retry)
     except Exception as exc:  # the agent's resync still re-sends the pods: never fails the batch
-        deps.log("pause retry: not scheduled", {"error": f"{type(exc).__name__}: {str(exc)[:400]}"})
+        deps.log("retry: not scheduled", {"error": f"{type(exc).__name__}: {str(exc)[:400]}"})
 
 
 def _log_decisions(

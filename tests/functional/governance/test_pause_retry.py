@@ -86,7 +86,8 @@ def test_a_pause_window_schedules_one_retry_that_provisions_the_held_pods_when_i
     assert delay_seconds(message) == 121
     assert json.loads(message.body)["detail"]["pods"] == ["shop/lost-7d4b9c-00000", "shop/web-7d4b9c-00000"]
 
-    # 06:00:01, the window closed: the run that message starts gives the held pod its NodeClaim, and sends nothing
+    # 06:00:01, the window closed: the run that message starts gives the held pod its NodeClaim; no pause retry,
+    # the follow-up for a placed pod not bound yet instead (tests/functional/lifecycle/test_pending_retry.py)
     monkeypatch.setattr(rt, "clock", lambda: datetime(2026, 11, 30, 6, 0, 1, tzinfo=UTC))
     message.delayed_until = 0
     (record,) = local.receive_batch()
@@ -94,6 +95,8 @@ def test_a_pause_window_schedules_one_retry_that_provisions_the_held_pods_when_i
     after = local.provision([record])["result"]
     assert len(after["nodeClaimsCreated"]) == 1, after
     assert "pauseRetry" not in after, after
+    assert after["pendingRetry"] == {"delaySeconds": 15, "placedPods": 1, "attempt": 1, "sent": True}, after
     assert nominated(local) == {"shop/web-7d4b9c-00000"}, claims_of(local)
-    assert delayed(local) == []
+    (follow_up,) = delayed(local)
+    assert json.loads(follow_up.body)["detail-type"] == "Pending Pods Retry"
     assert local.queue_messages() == []

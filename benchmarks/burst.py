@@ -122,9 +122,10 @@ def _run(kube: Any, pods: int, scale: float, timeout: float) -> dict[str, Any]:
     from sandbox.aws import MOCK_CONFIG, Clients
     from sandbox.esm import unschedulable_pods
     from sandbox.nodeflow import LocalNodeflow
+    from sandbox.stepfunctions import quiet_engine_logs
     from tests.functional.lifecycle.conftest import demo_node_pools
 
-    with mock_aws(config=MOCK_CONFIG):
+    with mock_aws(config=MOCK_CONFIG), quiet_engine_logs():  # not a line per Choice path found missing
         quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR"}
         local = LocalNodeflow(
             Clients.fake(),

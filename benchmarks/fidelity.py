@@ -528,10 +528,12 @@ def run_workload(kube: Any, work: Workload, *, log: Callable[[str], None] = lamb
 
     from sandbox.aws import MOCK_CONFIG, Clients
     from sandbox.nodeflow import LocalNodeflow
+    from sandbox.stepfunctions import quiet_engine_logs
 
     kube.reset()
     try:
-        with aws_sandbox(), mock_aws(config=MOCK_CONFIG):
+        # quiet: the engine logs every path a Choice's IsPresent finds missing (Register's while a Node is not ready)
+        with aws_sandbox(), mock_aws(config=MOCK_CONFIG), quiet_engine_logs():
             # The workflow's waits (45 / 10 / 15 s) scaled to about a second: shorter, and dozens of executions
             # polling Register / Initialize starve the process.
             local = LocalNodeflow(

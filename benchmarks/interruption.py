@@ -74,7 +74,7 @@ def _run(kube: Any, nodes: int, pods_per_node: int) -> dict[str, Any]:
             # one node per Deployment: pods that fill a 2-vCPU node
             for i in range(nodes):
                 local.apply([replica_set(f"svc{i}", pods_per_node, cpu="250m", memory="256Mi")])
-                local.send_pending(unschedulable(kube, f"svc{i}", pods_per_node))
+                local.send_pending(unschedulable(kube, f"svc{i}", pods_per_node, timeout=120))
                 local.provision()
                 local.wait_for_executions(timeout=60)
                 running(kube, f"svc{i}", pods_per_node, timeout=60)  # kube-scheduler bound them

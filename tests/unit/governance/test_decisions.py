@@ -563,3 +563,18 @@ def test_pointer_refs_reads_both_pointer_layouts_and_names_a_bad_item() -> None:
     for bad in ('[["P1"]]', "{}", "[[1, 2]]", "not json"):
         with pytest.raises(DecisionError, match=r"pointer NODEPOOL#default#05/t#r-2#abc: refs"):
             dl.pointer_refs({**grouped, "refs": {"S": bad}})
+
+
+def test_may_cut_finds_a_long_run_without_quotes_as_splitting_at_quotes_did() -> None:
+    """``_may_cut`` looks for more than ``text`` characters without a quote with a regular expression (splitting every
+    body at its quotes built a string per piece): the same answer as the split on random bodies."""
+    import random
+
+    def split(stored: str, text: int) -> bool:
+        return max(map(len, stored.split('"'))) > text
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        stored = "".join(rng.choice(['"', "a", ",", "x" * rng.randint(0, 12)]) for _ in range(rng.randint(0, 40)))
+        for text in (1, 5, 12, 30):
+            assert dl._may_cut(stored, text, 10**9) == split(stored, text), (stored, text)

@@ -271,6 +271,7 @@ def without_transport(records: Sequence[Any], repeat: int) -> float:
     connection, so each request there also pays a TCP connect)."""
     from botocore.awsrequest import AWSResponse
 
+    from nodeflow.governance.decisions import item_count
     from nodeflow.handlers.runtime import Runtime, Settings
 
     def answer(**_kwargs: Any) -> AWSResponse:
@@ -286,15 +287,15 @@ def without_transport(records: Sequence[Any], repeat: int) -> float:
         cpu = time.process_time()
         writer.write(records)
         best = min(best, time.process_time() - cpu)
-        assert writer.written == sum(1 + len(d.node_pools) + len(d.pods) for d in records), writer.written
+        assert writer.written == item_count(records), writer.written
     return best
 
 
 def item_figures(records: Sequence[Any]) -> dict[str, int]:
     """The items the records make, their bytes and write units as DynamoDB counts them (after the run, untimed)."""
-    from nodeflow.governance.decisions import index_items, item_size, to_item
+    from nodeflow.governance.decisions import item_size, write_items
 
-    sizes = [item_size(i) for d in records for i in (to_item(d), *index_items(d))]
+    sizes = [item_size(i) for i in write_items(records)]
     return {
         "items": len(sizes),
         "itemBytes": sum(sizes),

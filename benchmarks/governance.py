@@ -228,7 +228,7 @@ def measure(pods: int, repeat: int, limits: bool = False) -> dict[str, Any]:
 
 def _records(planned: tuple[Any, Any], repeat: int) -> dict[str, Any]:
     from nodeflow.aws.decision_log import BATCH
-    from nodeflow.governance.decisions import ClaimOutcome, index_items, provisioning_records, to_item
+    from nodeflow.governance.decisions import ClaimOutcome, provisioning_records, write_items
 
     state, result = planned
     pending = [f"{p.metadata.namespace}/{p.metadata.name}" for p in state.pods]
@@ -236,7 +236,7 @@ def _records(planned: tuple[Any, Any], repeat: int) -> dict[str, Any]:
 
     def build() -> tuple[int, int]:
         records = provisioning_records("bench", NOW, pending, result, outcomes, 60)
-        items = [item for d in records for item in (to_item(d), *index_items(d))]
+        items = write_items(records)
         return len(records), len(items)
 
     seconds, (records, items) = _best(repeat, build)

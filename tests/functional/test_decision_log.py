@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.provisioning_scale import node_class, node_pool, pod
 from nodeflow.cli import main
-from nodeflow.governance.decisions import nodepool_partitions
+from nodeflow.governance.decisions import nodepool_partitions, pointer_refs
 from tests.functional.faults.dynamodb import BatchWriteFaults
 from tests.realk8s.workloads import held
 
@@ -484,13 +484,32 @@ def test_an_unschedulable_group_replanned_within_the_hour_rewrites_one_record(wo
     assert group["sk"] == record["sk"]
     (found,) = _read(world, pod=key)
     assert sorted(found.pods) == sorted([world["stray"], key])
-    named = (f"POD#{key}", f"POD#{world['stray']}", *nodepool_partitions("default"))
-    pointers = [i for i in _items(world) if i["pk"]["S"] in named and i["kind"]["S"] == "unschedulable"]
-    assert {i["sk"]["S"] for i in pointers} == {record["sk"]["S"]}
-    assert {i["pk"]["S"].split("#")[0] for i in pointers} == {"POD", "NODEPOOL"}
+    pods = [i for i in _items(world) if i["pk"]["S"] in (f"POD#{key}", f"POD#{world['stray']}")]
+    assert [i["kind"]["S"] for i in pods] == ["unschedulable"] * 2
+    assert {i["sk"]["S"] for i in pods} == {record["sk"]["S"]}
+    pools = [i for i in _items(world) if i["pk"]["S"] in nodepool_partitions("default")]
+    assert (record["pk"]["S"], record["sk"]["S"]) in {ref for i in pools for ref in pointer_refs(i)}
 
     _provision(world, _writer(world, remembered=remembered), now=NOW + timedelta(hours=1, minutes=1))
     assert len(records()) == 2  # the next hour: a record of its own
+
+
+def test_nodepool_pointers_written_one_per_record_before_grouping_are_still_read(world: dict[str, Any]) -> None:
+    """A table holds, for their TTL, NodePool pointers of the layout before they were grouped (one item a record,
+    ``ref``): --nodepool reads those records and the grouped pointers' alike, newest first."""
+    from nodeflow.governance.decisions import NODECLAIM, Decision, nodepool_partition, to_item
+
+    _provision(world, _writer(world))
+    new = _read(world, nodepool="default")
+    old = Decision(NODECLAIM, NOW - timedelta(minutes=30), "old-0001", "old", "NodeClaim x", ("default",))
+    item = to_item(old)
+    sk = item["sk"]["S"]
+    pointer = {"pk": {"S": nodepool_partition("default", sk)}, "sk": {"S": sk}, "ref": item["pk"], "kind": item["kind"]}
+    for put in (item, pointer):
+        world["ddb"].put_item(TableName=TABLE, Item=put)
+    both = _read(world, nodepool="default")
+    assert [d.id for d in both] == [d.id for d in new] + ["old-0001"]
+    assert [d.id for d in _read(world, nodepool="default", limit=2)] == [d.id for d in new][:2]
 
 
 # ------------------------------------------------------------------------------------------ faults
@@ -542,7 +561,7 @@ def test_a_write_past_its_deadline_sends_nothing_and_counts_every_item(
     """The run took all its time: the writer sends nothing, builds nothing, and counts each record and index item
     it would have written as late."""
     from nodeflow.aws.decision_log import DecisionLog
-    from nodeflow.governance.decisions import index_items
+    from nodeflow.governance.decisions import item_count
 
     faults = BatchWriteFaults(monkeypatch, TABLE)
     writer = DecisionLog(world["ddb"], TABLE, time_left=lambda: 0.0)
@@ -554,7 +573,7 @@ def test_a_write_past_its_deadline_sends_nothing_and_counts_every_item(
 
     assert _provision(world, hook).created
     assert faults.batches == []
-    assert writer.late == sum(1 + len(index_items(d)) for d in given) > 0
+    assert writer.late == item_count(given) > 0
     assert (writer.written, writer.failed) == (0, 0)
 
 

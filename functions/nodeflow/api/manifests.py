@@ -593,7 +593,7 @@ def load_manifests(paths: Sequence[str | Path]) -> Manifests:
                 continue
             seen_files.add(identity)
             for index, document in _documents(file, collector.problems, shapes):
-                _load_document(collector, str(file), index, None, document)
+                _load_document(collector, file, index, None, document)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -602,57 +602,91 @@ def load_manifests(paths: Sequence[str | Path]) -> Manifests:
     return collector.result()
 
 
-def _files(paths: Sequence[str | Path], problems: list[str]) -> Iterator[tuple[Path, tuple[int, int]]]:
-    """Each manifest file of ``paths`` with its identity (device, inode): a file as named; a directory's
-    ``.yaml``/``.yml``/``.json`` files at any depth, sorted, leaving out hidden files and directories and not
-    following links to directories (as ``Path.rglob``)."""
+def _files(paths: Sequence[str | Path], problems: list[str]) -> Iterator[tuple[str, tuple[int, int]]]:
+    """Each manifest file of ``paths`` (as ``str(Path(...))`` names it) with its identity (device, inode): a file
+    as named; a directory's ``.yaml``/``.yml``/``.json`` files at any depth, in the order of their sorted ``Path``s,
+    leaving out hidden files and directories and not following links to directories (as ``Path.rglob``)."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found: list[tuple[Path, tuple[int, int]]] = []
+            found: list[tuple[str, tuple[int, int]]] = []
             _scan(str(path), found)
-            found.sort()
             yield from found
         elif path.is_file():
             st = os.stat(path)
-            yield path, (st.st_dev, st.st_ino)
+            yield str(path), (st.st_dev, st.st_ino)
         else:
             problems.append(f"{path}: no such file or directory")
 
 
-def _scan(directory: str, found: list[tuple[Path, tuple[int, int]]]) -> None:
-    """The manifest files under ``directory`` into ``found``: one scandir per directory, the inode from the
-    directory entry (a stat only for a link), so that a directory of 20,000 files costs no 20,000 path
-    resolutions."""
+def _scan(directory: str, found: list[tuple[str, tuple[int, int]]]) -> None:
+    """The manifest files under ``directory`` (a ``str(Path)``) into ``found``, in the order sorted ``Path``s
+    have (by their parts: each directory's entries by name, a subdirectory's files where its name sorts): one
+    scandir per directory, the inode from the directory entry (a stat only for a link), names joined as ``Path``
+    joins them; no ``Path`` per file (a directory of 20,000 files: 20,000 path objects built, and compared
+    ~260,000 times to sort them)."""
     try:
         device = os.stat(directory).st_dev
-        entries = list(os.scandir(directory))
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except OSError:  # unreadable or gone: skipped, as rglob skips it
         return
+    prefix = "" if directory == "." else directory if directory.endswith(os.sep) else directory + os.sep
     for entry in entries:
-        if entry.name.startswith("."):
+        name = entry.name
+        if name.startswith("."):
             continue
         try:
             if entry.is_dir():
                 if not entry.is_symlink():
-                    _scan(entry.path, found)
-            elif os.path.splitext(entry.name)[1].lower() in _SUFFIXES and entry.is_file():
+                    _scan(prefix + name, found)
+            elif os.path.splitext(name)[1].lower() in _SUFFIXES and entry.is_file():
                 if entry.is_symlink():
                     st = entry.stat()
-                    found.append((Path(entry.path), (st.st_dev, st.st_ino)))
+                    found.append((prefix + name, (st.st_dev, st.st_ino)))
                 else:
-                    found.append((Path(entry.path), (device, entry.inode())))
+                    found.append((prefix + name, (device, entry.inode())))
         except OSError:
             continue
 
 
-def _documents(file: Path, problems: list[str], shapes: _Shapes | None = None) -> Iterator[tuple[int, Any]]:
+def _suffix(file: str) -> str:
+    """``Path(file).suffix``: from the last dot of the name, unless the name starts or ends with it."""
+    name = file.rpartition(os.sep)[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+def _read_text(file: str) -> str:
+    """``Path(file).read_text(encoding="utf-8")`` (line ends ``\r\n`` and ``\r`` read as ``\n``, errors the
+    same, naming the file) with one ``os.open`` and ``os.read``: no Python file object and text wrapper per file."""
+    fd = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        text = file.read_text(encoding="utf-8")
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) > size:  # it grew: the rest
+            parts = [data]
+            while more := os.read(fd, 1 << 16):
+                parts.append(more)
+            data = b"".join(parts)
+    except OSError as exc:
+        if exc.filename is None:  # read(2) errors name no file (a directory: "Is a directory"): as open names it
+            raise type(exc)(exc.errno, exc.strerror, file) from None
+        raise
+    finally:
+        os.close(fd)
+    text = data.decode("utf-8")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _documents(file: str, problems: list[str], shapes: _Shapes | None = None) -> Iterator[tuple[int, Any]]:
+    try:
+        text = _read_text(file)
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{file}: cannot read: {exc}")
         return
-    if file.suffix.lower() == ".json":
+    if _suffix(file).lower() == ".json":
         try:
             yield 0, loads_json(text)
         except json.JSONDecodeError as exc:

@@ -286,7 +286,8 @@ class Runtime:
         and short timeouts, so a call in flight when the deadline comes ends within DECISION_CALL_SECONDS. No
         client-side parameter validation: botocore's walks every attribute of every item (about 20 us of CPU an item:
         0.6 s of the 3.7 s the log took in a 20,000-pod run); the items are ``governance.decisions.items``' own, and
-        an item DynamoDB refuses is still reported and sent alone (``DecisionLog``)."""
+        an item DynamoDB refuses is still reported and sent alone (``DecisionLog``). Its BatchWriteItem bodies are
+        written by ``json`` (``encode_batch_writes``: the same bytes as botocore's serializer)."""
         with self._lock:
             found = self._clients.get("dynamodb:decisions")
             if found is None:
@@ -300,8 +301,10 @@ class Runtime:
                     connect_timeout=DECISION_CONNECT_SECONDS,
                     read_timeout=DECISION_CALL_SECONDS - DECISION_CONNECT_SECONDS,
                 )
-                found = self._clients["dynamodb:decisions"] = new_session().client(
-                    "dynamodb", region_name=self.settings.region, config=config
+                from nodeflow.aws.decision_log import encode_batch_writes
+
+                found = self._clients["dynamodb:decisions"] = encode_batch_writes(
+                    new_session().client("dynamodb", region_name=self.settings.region, config=config)
                 )
             return found
 

@@ -202,11 +202,13 @@ def test_an_unschedulable_group_is_one_record_per_hour_and_reason_set() -> None:
     assert dl.from_item(dl.to_item(later)) == later
     # its NodePool's and every pod's index item point to that one record
     shard = dl.shard(first.sk)
-    assert [(i["pk"]["S"], i["sk"]["S"], i["ref"]["S"]) for i in dl.index_items(later)] == [
-        (f"NODEPOOL#batch#{shard}", first.sk, f"DECISION#2026-11-25#{shard}"),
+    *pods, pool = dl.index_items(later)
+    assert [(i["pk"]["S"], i["sk"]["S"], i["ref"]["S"]) for i in pods] == [
         ("POD#etl/late-1", first.sk, f"DECISION#2026-11-25#{shard}"),
         ("POD#etl/late-2", first.sk, f"DECISION#2026-11-25#{shard}"),
     ]
+    assert pool["pk"]["S"] == dl.nodepool_partition("batch", pool["sk"]["S"])
+    assert dl.pointer_refs(pool) == [(f"DECISION#2026-11-25#{shard}", first.sk)]
     assert next_hour.sk != first.sk
     assert other.sk != first.sk
 
@@ -230,9 +232,10 @@ def test_keys_time_nodepool_and_pod_partitions_and_ttl() -> None:
     assert int(item["ttl"]["N"]) == int((AT + timedelta(days=90)).timestamp())
     assert int(dl.to_item(created, ttl_days=7)["ttl"]["N"]) == int((AT + timedelta(days=7)).timestamp())
     index = dl.index_items(created)
-    assert [i["pk"]["S"] for i in index] == [f"NODEPOOL#default#{shard}", "POD#shop/web-1", "POD#shop/web-2"]
-    assert {i["sk"]["S"] for i in index} == {item["sk"]["S"]}
-    assert {i["ref"]["S"] for i in index} == {item["pk"]["S"]}
+    assert [i["pk"]["S"] for i in index[:2]] == ["POD#shop/web-1", "POD#shop/web-2"]
+    assert index[2]["pk"]["S"] == dl.nodepool_partition("default", index[2]["sk"]["S"])
+    assert [dl.pointer_refs(i) for i in index] == [[(item["pk"]["S"], item["sk"]["S"])]] * 3
+    assert index[-1]["sk"]["S"].startswith(item["sk"]["S"] + "#")  # the newest record it names, then a digest
     assert all(i["ttl"] == item["ttl"] for i in index)
     assert dl.from_item(item) == created
     assert json.loads(item["body"]["S"])["kind"] == "nodeclaim"
@@ -268,8 +271,8 @@ def test_big_records_name_at_most_max_pods_but_index_every_pod() -> None:
     assert stored.pods == pods[: dl.MAX_PODS_PER_RECORD]
     assert stored.pod_count == len(pods)
     index = [i["pk"]["S"] for i in dl.index_items(claim)]
-    assert len(index) == 1 + len(pods)  # the NodePool, and every pod: each one is found by --pod
-    assert index[-1] == f"POD#{pods[-1]}"
+    assert len(index) == 1 + len(pods)  # every pod (each one is found by --pod), and the NodePool
+    assert index[-2] == f"POD#{pods[-1]}"
     assert len(dl.to_item(run)["body"]["S"]) < 100_000
 
 
@@ -286,8 +289,8 @@ def test_day_partitions_newest_first() -> None:
 
 
 def test_a_burst_of_records_spreads_over_the_shards() -> None:
-    """One run's NodeClaim records (and their NodePool's pointers) go to every shard of the day about evenly:
-    DynamoDB writes one partition key at most 1,000 WCU a second."""
+    """One run's NodeClaim records go to every shard of the day about evenly: DynamoDB writes one partition key at
+    most 1,000 WCU a second. Their NodePool's pointers are a few items (POOL_REFS records each), not one a record."""
     pods = tuple(f"ns/p-{i}" for i in range(1600))
     claims = tuple(plan("default", ("m5.large",), (p,)) for p in pods)
     result = SchedulingResult(node_claims=claims, existing=(), unschedulable=())
@@ -296,8 +299,16 @@ def test_a_burst_of_records_spreads_over_the_shards() -> None:
     per_key = Counter(dl.to_item(r)["pk"]["S"] for r in records)
     assert len(per_key) == dl.SHARDS
     assert max(per_key.values()) < 2 * len(records) / dl.SHARDS
-    pointers = Counter(i["pk"]["S"] for r in records for i in dl.index_items(r) if i["pk"]["S"].startswith("NODEPOOL#"))
-    assert set(pointers) == set(dl.nodepool_partitions("default"))
+    written = dl.write_items(records)
+    pointers = [i for i in written if i["pk"]["S"].startswith("NODEPOOL#")]
+    assert len(pointers) == -(-len(records) // dl.POOL_REFS) == 7
+    assert {i["pk"]["S"] for i in pointers} <= set(dl.nodepool_partitions("default"))
+    named = [ref for i in pointers for ref in dl.pointer_refs(i)]
+    assert sorted(named) == sorted(
+        (i["pk"]["S"], i["sk"]["S"]) for i in written if i["pk"]["S"].startswith("DECISION#")
+    )
+    assert max(dl.item_size(i) for i in pointers) < 30_000
+    assert len(written) == dl.item_count(records) == len(records) + len(pods) + 7
 
 
 def test_bad_input_names_what_is_wrong() -> None:
@@ -528,9 +539,42 @@ def test_a_records_pointers_share_its_key_worked_out_once(monkeypatch: pytest.Mo
     pods = tuple(f"shop/web-{i}" for i in range(500))
     record = Decision(dl.NODECLAIM, AT, "run-0001", "run", "NodeClaim", ("default",), pods, len(pods))
 
-    index = dl.index_items(record)
-    assert len(index) == 501
+    *pods, pool = dl.index_items(record)
+    assert len(pods) == 500
     assert len(rendered) == 1
-    assert {i["sk"]["S"] for i in index} == {f"{real(AT)}#run-0001"}
+    assert {i["sk"]["S"] for i in pods} == {f"{real(AT)}#run-0001"}
+    assert pool["sk"]["S"].startswith(f"{real(AT)}#run-0001#")
     for kind in provisioning() + dl.disruption_records("r", AT, blocked=[{"node": "n", "event": "e", "message": "m"}]):
         assert dl.items(kind, 7) == [dl.to_item(kind, 7), *dl.index_items(kind, 7)]
+
+
+def test_pointer_refs_reads_both_pointer_layouts_and_names_a_bad_item() -> None:
+    """A NodePool's pointers written before they were grouped (one a record, ``ref``) stay readable for their TTL;
+    a grouped one names its records in ``refs``; a ``refs`` that is not a list of [pk, sk] is an error naming it."""
+    old = {"pk": {"S": "NODEPOOL#default#03"}, "sk": {"S": "t#r-1"}, "ref": {"S": "DECISION#d#03"}, "kind": {"S": "x"}}
+    assert dl.pointer_refs(old) == [("DECISION#d#03", "t#r-1")]
+    grouped = {
+        "pk": {"S": "NODEPOOL#default#05"},
+        "sk": {"S": "t#r-2#abc"},
+        "refs": {"S": '[["P1","t#r-1"],["P2","t#r-2"]]'},
+    }
+    assert dl.pointer_refs(grouped) == [("P1", "t#r-1"), ("P2", "t#r-2")]
+    assert dl.pointer_refs({"pk": {"S": "x"}, "sk": {"S": "y"}}) == []
+    for bad in ('[["P1"]]', "{}", "[[1, 2]]", "not json"):
+        with pytest.raises(DecisionError, match=r"pointer NODEPOOL#default#05/t#r-2#abc: refs"):
+            dl.pointer_refs({**grouped, "refs": {"S": bad}})
+
+
+def test_may_cut_finds_a_long_run_without_quotes_as_splitting_at_quotes_did() -> None:
+    """``_may_cut`` looks for more than ``text`` characters without a quote with a regular expression (splitting every
+    body at its quotes built a string per piece): the same answer as the split on random bodies."""
+    import random
+
+    def split(stored: str, text: int) -> bool:
+        return max(map(len, stored.split('"'))) > text
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        stored = "".join(rng.choice(['"', "a", ",", "x" * rng.randint(0, 12)]) for _ in range(rng.randint(0, 40)))
+        for text in (1, 5, 12, 30):
+            assert dl._may_cut(stored, text, 10**9) == split(stored, text), (stored, text)

@@ -40,6 +40,24 @@ def _instance_id(claim: dict[str, Any]) -> str:
     return str(claim["status"]["providerID"]).rsplit("/", 1)[-1]
 
 
+def _settled(kube: Any, name: str, count: int) -> list[str]:
+    """Wait until kube-scheduler bound or marked Unschedulable each of the ``count`` pods of ``name``; the
+    unschedulable ones' keys."""
+    from sandbox.controlplane.facade import wait_for
+
+    def check() -> list[str] | None:
+        pods = [p for p in kube.objects("v1", "Pod", "default") if p["metadata"]["name"].startswith(f"{name}-")]
+        verdicts: list[dict[str, Any]] = [
+            next((c for c in p["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {}) for p in pods
+        ]
+        done = [p for p, v in zip(pods, verdicts, strict=True) if p["spec"].get("nodeName") or v.get("reason")]
+        if len(pods) != count or len(done) != count:
+            return None
+        return [f"default/{p['metadata']['name']}" for p in pods if not p["spec"].get("nodeName")]
+
+    return list(wait_for(f"kube-scheduler's verdict on the {count} pods of {name}", check, 120.0))
+
+
 def run(nodes: int, pods_per_node: int) -> dict[str, Any]:
     from benchmarks.realcluster import started
 
@@ -55,7 +73,7 @@ def _run(kube: Any, nodes: int, pods_per_node: int) -> dict[str, Any]:
     from sandbox.stepfunctions import quiet_engine_logs, wait_for_execution
     from tests.fixtures.aws_events import SPOT, variant
     from tests.functional.lifecycle.conftest import demo_node_pools
-    from tests.realk8s.workloads import replica_set, running, unschedulable
+    from tests.realk8s.workloads import replica_set, running
 
     evictions: list[float] = []
     lock = threading.Lock()
@@ -71,12 +89,15 @@ def _run(kube: Any, nodes: int, pods_per_node: int) -> dict[str, Any]:
         local = LocalNodeflow(Clients.fake(), kube, env=quiet, wait_scale=0.01).start()
         try:
             local.apply(demo_node_pools())
-            # one node per Deployment: pods that fill a 2-vCPU node
+            # a node per Deployment, about: pods that fill a 2-vCPU node (kube-scheduler may put some on a node the
+            # plan chose larger, and provisioning is only for those it found no node for)
             for i in range(nodes):
                 local.apply([replica_set(f"svc{i}", pods_per_node, cpu="250m", memory="256Mi")])
-                local.send_pending(unschedulable(kube, f"svc{i}", pods_per_node, timeout=120))
-                local.provision()
-                local.wait_for_executions(timeout=60)
+                pending = _settled(kube, f"svc{i}", pods_per_node)
+                if pending:
+                    local.send_pending(pending)
+                    local.provision()
+                    local.wait_for_executions(timeout=60)
                 running(kube, f"svc{i}", pods_per_node, timeout=60)  # kube-scheduler bound them
             claims = [c for c in kube.objects("karpenter.sh/v1", "NodeClaim") if c.get("status", {}).get("nodeName")]
             local.start_interruption_source()

@@ -33,8 +33,12 @@ nothing left are reported blocked.
   its types holds them), and one new node there is the replacement, judged by the rules above.
 Given the NodePools' totals, a move of nodes of a NodePool with consolidationPolicy Balanced must also pass
 its score (see ``nodeflow.disruption.balanced``), and a single node whose outright deletion would not pass is
-not simulated at all; the command carries the scores. ``Consolidation.attempt`` then asks the round whether the
-NodeflowPolicies admit the command (``method.Round.validate``).
+not simulated at all; the command carries the scores. nodeflow's replace bar (``replace_bar``; not Karpenter's:
+``Settings.replace_bar_k``, 4.5, 0 turns it off) then asks the same score of every REPLACE, whatever the NodePool's
+policy, at 1/k: a replacement that saves little for the pods it evicts (an m5.2xlarge for an m5a.2xlarge, 10 %
+saved for all its pods; dozens of nodes packed into one large node for a few percent) is refused, so consolidation
+tries fewer nodes or ends instead of churning. Deletes are never held back. ``Consolidation.attempt`` then asks the
+round whether the NodeflowPolicies admit the command (``method.Round.validate``).
 
 Must not touch: the order in which the methods run and the budgets (``round``), the packing itself
 (``nodeflow.scheduling``: simulations go through the solver), Kubernetes, AWS, the clock.
@@ -63,6 +67,7 @@ __all__ = [
     "consolidate",
     "consolidation_order",
     "interleave_pools",
+    "replace_bar",
     "type_prices",
     "unconsolidatable",
 ]
@@ -140,10 +145,13 @@ class Consolidation:
         return inside
 
     def totals(self, r: Round) -> Mapping[str, balanced.PoolTotals] | None:
-        """The NodePools' totals over all their nodes (blocked and deleting ones too) when a NodePool is Balanced."""
+        """The NodePools' totals over all their nodes (blocked and deleting ones too) when a NodePool is Balanced
+        or the replace bar is on (``Settings.replace_bar_k``)."""
         if not self._totals_done:
             pools = r.snapshot.state.node_pools
-            if any(p.spec.disruption.consolidation_policy == balanced.BALANCED for p in pools):
+            if r.settings.replace_bar_k > 0 or any(
+                p.spec.disruption.consolidation_policy == balanced.BALANCED for p in pools
+            ):
                 self._totals = balanced.pool_totals(r.candidates)
             self._totals_done = True
         return self._totals
@@ -271,13 +279,30 @@ def consolidate(
         if best is not None:
             return f"Balanced consolidation: even deleting it would be rejected: {best.describe()}"
     outcome = _consolidate(candidates, sim, settings, method)
-    if totals is None or isinstance(outcome, str) or not any(balanced.is_balanced(c) for c in candidates):
+    if totals is None or isinstance(outcome, str):
         return outcome
-    approved, scores = balanced.evaluate(candidates, outcome.saved, totals)
-    if not approved:
-        why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
-        return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
-    return dataclasses.replace(outcome, scores=scores)
+    if any(balanced.is_balanced(c) for c in candidates):
+        approved, scores = balanced.evaluate(candidates, outcome.saved, totals)
+        if not approved:
+            why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
+            return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
+        outcome = dataclasses.replace(outcome, scores=scores)
+    return replace_bar(candidates, outcome, settings, totals) or outcome
+
+
+def replace_bar(
+    candidates: Sequence[Candidate], command: Command, settings: Settings, totals: Mapping[str, balanced.PoolTotals]
+) -> str | None:
+    """Why ``command`` saves too little for the pods it evicts (nodeflow's replace bar), or None: a REPLACE must
+    score at least 1 / ``settings.replace_bar_k`` on Balanced's score in every NodePool of its candidates (a
+    delete, or the bar off, always passes)."""
+    if not command.replacements or settings.replace_bar_k <= 0:
+        return None
+    approved, scores = balanced.evaluate(candidates, command.saved, totals, k=settings.replace_bar_k, every_pool=True)
+    if approved:
+        return None
+    why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
+    return f"the replacement saves too little for the pods it evicts (saving ${command.saved:.4f}/h): {why}"
 
 
 def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:

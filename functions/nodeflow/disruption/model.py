@@ -68,6 +68,10 @@ class Settings:
     spot_to_spot_min_types: int = 15  # cheaper instance types needed for spot-to-spot replacement
     preference_policy: str = "Respect"  # "Ignore": the simulations drop preferences (Karpenter's option)
     min_values_policy: str = "Strict"  # "BestEffort": the simulations may relax minValues
+    # nodeflow's replace bar (not Karpenter's): a consolidation REPLACE must score at least 1/k on Balanced's score
+    # (savings fraction / disruption fraction in each of its NodePools, ``consolidation.replace_bar``); 0: no bar, as
+    # Karpenter. 4.5 (Balanced's 2, 2.25 times laxer): see docs/benchmarks/index.md, consolidation
+    replace_bar_k: float = 4.5
 
 
 @dataclass(frozen=True, slots=True)

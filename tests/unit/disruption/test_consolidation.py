@@ -183,9 +183,12 @@ def test_a_replacement_is_priced_at_its_dearest_zone() -> None:
 def test_pods_the_cost_sized_plan_spreads_over_several_nodes_are_packed_on_one() -> None:
     # Sized for cost, the six pods go on several small nodes (cheaper than one large one); Karpenter's scheduler packs
     # them on one NodeClaim, which is what consolidation may launch: one node, cheaper than the two it replaces.
+    # (Without the replace bar, as Karpenter: the move saves 10% of the NodePool for all its pods, which the bar
+    # refuses: test_a_replace_saving_little_for_the_pods_it_evicts_is_refused.)
     nodes = [node("a", "m5.4xlarge"), node("b", "m5.4xlarge")]
     pods = [pod(f"p{i}", "ab"[i % 2], "3", "12Gi") for i in range(6)]
-    command = decide(snapshot(nodes, pods, pools=[pool(budgets=ALL)]), CATALOG, NOW).command
+    s = snapshot(nodes, pods, pools=[pool(budgets=ALL)])
+    command = decide(s, CATALOG, NOW, settings=Settings(replace_bar_k=0)).command
     assert command is not None
     assert command.method == "multi-node consolidation"
     assert set(command.candidates) == {"a", "b"}
@@ -210,3 +213,60 @@ def test_a_right_sized_node_first_in_the_order_does_not_stop_multi_node_consolid
     assert "full" not in command.candidates
     assert len(command.candidates) >= 2
     assert command.saved >= 2 * CATALOG.on_demand_prices["m5.xlarge"] - 1e-9
+
+
+# --- nodeflow's replace bar (Settings.replace_bar_k): a replace must save enough for the pods it evicts -----------
+
+
+def test_a_replace_saving_little_for_the_pods_it_evicts_is_refused() -> None:
+    # m5.2xlarge -> m5a.2xlarge saves $0.04/h (10.4% of the NodePool) and evicts every pod of the NodePool: score
+    # 0.10, under the bar of 1/4.5. Karpenter (no bar) makes the replacement.
+    s = snapshot([node("a", "m5.2xlarge")], [pod(f"p{i}", "a", "1500m", "6Gi") for i in range(4)], pools=[pool()])
+    karpenter = decide(s, CATALOG, NOW, settings=Settings(replace_bar_k=0)).command
+    assert karpenter is not None
+    assert karpenter.decision == "replace"
+    assert karpenter.saved < karpenter.price_before / 4.5
+    result = decide(s, CATALOG, NOW)
+    assert result.command is None
+    (blocked,) = result.blocked
+    assert blocked.kind is BlockKind.UNCONSOLIDATABLE
+    assert blocked.message.startswith("the replacement saves too little for the pods it evicts (saving $0.0400/h)")
+    assert "score 0.10 < threshold 0.22 (k: 4.5, savings 10.4%, disruption 100.0%)" in blocked.message
+
+
+def test_the_replace_bar_refuses_a_packed_multi_node_replace_for_one_that_saves_more_per_eviction() -> None:
+    # The two m5.4xlarge of test_pods_the_cost_sized_plan_spreads_over_several_nodes_are_packed_on_one: one node for
+    # both saves 10% of the NodePool and evicts all its pods (score 0.10); the bar refuses it, and single-node
+    # consolidation replaces "a" alone (some of its pods to "b"), saving more for fewer evictions.
+    nodes = [node("a", "m5.4xlarge"), node("b", "m5.4xlarge")]
+    pods = [pod(f"p{i}", "ab"[i % 2], "3", "12Gi") for i in range(6)]
+    s = snapshot(nodes, pods, pools=[pool(budgets=ALL)])
+    karpenter = decide(s, CATALOG, NOW, settings=Settings(replace_bar_k=0)).command
+    assert karpenter is not None
+    assert (karpenter.method, len(karpenter.moves)) == ("multi-node consolidation", 6)
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert (command.method, command.candidates, command.decision) == ("single-node consolidation", ("a",), "replace")
+    assert command.saved > karpenter.saved
+    assert len(command.moves) == 3
+
+
+def test_a_replace_saving_enough_for_its_evictions_passes_the_bar() -> None:
+    # one 1-CPU pod on an m5.4xlarge: a small node saves most of the price for one eviction
+    s = snapshot([node("big", "m5.4xlarge")], [pod("p", "big", "1", "2Gi")], pools=[pool(budgets=ALL)])
+    command = decide(s, CATALOG, NOW).command
+    assert command is not None
+    assert command.decision == "replace"
+    assert command.saved > command.price_before / 4.5
+
+
+def test_a_delete_is_never_held_back_by_the_replace_bar() -> None:
+    # Deleting "a" moves 10 pods (85% of the NodePool's disruption) to save $0.096/h (11% of its price): as a replace
+    # it would score 0.13 < 0.22, but a delete launches nothing and is made.
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.4xlarge"]}]
+    nodes = [node("a", "m5.large"), node("b", "m5.4xlarge")]
+    pods = [pod(f"p{i}", "a", "100m", "128Mi") for i in range(10)] + [pod("q", "b", "14", "50Gi")]
+    command = decide(snapshot(nodes, pods, pools=[pool(budgets=ALL, extra=only)]), CATALOG, NOW).command
+    assert command is not None
+    assert (command.decision, command.candidates) == ("delete", ("a",))
+    assert len(command.moves) == 10

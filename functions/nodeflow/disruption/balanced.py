@@ -20,6 +20,8 @@ approved only when every Balanced NodePool approves. Other NodePools' nodes are 
 
 Single-node consolidation first checks a node's best case, deleting it outright: if even that scores below
 1/k, no replace can pass and the node is not simulated. Emptiness, drift and expiration are not scored.
+Consolidation's replace bar (nodeflow's, ``consolidation.replace_bar``) asks the same score of every replace, in
+NodePools of any policy, at a laxer k (``evaluate(..., k=..., every_pool=True)``).
 
 Must not touch: which moves exist (the consolidation methods propose them; this module only approves or refuses),
 Kubernetes, AWS, the clock.

@@ -55,7 +55,7 @@ from nodeflow.disruption import balanced
 from nodeflow.disruption.candidates import Candidate, settled
 from nodeflow.disruption.method import BudgetClass, Round
 from nodeflow.disruption.model import BlockKind, Command, Reason, Settings
-from nodeflow.disruption.simulation import Simulator, moves_of
+from nodeflow.disruption.simulation import HOPELESS, Simulator, moves_of
 from nodeflow.podutil import eviction_cost
 from nodeflow.scheduling.packing import min_values_violation
 from nodeflow.scheduling.requirements import Requirements
@@ -278,7 +278,7 @@ def consolidate(
         best = balanced.best_case(candidates[0], totals)
         if best is not None:
             return f"Balanced consolidation: even deleting it would be rejected: {best.describe()}"
-    outcome = _consolidate(candidates, sim, settings, method)
+    outcome = _consolidate(candidates, sim, settings, method, totals)
     if totals is None or isinstance(outcome, str):
         return outcome
     if any(balanced.is_balanced(c) for c in candidates):
@@ -287,29 +287,56 @@ def consolidate(
             why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
             return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
         outcome = dataclasses.replace(outcome, scores=scores)
-    return replace_bar(candidates, outcome, settings, totals) or outcome
+    if not outcome.replacements:
+        return outcome
+    return replace_bar(candidates, outcome.saved, settings, totals) or outcome
 
 
 def replace_bar(
-    candidates: Sequence[Candidate], command: Command, settings: Settings, totals: Mapping[str, balanced.PoolTotals]
+    candidates: Sequence[Candidate],
+    saved: float,
+    settings: Settings,
+    totals: Mapping[str, balanced.PoolTotals],
+    *,
+    at_most: bool = False,
 ) -> str | None:
-    """Why ``command`` saves too little for the pods it evicts (nodeflow's replace bar), or None: a REPLACE must
-    score at least 1 / ``settings.replace_bar_k`` on Balanced's score in every NodePool of its candidates (a
-    delete, or the bar off, always passes)."""
-    if not command.replacements or settings.replace_bar_k <= 0:
+    """Why replacing ``candidates`` for a saving of ``saved`` $/hour (``at_most``: a bound on it) saves too little
+    for the pods it evicts (nodeflow's replace bar), or None: a REPLACE must score at least 1 /
+    ``settings.replace_bar_k`` on Balanced's score in every NodePool of its candidates (0: no bar). Deletes are
+    not asked."""
+    if settings.replace_bar_k <= 0:
         return None
-    approved, scores = balanced.evaluate(candidates, command.saved, totals, k=settings.replace_bar_k, every_pool=True)
+    approved, scores = balanced.evaluate(candidates, saved, totals, k=settings.replace_bar_k, every_pool=True)
     if approved:
         return None
     why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
-    return f"the replacement saves too little for the pods it evicts (saving ${command.saved:.4f}/h): {why}"
+    saving = f"saving at most ${saved:.4f}/h" if at_most else f"saving ${saved:.4f}/h"
+    return f"the replacement saves too little for the pods it evicts ({saving}): {why}"
 
 
-def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:
+def _consolidate(
+    candidates: Sequence[Candidate],
+    sim: Simulator,
+    settings: Settings,
+    method: str,
+    totals: Mapping[str, balanced.PoolTotals] | None = None,
+) -> Command | str:
     before = sum(c.price or 0.0 for c in candidates)
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:
         return hopeless
+    if totals is not None and settings.replace_bar_k > 0 and not any(balanced.is_balanced(c) for c in candidates):
+        # a bound before simulating: when the pods cannot all stay on the other nodes (summed room, or a pod no
+        # node's room holds), any command is a replace costing at least the cheapest type that holds the rest; if
+        # even that saving fails the bar, none passes
+        # (Balanced NodePools keep their own, stricter, verdict after the simulation)
+        floor = sim.replacement_floor(candidates, before, stranded=True)
+        if floor is not None and floor >= before:
+            return HOPELESS
+        if floor is not None:
+            low = replace_bar(candidates, before - floor, settings, totals, at_most=True)
+            if low is not None:
+                return low
     result = sim.run(candidates, cluster=True, consolidation=True)
     if len(result.node_claims) > 1 and not result.unschedulable:
         # sized for cost, the pods need several new nodes; packed as Karpenter packs them, they may fit one

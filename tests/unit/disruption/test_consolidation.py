@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from nodeflow.disruption.model import BlockKind, Reason, Settings
 from nodeflow.disruption.round import decide
+from nodeflow.disruption.simulation import Simulator
 
 from .builders import CATALOG, NOW, node, pod, pool, snapshot
 
@@ -230,7 +233,10 @@ def test_a_replace_saving_little_for_the_pods_it_evicts_is_refused() -> None:
     assert result.command is None
     (blocked,) = result.blocked
     assert blocked.kind is BlockKind.UNCONSOLIDATABLE
-    assert blocked.message.startswith("the replacement saves too little for the pods it evicts (saving $0.0400/h)")
+    # refused before any simulation: the cheapest type holding its pods (m5a.2xlarge) bounds the saving
+    assert blocked.message.startswith(
+        "the replacement saves too little for the pods it evicts (saving at most $0.0400/h)"
+    )
     assert "score 0.10 < threshold 0.22 (k: 4.5, savings 10.4%, disruption 100.0%)" in blocked.message
 
 
@@ -270,3 +276,24 @@ def test_a_delete_is_never_held_back_by_the_replace_bar() -> None:
     assert command is not None
     assert (command.decision, command.candidates) == ("delete", ("a",))
     assert len(command.moves) == 10
+
+
+def test_pods_no_single_node_holds_bound_the_replace_before_simulating(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The other nodes' room, summed, holds a's four pods (1500m, 6Gi each), but it is split: the "cpu" nodes have CPU
+    # and no memory left, the "mem" nodes memory and no CPU. No node holds one of the pods alone, so a new node
+    # must take all four: at least an m5a.2xlarge, saving at most $0.04/h, which the bar refuses unsimulated.
+    nodes = [node("a", "m5.2xlarge")]
+    nodes += [node(f"{kind}{i}", "m5.xlarge", pool_name="fixed") for kind in ("cpu", "mem") for i in range(2)]
+    pods = [pod(f"p{i}", "a", "1500m", "6Gi") for i in range(4)]
+    pods += [pod(f"c{i}", f"cpu{i}", "200m", "14Gi") for i in range(2)]
+    pods += [pod(f"m{i}", f"mem{i}", "3500m", "1Gi") for i in range(2)]
+    s = snapshot(nodes, pods, pools=[pool(), pool(name="fixed", after="Never")])
+    bar = "the replacement saves too little for the pods it evicts"
+    result = decide(s, CATALOG, NOW)
+    assert result.command is None
+    assert {b.node: b.message for b in result.blocked}["a"].startswith(f"{bar} (saving at most $0.0400/h)")
+    with monkeypatch.context() as m:  # the summed room alone: a is simulated, and refused after
+        m.setattr(Simulator, "_stranded", lambda self, candidates: {})
+        summed = decide(s, CATALOG, NOW)
+    assert summed.command is None
+    assert {b.node: b.message for b in summed.blocked}["a"].startswith(f"{bar} (saving $0.0400/h)")

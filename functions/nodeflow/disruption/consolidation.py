@@ -284,7 +284,7 @@ def consolidate(
     if any(balanced.is_balanced(c) for c in candidates):
         approved, scores = balanced.evaluate(candidates, outcome.saved, totals)
         if not approved:
-            why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
+            why = _refusals(scores)
             return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
         outcome = dataclasses.replace(outcome, scores=scores)
     if not outcome.replacements:
@@ -309,9 +309,24 @@ def replace_bar(
     approved, scores = balanced.evaluate(candidates, saved, totals, k=settings.replace_bar_k, every_pool=True)
     if approved:
         return None
-    why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
     saving = f"saving at most ${saved:.4f}/h" if at_most else f"saving ${saved:.4f}/h"
-    return f"the replacement saves too little for the pods it evicts ({saving}): {why}"
+    return f"the replacement saves too little for the pods it evicts ({saving}): {_refusals(scores)}"
+
+
+def _rules_before_the_bar(candidates: Sequence[Candidate]) -> bool:
+    """Whether a rule that judges the simulated replacement before the bar may refuse it, so the bound must not
+    speak first (the Unconsolidatable message names that rule, as Karpenter's would): Balanced (its own score),
+    spot-to-spot (every candidate spot) and minValues (a NodePool requirement carries them)."""
+    if any(balanced.is_balanced(c) for c in candidates):
+        return True
+    if all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates):
+        return True
+    return any(r.min_values for c in candidates for r in c.pool.spec.template.spec.requirements)
+
+
+def _refusals(scores: Sequence[balanced.Score]) -> str:
+    """The NodePools whose score refuses a move, each with its score, threshold and shares."""
+    return "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
 
 
 def _consolidate(
@@ -325,11 +340,10 @@ def _consolidate(
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:
         return hopeless
-    if totals is not None and settings.replace_bar_k > 0 and not any(balanced.is_balanced(c) for c in candidates):
+    if totals is not None and settings.replace_bar_k > 0 and not _rules_before_the_bar(candidates):
         # a bound before simulating: when the pods cannot all stay on the other nodes (summed room, or a pod no
         # node's room holds), any command is a replace costing at least the cheapest type that holds the rest; if
         # even that saving fails the bar, none passes
-        # (Balanced NodePools keep their own, stricter, verdict after the simulation)
         floor = sim.replacement_floor(candidates, before, stranded=True)
         if floor is not None and floor >= before:
             return HOPELESS

@@ -78,6 +78,14 @@ class _Offer:
     allocatable: Mapping[str, int]
 
 
+@dataclass(slots=True)
+class _Fits:
+    """The nodes found so far whose room holds one request shape, and how far the scan of the nodes has got."""
+
+    found: list[str] = field(default_factory=list)
+    scanned: int = 0
+
+
 def _free(node: NodeInput) -> dict[str, int]:
     return {k: max(0, v - node.requested.get(k, 0)) for k, v in node.allocatable.items()}
 
@@ -156,8 +164,9 @@ class Simulator:
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
     room: dict[str, list[dict[str, int]]] = field(init=False)  # node name -> its room (schedulable, not held)
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
-    # requests (sorted items) -> the nodes whose room holds them alone; filled as asked (``_stranded``)
-    fits: dict[tuple[tuple[str, int], ...], tuple[str, ...]] = field(init=False)
+    room_names: tuple[str, ...] = field(init=False)  # the nodes of ``room``, in order
+    # requests (sorted items) -> the nodes found whose room holds them alone; scanned as asked (``_fits_elsewhere``)
+    fits: dict[tuple[tuple[str, int], ...], _Fits] = field(init=False)
 
     def __post_init__(self) -> None:
         free: dict[str, int] = {}
@@ -189,6 +198,7 @@ class Simulator:
         object.__setattr__(self, "free", free)
         object.__setattr__(self, "room", room)
         object.__setattr__(self, "offers", tuple(sorted(offers, key=lambda o: o.price)))
+        object.__setattr__(self, "room_names", tuple(room))
         object.__setattr__(self, "fits", {})
 
     def _leaving(self, candidates: Sequence[Candidate]) -> list[str]:
@@ -240,24 +250,31 @@ class Simulator:
     def _stranded(self, candidates: Sequence[Candidate]) -> dict[str, int]:
         """The summed requests of the pods that must move and that the room of no other node (not a candidate,
         not being deleted) holds on its own, constraints ignored: whatever the simulation does, new capacity
-        takes them. Which nodes hold a request shape is asked once a round (``fits``)."""
+        takes them."""
         gone = {c.name for c in candidates} | set(self.draining)
         need: dict[str, int] = {}
         for key in self._leaving(candidates):
             requests = self._requests(key) or {}
-            shape = tuple(sorted(requests.items()))
-            fits = self.fits.get(shape)
-            if fits is None:
-                fits = tuple(
-                    name
-                    for name, rooms in self.room.items()
-                    if any(all(r.get(k, 0) >= v for k, v in shape) for r in rooms)
-                )
-                self.fits[shape] = fits
-            if not any(name not in gone for name in fits):
+            if not self._fits_elsewhere(tuple(sorted(requests.items())), gone):
                 for k, v in requests.items():
                     need[k] = need.get(k, 0) + v
         return need
+
+    def _fits_elsewhere(self, shape: tuple[tuple[str, int], ...], gone: set[str]) -> bool:
+        """Does the room of a node not in ``gone`` hold ``shape`` alone? The nodes are scanned in order, at most
+        once a round for each shape (``fits``)."""
+        fits = self.fits.setdefault(shape, _Fits())
+        if any(name not in gone for name in fits.found):
+            return True
+        names = self.room_names
+        while fits.scanned < len(names):
+            name = names[fits.scanned]
+            fits.scanned += 1
+            if any(all(r.get(k, 0) >= v for k, v in shape) for r in self.room[name]):
+                fits.found.append(name)
+                if name not in gone:
+                    return True
+        return False
 
     def right_sized(self, candidate: Candidate) -> bool:
         """No instance type cheaper than ``candidate`` holds its movable pods (requests summed, constraints

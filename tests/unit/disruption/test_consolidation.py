@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from nodeflow.disruption.model import BlockKind, Reason, Settings
+from nodeflow.disruption.model import BlockKind, Reason, Settings, Snapshot
 from nodeflow.disruption.round import decide
 from nodeflow.disruption.simulation import Simulator
 
@@ -183,15 +183,19 @@ def test_a_replacement_is_priced_at_its_dearest_zone() -> None:
     assert command.replacements[0].capacity_type == "spot"
 
 
+def _two_third_full_m5_4xlarge() -> Snapshot:
+    """Two m5.4xlarge, each running three pods of 3 CPU and 12Gi."""
+    nodes = [node("a", "m5.4xlarge"), node("b", "m5.4xlarge")]
+    pods = [pod(f"p{i}", "ab"[i % 2], "3", "12Gi") for i in range(6)]
+    return snapshot(nodes, pods, pools=[pool(budgets=ALL)])
+
+
 def test_pods_the_cost_sized_plan_spreads_over_several_nodes_are_packed_on_one() -> None:
     # Sized for cost, the six pods go on several small nodes (cheaper than one large one); Karpenter's scheduler packs
     # them on one NodeClaim, which is what consolidation may launch: one node, cheaper than the two it replaces.
     # (Without the replace bar, as Karpenter: the move saves 10% of the NodePool for all its pods, which the bar
     # refuses: test_a_replace_saving_little_for_the_pods_it_evicts_is_refused.)
-    nodes = [node("a", "m5.4xlarge"), node("b", "m5.4xlarge")]
-    pods = [pod(f"p{i}", "ab"[i % 2], "3", "12Gi") for i in range(6)]
-    s = snapshot(nodes, pods, pools=[pool(budgets=ALL)])
-    command = decide(s, CATALOG, NOW, settings=Settings(replace_bar_k=0)).command
+    command = decide(_two_third_full_m5_4xlarge(), CATALOG, NOW, settings=Settings(replace_bar_k=0)).command
     assert command is not None
     assert command.method == "multi-node consolidation"
     assert set(command.candidates) == {"a", "b"}
@@ -244,9 +248,7 @@ def test_the_replace_bar_refuses_a_packed_multi_node_replace_for_one_that_saves_
     # The two m5.4xlarge of test_pods_the_cost_sized_plan_spreads_over_several_nodes_are_packed_on_one: one node for
     # both saves 10% of the NodePool and evicts all its pods (score 0.10); the bar refuses it, and single-node
     # consolidation replaces "a" alone (some of its pods to "b"), saving more for fewer evictions.
-    nodes = [node("a", "m5.4xlarge"), node("b", "m5.4xlarge")]
-    pods = [pod(f"p{i}", "ab"[i % 2], "3", "12Gi") for i in range(6)]
-    s = snapshot(nodes, pods, pools=[pool(budgets=ALL)])
+    s = _two_third_full_m5_4xlarge()
     karpenter = decide(s, CATALOG, NOW, settings=Settings(replace_bar_k=0)).command
     assert karpenter is not None
     assert (karpenter.method, len(karpenter.moves)) == ("multi-node consolidation", 6)

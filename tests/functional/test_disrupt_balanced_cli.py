@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nodeflow import cli
 from tests.functional.test_disrupt_cli import EXAMPLES, NOW, disrupt
 
@@ -65,6 +67,34 @@ def test_under_when_empty_or_underutilized_the_node_saving_most_per_eviction_is_
     assert command["savedPerHour"] == 0.02
     assert "balanced" not in command  # only Balanced moves carry scores
     assert result["blocked"] == []
+
+
+def test_without_the_replace_bar_both_nodes_are_packed_on_one_as_karpenter_does(tmp_path: Path) -> None:
+    text = BALANCED.replace("consolidationPolicy: Balanced", "consolidationPolicy: WhenEmptyOrUnderutilized")
+    result: dict[str, Any] = json.loads(_run(tmp_path, text, "-o", "json", "--replace-bar-k", "0"))
+    command = result["command"]
+    # both nodes together on one cheaper node (m5a.2xlarge, $0.344 < 2 x $0.192), as Karpenter's multi-node
+    # consolidation packs their pods (the cost-sized simulation alone wanted two new nodes)
+    assert command["candidates"] == ["balanced-full", "balanced-busy"]
+    assert command["method"] == "multi-node consolidation"
+    assert len(command["replacements"]) == 1
+
+
+def test_a_replace_bar_that_is_no_number_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = tmp_path / "case.yaml"
+    case.write_text(BALANCED)
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["disrupt", "--dry-run", "-f", str(case), "--now", NOW, "--replace-bar-k", "-1"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv, out, err)
+    assert exit_.value.code == 2
+    assert out.getvalue() == ""
+    assert (
+        "argument --replace-bar-k: must be a finite number, 0 or more, got '-1'"
+        in capsys.readouterr().err + err.getvalue()
+    )
 
 
 def test_a_move_balanced_takes_shows_its_score(tmp_path: Path) -> None:

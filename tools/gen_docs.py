@@ -292,9 +292,10 @@ def metrics_page() -> str:
 
 # ---------------------------------------------------------------------------------------------- settings
 
-# env.get("X", "d"), env.get("X") or "d", _int(env, "X", d), _flag(env, "X"), env["X"]
+# env.get("X", "d"), env.get("X") or "d", _int(env, "X", d), _number(env, "X", d), _flag(env, "X"), env["X"]
 _ENV_READ = re.compile(
-    r"""(?:env\.get\(|_int\(env, |_flag\(env, |env\[)"([A-Z][A-Z0-9_]+)"(?:, "?([^")]*?)"?)?[)\]](?: or "([^"]*)")?"""
+    r"""(?:env\.get\(|_int\(env, |_number\(env, |_flag\(env, |env\[)"([A-Z][A-Z0-9_]+)"""
+    r""""(?:, "?([^")]*?)"?)?[)\]](?: or "([^"]*)")?"""
 )
 _GATE = re.compile(r"""feature_gates\(env\)\.get\("(\w+)", (True|False)\)""")
 

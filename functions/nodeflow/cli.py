@@ -95,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
         "--spot-to-spot", action="store_true", help="allow spot-to-spot consolidation (Karpenter's feature gate)"
     )
     disrupt.add_argument(
+        "--replace-bar-k",
+        type=_replace_bar_k,
+        default=None,
+        metavar="K",
+        help="consolidation replaces only when the move scores at least 1/K on Balanced's savings-per-disruption "
+        "score (nodeflow's replace bar; default 4.5; 0: no bar, as Karpenter)",
+    )
+    disrupt.add_argument(
         "--node-repair",
         action="store_true",
         help="also list the nodes node repair would replace now (Karpenter's NodeRepair feature gate)",
@@ -177,6 +185,17 @@ def _now_arg(args: argparse.Namespace, err: TextIO) -> datetime | None:
     except TimeFlagError as exc:
         print(f"error: {exc}", file=err)
         return None
+
+
+def _replace_bar_k(value: str) -> float:
+    """``--replace-bar-k``: a finite number, 0 or more."""
+    try:
+        k = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number (0: no bar), got {value!r}") from None
+    if not 0 <= k < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {value!r}")
+    return k
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -316,6 +335,8 @@ def _explain(manifests: Manifests, inp: SchedulingInput, args: argparse.Namespac
 
 
 def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import dataclasses
+
     from nodeflow.cluster import ClusterState
     from nodeflow.disruption.model import Settings, Snapshot
     from nodeflow.disruption.repair import RepairResult, decide_repairs
@@ -331,6 +352,8 @@ def _disrupt(manifests: Manifests, catalog: CatalogData, args: argparse.Namespac
         preference_policy="Ignore" if args.ignore_preferences else "Respect",
         min_values_policy=args.min_values_policy,
     )
+    if args.replace_bar_k is not None:
+        settings = dataclasses.replace(settings, replace_bar_k=args.replace_bar_k)
     result = decide(snapshot, catalog, now, settings=settings)
     repairs = RepairResult()
     if args.node_repair:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nodeflow import cli
 from tests.functional.test_disrupt_cli import EXAMPLES, NOW, disrupt
 
@@ -49,19 +51,50 @@ def test_balanced_rejections_say_why(tmp_path: Path) -> None:
     assert {b["node"]: b["message"] for b in result["blocked"]} == REJECTED
 
 
-def test_the_same_nodes_are_replaced_under_when_empty_or_underutilized(tmp_path: Path) -> None:
+def test_under_when_empty_or_underutilized_the_node_saving_most_per_eviction_is_replaced(tmp_path: Path) -> None:
     result = _json(
         tmp_path, BALANCED.replace("consolidationPolicy: Balanced", "consolidationPolicy: WhenEmptyOrUnderutilized")
     )
     command = result["command"]
+    # Karpenter's multi-node consolidation would pack both nodes' nine pods on one m5a.2xlarge ($0.344 < 2 x $0.192:
+    # 10.4% saved for every pod of the NodePool, score 0.10); nodeflow's replace bar (1/4.5) refuses that, and
+    # single-node consolidation replaces balanced-full alone: one pod moved for $0.02/h (score 0.29, which Balanced's
+    # 1/2 still rejects above)
     assert command["decision"] == "replace"
+    assert command["method"] == "single-node consolidation"
+    assert command["candidates"] == ["balanced-full"]
+    assert [m["pod"] for m in command["moves"]] == ["default/balanced-cache-0"]
+    assert command["savedPerHour"] == 0.02
+    assert "balanced" not in command  # only Balanced moves carry scores
+    assert result["blocked"] == []
+
+
+def test_without_the_replace_bar_both_nodes_are_packed_on_one_as_karpenter_does(tmp_path: Path) -> None:
+    text = BALANCED.replace("consolidationPolicy: Balanced", "consolidationPolicy: WhenEmptyOrUnderutilized")
+    result: dict[str, Any] = json.loads(_run(tmp_path, text, "-o", "json", "--replace-bar-k", "0"))
+    command = result["command"]
     # both nodes together on one cheaper node (m5a.2xlarge, $0.344 < 2 x $0.192), as Karpenter's multi-node
     # consolidation packs their pods (the cost-sized simulation alone wanted two new nodes)
     assert command["candidates"] == ["balanced-full", "balanced-busy"]
     assert command["method"] == "multi-node consolidation"
     assert len(command["replacements"]) == 1
-    assert "balanced" not in command  # only Balanced moves carry scores
-    assert result["blocked"] == []
+
+
+def test_a_replace_bar_that_is_no_number_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = tmp_path / "case.yaml"
+    case.write_text(BALANCED)
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["disrupt", "--dry-run", "-f", str(case), "--now", NOW, "--replace-bar-k", "-1"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv, out, err)
+    assert exit_.value.code == 2
+    assert out.getvalue() == ""
+    assert (
+        "argument --replace-bar-k: must be a finite number, 0 or more, got '-1'"
+        in capsys.readouterr().err + err.getvalue()
+    )
 
 
 def test_a_move_balanced_takes_shows_its_score(tmp_path: Path) -> None:

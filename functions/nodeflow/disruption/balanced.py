@@ -20,6 +20,8 @@ approved only when every Balanced NodePool approves. Other NodePools' nodes are 
 
 Single-node consolidation first checks a node's best case, deleting it outright: if even that scores below
 1/k, no replace can pass and the node is not simulated. Emptiness, drift and expiration are not scored.
+Consolidation's replace bar (nodeflow's, ``consolidation.replace_bar``) asks the same score of every replace, in
+NodePools of any policy, at a laxer k (``evaluate(..., k=..., every_pool=True)``).
 
 Must not touch: which moves exist (the consolidation methods propose them; this module only approves or refuses),
 Kubernetes, AWS, the clock.
@@ -75,7 +77,7 @@ class Score:
     totals: PoolTotals
     savings_fraction: float
     disruption_fraction: float
-    k: int = BALANCED_K
+    k: float = BALANCED_K  # Balanced: 2; consolidation's replace bar: Settings.replace_bar_k
 
     @property
     def score(self) -> float:
@@ -118,7 +120,9 @@ class Score:
         }
 
 
-def score_move(savings: float, disruption: float, totals: PoolTotals, nodepool: str = "", k: int = BALANCED_K) -> Score:
+def score_move(
+    savings: float, disruption: float, totals: PoolTotals, nodepool: str = "", k: float = BALANCED_K
+) -> Score:
     """Score a move of ``savings`` $/hour and ``disruption`` cost against ``totals`` (no totals: scores 0)."""
     if totals.cost <= 0 or totals.disruption <= 0:
         return Score(nodepool, savings, disruption, totals, 0.0, 0.0, k)
@@ -147,10 +151,16 @@ def pool_totals(candidates: Iterable[Candidate]) -> dict[str, PoolTotals]:
 
 
 def evaluate(
-    candidates: Sequence[Candidate], saved: float, totals: Mapping[str, PoolTotals]
+    candidates: Sequence[Candidate],
+    saved: float,
+    totals: Mapping[str, PoolTotals],
+    *,
+    k: float = BALANCED_K,
+    every_pool: bool = False,
 ) -> tuple[bool, tuple[Score, ...]]:
     """Does every Balanced NodePool among ``candidates`` approve the move that saves ``saved`` $/hour, and
-    each one's score (by NodePool name; NodePools of other policies are not scored)."""
+    each one's score (by NodePool name; NodePools of other policies are not scored). With ``every_pool``, every
+    NodePool among them is scored, whatever its policy (consolidation's replace bar), against ``k``."""
     if not candidates:
         return False, ()
     by_pool: dict[str, list[Candidate]] = {}
@@ -160,13 +170,13 @@ def evaluate(
     scores: list[Score] = []
     for name in sorted(by_pool):
         own = by_pool[name]
-        if not is_balanced(own[0]):
+        if not every_pool and not is_balanced(own[0]):
             continue
         share = saved
         if source > 0 and len(by_pool) > 1:
             share = saved * (sum(_price(c) for c in own) / source)
         disruption = sum(_disruption(c) for c in own)
-        scores.append(score_move(share, disruption, totals.get(name, PoolTotals(0.0, 0.0)), name))
+        scores.append(score_move(share, disruption, totals.get(name, PoolTotals(0.0, 0.0)), name, k))
     return all(s.approved for s in scores), tuple(scores)
 
 

@@ -33,8 +33,12 @@ nothing left are reported blocked.
   its types holds them), and one new node there is the replacement, judged by the rules above.
 Given the NodePools' totals, a move of nodes of a NodePool with consolidationPolicy Balanced must also pass
 its score (see ``nodeflow.disruption.balanced``), and a single node whose outright deletion would not pass is
-not simulated at all; the command carries the scores. ``Consolidation.attempt`` then asks the round whether the
-NodeflowPolicies admit the command (``method.Round.validate``).
+not simulated at all; the command carries the scores. nodeflow's replace bar (``replace_bar``; not Karpenter's:
+``Settings.replace_bar_k``, 4.5, 0 turns it off) then asks the same score of every REPLACE, whatever the NodePool's
+policy, at 1/k: a replacement that saves little for the pods it evicts (an m5.2xlarge for an m5a.2xlarge, 10 %
+saved for all its pods; dozens of nodes packed into one large node for a few percent) is refused, so consolidation
+tries fewer nodes or ends instead of churning. Deletes are never held back. ``Consolidation.attempt`` then asks the
+round whether the NodeflowPolicies admit the command (``method.Round.validate``).
 
 Must not touch: the order in which the methods run and the budgets (``round``), the packing itself
 (``nodeflow.scheduling``: simulations go through the solver), Kubernetes, AWS, the clock.
@@ -51,7 +55,7 @@ from nodeflow.disruption import balanced
 from nodeflow.disruption.candidates import Candidate, settled
 from nodeflow.disruption.method import BudgetClass, Round
 from nodeflow.disruption.model import BlockKind, Command, Reason, Settings
-from nodeflow.disruption.simulation import Simulator, moves_of
+from nodeflow.disruption.simulation import HOPELESS, Simulator, moves_of
 from nodeflow.podutil import eviction_cost
 from nodeflow.scheduling.packing import min_values_violation
 from nodeflow.scheduling.requirements import Requirements
@@ -63,6 +67,7 @@ __all__ = [
     "consolidate",
     "consolidation_order",
     "interleave_pools",
+    "replace_bar",
     "type_prices",
     "unconsolidatable",
 ]
@@ -140,10 +145,13 @@ class Consolidation:
         return inside
 
     def totals(self, r: Round) -> Mapping[str, balanced.PoolTotals] | None:
-        """The NodePools' totals over all their nodes (blocked and deleting ones too) when a NodePool is Balanced."""
+        """The NodePools' totals over all their nodes (blocked and deleting ones too) when a NodePool is Balanced
+        or the replace bar is on (``Settings.replace_bar_k``)."""
         if not self._totals_done:
             pools = r.snapshot.state.node_pools
-            if any(p.spec.disruption.consolidation_policy == balanced.BALANCED for p in pools):
+            if r.settings.replace_bar_k > 0 or any(
+                p.spec.disruption.consolidation_policy == balanced.BALANCED for p in pools
+            ):
                 self._totals = balanced.pool_totals(r.candidates)
             self._totals_done = True
         return self._totals
@@ -270,21 +278,79 @@ def consolidate(
         best = balanced.best_case(candidates[0], totals)
         if best is not None:
             return f"Balanced consolidation: even deleting it would be rejected: {best.describe()}"
-    outcome = _consolidate(candidates, sim, settings, method)
-    if totals is None or isinstance(outcome, str) or not any(balanced.is_balanced(c) for c in candidates):
+    outcome = _consolidate(candidates, sim, settings, method, totals)
+    if totals is None or isinstance(outcome, str):
         return outcome
-    approved, scores = balanced.evaluate(candidates, outcome.saved, totals)
-    if not approved:
-        why = "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
-        return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
-    return dataclasses.replace(outcome, scores=scores)
+    if any(balanced.is_balanced(c) for c in candidates):
+        approved, scores = balanced.evaluate(candidates, outcome.saved, totals)
+        if not approved:
+            why = _refusals(scores)
+            return f"Balanced consolidation rejected the {outcome.decision} (saving ${outcome.saved:.4f}/h): {why}"
+        outcome = dataclasses.replace(outcome, scores=scores)
+    if not outcome.replacements:
+        return outcome
+    return replace_bar(candidates, outcome.saved, settings, totals) or outcome
 
 
-def _consolidate(candidates: Sequence[Candidate], sim: Simulator, settings: Settings, method: str) -> Command | str:
+def replace_bar(
+    candidates: Sequence[Candidate],
+    saved: float,
+    settings: Settings,
+    totals: Mapping[str, balanced.PoolTotals],
+    *,
+    at_most: bool = False,
+) -> str | None:
+    """Why replacing ``candidates`` for a saving of ``saved`` $/hour (``at_most``: a bound on it) saves too little
+    for the pods it evicts (nodeflow's replace bar), or None: a REPLACE must score at least 1 /
+    ``settings.replace_bar_k`` on Balanced's score in every NodePool of its candidates (0: no bar). Deletes are
+    not asked."""
+    if settings.replace_bar_k <= 0:
+        return None
+    approved, scores = balanced.evaluate(candidates, saved, totals, k=settings.replace_bar_k, every_pool=True)
+    if approved:
+        return None
+    saving = f"saving at most ${saved:.4f}/h" if at_most else f"saving ${saved:.4f}/h"
+    return f"the replacement saves too little for the pods it evicts ({saving}): {_refusals(scores)}"
+
+
+def _rules_before_the_bar(candidates: Sequence[Candidate]) -> bool:
+    """Whether a rule that judges the simulated replacement before the bar may refuse it, so the bound must not
+    speak first (the Unconsolidatable message names that rule, as Karpenter's would): Balanced (its own score),
+    spot-to-spot (every candidate spot) and minValues (a NodePool requirement carries them)."""
+    if any(balanced.is_balanced(c) for c in candidates):
+        return True
+    if all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates):
+        return True
+    return any(r.min_values for c in candidates for r in c.pool.spec.template.spec.requirements)
+
+
+def _refusals(scores: Sequence[balanced.Score]) -> str:
+    """The NodePools whose score refuses a move, each with its score, threshold and shares."""
+    return "; ".join(f"NodePool {s.nodepool}: {s.describe()}" for s in scores if not s.approved)
+
+
+def _consolidate(
+    candidates: Sequence[Candidate],
+    sim: Simulator,
+    settings: Settings,
+    method: str,
+    totals: Mapping[str, balanced.PoolTotals] | None = None,
+) -> Command | str:
     before = sum(c.price or 0.0 for c in candidates)
     hopeless = sim.hopeless(candidates, before)
     if hopeless is not None:
         return hopeless
+    if totals is not None and settings.replace_bar_k > 0 and not _rules_before_the_bar(candidates):
+        # a bound before simulating: when the pods cannot all stay on the other nodes (summed room, or a pod no
+        # node's room holds), any command is a replace costing at least the cheapest type that holds the rest; if
+        # even that saving fails the bar, none passes
+        floor = sim.replacement_floor(candidates, before, stranded=True)
+        if floor is not None and floor >= before:
+            return HOPELESS
+        if floor is not None:
+            low = replace_bar(candidates, before - floor, settings, totals, at_most=True)
+            if low is not None:
+                return low
     result = sim.run(candidates, cluster=True, consolidation=True)
     if len(result.node_claims) > 1 and not result.unschedulable:
         # sized for cost, the pods need several new nodes; packed as Karpenter packs them, they may fit one

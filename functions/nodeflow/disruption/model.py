@@ -31,6 +31,7 @@ __all__ = [
     "ANNOTATION_EC2NODECLASS_HASH",
     "ANNOTATION_SECURITY_GROUP_IDS",
     "ANNOTATION_SUBNET_ID",
+    "REPLACE_BAR_K",
     "BlockKind",
     "Blocked",
     "Command",
@@ -59,6 +60,10 @@ class BlockKind(StrEnum):
     UNCONSOLIDATABLE = "Unconsolidatable"  # no cheaper way to run its pods was found
 
 
+# the replace bar's default k: Balanced's 2, 2.25 times laxer (docs/benchmarks/index.md, consolidation)
+REPLACE_BAR_K = 4.5
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Cluster-wide disruption settings (Karpenter's feature gates and constants)."""
@@ -68,6 +73,10 @@ class Settings:
     spot_to_spot_min_types: int = 15  # cheaper instance types needed for spot-to-spot replacement
     preference_policy: str = "Respect"  # "Ignore": the simulations drop preferences (Karpenter's option)
     min_values_policy: str = "Strict"  # "BestEffort": the simulations may relax minValues
+    # nodeflow's replace bar (not Karpenter's): a consolidation REPLACE must score at least 1/k on Balanced's score
+    # (savings fraction / disruption fraction in each of its NodePools, ``consolidation.replace_bar``); 0: no bar, as
+    # Karpenter. ``disrupt --replace-bar-k``, the disruption Lambda's CONSOLIDATION_REPLACE_BAR_K
+    replace_bar_k: float = REPLACE_BAR_K
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ the methods) and whether policies or budgets allow it (``method.Round``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,7 +48,7 @@ from nodeflow.scheduling.types import (
     UnschedulablePod,
 )
 
-__all__ = ["PodInputs", "Simulator", "moves_of", "on_hold"]
+__all__ = ["HOPELESS", "PodInputs", "Simulator", "moves_of", "on_hold"]
 
 
 def on_hold(candidates: Iterable[Candidate], last_pod_events: Mapping[str, datetime], now: datetime) -> frozenset[str]:
@@ -68,10 +69,21 @@ def on_hold(candidates: Iterable[Candidate], last_pod_events: Mapping[str, datet
     return frozenset(held)
 
 
+HOPELESS = "its pods fit neither on the other nodes nor on any cheaper instance type"  # why ``hopeless`` rules out
+
+
 @dataclass(frozen=True, slots=True)
 class _Offer:
     price: float
     allocatable: Mapping[str, int]
+
+
+@dataclass(slots=True)
+class _Fits:
+    """The nodes found so far whose room holds one request shape, and how far the scan of the nodes has got."""
+
+    found: list[str] = field(default_factory=list)
+    scanned: int = 0
 
 
 def _free(node: NodeInput) -> dict[str, int]:
@@ -152,6 +164,9 @@ class Simulator:
     free: dict[str, int] = field(init=False)  # room left on every schedulable node, summed
     room: dict[str, list[dict[str, int]]] = field(init=False)  # node name -> its room (schedulable, not held)
     offers: tuple[_Offer, ...] = field(init=False)  # every type any usable pool may launch, cheapest first
+    room_names: tuple[str, ...] = field(init=False)  # the nodes of ``room``, in order
+    # requests (sorted items) -> the nodes found whose room holds them alone; scanned as asked (``_fits_elsewhere``)
+    fits: dict[tuple[tuple[str, int], ...], _Fits] = field(init=False)
 
     def __post_init__(self) -> None:
         free: dict[str, int] = {}
@@ -183,6 +198,8 @@ class Simulator:
         object.__setattr__(self, "free", free)
         object.__setattr__(self, "room", room)
         object.__setattr__(self, "offers", tuple(sorted(offers, key=lambda o: o.price)))
+        object.__setattr__(self, "room_names", tuple(room))
+        object.__setattr__(self, "fits", {})
 
     def _leaving(self, candidates: Sequence[Candidate]) -> list[str]:
         """The pods that must find a place: the candidates' and those of nodes being deleted."""
@@ -195,6 +212,19 @@ class Simulator:
         """A cheap NECESSARY condition checked before simulating: the pods that cannot fit in the room
         left on the other nodes (summed, constraints ignored) must fit one instance type cheaper than
         ``before``. Returns why not, or None when a simulation is worth running."""
+        floor = self.replacement_floor(candidates, before)
+        if floor is None or floor < before:
+            return None
+        return HOPELESS
+
+    def replacement_floor(
+        self, candidates: Sequence[Candidate], below: float = math.inf, *, stranded: bool = False
+    ) -> float | None:
+        """What replacing ``candidates`` costs at least: None when the pods that must move may fit in the room
+        left on the other nodes (summed, constraints ignored: a delete may exist); else the $/hour of the
+        cheapest instance type any usable NodePool offers that holds what does not fit there (math.inf when none
+        below ``below`` does). With ``stranded``, the pods that no other node's room holds on its own must fit
+        there too (``_stranded``). A cheap bound, no simulation."""
         free = dict(self.free)
         for name in dict.fromkeys(c.name for c in candidates):
             for own in self.room.get(name, ()):
@@ -205,14 +235,46 @@ class Simulator:
             for k, v in (self._requests(key) or {}).items():
                 need[k] = need.get(k, 0) + v
         need = {k: v - free.get(k, 0) for k, v in need.items() if v > free.get(k, 0)}
+        if stranded:
+            for k, v in self._stranded(candidates).items():
+                need[k] = max(need.get(k, 0), v)
         if not need:
             return None
         for offer in self.offers:
-            if offer.price >= before:
+            if offer.price >= below:
                 break
             if all(offer.allocatable.get(k, 0) >= v for k, v in need.items()):
-                return None
-        return "its pods fit neither on the other nodes nor on any cheaper instance type"
+                return offer.price
+        return math.inf
+
+    def _stranded(self, candidates: Sequence[Candidate]) -> dict[str, int]:
+        """The summed requests of the pods that must move and that the room of no other node (not a candidate,
+        not being deleted) holds on its own, constraints ignored: whatever the simulation does, new capacity
+        takes them."""
+        gone = {c.name for c in candidates} | set(self.draining)
+        need: dict[str, int] = {}
+        for key in self._leaving(candidates):
+            requests = self._requests(key) or {}
+            if not self._fits_elsewhere(tuple(sorted(requests.items())), gone):
+                for k, v in requests.items():
+                    need[k] = need.get(k, 0) + v
+        return need
+
+    def _fits_elsewhere(self, shape: tuple[tuple[str, int], ...], gone: set[str]) -> bool:
+        """Does the room of a node not in ``gone`` hold ``shape`` alone? The nodes are scanned in order, at most
+        once a round for each shape (``fits``)."""
+        fits = self.fits.setdefault(shape, _Fits())
+        if any(name not in gone for name in fits.found):
+            return True
+        names = self.room_names
+        while fits.scanned < len(names):
+            name = names[fits.scanned]
+            fits.scanned += 1
+            if any(all(r.get(k, 0) >= v for k, v in shape) for r in self.room[name]):
+                fits.found.append(name)
+                if name not in gone:
+                    return True
+        return False
 
     def right_sized(self, candidate: Candidate) -> bool:
         """No instance type cheaper than ``candidate`` holds its movable pods (requests summed, constraints

@@ -55,7 +55,9 @@ def deps(context: Any = None) -> DisruptionDeps:
         now=rt.now,
         sleep=time.sleep,
         namespace=s.nodeflow_namespace,
-        settings=DisruptionSettings(spot_to_spot_consolidation=s.spot_to_spot_consolidation),
+        settings=DisruptionSettings(
+            spot_to_spot_consolidation=s.spot_to_spot_consolidation, replace_bar_k=s.consolidation_replace_bar_k
+        ),
         validation_seconds=float(s.disruption_validation_seconds),
         start_launch=launch,
         start_replace=replace,

@@ -46,6 +46,19 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: expected a number, got {raw!r}") from None
+    if not 0 <= value < float("inf"):
+        raise SettingsError(f"{name}: must be a finite number, 0 or more, got {raw!r}")
+    return value
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
     raw = (env.get(name) or "false").strip().lower()
     if raw not in ("true", "false"):
@@ -94,6 +107,8 @@ class Settings:
     replace_state_machine_arn: str | None = None
     nodeflow_namespace: str = "nodeflow"
     spot_to_spot_consolidation: bool = False
+    # consolidation's replace bar k (nodeflow.disruption.model.REPLACE_BAR_K; 0: none, as Karpenter)
+    consolidation_replace_bar_k: float = 4.5
     disruption_validation_seconds: int = 15
     webhook_auth: str = "iam"
     webhook_hmac_secret_arn: str | None = None
@@ -146,6 +161,7 @@ class Settings:
             replace_state_machine_arn=env.get("REPLACE_STATE_MACHINE_ARN") or None,
             nodeflow_namespace=env.get("NODEFLOW_NAMESPACE") or "nodeflow",
             spot_to_spot_consolidation=_flag(env, "SPOT_TO_SPOT_CONSOLIDATION"),
+            consolidation_replace_bar_k=_number(env, "CONSOLIDATION_REPLACE_BAR_K", 4.5),
             disruption_validation_seconds=_int(env, "DISRUPTION_VALIDATION_SECONDS", 15),
             webhook_auth=auth,
             webhook_hmac_secret_arn=env.get("WEBHOOK_HMAC_SECRET_ARN") or None,

@@ -5,6 +5,7 @@ busy nodes, it only scores the moves)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,3 +40,19 @@ def test_balanced_rejects_marginal_replacements_in_the_lambda(local: LocalNodefl
         claim = local.kube_server.get("karpenter.sh/v1", "NodeClaim", f"{name}-claim")
         conditions = {c["type"]: c for c in claim["status"]["conditions"]}
         assert conditions["Consolidatable"]["status"] == "True", conditions["Consolidatable"]
+
+
+def test_the_lambdas_replace_bar_follows_consolidation_replace_bar_k(local: LocalNodeflow) -> None:
+    """CONSOLIDATION_REPLACE_BAR_K=0 (no bar, as Karpenter; parsed in tests/unit/lifecycle/test_handler_inputs.py):
+    under WhenEmptyOrUnderutilized the two nodes of the example are replaced together by one node, the move the
+    default bar refuses (tests/functional/test_disrupt_balanced_cli.py)."""
+    text = EXAMPLE.read_text().replace("consolidationPolicy: Balanced", "consolidationPolicy: WhenEmptyOrUnderutilized")
+    local.apply([d for d in yaml.safe_load_all(text) if d])
+    rt = runtime.runtime()
+    rt.settings = dataclasses.replace(rt.settings, consolidation_replace_bar_k=0.0)  # as from the environment
+    rt.clock = lambda: datetime.now(UTC) + timedelta(minutes=5)
+    command = local.invoke("disruption", {"source": "aws.scheduler"})["result"]["command"]
+    assert command is not None
+    assert command["method"] == "multi-node consolidation"
+    assert sorted(command["candidates"]) == ["balanced-busy", "balanced-full"]
+    assert command["decision"] == "replace"

@@ -141,6 +141,27 @@ def test_decide_matches_the_slow_reference_path(seed: int, monkeypatch: pytest.M
         assert fast == slow
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_replace_bars_bound_before_simulating_changes_no_decision(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replace bar refuses a candidate set before simulating when even the cheapest type holding what the
+    other nodes cannot take would save too little (``consolidation.replace_bar(..., at_most=True)``): the same
+    commands and the same blocked nodes as asking the bar only of the simulated commands."""
+    snap = random_cluster(seed)
+    fast = decide(snap, CATALOG, NOW)
+    real = consolidation.replace_bar
+
+    def after_simulation_only(*args: Any, at_most: bool = False, **kwargs: Any) -> str | None:
+        return None if at_most else real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(consolidation, "replace_bar", after_simulation_only)
+        slow = decide(snap, CATALOG, NOW)
+    assert fast.command == slow.command
+    assert [(b.node, b.kind) for b in fast.blocked] == [(b.node, b.kind) for b in slow.blocked]
+
+
 def test_the_reference_cases_cover_every_kind_of_decision() -> None:
     """The random clusters above exercise every path the speed-ups touch (guards the test's own value)."""
     methods = set()
@@ -150,8 +171,9 @@ def test_the_reference_cases_cover_every_kind_of_decision() -> None:
         methods.add(result.command.method if result.command else None)
         blocked_kinds |= {b.message.split(" ")[0] for b in result.blocked}
         blocked_kinds |= {"budget" for b in result.blocked if "disruption budget" in b.message}
+        blocked_kinds |= {"replace bar bound" for b in result.blocked if "(saving at most $" in b.message}
     assert {None, "emptiness", "drift", "single-node consolidation", "multi-node consolidation"} <= methods
-    assert {"budget", "pod", "node", "its"} <= blocked_kinds
+    assert {"budget", "pod", "node", "its", "replace bar bound"} <= blocked_kinds
 
 
 @pytest.mark.parametrize("seed", range(20))

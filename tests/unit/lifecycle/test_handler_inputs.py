@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from nodeflow.disruption.model import REPLACE_BAR_K
 from nodeflow.handlers.common import InvalidInput, StepInput, parse
 from nodeflow.handlers.runtime import Settings, SettingsError
 
@@ -45,6 +46,8 @@ def test_settings_defaults() -> None:
     assert (s.registration_ttl_seconds, s.initialization_ttl_seconds, s.gc_grace_seconds) == (900, 900, 30)
     assert s.catalog_source == "aws"
     assert (s.webhook_auth, s.agent_principal_arns, s.dedup_ttl_seconds) == ("iam", (), 3600)
+    assert s.consolidation_replace_bar_k == REPLACE_BAR_K == 4.5  # the disruption core's default
+    assert Settings.from_env({**BASE, "CONSOLIDATION_REPLACE_BAR_K": "0"}).consolidation_replace_bar_k == 0.0
     roles = "arn:aws:iam::1:role/a, arn:aws:iam::1:role/b"
     assert Settings.from_env({**BASE, "AGENT_PRINCIPAL_ARNS": roles}).agent_principal_arns == (
         "arn:aws:iam::1:role/a",
@@ -64,6 +67,9 @@ def test_settings_defaults() -> None:
         ({**BASE, "WEBHOOK_AUTH": "none"}, "WEBHOOK_AUTH"),
         ({**BASE, "AGENT_PRINCIPAL_ARNS": "nodeflow-agent"}, "AGENT_PRINCIPAL_ARNS"),
         ({**BASE, "DEDUP_TTL_SECONDS": "1h"}, "DEDUP_TTL_SECONDS"),
+        ({**BASE, "CONSOLIDATION_REPLACE_BAR_K": "-1"}, "CONSOLIDATION_REPLACE_BAR_K"),
+        ({**BASE, "CONSOLIDATION_REPLACE_BAR_K": "strict"}, "CONSOLIDATION_REPLACE_BAR_K"),
+        ({**BASE, "CONSOLIDATION_REPLACE_BAR_K": "inf"}, "CONSOLIDATION_REPLACE_BAR_K"),
     ],
 )
 def test_bad_settings_name_the_variable(env: dict[str, str], name: str) -> None:

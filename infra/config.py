@@ -50,6 +50,9 @@ CONTEXT_KEYS: Mapping[str, str] = {
     "decisionLogTtlDays": "days the decision log keeps its records, 1-3650 (default 90)",
     "featureGates": "Karpenter's feature gates for the Lambdas (FEATURE_GATES), e.g. NodeRepair=true; unset: "
     "Karpenter's defaults (NodeRepair=false)",
+    "consolidationReplaceBarK": "nodeflow's replace bar, 0-100 (CONSOLIDATION_REPLACE_BAR_K; default 4.5): a "
+    "consolidation replace must save at least 1/K of what Balanced asks for the pods it evicts; 0: every cheaper "
+    "replacement, as Karpenter",
 }
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")  # EKS's rule
@@ -110,6 +113,24 @@ def _whole(key: str, raw: Any, default: int, bounds: tuple[int, int]) -> int:
     return value
 
 
+def _bounded(key: str, raw: Any, bounds: tuple[float, float]) -> float | None:
+    """A number within ``bounds`` (None when unset)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    value: float | None = None
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        value = float(raw)
+    elif isinstance(raw, str):
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = None
+    low, high = bounds
+    if value is None or not low <= value <= high:
+        raise ConfigError(f"context {key}: expected a number from {low:g} to {high:g}, got {raw!r}")
+    return value
+
+
 def _choice(key: str, raw: Any, choices: tuple[str, ...]) -> str:
     value = _text(key, raw)
     if value is None:
@@ -160,6 +181,7 @@ class NodeflowConfig:
     alarm_topic_arn: str | None = None
     feature_gates: str | None = None  # FEATURE_GATES of every function (nodeflow.handlers.runtime.feature_gates)
     decision_log_ttl_days: int = 90  # DECISION_LOG_TTL_DAYS of the functions that write the decision log
+    replace_bar_k: float | None = None  # CONSOLIDATION_REPLACE_BAR_K of every function (None: the Lambdas' default)
 
     @staticmethod
     def from_node(node: Node) -> NodeflowConfig:
@@ -249,6 +271,7 @@ class NodeflowConfig:
                 "featureGates", get("featureGates"), _GATES, "Name=true|false pairs separated by commas"
             ),
             decision_log_ttl_days=_whole("decisionLogTtlDays", get("decisionLogTtlDays"), 90, (1, 3650)),
+            replace_bar_k=_bounded("consolidationReplaceBarK", get("consolidationReplaceBarK"), (0.0, 100.0)),
         )
 
     # ------------------------------------------------------------------ names

@@ -355,6 +355,8 @@ class Functions(Construct):
         environment = {"CLUSTER_NAME": config.cluster_name, **POWERTOOLS_ENVIRONMENT}
         if config.feature_gates is not None:
             environment["FEATURE_GATES"] = config.feature_gates  # Karpenter's gates (NodeRepair)
+        if config.replace_bar_k is not None:
+            environment["CONSOLIDATION_REPLACE_BAR_K"] = f"{config.replace_bar_k:g}"  # nodeflow's replace bar
         statements: list[iam.PolicyStatement] = []
         table = data.table
         uses = set(spec.uses)

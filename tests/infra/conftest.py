@@ -36,6 +36,7 @@ FULL_CONTEXT: Mapping[str, Any] = {
     "catalogSource": "offline",
     "alarmTopicArn": "arn:aws:sns:us-east-1:111122223333:nodeflow-alarms",
     "featureGates": "NodeRepair=true",
+    "consolidationReplaceBarK": "0",
 }
 # hmac mode with the in-cluster install: the installer copies the agent's secret into the cluster.
 HMAC_CONTEXT: Mapping[str, Any] = {"clusterName": "hmac", "webhookAuth": "hmac", "installWaitSeconds": "0"}

@@ -30,7 +30,9 @@ NOT_HANDLERS = {"__init__", "common", "runtime", "karpenter_metrics"}  # shared 
 
 def _settings_variables() -> set[str]:
     """Every environment variable ``nodeflow.handlers.runtime.Settings`` reads."""
-    return set(re.findall(r'env\.get\("([A-Z_]+)"', (HANDLERS / "runtime.py").read_text()))
+    return set(
+        re.findall(r'(?:env\.get\(|_(?:flag|int|number)\(env, )"([A-Z_]+)"', (HANDLERS / "runtime.py").read_text())
+    )
 
 
 def test_both_stacks_synthesize(synthesized: Synthesized) -> None:
@@ -247,10 +249,11 @@ def test_each_function_gets_what_its_handler_reads(synthesized: Synthesized, whi
                 expected |= {"CLUSTER_DNS"}
             if suffix == "webhook":
                 expected |= {"WEBHOOK_HMAC_SECRET_ARN"}
-            expected |= {"FEATURE_GATES"}  # context featureGates
+            expected |= {"FEATURE_GATES", "CONSOLIDATION_REPLACE_BAR_K"}  # context featureGates, ...ReplaceBarK
         assert env == expected, suffix
         if which == "full":
             assert fn["Properties"]["Environment"]["Variables"]["FEATURE_GATES"] == "NodeRepair=true"
+            assert fn["Properties"]["Environment"]["Variables"]["CONSOLIDATION_REPLACE_BAR_K"] == "0"
     _, webhook = function_named(res, f"nodeflow-{cluster}-webhook")
     env = webhook["Properties"]["Environment"]["Variables"]
     if which == "full":

@@ -57,6 +57,10 @@ ROOT = Path(__file__).resolve().parents[2]
         ({"clusterName": "c", "featureGates": "NodeRepair"}, "featureGates"),
         ({"clusterName": "c", "featureGates": "NodeRepair=yes"}, "featureGates"),
         ({"clusterName": "c", "featureGates": "NodeRepair=true;StaticCapacity=true"}, "featureGates"),
+        ({"clusterName": "c", "consolidationReplaceBarK": "-1"}, "consolidationReplaceBarK"),
+        ({"clusterName": "c", "consolidationReplaceBarK": 101}, "consolidationReplaceBarK"),
+        ({"clusterName": "c", "consolidationReplaceBarK": "strict"}, "consolidationReplaceBarK"),
+        ({"clusterName": "c", "consolidationReplaceBarK": True}, "consolidationReplaceBarK"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, Any], key: str) -> None:
@@ -131,3 +135,9 @@ def test_webhook_concurrency_from_the_cli_or_cdk_json() -> None:
     assert NodeflowConfig.from_mapping({"clusterName": "c", "webhookConcurrency": ""}).webhook_concurrency == 10
     with pytest.raises(ConfigError, match=r"^context webhookConcurrency: expected a whole number from 1 to 1000"):
         NodeflowConfig.from_mapping({"clusterName": "c", "webhookConcurrency": "0"})
+
+
+def test_the_replace_bar_is_unset_by_default_and_read_as_a_number() -> None:
+    assert NodeflowConfig.from_mapping({"clusterName": "c"}).replace_bar_k is None
+    assert NodeflowConfig.from_mapping({"clusterName": "c", "consolidationReplaceBarK": "0"}).replace_bar_k == 0.0
+    assert NodeflowConfig.from_mapping({"clusterName": "c", "consolidationReplaceBarK": 2.5}).replace_bar_k == 2.5

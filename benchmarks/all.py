@@ -60,6 +60,10 @@ TARGETS: tuple[Target, ...] = (
     Target("fidelity", "planned pods missed", 0.0, "", ""),  # issue 27: kube-scheduler follows the plan
     Target("fidelity", "extra NodeClaims", 0.0, "", ""),
     Target("burst", "control path", 30.0, "5000 pods"),  # issue 31: pending to bound, less window and boot
+    # issue 31: consolidation of the fragmented cluster ends near a fresh plan, evicting no more per $/h saved than
+    # the search before it (26.5)
+    Target("consolidation", "after / from scratch", 1.10, "", "x"),
+    Target("consolidation", "pods evicted per $/h saved", 26.5, "", ""),
 )
 
 
@@ -71,6 +75,7 @@ class Bench:
     rows: Callable[[Any], list[dict[str, Any]]]  # its JSON -> [{case, metric, value}]
     json_flag: bool = True
     min_timeout: float = 0.0  # seconds it is given at least, whatever --timeout (one that starts a control plane)
+    module: str = ""  # benchmarks.<module> it runs ("" = its name)
 
 
 def _plain(data: Any) -> list[dict[str, Any]]:
@@ -148,6 +153,13 @@ BENCHMARKS: tuple[Bench, ...] = (
         _plain,
     ),
     Bench(
+        "consolidation",
+        ("--rounds", "80", "--repeat", "1"),
+        ("--nodes", "100", "--pods", "1000", "--rounds", "5", "--repeat", "1"),
+        _plain,
+        module="disruption",
+    ),
+    Bench(
         "disruption_lambda",
         ("--invocations", "2", "--server-cpu", "0"),
         ("--quick", "--invocations", "1"),
@@ -213,7 +225,7 @@ def targeted(benchmark: str, row: dict[str, Any]) -> dict[str, Any]:
 def run_one(
     bench: Bench, quick: bool, pin: int | None, logs: Path, timeout: float
 ) -> tuple[list[dict[str, Any]], float]:
-    args = [sys.executable, "-m", f"benchmarks.{bench.name}", *(bench.quick if quick else bench.full)]
+    args = [sys.executable, "-m", f"benchmarks.{bench.module or bench.name}", *(bench.quick if quick else bench.full)]
     if bench.json_flag:
         args.append("--json")
     if pin is not None:

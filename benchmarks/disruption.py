@@ -396,6 +396,21 @@ def main(argv: list[str] | None = None) -> int:
         f"({len(scratch.node_claims)} nodes); ratio after/scratch = {after / scratch.total_price:.3f}; "
         f"pods evicted {evicted}, {evicted / max(before - after, 1e-9):.1f} per $/hour saved"
     )
+    if args.json:
+        case = f"{args.nodes} nodes, {args.pods} pods, {rounds} rounds"
+        print(
+            json.dumps(
+                [
+                    {"case": case, "metric": "after / from scratch", "value": round(after / scratch.total_price, 4)},
+                    {
+                        "case": case,
+                        "metric": "pods evicted per $/h saved",
+                        "value": round(evicted / max(before - after, 1e-9), 2),
+                    },
+                    {"case": case, "metric": "decide CPU a round", "value": round(per_round, 3)},
+                ]
+            )
+        )
     return 0
 
 

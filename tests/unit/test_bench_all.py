@@ -67,7 +67,7 @@ def test_the_last_json_value_is_read_after_a_table() -> None:
 
 def test_every_benchmark_module_takes_json() -> None:
     for bench in bench_all.BENCHMARKS:
-        source = (ROOT / "benchmarks" / f"{bench.name}.py").read_text()
+        source = (ROOT / "benchmarks" / f"{bench.module or bench.name}.py").read_text()
         assert '"--json"' in source, bench.name
 
 
@@ -111,3 +111,29 @@ def test_decision_log_benchmark_runs_the_provisioner_with_the_log_off_and_on(mon
     assert on["failed"] == 0
     assert on["requests"] == out["model"]["batchWriteCalls"] == -(-on["items"] // 25)
     assert on["writeUnits"] >= on["items"]
+
+
+def test_the_consolidation_benchmark_runs_the_disruption_module_and_reports_its_ratio_and_evictions(
+    tmp_path: Path,
+) -> None:
+    """issue 31's consolidation targets: benchmarks.disruption's applied rounds, under their own name."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.all", "--quick", "--only", "consolidation", "--logs", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    log = (tmp_path / "consolidation.log").read_text()
+    assert "-m benchmarks.disruption " in log.splitlines()[0], log[:300]
+    rows = {
+        cells[2]: cells
+        for line in done.stdout.splitlines()
+        if line.startswith("| consolidation ")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    assert set(rows) == {"after / from scratch", "pods evicted per $/h saved", "decide CPU a round"}, done.stdout
+    assert rows["after / from scratch"][4] == "<= 1.1x"
+    assert rows["pods evicted per $/h saved"][4] == "<= 26.5"
+    assert float(rows["after / from scratch"][3]) >= 0.5

@@ -15,15 +15,20 @@ from benchmarks import all as bench_all
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_quick_only_imports_runs_it_and_prints_one_table(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.all", "--quick", "--only", "imports", "--logs", str(tmp_path)],
+def quick_run(name: str, logs: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``benchmarks.all --quick --only NAME`` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.all", "--quick", "--only", name, "--logs", str(logs)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
+
+
+def test_quick_only_imports_runs_it_and_prints_one_table(tmp_path: Path) -> None:
+    done = quick_run("imports", tmp_path, 120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     header = [i for i, line in enumerate(lines) if line.startswith("| benchmark ")]
@@ -117,14 +122,7 @@ def test_the_consolidation_benchmark_runs_the_disruption_module_and_reports_its_
     tmp_path: Path,
 ) -> None:
     """issue 31's consolidation targets: benchmarks.disruption's applied rounds, under their own name."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.all", "--quick", "--only", "consolidation", "--logs", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = quick_run("consolidation", tmp_path, 300)
     log = (tmp_path / "consolidation.log").read_text()
     assert "-m benchmarks.disruption " in log.splitlines()[0], log[:300]
     rows = {

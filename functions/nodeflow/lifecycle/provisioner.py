@@ -189,11 +189,12 @@ def retry_attempt(bodies: Sequence[Mapping[str, Any]]) -> int:
     """The attempt of a batch: the highest ``PendingRetry`` attempt among its messages' bodies, 0 when it has none
     (pods the agent sent start a chain afresh only when no retry message is in the batch)."""
     attempts = [
-        int(b["detail"].get("attempt") or 0)
+        b["detail"].get("attempt")
         for b in bodies
         if b.get("detail-type") == PENDING_RETRY_TYPE and isinstance(b.get("detail"), dict)
     ]
-    return max(attempts, default=0)
+    # anything but a whole number counts as no attempt: a garbled message is still a trigger, never a failed batch
+    return max((a for a in attempts if isinstance(a, int) and not isinstance(a, bool) and a > 0), default=0)
 
 
 def pending_retry(pending: Sequence[str], result: SchedulingResult, attempt: int, created: bool) -> PendingRetry | None:

@@ -49,3 +49,5 @@ def test_a_batchs_attempt_is_its_highest_retry_message_and_zero_without_one() ->
     retries = [{"detail-type": PENDING_RETRY_TYPE, "detail": {"attempt": n}} for n in (2, 5)]
     assert retry_attempt([pod_event, *retries]) == 5
     assert retry_attempt([{"detail-type": PENDING_RETRY_TYPE, "detail": "garbled"}]) == 0
+    garbled = [{"detail-type": PENDING_RETRY_TYPE, "detail": {"attempt": a}} for a in ("x", [3], True, -4, None, 2.5)]
+    assert retry_attempt(garbled) == 0  # counted as none, never an exception that fails the batch

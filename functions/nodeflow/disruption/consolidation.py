@@ -30,7 +30,9 @@ nothing left are reported blocked.
   nodes" is asked twice: the simulation sizes new nodes for cost (several small ones where they cost less than one
   large), so when it needs several, it runs again with the pods packed as Karpenter's scheduler packs them
   (``Simulator.run(..., packed=True)``, ``scheduling.solver.solve_packed``: one NodeClaim takes pods while any of
-  its types holds them), and one new node there is the replacement, judged by the rules above.
+  its types holds them), and one new node there is the replacement, judged by the rules above; with the replace
+  bar on (below), not one costing more than ``PACKED_SLACK`` times the nodes sized for cost (a dead end no later
+  round leaves).
 Given the NodePools' totals, a move of nodes of a NodePool with consolidationPolicy Balanced must also pass
 its score (see ``nodeflow.disruption.balanced``), and a single node whose outright deletion would not pass is
 not simulated at all; the command carries the scores. nodeflow's replace bar (``replace_bar``; not Karpenter's:
@@ -262,6 +264,11 @@ def _same_type_cap(candidates: Sequence[Candidate], plan: NodeClaimPlan) -> floa
     return min(prices) if prices else None
 
 
+# The packed replacement may cost this much more than the nodes sized for cost that it stands for (rounding to
+# whole instance types: two xlarge are not always one 2xlarge's price).
+PACKED_SLACK = 1.25
+
+
 def consolidate(
     candidates: Sequence[Candidate],
     sim: Simulator,
@@ -355,7 +362,12 @@ def _consolidate(
     if len(result.node_claims) > 1 and not result.unschedulable:
         # sized for cost, the pods need several new nodes; packed as Karpenter packs them, they may fit one
         packed = sim.run(candidates, cluster=True, consolidation=True, packed=True)
-        if len(packed.node_claims) == 1 and not packed.unschedulable:
+        # one node for all of them; with the replace bar on (nodeflow's, not Karpenter's), not one that costs more
+        # than the nodes sized for cost would (a few hundred pods on one 48xlarge): a dead end no later round can
+        # leave (it never replaces one node by several), where fewer candidates let the later rounds reach the plan
+        sized = sum(nc.price for nc in result.node_claims)
+        dear = settings.replace_bar_k > 0 and packed.node_claims and packed.node_claims[0].price > sized * PACKED_SLACK
+        if len(packed.node_claims) == 1 and not packed.unschedulable and not dear:
             result = packed
     if result.unschedulable:
         first = result.unschedulable[0]
